@@ -1,0 +1,32 @@
+# One entry point for humans and CI. Every target is one line; `make help` lists them.
+SHELL := /bin/bash
+UV := scripts/uv
+PACKAGES := $(wildcard packages/*) e2e
+
+.PHONY: help install lint typecheck pytest test demo bench proto
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+install: ## install the workspace (all packages, dev tools) into .venv from uv.lock
+	@$(UV) sync --all-packages --frozen --quiet
+
+lint: install ## ruff lint and format check
+	$(UV) run --frozen ruff check . && $(UV) run --frozen ruff format --check .
+
+typecheck: install ## mypy --strict over every package's sources and tests
+	@set -e; for p in $(PACKAGES); do echo "mypy $$p"; $(UV) run --frozen mypy $$p/src $$p/tests; done
+
+pytest: install ## the test suites of every package, e2e included
+	$(UV) run --frozen pytest $(PYTEST_ARGS)
+
+test: lint typecheck pytest ## everything CI runs: lint, strict typing, all tests
+
+demo: install ## the main job: a demo on fake GPUs
+	$(UV) run --frozen python scripts/demo.py
+
+bench: install ## benchmarks (on demand; print ratios against named baselines)
+	$(UV) run --frozen python -m bench
+
+proto: install ## regenerate the gRPC stubs of the kubelet plugin from its .proto files
+	$(MAKE) -C packages/kubelet-plugin proto UV=$(CURDIR)/$(UV)

@@ -1,0 +1,1 @@
+"""DRA CEL environment, structured allocator and kubectl dra."""

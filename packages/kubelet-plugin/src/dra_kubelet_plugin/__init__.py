@@ -1,0 +1,1 @@
+"""The gpu.nvidia.com kubelet DRA plugin."""

@@ -1,0 +1,1 @@
+"""GPU discovery and control on NVML, plus a faithful fake GPU fleet."""
