@@ -1,0 +1,476 @@
+"""The NVML backend: facts and operations through :class:`~dra_nvlib.nvml_binding.NvmlApi`.
+
+Every :class:`~dra_nvlib.nvml_binding.NvmlFailure` is translated here into a typed
+:class:`~dra_nvlib.errors.DeviceError` naming the GPU and the operation.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import threading
+import uuid as uuidlib
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+from dra_nvlib.config import DeviceLibConfig
+from dra_nvlib.devicelib import DeviceLib, HealthWatch
+from dra_nvlib.errors import (
+    DeviceError,
+    GpuLostError,
+    GpuNotFoundError,
+    InsufficientResourcesError,
+    InUseError,
+    InvalidArgumentError,
+    InvalidStateError,
+    NoPermissionError,
+    NotSupportedError,
+    NvmlCallError,
+    ResetRequiredError,
+)
+from dra_nvlib.facts import (
+    AddressingMode,
+    Architecture,
+    Brand,
+    ComputeMode,
+    CudaComputeCapability,
+    DriverInfo,
+    FabricInfo,
+    FabricState,
+    GpuInfo,
+    HealthEvent,
+    HealthEventKind,
+    MigDevice,
+    MigModeState,
+    MigPlacement,
+    MigProfile,
+    TimeSliceLevel,
+)
+from dra_nvlib.nvidia_smi_exec import set_timeslice
+from dra_nvlib.nvml_binding import (
+    EVENT_DOUBLE_BIT_ECC,
+    EVENT_SINGLE_BIT_ECC,
+    EVENT_XID,
+    GI_PROFILE_INDICES,
+    NVML_ERROR_FUNCTION_NOT_FOUND,
+    NVML_ERROR_GPU_IS_LOST,
+    NVML_ERROR_IN_USE,
+    NVML_ERROR_INSUFFICIENT_RESOURCES,
+    NVML_ERROR_INVALID_ARGUMENT,
+    NVML_ERROR_INVALID_STATE,
+    NVML_ERROR_NO_PERMISSION,
+    NVML_ERROR_NOT_FOUND,
+    NVML_ERROR_NOT_SUPPORTED,
+    NVML_ERROR_RESET_REQUIRED,
+    EventSetHandle,
+    NvmlApi,
+    NvmlFailure,
+    NvmlHandle,
+    PynvmlApi,
+    RawGiProfile,
+    find_library,
+)
+from dra_nvlib.sysfs import normalize_bus_id, pcie_root
+
+T = TypeVar("T")
+
+_ERRORS: dict[int, type[DeviceError]] = {
+    NVML_ERROR_INVALID_ARGUMENT: InvalidArgumentError,
+    NVML_ERROR_NOT_SUPPORTED: NotSupportedError,
+    NVML_ERROR_FUNCTION_NOT_FOUND: NotSupportedError,
+    NVML_ERROR_NO_PERMISSION: NoPermissionError,
+    NVML_ERROR_NOT_FOUND: GpuNotFoundError,
+    NVML_ERROR_GPU_IS_LOST: GpuLostError,
+    NVML_ERROR_RESET_REQUIRED: ResetRequiredError,
+    NVML_ERROR_IN_USE: InUseError,
+    NVML_ERROR_INSUFFICIENT_RESOURCES: InsufficientResourcesError,
+    NVML_ERROR_INVALID_STATE: InvalidStateError,
+}
+
+
+def translate(failure: NvmlFailure, *, gpu: str, operation: str) -> DeviceError:
+    """The typed error for an NVML failure during ``operation`` on ``gpu``."""
+    error = _ERRORS.get(failure.code)
+    if error is None:
+        return NvmlCallError(gpu, operation, str(failure), code=failure.code)
+    return error(gpu, operation, str(failure))
+
+
+def format_cuda_version(value: int) -> str:
+    """NVML's 12040 as ``12.4``."""
+    return f"{value // 1000}.{(value % 1000) // 10}"
+
+
+def _profile_name(raw: RawGiProfile) -> str:
+    name = raw.name.strip()
+    return name[4:] if name.startswith("MIG ") else name
+
+
+class NvmlDeviceLib(DeviceLib):
+    """GPUs of this node as NVML reports them."""
+
+    backend = "nvml"
+
+    def __init__(self, api: NvmlApi, *, sysfs_root: Path, nvidia_smi: Path) -> None:
+        self._api = api
+        self._sysfs_root = sysfs_root
+        self._nvidia_smi = nvidia_smi
+        self._lock = threading.RLock()
+        self._closed = False
+        self._known: dict[int, GpuInfo] = {}
+
+    @classmethod
+    def open(cls, config: DeviceLibConfig) -> NvmlDeviceLib:
+        """Load ``libnvidia-ml.so.1`` from the configured driver root and initialise NVML."""
+        library = config.nvml_library or find_library(config.driver_root)
+        api = PynvmlApi(library)
+        try:
+            api.init()
+        except NvmlFailure as exc:
+            from dra_nvlib.errors import LibraryLoadError
+
+            raise LibraryLoadError(str(library), str(exc)) from exc
+        smi = config.nvidia_smi or config.driver_root / "usr" / "bin" / "nvidia-smi"
+        return cls(api, sysfs_root=config.sysfs_root, nvidia_smi=smi)
+
+    @contextlib.contextmanager
+    def _op(self, gpu: str, operation: str) -> Iterator[None]:
+        with self._lock:
+            try:
+                yield
+            except NvmlFailure as exc:
+                raise translate(exc, gpu=gpu, operation=operation) from exc
+
+    def _optional(self, call: Callable[[], T]) -> T | None:
+        """``None`` when NVML says the query is not supported on this GPU/driver."""
+        try:
+            return call()
+        except NvmlFailure as exc:
+            if exc.code in (NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_FUNCTION_NOT_FOUND):
+                return None
+            raise
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def driver_info(self) -> DriverInfo:
+        """Driver, CUDA driver and NVML versions."""
+        with self._op("*", "driver_info"):
+            return DriverInfo(
+                driver_version=self._api.driver_version(),
+                cuda_driver_version=format_cuda_version(self._api.cuda_driver_version()),
+                nvml_version=self._api.nvml_version(),
+            )
+
+    def gpus(self) -> tuple[GpuInfo, ...]:
+        """Enumerate every GPU; a lost GPU is reported from its last known facts, flagged."""
+        driver = self.driver_info()
+        with self._op("*", "gpus"):
+            count = self._api.device_count()
+        out: list[GpuInfo] = []
+        for index in range(count):
+            try:
+                with self._lock:
+                    info = self._gpu_at(index, driver)
+            except NvmlFailure as exc:
+                if exc.code == NVML_ERROR_GPU_IS_LOST and index in self._known:
+                    lost = self._known[index]
+                    out.append(dataclasses.replace(lost, lost=True))
+                    continue
+                raise translate(exc, gpu=f"index {index}", operation="gpus") from exc
+            self._known[index] = info
+            out.append(info)
+        return tuple(out)
+
+    def _gpu_at(self, index: int, driver: DriverInfo) -> GpuInfo:
+        api = self._api
+        dev = api.device_by_index(index)
+        uuid = api.uuid(dev)
+        bus_id = normalize_bus_id(api.pci_bus_id(dev))
+        mig = self._optional(lambda: api.mig_mode(dev))
+        profiles = self._mig_profiles(dev) if mig is not None else ()
+        devices = self._mig_devices(dev, uuid, index, profiles) if mig and mig[0] else ()
+        addressing = self._optional(lambda: api.addressing_mode(dev))
+        major, minor = api.cuda_compute_capability(dev)
+        return GpuInfo(
+            index=index,
+            minor=api.minor_number(dev),
+            uuid=uuid,
+            product_name=api.name(dev),
+            brand=Brand.from_nvml(api.brand(dev)),
+            architecture=Architecture.from_nvml(api.architecture(dev)),
+            cuda_compute_capability=CudaComputeCapability(major, minor),
+            driver_version=driver.driver_version,
+            cuda_driver_version=driver.cuda_driver_version,
+            memory_bytes=api.memory_total(dev),
+            pci_bus_id=bus_id,
+            pcie_root=pcie_root(self._sysfs_root, bus_id),
+            addressing_mode=AddressingMode(addressing) if addressing is not None else None,
+            mig_capable=mig is not None,
+            mig_mode=MigModeState(current=bool(mig and mig[0]), pending=bool(mig and mig[1])),
+            mig_profiles=profiles,
+            mig_devices=devices,
+            compute_mode=ComputeMode(api.compute_mode(dev)),
+            fabric=self._fabric(dev),
+        )
+
+    def _fabric(self, dev: NvmlHandle) -> FabricInfo | None:
+        raw = self._optional(lambda: self._api.fabric_info(dev))
+        if raw is None or raw.state == FabricState.NOT_SUPPORTED:
+            return None
+        return FabricInfo(
+            cluster_uuid=str(uuidlib.UUID(bytes=raw.cluster_uuid[:16])),
+            clique_id=raw.clique_id,
+            state=FabricState(raw.state),
+            status=raw.status,
+            health_mask=raw.health_mask,
+        )
+
+    def _mig_profiles(self, dev: NvmlHandle) -> tuple[MigProfile, ...]:
+        out: list[MigProfile] = []
+        seen: set[int] = set()
+        for index in GI_PROFILE_INDICES:
+            try:
+                raw = self._api.gi_profile_info(dev, index)
+            except NvmlFailure as exc:
+                if exc.code in (
+                    NVML_ERROR_NOT_SUPPORTED,
+                    NVML_ERROR_INVALID_ARGUMENT,
+                    NVML_ERROR_NOT_FOUND,
+                    NVML_ERROR_FUNCTION_NOT_FOUND,
+                ):
+                    continue
+                raise
+            if raw.profile_id in seen:
+                continue
+            seen.add(raw.profile_id)
+            placements = tuple(
+                MigPlacement(start, size)
+                for start, size in self._api.gi_placements(dev, raw.profile_id)
+            )
+            out.append(
+                MigProfile(
+                    name=_profile_name(raw),
+                    profile_id=raw.profile_id,
+                    nvml_profile=index,
+                    slice_count=raw.slice_count,
+                    instance_count=raw.instance_count,
+                    memory_bytes=raw.memory_mib * 1024 * 1024,
+                    memory_slices=placements[0].size if placements else 0,
+                    multiprocessor_count=raw.multiprocessor_count,
+                    copy_engine_count=raw.copy_engine_count,
+                    decoder_count=raw.decoder_count,
+                    encoder_count=raw.encoder_count,
+                    jpeg_count=raw.jpeg_count,
+                    ofa_count=raw.ofa_count,
+                    placements=placements,
+                )
+            )
+        return tuple(out)
+
+    def _mig_devices(
+        self, dev: NvmlHandle, parent: str, parent_index: int, profiles: tuple[MigProfile, ...]
+    ) -> tuple[MigDevice, ...]:
+        by_id = {p.profile_id: p for p in profiles}
+        out: list[MigDevice] = []
+        for i in range(self._api.max_mig_device_count(dev)):
+            try:
+                mig = self._api.mig_device_by_index(dev, i)
+            except NvmlFailure as exc:
+                if exc.code in (NVML_ERROR_NOT_FOUND, NVML_ERROR_INVALID_ARGUMENT):
+                    continue
+                raise
+            gi_id = self._api.gi_id(mig)
+            gi = self._api.gpu_instance_info(self._api.gpu_instance_by_id(dev, gi_id))
+            profile = by_id.get(gi.profile_id)
+            out.append(
+                MigDevice(
+                    uuid=self._api.uuid(mig),
+                    parent_uuid=parent,
+                    parent_index=parent_index,
+                    index=len(out),
+                    gi_id=gi_id,
+                    ci_id=self._api.ci_id(mig),
+                    profile_id=gi.profile_id,
+                    profile_name=profile.name if profile else str(gi.profile_id),
+                    placement=MigPlacement(gi.start, gi.size),
+                    memory_bytes=self._api.memory_total(mig),
+                    multiprocessor_count=profile.multiprocessor_count if profile else 0,
+                )
+            )
+        return tuple(out)
+
+    # -- operations ------------------------------------------------------------------------
+
+    def set_compute_mode(self, gpu_uuid: str, mode: ComputeMode) -> None:
+        """``nvmlDeviceSetComputeMode``."""
+        with self._op(gpu_uuid, "set_compute_mode"):
+            self._api.set_compute_mode(self._api.device_by_uuid(gpu_uuid), int(mode))
+
+    def set_time_slice(self, gpu_uuid: str, level: TimeSliceLevel) -> None:
+        """Through ``nvidia-smi compute-policy`` (NVML has no public call for it)."""
+        set_timeslice(self._nvidia_smi, gpu_uuid, level)
+
+    def set_mig_mode(self, gpu_uuid: str, *, enabled: bool) -> MigModeState:
+        """``nvmlDeviceSetMigMode``; returns the (current, pending) state afterwards."""
+        with self._op(gpu_uuid, "set_mig_mode"):
+            dev = self._api.device_by_uuid(gpu_uuid)
+            self._api.set_mig_mode(dev, 1 if enabled else 0)
+            current, pending = self._api.mig_mode(dev)
+        return MigModeState(current=bool(current), pending=bool(pending))
+
+    def create_mig_device(
+        self, gpu_uuid: str, *, profile_id: int, placement_start: int
+    ) -> MigDevice:
+        """Create a GI at the placement and a CI spanning it; on CI failure the GI is
+        destroyed again so no half-made device is left."""
+        op = "create_mig_device"
+        info = self.gpu(gpu_uuid)
+        try:
+            profile = info.mig_profile(profile_id)
+        except KeyError as exc:
+            if not info.mig_capable:
+                raise NotSupportedError(gpu_uuid, op, "GPU has no MIG") from exc
+            raise InvalidArgumentError(
+                gpu_uuid, op, f"no GPU instance profile id {profile_id}"
+            ) from exc
+        with self._op(gpu_uuid, op):
+            dev = self._api.device_by_uuid(gpu_uuid)
+            gi = self._api.create_gpu_instance(
+                dev, profile_id, placement_start, profile.memory_slices
+            )
+            try:
+                ci_profile = self._api.full_ci_profile_id(gi, profile.slice_count)
+                self._api.create_compute_instance(gi, ci_profile)
+            except NvmlFailure:
+                with contextlib.suppress(NvmlFailure):
+                    self._api.destroy_gpu_instance(gi)
+                raise
+            gi_id = self._api.gpu_instance_info(gi).gi_id
+        for device in self.gpu(gpu_uuid).mig_devices:
+            if device.gi_id == gi_id:
+                return device
+        raise GpuNotFoundError(gpu_uuid, op, f"created GPU instance {gi_id} is not listed")
+
+    def destroy_mig_device(self, mig_uuid: str) -> None:
+        """Destroy every CI of the MIG device's GI, then the GI."""
+        op = "destroy_mig_device"
+        for info in self.gpus():
+            for device in info.mig_devices:
+                if device.uuid != mig_uuid:
+                    continue
+                with self._op(info.uuid, op):
+                    dev = self._api.device_by_uuid(info.uuid)
+                    gi = self._api.gpu_instance_by_id(dev, device.gi_id)
+                    for ci in self._api.compute_instances(gi):
+                        self._api.destroy_compute_instance(ci)
+                    self._api.destroy_gpu_instance(gi)
+                return
+        raise GpuNotFoundError(mig_uuid, op, "no such MIG device")
+
+    def watch_health(self, gpu_uuids: Sequence[str] | None = None) -> HealthWatch:
+        """Register XID and ECC events on the GPUs (those supporting them)."""
+        uuids = list(gpu_uuids) if gpu_uuids is not None else [g.uuid for g in self.gpus()]
+        with self._op("*", "watch_health"):
+            event_set = self._api.event_set_create()
+        try:
+            for uuid in uuids:
+                with self._op(uuid, "watch_health"):
+                    dev = self._api.device_by_uuid(uuid)
+                    supported = self._supported_events(dev)
+                    mask = supported & (EVENT_XID | EVENT_SINGLE_BIT_ECC | EVENT_DOUBLE_BIT_ECC)
+                    if mask:
+                        self._api.register_events(dev, mask, event_set)
+        except DeviceError:
+            with contextlib.suppress(NvmlFailure):
+                self._api.event_set_free(event_set)
+            raise
+        return NvmlHealthWatch(self._api, event_set, uuids=uuids, lock=self._lock)
+
+    def _supported_events(self, dev: NvmlHandle) -> int:
+        return self._optional(lambda: self._api.supported_events(dev)) or 0
+
+    def close(self) -> None:
+        """``nvmlShutdown`` once."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            with contextlib.suppress(NvmlFailure):
+                self._api.shutdown()
+
+
+class NvmlHealthWatch(HealthWatch):
+    """Waits on an NVML event set; a lost GPU is reported as a GPU_LOST event."""
+
+    def __init__(
+        self,
+        api: NvmlApi,
+        event_set: EventSetHandle,
+        *,
+        uuids: Sequence[str],
+        lock: threading.RLock,
+    ) -> None:
+        self._api = api
+        self._set = event_set
+        self._uuids = list(uuids)
+        self._lock = lock
+        self._pending: collections.deque[HealthEvent] = collections.deque()
+        self._reported_lost: set[str] = set()
+        self._closed = False
+
+    def _lost_gpus(self) -> list[HealthEvent]:
+        events: list[HealthEvent] = []
+        for uuid in self._uuids:
+            if uuid in self._reported_lost:
+                continue
+            try:
+                self._api.uuid(self._api.device_by_uuid(uuid))
+            except NvmlFailure as exc:
+                if exc.code == NVML_ERROR_GPU_IS_LOST:
+                    self._reported_lost.add(uuid)
+                    events.append(HealthEvent(HealthEventKind.GPU_LOST, uuid, description=str(exc)))
+        return events
+
+    def wait(self, timeout_s: float) -> HealthEvent | None:
+        """Next XID/ECC/GPU-lost event, or ``None`` after ``timeout_s``."""
+        if self._closed:
+            raise RuntimeError("health watch is closed")
+        if self._pending:
+            return self._pending.popleft()
+        try:
+            raw = self._api.event_wait(self._set, max(int(timeout_s * 1000), 0))
+        except NvmlFailure as exc:
+            if exc.code != NVML_ERROR_GPU_IS_LOST:
+                raise translate(exc, gpu="*", operation="watch_health") from exc
+            with self._lock:
+                self._pending.extend(self._lost_gpus())
+            return self._pending.popleft() if self._pending else None
+        if raw is None:
+            return None
+        if raw.event_type & EVENT_XID:
+            kind = HealthEventKind.XID
+        elif raw.event_type & EVENT_DOUBLE_BIT_ECC:
+            kind = HealthEventKind.ECC_DOUBLE_BIT
+        else:
+            kind = HealthEventKind.ECC_SINGLE_BIT
+        # 0xFFFFFFFF means "the whole GPU" for GI/CI ids.
+        gi = raw.gi_id if raw.gi_id != 0xFFFFFFFF else None
+        ci = raw.ci_id if raw.ci_id != 0xFFFFFFFF else None
+        return HealthEvent(
+            kind=kind,
+            gpu_uuid=raw.gpu_uuid,
+            xid=raw.event_data if kind is HealthEventKind.XID else None,
+            gi_id=gi,
+            ci_id=ci,
+            description=f"NVML event 0x{raw.event_type:x} data {raw.event_data}",
+        )
+
+    def close(self) -> None:
+        """Free the NVML event set."""
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(NvmlFailure):
+            self._api.event_set_free(self._set)
