@@ -1,0 +1,105 @@
+"""The node's allocatable devices, derived from the device layer's facts (pure).
+
+Full GPUs are named ``gpu-<minor>``; static MIG devices (already created on a MIG-enabled
+GPU) ``gpu-<minor>-mig-<profile>-<giProfileId>-<placementStart>``, and a MIG-enabled parent
+is not offered as a whole GPU. Device order is deterministic: by GPU minor, then MIG
+placement, so slices and their generation only change when the hardware does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from dra_nvlib.facts import Brand, GpuInfo, MigDevice, MigProfile
+
+__all__ = ["DeviceType", "NodeDevice", "brand_name", "build_inventory", "mig_device_name"]
+
+
+class DeviceType(StrEnum):
+    """Value of the ``type`` attribute."""
+
+    GPU = "gpu"
+    MIG = "mig"
+
+
+@dataclass(frozen=True)
+class NodeDevice:
+    """A device this node publishes: a full GPU or a static MIG device on ``gpu``."""
+
+    name: str
+    type: DeviceType
+    gpu: GpuInfo
+    mig: MigDevice | None = None
+    profile: MigProfile | None = None
+
+    @property
+    def uuid(self) -> str:
+        """The device's own UUID (``GPU-...`` or ``MIG-...``)."""
+        return self.mig.uuid if self.mig is not None else self.gpu.uuid
+
+    @property
+    def memory_bytes(self) -> int:
+        """Memory usable through this device."""
+        return self.mig.memory_bytes if self.mig is not None else self.gpu.memory_bytes
+
+
+_BRANDS: Mapping[Brand, str] = {
+    Brand.UNKNOWN: "Unknown",
+    Brand.QUADRO: "Quadro",
+    Brand.TESLA: "Tesla",
+    Brand.NVS: "NVS",
+    Brand.GRID: "Grid",
+    Brand.GEFORCE: "GeForce",
+    Brand.TITAN: "Titan",
+    Brand.NVIDIA_VAPPS: "NvidiaVApps",
+    Brand.NVIDIA_VPC: "NvidiaVPC",
+    Brand.NVIDIA_VCS: "NvidiaVCS",
+    Brand.NVIDIA_VWS: "NvidiaVWS",
+    Brand.NVIDIA_CLOUD_GAMING: "NvidiaCloudGaming",
+    Brand.QUADRO_RTX: "QuadroRTX",
+    Brand.NVIDIA_RTX: "NvidiaRTX",
+    Brand.NVIDIA: "Nvidia",
+    Brand.GEFORCE_RTX: "GeForceRTX",
+    Brand.TITAN_RTX: "TitanRTX",
+}
+
+
+def brand_name(brand: Brand) -> str:
+    """The brand as published (``Nvidia``, ``Tesla``, ...), as the seed walkthrough shows."""
+    return _BRANDS.get(brand, "Unknown")
+
+
+def mig_device_name(gpu: GpuInfo, mig: MigDevice) -> str:
+    """``gpu-<minor>-mig-<profile>-<giProfileId>-<placementStart>``, a valid DNS label.
+
+    The profile name loses its dots and turns other separators into dashes
+    (``1g.10gb+me`` becomes ``1g10gb-me``).
+    """
+    profile = re.sub(r"[^a-z0-9]+", "-", mig.profile_name.lower().replace(".", "")).strip("-")
+    return f"gpu-{gpu.minor}-mig-{profile}-{mig.profile_id}-{mig.placement.start}"
+
+
+def build_inventory(gpus: Iterable[GpuInfo]) -> list[NodeDevice]:
+    """All devices to publish, in deterministic order. Lost GPUs are still listed (tainted)."""
+    devices: list[NodeDevice] = []
+    for gpu in sorted(gpus, key=lambda g: g.minor):
+        if gpu.mig_mode.current:
+            for mig in sorted(gpu.mig_devices, key=lambda m: (m.placement.start, m.gi_id)):
+                profile = next(
+                    (p for p in gpu.mig_profiles if p.profile_id == mig.profile_id), None
+                )
+                devices.append(
+                    NodeDevice(
+                        name=mig_device_name(gpu, mig),
+                        type=DeviceType.MIG,
+                        gpu=gpu,
+                        mig=mig,
+                        profile=profile,
+                    )
+                )
+        else:
+            devices.append(NodeDevice(name=f"gpu-{gpu.minor}", type=DeviceType.GPU, gpu=gpu))
+    return devices

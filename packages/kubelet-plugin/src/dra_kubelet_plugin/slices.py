@@ -1,0 +1,169 @@
+"""The ResourceSlices this node publishes, as ``resource.k8s.io/v1`` JSON (pure).
+
+One pool named after the node, owned by the Node; devices in inventory order, split into
+slices of at most 128 devices (64 when taints are present, the API's limit); every slice
+carries the pool's generation and ``resourceSliceCount``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from dra_kubelet_plugin.health import TAINT_GPU_LOST, DeviceHealth
+from dra_kubelet_plugin.inventory import DeviceType, NodeDevice, brand_name
+
+__all__ = [
+    "MAX_DEVICES_PER_SLICE",
+    "MAX_DEVICES_PER_SLICE_WITH_TAINTS",
+    "SliceSpec",
+    "binary_quantity",
+    "build_resource_slices",
+    "device_json",
+    "semver_of",
+]
+
+MAX_DEVICES_PER_SLICE = 128
+MAX_DEVICES_PER_SLICE_WITH_TAINTS = 64
+_BINARY_SUFFIXES: tuple[tuple[str, int], ...] = tuple(
+    (suffix, 1 << (10 * power))
+    for suffix, power in (("Ei", 6), ("Pi", 5), ("Ti", 4), ("Gi", 3), ("Mi", 2), ("Ki", 1))
+)
+
+
+@dataclass(frozen=True)
+class SliceSpec:
+    """Inputs of the slice builder that are not devices."""
+
+    driver_name: str
+    node_name: str
+    node_uid: str | None = None
+
+
+def binary_quantity(n_bytes: int) -> str:
+    """Canonical Kubernetes binary-SI quantity of a byte count (``80Gi``, ``189471Mi``)."""
+    if n_bytes == 0:
+        return "0"
+    for suffix, unit in _BINARY_SUFFIXES:
+        if n_bytes % unit == 0:
+            return f"{n_bytes // unit}{suffix}"
+    return str(n_bytes)
+
+
+def semver_of(text: str) -> str:
+    """Normalize a driver/CUDA version to semver: pad to three parts, drop leading zeros.
+
+    ``"9.0"`` becomes ``"9.0.0"`` and ``"535.104.05"`` becomes ``"535.104.5"``.
+    """
+    core = re.match(r"^\d+(?:\.\d+){0,2}", text.strip())
+    if core is None:
+        raise ValueError(f"version {text!r} does not start with a number")
+    parts = [str(int(p)) for p in core.group(0).split(".")]
+    parts += ["0"] * (3 - len(parts))
+    return ".".join(parts)
+
+
+def _str(value: str) -> dict[str, object]:
+    return {"string": value}
+
+
+def _ver(value: str) -> dict[str, object]:
+    return {"version": semver_of(value)}
+
+
+def _int(value: int) -> dict[str, object]:
+    return {"int": value}
+
+
+def device_json(device: NodeDevice, health: DeviceHealth | None = None) -> dict[str, object]:
+    """One ``Device`` of the slice, with the attributes and capacity the driver publishes."""
+    gpu = device.gpu
+    attrs: dict[str, object] = {
+        "type": _str(device.type.value),
+        "uuid": _str(device.uuid),
+        "productName": _str(gpu.product_name),
+        "brand": _str(brand_name(gpu.brand)),
+        "architecture": _str(gpu.architecture.display_name),
+        "cudaComputeCapability": _ver(str(gpu.cuda_compute_capability)),
+        "driverVersion": _ver(gpu.driver_version),
+        "cudaDriverVersion": _ver(gpu.cuda_driver_version),
+        "resource.kubernetes.io/pciBusID": _str(gpu.pci_bus_id),
+    }
+    if gpu.pcie_root:
+        attrs["resource.kubernetes.io/pcieRoot"] = _str(gpu.pcie_root)
+    if gpu.addressing_mode is not None and gpu.addressing_mode.name != "NONE":
+        attrs["addressingMode"] = _str(gpu.addressing_mode.name)
+    capacity: dict[str, object] = {"memory": {"value": binary_quantity(device.memory_bytes)}}
+    if device.type is DeviceType.MIG and device.mig is not None:
+        attrs["parentUUID"] = _str(gpu.uuid)
+        attrs["profile"] = _str(device.mig.profile_name)
+        profile = device.profile
+        capacity["multiprocessors"] = {"value": str(device.mig.multiprocessor_count)}
+        if profile is not None:
+            capacity["copyEngines"] = {"value": str(profile.copy_engine_count)}
+            capacity["decoders"] = {"value": str(profile.decoder_count)}
+            capacity["encoders"] = {"value": str(profile.encoder_count)}
+            capacity["jpegEngines"] = {"value": str(profile.jpeg_count)}
+            capacity["ofaEngines"] = {"value": str(profile.ofa_count)}
+    out: dict[str, object] = {
+        "name": device.name,
+        "attributes": dict(sorted(attrs.items())),
+        "capacity": dict(sorted(capacity.items())),
+    }
+    if health is not None and not health.healthy and health.taint_key:
+        taint: dict[str, object] = {
+            "key": health.taint_key,
+            "effect": "NoExecute" if health.taint_key == TAINT_GPU_LOST else "NoSchedule",
+        }
+        if health.taint_value:
+            taint["value"] = health.taint_value
+        out["taints"] = [taint]
+    return out
+
+
+def build_resource_slices(
+    spec: SliceSpec,
+    devices: Sequence[NodeDevice],
+    *,
+    generation: int,
+    health: Mapping[str, DeviceHealth] | None = None,
+) -> list[dict[str, object]]:
+    """The complete pool as ResourceSlice objects (``metadata.generateName``, no name).
+
+    A node without devices still gets one empty slice, so the scheduler sees a complete pool.
+    """
+    health = health or {}
+    rendered = [device_json(d, health.get(d.name)) for d in devices]
+    tainted = any("taints" in d for d in rendered)
+    per_slice = MAX_DEVICES_PER_SLICE_WITH_TAINTS if tainted else MAX_DEVICES_PER_SLICE
+    chunks = [rendered[i : i + per_slice] for i in range(0, len(rendered), per_slice)] or [[]]
+    metadata: dict[str, object] = {"generateName": f"{spec.node_name}-{spec.driver_name}-"}
+    if spec.node_uid:
+        metadata["ownerReferences"] = [
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "name": spec.node_name,
+                "uid": spec.node_uid,
+                "controller": True,
+            }
+        ]
+    return [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": dict(metadata),
+            "spec": {
+                "driver": spec.driver_name,
+                "nodeName": spec.node_name,
+                "pool": {
+                    "name": spec.node_name,
+                    "generation": generation,
+                    "resourceSliceCount": len(chunks),
+                },
+                "devices": chunk,
+            },
+        }
+        for chunk in chunks
+    ]
