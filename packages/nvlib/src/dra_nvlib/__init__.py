@@ -63,6 +63,7 @@ from dra_nvlib.facts import (
 )
 from dra_nvlib.fake_backend import FakeDeviceLib, FakeHealthWatch, FaultKind
 from dra_nvlib.fleet import FleetEntry, FleetSpec, load_fleet_spec, parse_fleet_string
+from dra_nvlib.nvidia_smi import render_nvidia_smi_list, render_nvidia_smi_script
 from dra_nvlib.profiles import GPU_MODELS, GpuModel, MigProfileSpec, find_model
 
 __all__ = [
@@ -123,4 +124,6 @@ __all__ = [
     "load_fleet_spec",
     "open_device_lib",
     "parse_fleet_string",
+    "render_nvidia_smi_list",
+    "render_nvidia_smi_script",
 ]

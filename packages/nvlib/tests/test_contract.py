@@ -1,0 +1,225 @@
+"""The contract every backend honours, run against the fake and against NVML over NVIDIA's
+mock ``libnvidia-ml.so`` (A100 and GB200 profiles)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Protocol
+
+import pytest
+from dra_nvlib import (
+    Architecture,
+    Brand,
+    ComputeMode,
+    CudaComputeCapability,
+    DeviceLib,
+    DeviceLibConfig,
+    FabricState,
+    GpuInfo,
+    GpuNotFoundError,
+    InsufficientResourcesError,
+    InvalidArgumentError,
+    MigModeState,
+    NotSupportedError,
+    open_device_lib,
+)
+
+UUID_RE = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+MIG_UUID_RE = re.compile(r"^MIG-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+BDF_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+CLUSTER_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?$")
+
+
+class MockNvml(Protocol):
+    """The ``mock_nvml`` fixture's value (defined in conftest.py)."""
+
+    library: Path
+
+    def profile(self, name: str) -> Path: ...
+
+
+BACKENDS = ["fake-a100", "fake-gb200", "nvml-mock-a100", "nvml-mock-gb200"]
+
+
+def _open(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> DeviceLib:
+    kind, _, profile = name.partition("-")
+    if kind == "fake":
+        fleet = {"a100": "8xA100-40GB", "gb200": "4xGB200"}[profile]
+        return open_device_lib(
+            DeviceLibConfig(
+                backend="fake",
+                node_name="contract",
+                fake_fleet=fleet,
+                fake_state_path=tmp_path / "state.json",
+            )
+        )
+    mock: MockNvml = request.getfixturevalue("mock_nvml")
+    mock_profile = profile.removeprefix("mock-")
+    monkey = pytest.MonkeyPatch()
+    request.addfinalizer(monkey.undo)
+    # The mock reads its profile from the environment when NVML is initialised.
+    monkey.setenv("MOCK_NVML_CONFIG", str(mock.profile(mock_profile)))
+    return open_device_lib(
+        DeviceLibConfig(backend="nvml", nvml_library=mock.library, sysfs_root=tmp_path / "sys")
+    )
+
+
+@pytest.fixture(params=BACKENDS)
+def lib(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DeviceLib]:
+    device_lib = _open(request.param, tmp_path, request)
+    try:
+        yield device_lib
+    finally:
+        device_lib.close()
+
+
+def test_enumeration_reports_typed_well_formed_facts(lib: DeviceLib) -> None:
+    gpus = lib.gpus()
+    assert gpus, "a node under test has GPUs"
+    driver = lib.driver_info()
+    assert VERSION_RE.match(driver.driver_version)
+    assert VERSION_RE.match(driver.cuda_driver_version)
+    assert [g.index for g in gpus] == list(range(len(gpus)))
+    assert len({g.uuid for g in gpus}) == len(gpus)
+    assert len({g.pci_bus_id for g in gpus}) == len(gpus)
+    for gpu in gpus:
+        assert UUID_RE.match(gpu.uuid), gpu.uuid
+        assert BDF_RE.match(gpu.pci_bus_id), gpu.pci_bus_id
+        assert isinstance(gpu.brand, Brand)
+        assert isinstance(gpu.architecture, Architecture)
+        assert isinstance(gpu.cuda_compute_capability, CudaComputeCapability)
+        assert gpu.product_name.startswith(("NVIDIA ", "Tesla "))
+        assert gpu.memory_bytes > 8 * 1024**3
+        assert gpu.minor >= 0
+        assert gpu.driver_version == driver.driver_version
+        assert gpu.cuda_driver_version == driver.cuda_driver_version
+        assert isinstance(gpu.compute_mode, ComputeMode)
+        assert isinstance(gpu.mig_mode, MigModeState)
+        assert not gpu.lost
+
+
+def test_lookup_by_uuid_and_unknown_uuid(lib: DeviceLib) -> None:
+    first = lib.gpus()[0]
+    assert lib.gpu(first.uuid) == first
+    with pytest.raises(GpuNotFoundError) as err:
+        lib.gpu("GPU-00000000-0000-0000-0000-000000000000")
+    assert err.value.gpu == "GPU-00000000-0000-0000-0000-000000000000"
+
+
+def test_compute_mode_round_trip(lib: DeviceLib) -> None:
+    gpu = lib.gpus()[0].uuid
+    lib.set_compute_mode(gpu, ComputeMode.EXCLUSIVE_PROCESS)
+    assert lib.gpu(gpu).compute_mode is ComputeMode.EXCLUSIVE_PROCESS
+    lib.set_compute_mode(gpu, ComputeMode.DEFAULT)
+    assert lib.gpu(gpu).compute_mode is ComputeMode.DEFAULT
+
+
+def test_mig_profiles_are_consistent(lib: DeviceLib) -> None:
+    gpu = lib.gpus()[0]
+    assert gpu.mig_capable
+    ids = [p.profile_id for p in gpu.mig_profiles]
+    assert len(ids) == len(set(ids))
+    for profile in gpu.mig_profiles:
+        assert profile.placements, profile.name
+        assert re.match(r"^\d+g\.\d+gb(\+\w+)?$", profile.name), profile.name
+        assert all(p.size == profile.memory_slices for p in profile.placements)
+        assert all(p.start + p.size <= 8 for p in profile.placements)
+        assert profile.memory_bytes > 0
+        assert profile.multiprocessor_count > 0
+
+
+def test_mig_create_overlap_and_destroy(lib: DeviceLib) -> None:
+    gpu = lib.gpus()[0]
+    lib.set_mig_mode(gpu.uuid, enabled=True)
+    assert lib.gpu(gpu.uuid).mig_mode.current
+    small = min(gpu.mig_profiles, key=lambda p: (p.memory_slices, p.instance_count * -1))
+    half = next(p for p in gpu.mig_profiles if p.slice_count == 3)
+    device = lib.create_mig_device(gpu.uuid, profile_id=small.profile_id, placement_start=4)
+    try:
+        assert MIG_UUID_RE.match(device.uuid)
+        assert device.parent_uuid == gpu.uuid
+        assert device.placement.start == 4
+        assert device.profile_name == small.name
+        assert [m.uuid for m in lib.gpu(gpu.uuid).mig_devices] == [device.uuid]
+        with pytest.raises(InsufficientResourcesError) as err:
+            lib.create_mig_device(gpu.uuid, profile_id=half.profile_id, placement_start=4)
+        assert err.value.gpu == gpu.uuid
+        assert err.value.operation == "create_mig_device"
+        with pytest.raises(InvalidArgumentError):
+            lib.create_mig_device(gpu.uuid, profile_id=half.profile_id, placement_start=1)
+    finally:
+        lib.destroy_mig_device(device.uuid)
+    assert lib.gpu(gpu.uuid).mig_devices == ()
+    lib.set_mig_mode(gpu.uuid, enabled=False)
+
+
+def test_fabric_on_gb200_only(lib: DeviceLib) -> None:
+    for gpu in lib.gpus():
+        if gpu.architecture is Architecture.BLACKWELL:
+            assert gpu.fabric is not None
+            assert CLUSTER_RE.match(gpu.fabric.cluster_uuid)
+            assert isinstance(gpu.fabric.clique_id, int)
+            assert gpu.fabric.state is FabricState.COMPLETED
+            assert gpu.fabric.status == 0
+        else:
+            assert gpu.fabric is None
+
+
+def test_health_watch_times_out_quietly(lib: DeviceLib) -> None:
+    try:
+        watch = lib.watch_health()
+    except NotSupportedError as exc:
+        pytest.skip(f"health events not supported by this backend: {exc}")
+    with watch:
+        assert watch.wait(0.05) is None
+
+
+# -- same shape as NVML over the mock -------------------------------------------------------
+
+
+def shape(gpu: GpuInfo) -> dict[str, str]:
+    """Field name -> type and format class, the part that must agree across backends."""
+
+    def kind(value: object) -> str:
+        if isinstance(value, str):
+            for name, rx in (("uuid", UUID_RE), ("bdf", BDF_RE), ("version", VERSION_RE)):
+                if rx.match(value):
+                    return f"str:{name}"
+            return "str"
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            fields = {f.name: kind(getattr(value, f.name)) for f in dataclasses.fields(value)}
+            return f"{type(value).__name__}{sorted(fields.items())}"
+        if isinstance(value, tuple):
+            return "tuple[" + ",".join(sorted({kind(v) for v in value})) + "]"
+        return type(value).__name__
+
+    out = {f.name: kind(getattr(gpu, f.name)) for f in dataclasses.fields(gpu)}
+    # sysfs is empty under the mock, and the fake's time-slice is not readable through NVML.
+    out.pop("pcie_root")
+    out.pop("time_slice")
+    return out
+
+
+@pytest.mark.parametrize("profile", ["a100", "gb200"])
+def test_fake_reports_the_same_shape_as_nvml_over_mock(
+    profile: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    fake = _open(f"fake-{profile}", tmp_path, request)
+    real = _open(f"nvml-mock-{profile}", tmp_path, request)
+    try:
+        fake_gpu, real_gpu = fake.gpus()[0], real.gpus()[0]
+        assert shape(fake_gpu) == shape(real_gpu)
+        assert fake_gpu.architecture == real_gpu.architecture
+        assert fake_gpu.brand == real_gpu.brand
+        assert fake_gpu.cuda_compute_capability == real_gpu.cuda_compute_capability
+        assert fake_gpu.product_name == real_gpu.product_name
+        fake_names = {p.name for p in fake_gpu.mig_profiles}
+        real_names = {p.name for p in real_gpu.mig_profiles}
+        assert real_names <= fake_names or not real_names
+    finally:
+        fake.close()
+        real.close()

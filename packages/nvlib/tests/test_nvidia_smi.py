@@ -1,0 +1,134 @@
+"""The fake ``nvidia-smi -L``: lines as the real tool prints them, and the POSIX sh form."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from dra_nvlib import DeviceLib, DeviceLibConfig, FakeDeviceLib, open_device_lib
+from dra_nvlib.nvidia_smi import mig_line, render_nvidia_smi_list, render_nvidia_smi_script
+
+# Lines copied from NVIDIA's MIG user guide examples (`nvidia-smi -L` on A100/H100); the
+# padding of the MIG profile column and the right-aligned device number are the tool's own.
+DOC_LINES = [
+    "GPU 0: A100-SXM4-40GB (UUID: GPU-5d5ba0d6-d33d-2b2c-524d-9e3d8d2b8a77)",
+    "  MIG 1g.5gb      Device  0: (UUID: MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f)",
+    "  MIG 1g.5gb      Device  1: (UUID: MIG-cba663e8-9bed-5b25-b243-5985ef7c9beb)",
+    "  MIG 3g.20gb     Device  2: (UUID: MIG-8243111b-d4c4-587a-a96d-da04583b36e2)",
+]
+H100_DOC_LINES = [
+    "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-b4895dbf-9350-2524-a89b-98161ddd9fe4)",
+    "  MIG 3g.40gb     Device  0: (UUID: MIG-7089d0f3-293f-58c9-8f8c-5ea666eedbde)",
+    "  MIG 2g.20gb     Device  1: (UUID: MIG-56c30729-347f-5dd6-8da0-c3cc59e969e0)",
+    "  MIG 1g.10gb     Device  2: (UUID: MIG-9d14fb21-4ae1-546f-a636-011582899c39)",
+]
+
+
+@pytest.mark.parametrize(
+    ("line", "profile", "index", "uuid"),
+    [
+        (DOC_LINES[1], "1g.5gb", 0, "MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f"),
+        (DOC_LINES[3], "3g.20gb", 2, "MIG-8243111b-d4c4-587a-a96d-da04583b36e2"),
+        (H100_DOC_LINES[1], "3g.40gb", 0, "MIG-7089d0f3-293f-58c9-8f8c-5ea666eedbde"),
+        (H100_DOC_LINES[3], "1g.10gb", 2, "MIG-9d14fb21-4ae1-546f-a636-011582899c39"),
+    ],
+)
+def test_mig_line_matches_documented_output(line: str, profile: str, index: int, uuid: str) -> None:
+    assert mig_line(index, profile, uuid) == line
+
+
+@pytest.fixture
+def h100_node(tmp_path: Path) -> DeviceLib:
+    return open_device_lib(
+        DeviceLibConfig(
+            backend="fake",
+            node_name="smi-node",
+            fake_fleet="2xH100-80GB:mig,1xL4",
+            fake_state_path=tmp_path / "state.json",
+        )
+    )
+
+
+def _expected(lib: DeviceLib) -> list[str]:
+    gpus = lib.gpus()
+    migs = gpus[0].mig_devices
+    return [
+        f"GPU 0: NVIDIA H100 80GB HBM3 (UUID: {gpus[0].uuid})",
+        f"  MIG 3g.40gb     Device  0: (UUID: {migs[0].uuid})",
+        f"  MIG 2g.20gb     Device  1: (UUID: {migs[1].uuid})",
+        f"  MIG 1g.10gb     Device  2: (UUID: {migs[2].uuid})",
+        f"GPU 1: NVIDIA H100 80GB HBM3 (UUID: {gpus[1].uuid})",
+        f"GPU 2: NVIDIA L4 (UUID: {gpus[2].uuid})",
+    ]
+
+
+def _carve(lib: DeviceLib) -> None:
+    gpu = lib.gpus()[0].uuid
+    lib.create_mig_device(gpu, profile_id=9, placement_start=0)  # 3g.40gb
+    lib.create_mig_device(gpu, profile_id=14, placement_start=4)  # 2g.20gb
+    lib.create_mig_device(gpu, profile_id=19, placement_start=6)  # 1g.10gb
+
+
+def test_full_node_listing_has_the_documented_shape(h100_node: DeviceLib) -> None:
+    _carve(h100_node)
+    assert render_nvidia_smi_list(h100_node.gpus()) == _expected(h100_node)
+
+
+def test_visible_subset_is_renumbered_from_zero(h100_node: DeviceLib) -> None:
+    _carve(h100_node)
+    gpus = h100_node.gpus()
+    one_mig = gpus[0].mig_devices[1]
+    lines = render_nvidia_smi_list(gpus, {one_mig.uuid, gpus[2].uuid})
+    assert lines == [
+        f"GPU 0: NVIDIA H100 80GB HBM3 (UUID: {gpus[0].uuid})",
+        f"  MIG 2g.20gb     Device  0: (UUID: {one_mig.uuid})",
+        f"GPU 1: NVIDIA L4 (UUID: {gpus[2].uuid})",
+    ]
+
+
+def test_nothing_visible_prints_nothing(h100_node: DeviceLib) -> None:
+    assert render_nvidia_smi_list(h100_node.gpus(), set()) == []
+
+
+def _shells() -> list[str]:
+    found = ["/bin/sh"]
+    if Path("/bin/busybox").exists():
+        found.append("/bin/busybox sh")
+    return found
+
+
+@pytest.mark.parametrize("shell", _shells())
+def test_shell_script_prints_exact_lines(h100_node: DeviceLib, tmp_path: Path, shell: str) -> None:
+    _carve(h100_node)
+    lines = render_nvidia_smi_list(h100_node.gpus())
+    script = tmp_path / "nvidia-smi"
+    script.write_text(render_nvidia_smi_script(lines))
+    # The seed article's pod command, with no PATH: only the shell and its builtins run.
+    cmd = f"{shell} {script} -L && echo 'GPU allocation successful.'"
+    argv = [*shell.split(), "-c", cmd]
+    out = subprocess.run(
+        argv, capture_output=True, text=True, check=True, env={"PATH": "/nonexistent"}
+    )
+    assert out.stdout.splitlines() == [*lines, "GPU allocation successful."]
+
+
+@pytest.mark.parametrize("shell", _shells())
+def test_shell_script_refuses_other_arguments(tmp_path: Path, shell: str) -> None:
+    script = tmp_path / "nvidia-smi"
+    script.write_text(render_nvidia_smi_script(["GPU 0: x (UUID: GPU-1)"]))
+    proc = subprocess.run([*shell.split(), str(script), "-q"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "only -L/--list-gpus" in proc.stderr
+
+
+def test_shell_script_survives_quotes_in_names(tmp_path: Path) -> None:
+    lines = ["GPU 0: it's $HOME `x` (UUID: GPU-1)"]
+    script = tmp_path / "nvidia-smi"
+    script.write_text(render_nvidia_smi_script(lines))
+    out = subprocess.run(["sh", str(script), "--list-gpus"], capture_output=True, text=True)
+    assert out.stdout.splitlines() == lines
+
+
+def test_fake_lib_type(h100_node: DeviceLib) -> None:
+    assert isinstance(h100_node, FakeDeviceLib)
