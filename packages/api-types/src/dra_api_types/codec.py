@@ -1,0 +1,162 @@
+"""Reading and writing API objects: dispatch by apiVersion/kind, multi-document YAML/JSON.
+
+Documents of groups this package does not model (``v1`` Pods, ``apps/v1`` Deployments,
+``resource.k8s.io/v1beta1`` objects, or files without apiVersion such as a mig-parted config)
+pass through as plain dicts, so a whole manifest file can be loaded and dumped back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ._model import ApiModel, ApiObject, dump_value
+from .errors import ObjectRef, UnknownKindError, ValidationError
+
+__all__ = ["KubeObject", "dump_all", "load_all", "parse_object", "registered_kinds"]
+
+#: What :func:`parse_object` returns: a typed model, or the mapping itself for kinds this
+#: package does not model.
+KubeObject = ApiObject | dict[str, Any]
+
+
+def registered_kinds() -> dict[tuple[str, str], type[ApiObject]]:
+    """Every (apiVersion, kind) this package models, with its class."""
+    from . import nvidia_v1beta1, resource_v1
+
+    kinds: dict[tuple[str, str], type[ApiObject]] = {}
+    for module in (resource_v1, nvidia_v1beta1):
+        for kind, cls in module.KINDS.items():
+            kinds[(cls.API_VERSION, kind)] = cls
+    return kinds
+
+
+def _owned_api_versions() -> set[str]:
+    return {api_version for api_version, _ in registered_kinds()}
+
+
+def parse_object(data: Mapping[str, Any], *, validate: bool = False) -> KubeObject:
+    """Turn one API object (a mapping) into its model, dispatching on apiVersion and kind.
+
+    Kinds of groups this package does not own are returned as a plain ``dict`` copy. An
+    unknown kind in an owned group version raises :class:`UnknownKindError`. With
+    ``validate=True`` the kube-apiserver's validation rules are applied too.
+    """
+    if not isinstance(data, Mapping):
+        raise ValidationError("", f"expected a mapping, got {type(data).__name__}")
+    api_version = data.get("apiVersion")
+    kind = data.get("kind")
+    cls = registered_kinds().get((str(api_version), str(kind)))
+    if cls is None:
+        if api_version in _owned_api_versions():
+            raise UnknownKindError(
+                "kind",
+                f"unknown kind {kind!r} in {api_version}",
+                object_ref=ObjectRef(kind=str(kind or ""), api_version=str(api_version)),
+            )
+        return dict(data)
+    return cls.from_dict(data, validate=validate)
+
+
+def _read_text(text_or_path: str | os.PathLike[str]) -> str:
+    if isinstance(text_or_path, os.PathLike):
+        return Path(text_or_path).read_text(encoding="utf-8")
+    if "\n" not in text_or_path and len(text_or_path) < 4096:
+        candidate = Path(text_or_path)
+        try:
+            if candidate.is_file():
+                return candidate.read_text(encoding="utf-8")
+        except OSError:
+            pass
+    return text_or_path
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML loader that keeps timestamps as strings (the API's JSON has no date type)."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    key: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def load_documents(text_or_path: str | os.PathLike[str]) -> list[Any]:
+    """The raw documents of a multi-document YAML or JSON text or file (empty ones dropped)."""
+    text = _read_text(text_or_path)
+    stripped = text.lstrip()
+    if stripped.startswith(("{", "[")):
+        try:
+            loaded = json.loads(text)
+        except json.JSONDecodeError:
+            pass
+        else:
+            return loaded if isinstance(loaded, list) else [loaded]
+    try:
+        return [doc for doc in yaml.load_all(text, Loader=_Loader) if doc is not None]
+    except yaml.YAMLError as exc:
+        raise ValidationError("", f"not valid YAML or JSON: {exc}") from None
+
+
+def load_all(text_or_path: str | os.PathLike[str], *, validate: bool = True) -> list[KubeObject]:
+    """Load every object of a YAML (multi-document) or JSON text or file.
+
+    ``text_or_path`` is a :class:`os.PathLike`, a path string naming an existing file, or the
+    text itself. A ``kind: List`` document is expanded into its items. Objects of kinds this
+    package models become typed models; others stay plain dicts. With ``validate=True`` (the
+    default) the first invalid object raises :class:`~dra_api_types.errors.ValidationError`.
+    """
+    objects: list[KubeObject] = []
+    for index, doc in enumerate(load_documents(text_or_path)):
+        if not isinstance(doc, Mapping):
+            raise ValidationError(
+                f"[{index}]", f"document must be a mapping, got {type(doc).__name__}"
+            )
+        if doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+            items: Iterable[Any] = doc["items"]
+        else:
+            items = [doc]
+        for item in items:
+            if not isinstance(item, Mapping):
+                raise ValidationError("items", "list items must be mappings")
+            objects.append(parse_object(item, validate=validate))
+    return objects
+
+
+def to_plain(obj: ApiModel | Mapping[str, Any]) -> dict[str, Any]:
+    """The API JSON of a model, or a plain copy of a mapping."""
+    if isinstance(obj, ApiModel):
+        return obj.to_dict()
+    plain = dump_value(obj)
+    assert isinstance(plain, dict)
+    return plain
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block-style YAML, multi-line strings (CEL expressions) as literal blocks."""
+
+
+def _str_representer(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    if "\n" in value:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value)
+
+
+_Dumper.add_representer(str, _str_representer)
+
+
+def dump_all(objects: Iterable[ApiModel | Mapping[str, Any]]) -> str:
+    """Write objects as multi-document YAML (``---`` separated), API field names."""
+    return yaml.dump_all(
+        [to_plain(o) for o in objects],
+        Dumper=_Dumper,
+        sort_keys=False,
+        default_flow_style=False,
+        allow_unicode=True,
+        explicit_start=True,
+    )
