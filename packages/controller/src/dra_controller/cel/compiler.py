@@ -1,0 +1,1055 @@
+"""Compile the CEL AST into a tree of Python closures.
+
+Every node becomes a function of one argument, the evaluation frame: a list holding
+the device (slot 0), the runtime cost spent so far (slot 1) and one slot per
+comprehension or ``cel.bind`` variable (assigned at compile time, so variable access
+is a list index). Static types are inferred on the way to reject what upstream's type
+checker rejects and to pick specialised closures (attribute lookups with constant
+keys, comparisons against constants, constant folding).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from .device import CelDevice
+from .errors import CelCompileError, CelCostLimitError, CelRuntimeError
+from .library import DYN, FUNCTIONS, OPTIONAL, QUANTITY, TYPE_IDENTS, Overload
+from .syntax import Call, Const, Ident, Index, ListLit, MapLit, Node, Select, UInt
+from .values import (
+    DEVICE_FIELDS,
+    NONE,
+    Optional,
+    add,
+    cel_equals,
+    cel_in,
+    divide,
+    greater,
+    greater_equal,
+    has_field,
+    index_value,
+    less,
+    less_equal,
+    logical_not,
+    map_contains,
+    modulo,
+    multiply,
+    negate,
+    no_overload,
+    select_field,
+    subtract,
+    type_name,
+)
+
+Frame = list[Any]
+Fn = Callable[[Frame], Any]
+
+COST_LIMIT: Final = 1_000_000
+DEVICE: Final = "kubernetes.DRADevice"
+BOOL: Final = "bool"
+NUMERIC: Final = frozenset(("int", "uint", "double"))
+ORDERED: Final = NUMERIC | {"string", "bytes", "bool"}
+
+_STATIC_TYPES: Final[dict[type, str]] = {
+    bool: "bool",
+    int: "int",
+    UInt: "uint",
+    float: "double",
+    str: "string",
+    bytes: "bytes",
+    type(None): "null_type",
+    list: "list",
+    dict: "map",
+}
+
+
+@dataclass(slots=True)
+class Compiled:
+    """A compiled node: its closure, static type and (when constant) its value."""
+
+    fn: Fn
+    type: str
+    node: Node
+    is_const: bool = False
+    value: Any = None
+    children: tuple[Compiled, ...] = field(default=())
+
+
+def _const_fn(value: Any) -> Fn:
+    def fn(_frame: Frame) -> Any:
+        return value
+
+    return fn
+
+
+def _raise_fn(error: CelRuntimeError) -> Fn:
+    def fn(_frame: Frame) -> Any:
+        raise CelRuntimeError(error.message)
+
+    return fn
+
+
+def charge(frame: Frame, amount: int) -> None:
+    """Add runtime cost; raise :class:`CelCostLimitError` past the limit."""
+    frame[1] += amount
+    if frame[1] > COST_LIMIT:
+        raise CelCostLimitError(
+            f"operation cancelled: actual cost limit exceeded (limit {COST_LIMIT})"
+        )
+
+
+def _node_count(node: Node) -> int:
+    if isinstance(node, Const | Ident):
+        return 1
+    if isinstance(node, Select):
+        return 1 + _node_count(node.operand)
+    if isinstance(node, Index):
+        return 1 + _node_count(node.operand) + _node_count(node.index)
+    if isinstance(node, Call):
+        total = 1 + sum(_node_count(a) for a in node.args)
+        return total + (_node_count(node.target) if node.target is not None else 0)
+    if isinstance(node, ListLit):
+        return 10 + sum(_node_count(e) for e in node.elements)
+    if isinstance(node, MapLit):
+        pairs = zip(node.keys, node.values, strict=True)
+        return 30 + sum(_node_count(k) + _node_count(v) for k, v in pairs)
+    return 1
+
+
+_MACROS: Final = frozenset(
+    (
+        "all",
+        "exists",
+        "exists_one",
+        "existsOne",
+        "map",
+        "filter",
+        "transformList",
+        "transformMap",
+        "optMap",
+        "optFlatMap",
+    )
+)
+
+_BINARY_OPS: Final[dict[str, Callable[[Any, Any], Any]]] = {
+    "_+_": add,
+    "_-_": subtract,
+    "_*_": multiply,
+    "_/_": divide,
+    "_%_": modulo,
+    "_<_": less,
+    "_<=_": less_equal,
+    "_>_": greater,
+    "_>=_": greater_equal,
+}
+
+
+class Compiler:
+    """Compiles one expression; create one per expression."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.slot_count = 2
+        self.scope: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ helpers
+    def error(self, message: str, node: Node) -> CelCompileError:
+        return CelCompileError(message, expression=self.text, position=node.start)
+
+    def source(self, node: Node) -> str:
+        """The source text of a node."""
+        return self.text[node.start : node.end]
+
+    def _const(self, node: Node, value: Any) -> Compiled:
+        static = _STATIC_TYPES.get(type(value), type_name(value))
+        return Compiled(_const_fn(value), static, node, is_const=True, value=value)
+
+    def _fold(self, node: Node, static: str, fn: Fn, children: tuple[Compiled, ...]) -> Compiled:
+        """Evaluate now when every input is constant; keep runtime errors for runtime."""
+        if children and all(c.is_const for c in children):
+            try:
+                value = fn([None, 0])
+            except CelCostLimitError:
+                raise
+            except CelRuntimeError as err:
+                return Compiled(_raise_fn(err), static, node, children=children)
+            folded = self._const(node, value)
+            folded.children = children
+            folded.type = static
+            return folded
+        return Compiled(fn, static, node, children=children)
+
+    # ------------------------------------------------------------------ dispatch
+    def compile(self, node: Node) -> Compiled:
+        """Compile a node (recursively)."""
+        if isinstance(node, Const):
+            return self._const(node, node.value)
+        if isinstance(node, Ident):
+            return self._ident(node)
+        if isinstance(node, Select):
+            return self._select(node)
+        if isinstance(node, Index):
+            return self._index(node)
+        if isinstance(node, ListLit):
+            return self._list(node)
+        if isinstance(node, MapLit):
+            return self._map(node)
+        if isinstance(node, Call):
+            return self._call(node)
+        raise self.error(f"unsupported expression {type(node).__name__}", node)  # pragma: no cover
+
+    def _ident(self, node: Ident) -> Compiled:
+        name = node.name
+        if name in self.scope:
+            slot = self.scope[name]
+
+            def var(frame: Frame) -> Any:
+                return frame[slot]
+
+            return Compiled(var, DYN, node)
+        if name == "device":
+
+            def device(frame: Frame) -> Any:
+                return frame[0]
+
+            return Compiled(device, DEVICE, node)
+        if name in TYPE_IDENTS:
+            return self._const(node, TYPE_IDENTS[name])
+        raise self.error(f"undeclared reference to '{name}'", node)
+
+    # ------------------------------------------------------------------ device access
+    def _device_domain_key(self, node: Node) -> tuple[str, str] | None:
+        """``device.attributes[<const>]`` / ``device.capacity[<const>]`` -> (field, domain)."""
+        if not isinstance(node, Index) or node.optional:
+            return None
+        base = node.operand
+        if not (
+            isinstance(base, Select)
+            and not base.optional
+            and base.field in ("attributes", "capacity")
+            and isinstance(base.operand, Ident)
+            and base.operand.name == "device"
+            and "device" not in self.scope
+        ):
+            return None
+        if not (isinstance(node.index, Const) and type(node.index.value) is str):
+            return None
+        return base.field, node.index.value
+
+    def _device_entry(self, node: Node, domain_node: Node, name: str) -> Compiled | None:
+        found = self._device_domain_key(domain_node)
+        if found is None:
+            return None
+        which, domain = found
+        key = f"{domain}/{name}"
+        missing = f"no such key: {name}"
+        if which == "attributes":
+
+            def attribute(frame: Frame) -> Any:
+                try:
+                    return frame[0].attributes[key]
+                except KeyError:
+                    raise CelRuntimeError(missing) from None
+
+            return Compiled(attribute, DYN, node)
+
+        def capacity(frame: Frame) -> Any:
+            try:
+                return frame[0].capacity[key]
+            except KeyError:
+                raise CelRuntimeError(missing) from None
+
+        return Compiled(capacity, QUANTITY, node)
+
+    def _device_presence(self, node: Select) -> Compiled | None:
+        found = self._device_domain_key(node.operand)
+        if found is None:
+            return None
+        which, domain = found
+        key = f"{domain}/{node.field}"
+        if which == "attributes":
+
+            def has_attribute(frame: Frame) -> bool:
+                return key in frame[0].attributes
+
+            return Compiled(has_attribute, BOOL, node)
+
+        def has_capacity(frame: Frame) -> bool:
+            return key in frame[0].capacity
+
+        return Compiled(has_capacity, BOOL, node)
+
+    # ------------------------------------------------------------------ select / index
+    def _select(self, node: Select) -> Compiled:
+        if not node.optional:
+            fast = self._device_entry(node, node.operand, node.field)
+            if fast is not None:
+                return fast
+        operand = self.compile(node.operand)
+        name = node.field
+        op = operand.fn
+        if node.optional:
+
+            def opt_select(frame: Frame) -> Any:
+                value = op(frame)
+                if type(value) is Optional:
+                    if not value.has_value:
+                        return NONE
+                    value = value.value
+                if type(value) is CelDevice:
+                    return Optional(select_field(value, name))
+                try:
+                    if not has_field(value, name):
+                        return NONE
+                except CelRuntimeError:
+                    raise
+                return Optional(select_field(value, name))
+
+            return Compiled(opt_select, OPTIONAL, node, children=(operand,))
+        if operand.type == DEVICE:
+            if name not in DEVICE_FIELDS:
+                raise self.error(f"undefined field '{name}'", node)
+            return self._device_field(node, operand, name)
+        if operand.type not in (DYN, "map", OPTIONAL):
+            raise self.error(f"type '{operand.type}' does not support field selection", node)
+
+        def select(frame: Frame) -> Any:
+            value = op(frame)
+            if type(value) is Optional:
+                if not value.has_value:
+                    return NONE
+                return Optional(select_field(value.value, name))
+            return select_field(value, name)
+
+        return self._fold(node, DYN, select, (operand,))
+
+    def _device_field(self, node: Select, operand: Compiled, name: str) -> Compiled:
+        op = operand.fn
+        direct = isinstance(node.operand, Ident)
+        if name == "driver":
+            if direct:
+
+                def driver(frame: Frame) -> Any:
+                    return frame[0].driver
+
+                return Compiled(driver, "string", node)
+
+            def driver_of(frame: Frame) -> Any:
+                return op(frame).driver
+
+            return Compiled(driver_of, "string", node)
+        if name == "allowMultipleAllocations":
+
+            def multi(frame: Frame) -> Any:
+                return op(frame).allow_multiple_allocations
+
+            return Compiled(multi, BOOL, node)
+        if name == "attributes":
+
+            def attributes(frame: Frame) -> Any:
+                return op(frame).attribute_domains
+
+            return Compiled(attributes, "map", node)
+
+        def capacity(frame: Frame) -> Any:
+            return op(frame).capacity_domains
+
+        return Compiled(capacity, "map", node)
+
+    def _index(self, node: Index) -> Compiled:
+        if not node.optional and isinstance(node.index, Const) and type(node.index.value) is str:
+            fast = self._device_entry(node, node.operand, node.index.value)
+            if fast is not None:
+                return fast
+        operand = self.compile(node.operand)
+        index = self.compile(node.index)
+        op, ix = operand.fn, index.fn
+        if operand.type not in (DYN, "map", "list", OPTIONAL):
+            raise self.error(
+                "found no matching overload for '_[_]' applied to "
+                f"'({operand.type}, {index.type})'",
+                node,
+            )
+        if node.optional:
+
+            def opt_index(frame: Frame) -> Any:
+                value = op(frame)
+                if type(value) is Optional:
+                    if not value.has_value:
+                        return NONE
+                    value = value.value
+                key = ix(frame)
+                if type(value) is list:
+                    if type(key) in (int, UInt) and 0 <= key < len(value):
+                        return Optional(value[key])
+                    if type(key) not in (int, UInt):
+                        raise no_overload("_[?_]", value, key)
+                    return NONE
+                if isinstance(value, dict):
+                    if map_contains(value, key):
+                        return Optional(index_value(value, key))
+                    return NONE
+                raise no_overload("_[?_]", value, key)
+
+            return Compiled(opt_index, OPTIONAL, node, children=(operand, index))
+
+        def index_fn(frame: Frame) -> Any:
+            value = op(frame)
+            if type(value) is Optional:
+                if not value.has_value:
+                    return NONE
+                return Optional(index_value(value.value, ix(frame)))
+            return index_value(value, ix(frame))
+
+        return self._fold(node, DYN, index_fn, (operand, index))
+
+    # ------------------------------------------------------------------ literals
+    def _list(self, node: ListLit) -> Compiled:
+        elements = tuple(self.compile(e) for e in node.elements)
+        fns = tuple(e.fn for e in elements)
+        if any(node.optional):
+            flags = node.optional
+
+            def opt_list(frame: Frame) -> Any:
+                out = []
+                for f, is_opt in zip(fns, flags, strict=True):
+                    value = f(frame)
+                    if is_opt:
+                        if type(value) is not Optional:
+                            raise no_overload("optional list element", value)
+                        if value.has_value:
+                            out.append(value.value)
+                    else:
+                        out.append(value)
+                return out
+
+            return Compiled(opt_list, "list", node, children=elements)
+
+        def make_list(frame: Frame) -> Any:
+            return [f(frame) for f in fns]
+
+        if not fns:
+            return Compiled(make_list, "list", node)
+        return self._fold(node, "list", make_list, elements)
+
+    def _map(self, node: MapLit) -> Compiled:
+        keys = tuple(self.compile(k) for k in node.keys)
+        values = tuple(self.compile(v) for v in node.values)
+        for k in keys:
+            if k.type not in (DYN, "string", "int", "uint", "bool"):
+                raise self.error(f"unsupported map key type: {k.type}", k.node)
+        entries = tuple(
+            zip((k.fn for k in keys), (v.fn for v in values), node.optional, strict=True)
+        )
+
+        def make_map(frame: Frame) -> Any:
+            out: dict[Any, Any] = {}
+            for kf, vf, is_opt in entries:
+                key = kf(frame)
+                if type(key) not in (str, int, UInt, bool):
+                    raise CelRuntimeError(f"unsupported key type: {type_name(key)}")
+                if map_contains(out, key):
+                    raise CelRuntimeError(f"Failed with repeated key: {key}")
+                value = vf(frame)
+                if is_opt:
+                    if type(value) is not Optional:
+                        raise no_overload("optional map entry", value)
+                    if not value.has_value:
+                        continue
+                    value = value.value
+                out[key] = value
+            return out
+
+        if not entries:
+            return Compiled(make_map, "map", node)
+        return self._fold(node, "map", make_map, keys + values)
+
+    # ------------------------------------------------------------------ calls
+    def _call(self, node: Call) -> Compiled:
+        name = node.function
+        if node.target is None:
+            if name == "_&&_" or name == "_||_":
+                return self._logical(node)
+            if name == "_?_:_":
+                return self._conditional(node)
+            if name == "!_":
+                return self._not(node)
+            if name == "-_":
+                return self._unary(node, negate)
+            if name in ("_==_", "_!=_"):
+                return self._equality(node)
+            if name == "@in":
+                return self._in(node)
+            if name in _BINARY_OPS:
+                return self._binary(node)
+            if name == "has":
+                return self._has(node)
+            return self._function(node, name, None)
+        target = node.target
+        if isinstance(target, Ident) and target.name not in self.scope:
+            qualified = f"{target.name}.{name}"
+            if qualified == "cel.bind":
+                return self._bind(node)
+            if qualified in FUNCTIONS:
+                return self._function(node, qualified, None)
+        if name in _MACROS:
+            return self._comprehension(node)
+        return self._function(node, name, target)
+
+    def _logical(self, node: Call) -> Compiled:
+        is_and = node.function == "_&&_"
+        operands: list[Node] = []
+
+        def flatten(n: Node) -> None:
+            if isinstance(n, Call) and n.function == node.function and n.target is None:
+                flatten(n.args[0])
+                flatten(n.args[1])
+            else:
+                operands.append(n)
+
+        flatten(node)
+        compiled = tuple(self.compile(o) for o in operands)
+        for c in compiled:
+            if c.type not in (BOOL, DYN):
+                raise self.error(
+                    f"found no matching overload for '{node.function}' applied to "
+                    f"'({c.type}, bool)'",
+                    c.node,
+                )
+        stop = not is_and  # the value that decides the result
+        fns = tuple(c.fn for c in compiled)
+        op_name = node.function
+        if len(fns) == 2:
+            first, second = fns
+
+            def logical2(frame: Frame) -> Any:
+                try:
+                    a = first(frame)
+                except CelCostLimitError:
+                    raise
+                except CelRuntimeError as err:
+                    b = second(frame)
+                    if b is stop:
+                        return stop
+                    raise err from None
+                if a is stop:
+                    return stop
+                b = second(frame)
+                if b is stop:
+                    return stop
+                if a is not True and a is not False:
+                    raise no_overload(op_name, a, b)
+                if b is not True and b is not False:
+                    raise no_overload(op_name, a, b)
+                return not stop
+
+            fn: Fn = logical2
+        else:
+
+            def logical_n(frame: Frame) -> Any:
+                error: CelRuntimeError | None = None
+                for f in fns:
+                    try:
+                        value = f(frame)
+                    except CelCostLimitError:
+                        raise
+                    except CelRuntimeError as err:
+                        if error is None:
+                            error = err
+                        continue
+                    if value is stop:
+                        return stop
+                    if value is not True and value is not False and error is None:
+                        error = no_overload(op_name, value)
+                if error is not None:
+                    raise error
+                return not stop
+
+            fn = logical_n
+        return self._fold(node, BOOL, fn, compiled)
+
+    def _conditional(self, node: Call) -> Compiled:
+        cond, then, other = (self.compile(a) for a in node.args)
+        if cond.type not in (BOOL, DYN):
+            raise self.error(
+                f"found no matching overload for '_?_:_' applied to "
+                f"'({cond.type}, {then.type}, {other.type})'",
+                cond.node,
+            )
+        cf, tf, of = cond.fn, then.fn, other.fn
+
+        def conditional(frame: Frame) -> Any:
+            c = cf(frame)
+            if c is True:
+                return tf(frame)
+            if c is False:
+                return of(frame)
+            raise no_overload("_?_:_", c)
+
+        static = then.type if then.type == other.type else DYN
+        return self._fold(node, static, conditional, (cond, then, other))
+
+    def _not(self, node: Call) -> Compiled:
+        operand = self.compile(node.args[0])
+        if operand.type not in (BOOL, DYN):
+            raise self.error(
+                f"found no matching overload for '!_' applied to '({operand.type})'", node
+            )
+        op = operand.fn
+
+        def not_fn(frame: Frame) -> Any:
+            value = op(frame)
+            if value is True:
+                return False
+            if value is False:
+                return True
+            return logical_not(value)
+
+        return self._fold(node, BOOL, not_fn, (operand,))
+
+    def _unary(self, node: Call, impl: Callable[[Any], Any]) -> Compiled:
+        operand = self.compile(node.args[0])
+        if operand.type not in ("int", "double", DYN):
+            raise self.error(
+                f"found no matching overload for '-_' applied to '({operand.type})'", node
+            )
+        op = operand.fn
+
+        def unary(frame: Frame) -> Any:
+            return impl(op(frame))
+
+        return self._fold(node, operand.type, unary, (operand,))
+
+    def _equality(self, node: Call) -> Compiled:
+        left, right = (self.compile(a) for a in node.args)
+        lt, rt = left.type, right.type
+        if (
+            DYN not in (lt, rt)
+            and lt != rt
+            and not (lt in NUMERIC and rt in NUMERIC)
+            and "null_type" not in (lt, rt)
+            and OPTIONAL not in (lt, rt)
+        ):
+            raise self.error(
+                f"found no matching overload for '{node.function}' applied to '({lt}, {rt})'",
+                node,
+            )
+        negated = node.function == "_!=_"
+        lf, rf = left.fn, right.fn
+        fn: Fn
+        # Against a string constant Python's == is CEL's (str never equals non-str).
+        const_side = right if right.is_const else left if left.is_const else None
+        other = left if const_side is right else right
+        if const_side is not None and type(const_side.value) is str:
+            c = const_side.value
+            of = other.fn
+            if negated:
+
+                def ne_str(frame: Frame) -> Any:
+                    return of(frame) != c
+
+                fn = ne_str
+            else:
+
+                def eq_str(frame: Frame) -> Any:
+                    return of(frame) == c
+
+                fn = eq_str
+        elif negated:
+
+            def ne(frame: Frame) -> Any:
+                return not cel_equals(lf(frame), rf(frame))
+
+            fn = ne
+        else:
+
+            def eq(frame: Frame) -> Any:
+                return cel_equals(lf(frame), rf(frame))
+
+            fn = eq
+        return self._fold(node, BOOL, fn, (left, right))
+
+    def _in(self, node: Call) -> Compiled:
+        item, container = (self.compile(a) for a in node.args)
+        if container.type not in (DYN, "list", "map"):
+            raise self.error(
+                "found no matching overload for '@in' applied to "
+                f"'({item.type}, {container.type})'",
+                node,
+            )
+        itf, cf = item.fn, container.fn
+        if (
+            container.is_const
+            and type(container.value) is list
+            and all(type(x) is str for x in container.value)
+        ):
+            members = frozenset(container.value)
+
+            def in_strings(frame: Frame) -> Any:
+                value = itf(frame)
+                return type(value) is str and value in members
+
+            return self._fold(node, BOOL, in_strings, (item, container))
+
+        def in_fn(frame: Frame) -> Any:
+            return cel_in(itf(frame), cf(frame))
+
+        return self._fold(node, BOOL, in_fn, (item, container))
+
+    def _binary(self, node: Call) -> Compiled:
+        left, right = (self.compile(a) for a in node.args)
+        name = node.function
+        lt, rt = left.type, right.type
+        impl = _BINARY_OPS[name]
+        is_relation = name in ("_<_", "_<=_", "_>_", "_>=_")
+        if DYN not in (lt, rt):
+            if is_relation:
+                ok = (lt in NUMERIC and rt in NUMERIC) or (lt == rt and lt in ORDERED)
+            else:
+                allowed = {
+                    "_+_": {"int", "uint", "double", "string", "bytes", "list"},
+                    "_-_": {"int", "uint", "double"},
+                    "_*_": {"int", "uint", "double"},
+                    "_/_": {"int", "uint", "double"},
+                    "_%_": {"int", "uint"},
+                }[name]
+                ok = lt == rt and lt in allowed
+            if not ok:
+                raise self.error(
+                    f"found no matching overload for '{name}' applied to '({lt}, {rt})'", node
+                )
+        static = BOOL if is_relation else (lt if lt == rt else DYN)
+        lf, rf = left.fn, right.fn
+
+        def binary(frame: Frame) -> Any:
+            return impl(lf(frame), rf(frame))
+
+        return self._fold(node, static, binary, (left, right))
+
+    # ------------------------------------------------------------------ macros
+    def _has(self, node: Call) -> Compiled:
+        if len(node.args) != 1 or not isinstance(node.args[0], Select) or node.args[0].optional:
+            raise self.error("invalid argument to has() macro", node)
+        arg = node.args[0]
+        fast = self._device_presence(arg)
+        if fast is not None:
+            return fast
+        operand = self.compile(arg.operand)
+        name = arg.field
+        if operand.type == DEVICE:
+            return self._const(node, name in DEVICE_FIELDS)
+        if operand.type not in (DYN, "map"):
+            raise self.error(f"type '{operand.type}' does not support field selection", node)
+        op = operand.fn
+
+        def has(frame: Frame) -> Any:
+            return has_field(op(frame), name)
+
+        return Compiled(has, BOOL, node, children=(operand,))
+
+    def _variable(self, node: Node) -> str:
+        if not isinstance(node, Ident):
+            raise self.error("argument must be a simple name", node)
+        return node.name
+
+    def _with_vars(self, names: list[str]) -> tuple[list[int], dict[str, int]]:
+        saved = dict(self.scope)
+        slots = []
+        for name in names:
+            slot = self.slot_count
+            self.slot_count += 1
+            self.scope[name] = slot
+            slots.append(slot)
+        return slots, saved
+
+    def _bind(self, node: Call) -> Compiled:
+        if len(node.args) != 3:
+            raise self.error("cel.bind() requires 3 arguments", node)
+        name = self._variable(node.args[0])
+        init = self.compile(node.args[1])
+        (slot,), saved = self._with_vars([name])
+        try:
+            body = self.compile(node.args[2])
+        finally:
+            self.scope = saved
+        inf, bf = init.fn, body.fn
+
+        def bind(frame: Frame) -> Any:
+            frame[slot] = inf(frame)
+            return bf(frame)
+
+        return Compiled(bind, body.type, node, children=(init, body))
+
+    def _comprehension(self, node: Call) -> Compiled:
+        name = node.function
+        assert node.target is not None
+        args = node.args
+        if name in ("optMap", "optFlatMap"):
+            return self._opt_map(node)
+        two_var_only = name in ("transformList", "transformMap", "existsOne")
+        nvars = 2 if two_var_only or (name in ("all", "exists") and len(args) == 3) else 1
+        expected: tuple[int, ...]
+        if name == "map" or (two_var_only and name != "existsOne"):
+            expected = (nvars + 1, nvars + 2)
+        else:
+            expected = (nvars + 1,)
+        if len(args) not in expected:
+            return self._function(node, name, node.target)
+        var_names = [self._variable(a) for a in args[:nvars]]
+        iter_range = self.compile(node.target)
+        if iter_range.type not in (DYN, "list", "map"):
+            raise self.error(
+                f"expression of type '{iter_range.type}' cannot be the range of a comprehension",
+                node.target,
+            )
+        slots, saved = self._with_vars(var_names)
+        try:
+            parts = [self.compile(a) for a in args[nvars:]]
+        finally:
+            self.scope = saved
+        step_cost = 1 + sum(_node_count(a) for a in args[nvars:])
+        predicate_count = {"map": len(parts) - 1, "transformList": len(parts) - 1}.get(
+            name, len(parts) - 1 if name == "transformMap" else len(parts)
+        )
+        if name == "filter":
+            predicate_count = 1
+        for p in parts[:predicate_count]:
+            if p.type not in (BOOL, DYN):
+                raise self.error(f"predicate of {name}() must be bool, not {p.type}", p.node)
+        rf = iter_range.fn
+        body = self._comprehension_body(name, nvars, slots, [p.fn for p in parts], step_cost)
+
+        def run(frame: Frame) -> Any:
+            rng = rf(frame)
+            if type(rng) is list:
+                return body(frame, enumerate(rng), True)
+            if isinstance(rng, dict):
+                return body(frame, list(rng.items()), False)
+            raise no_overload(name, rng)
+
+        static = {
+            "all": BOOL,
+            "exists": BOOL,
+            "exists_one": BOOL,
+            "existsOne": BOOL,
+            "map": "list",
+            "filter": "list",
+            "transformList": "list",
+            "transformMap": "map",
+        }[name]
+        return Compiled(run, static, node, children=(iter_range, *parts))
+
+    def _comprehension_body(
+        self, name: str, nvars: int, slots: list[int], fns: list[Fn], step_cost: int
+    ) -> Callable[[Frame, Any, bool], Any]:
+        first_slot = slots[0]
+        second_slot = slots[1] if nvars == 2 else 0
+
+        def bind(frame: Frame, key: Any, value: Any, single_is_value: bool) -> None:
+            frame[1] += step_cost
+            if frame[1] > COST_LIMIT:
+                charge(frame, 0)
+            if nvars == 1:
+                frame[first_slot] = value if single_is_value else key
+            else:
+                frame[first_slot] = key
+                frame[second_slot] = value
+
+        if name in ("all", "exists"):
+            pred = fns[0]
+            stop = name == "exists"
+
+            def quantifier(frame: Frame, pairs: Any, single_is_value: bool) -> Any:
+                error: CelRuntimeError | None = None
+                for key, value in pairs:
+                    bind(frame, key, value, single_is_value)
+                    try:
+                        result = pred(frame)
+                    except CelCostLimitError:
+                        raise
+                    except CelRuntimeError as err:
+                        if error is None:
+                            error = err
+                        continue
+                    if result is stop:
+                        return stop
+                    if result is not True and result is not False and error is None:
+                        error = no_overload("_&&_" if not stop else "_||_", result)
+                if error is not None:
+                    raise error
+                return not stop
+
+            return quantifier
+        if name in ("exists_one", "existsOne"):
+            pred = fns[0]
+
+            def exists_one(frame: Frame, pairs: Any, single_is_value: bool) -> Any:
+                count = 0
+                for key, value in pairs:
+                    bind(frame, key, value, single_is_value)
+                    result = pred(frame)
+                    if result is True:
+                        count += 1
+                    elif result is not False:
+                        raise no_overload("_?_:_", result)
+                return count == 1
+
+            return exists_one
+        if name == "filter":
+            pred = fns[0]
+
+            def filter_fn(frame: Frame, pairs: Any, single_is_value: bool) -> Any:
+                out = []
+                for key, value in pairs:
+                    bind(frame, key, value, single_is_value)
+                    result = pred(frame)
+                    if result is True:
+                        out.append(frame[first_slot])
+                    elif result is not False:
+                        raise no_overload("_?_:_", result)
+                return out
+
+            return filter_fn
+        if name in ("map", "transformList", "transformMap"):
+            transform = fns[-1]
+            predicate = fns[0] if len(fns) == 2 else None
+            to_map = name == "transformMap"
+
+            def transform_fn(frame: Frame, pairs: Any, single_is_value: bool) -> Any:
+                out_list = []
+                out_map: dict[Any, Any] = {}
+                for key, value in pairs:
+                    bind(frame, key, value, single_is_value)
+                    if predicate is not None:
+                        keep = predicate(frame)
+                        if keep is False:
+                            continue
+                        if keep is not True:
+                            raise no_overload("_?_:_", keep)
+                    if to_map:
+                        out_map[key] = transform(frame)
+                    else:
+                        out_list.append(transform(frame))
+                return out_map if to_map else out_list
+
+            return transform_fn
+        raise AssertionError(name)  # pragma: no cover
+
+    def _opt_map(self, node: Call) -> Compiled:
+        assert node.target is not None
+        if len(node.args) != 2:
+            raise self.error(f"{node.function}() requires 2 arguments", node)
+        target = self.compile(node.target)
+        name = self._variable(node.args[0])
+        (slot,), saved = self._with_vars([name])
+        try:
+            body = self.compile(node.args[1])
+        finally:
+            self.scope = saved
+        tf, bf = target.fn, body.fn
+        flat = node.function == "optFlatMap"
+
+        def opt_map(frame: Frame) -> Any:
+            opt = tf(frame)
+            if type(opt) is not Optional:
+                raise no_overload(node.function, opt)
+            if not opt.has_value:
+                return NONE
+            frame[slot] = opt.value
+            result = bf(frame)
+            if flat:
+                if type(result) is not Optional:
+                    raise no_overload(node.function, result)
+                return result
+            return Optional(result)
+
+        return Compiled(opt_map, OPTIONAL, node, children=(target, body))
+
+    # ------------------------------------------------------------------ functions
+    def _function(self, node: Call, name: str, target: Node | None) -> Compiled:
+        overloads = FUNCTIONS.get(name)
+        if overloads is None:
+            if name in _MACROS:
+                raise self.error(f"invalid arguments to {name}() macro", node)
+            raise self.error(f"undeclared reference to '{name}'", node)
+        compiled_args = tuple(self.compile(a) for a in node.args)
+        receiver = self.compile(target) if target is not None else None
+        all_args = ((receiver,) if receiver is not None else ()) + compiled_args
+        static = tuple(a.type for a in all_args)
+        candidates = [
+            o
+            for o in overloads
+            if o.receiver == (receiver is not None)
+            and len(o.params) == len(all_args)
+            and o.accepts_static(static)
+        ]
+        if not candidates:
+            shown = ", ".join(t for t in static[1:] if receiver is not None) if receiver else ""
+            if receiver is not None:
+                applied = f"{static[0]}.({shown})"
+            else:
+                applied = "(" + ", ".join(static) + ")"
+            raise self.error(
+                f"found no matching overload for '{name}' applied to '{applied}'", node
+            )
+        fns = tuple(a.fn for a in all_args)
+        result_types = {o.result for o in candidates}
+        static_result = result_types.pop() if len(result_types) == 1 else DYN
+        fn = self._call_fn(name, candidates, fns, static)
+        return self._fold(node, static_result, fn, all_args)
+
+    def _call_fn(
+        self, name: str, candidates: list[Overload], fns: tuple[Fn, ...], static: tuple[str, ...]
+    ) -> Fn:
+        if len(candidates) == 1:
+            overload = candidates[0]
+            impl = overload.impl
+            cost = overload.cost
+            # Arguments whose static type is dyn need a runtime check against the param.
+            checks = tuple(
+                (i, p)
+                for i, (p, t) in enumerate(zip(overload.params, static, strict=True))
+                if p != DYN and t == DYN
+            )
+            if len(fns) == 1 and not checks and cost is None:
+                (f0,) = fns
+
+                def call1(frame: Frame) -> Any:
+                    return _invoke(name, impl, (f0(frame),))
+
+                return call1
+
+            def call(frame: Frame) -> Any:
+                args = tuple(f(frame) for f in fns)
+                for i, p in checks:
+                    if type_name(args[i]) != p:
+                        raise no_overload(name, *args)
+                if cost is not None:
+                    charge(frame, cost(*args))
+                return _invoke(name, impl, args)
+
+            return call
+
+        options = tuple(candidates)
+
+        def dispatch(frame: Frame) -> Any:
+            args = tuple(f(frame) for f in fns)
+            for o in options:
+                if o.accepts(args):
+                    if o.cost is not None:
+                        charge(frame, o.cost(*args))
+                    return _invoke(name, o.impl, args)
+            raise no_overload(name, *args)
+
+        return dispatch
+
+
+def _invoke(name: str, impl: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    try:
+        return impl(*args)
+    except CelRuntimeError:
+        raise
+    except (ValueError, TypeError, OverflowError, ArithmeticError, IndexError, KeyError) as err:
+        raise CelRuntimeError(f"{name}: {err}") from None
