@@ -1,0 +1,91 @@
+{{/* Chart name, truncated to the 63 characters of a label value. */}}
+{{- define "dra-driver-nvidia-gpu.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Fully qualified app name: the release name, prefixed to the chart name unless it holds it. */}}
+{{- define "dra-driver-nvidia-gpu.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The namespace every namespaced object goes to. */}}
+{{- define "dra-driver-nvidia-gpu.namespace" -}}
+{{- default .Release.Namespace .Values.namespaceOverride }}
+{{- end }}
+
+{{- define "dra-driver-nvidia-gpu.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "dra-driver-nvidia-gpu.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "dra-driver-nvidia-gpu.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "dra-driver-nvidia-gpu.labels" -}}
+helm.sh/chart: {{ include "dra-driver-nvidia-gpu.chart" . }}
+{{ include "dra-driver-nvidia-gpu.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "dra-driver-nvidia-gpu.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (printf "%s-kubelet-plugin" (include "dra-driver-nvidia-gpu.fullname" .)) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create=false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "dra-driver-nvidia-gpu.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/*
+The resource.k8s.io version for DeviceClasses: the value when set, otherwise the newest version
+the cluster serves (Helm's default capabilities when rendering offline).
+*/}}
+{{- define "dra-driver-nvidia-gpu.resourceApiVersion" -}}
+{{- if .Values.resourceApiVersion }}
+{{- .Values.resourceApiVersion }}
+{{- else if .Capabilities.APIVersions.Has "resource.k8s.io/v1" }}
+{{- "resource.k8s.io/v1" }}
+{{- else if .Capabilities.APIVersions.Has "resource.k8s.io/v1beta2" }}
+{{- "resource.k8s.io/v1beta2" }}
+{{- else if .Capabilities.APIVersions.Has "resource.k8s.io/v1beta1" }}
+{{- "resource.k8s.io/v1beta1" }}
+{{- end }}
+{{- end }}
+
+{{/* The DRA driver names this release publishes ResourceSlices for. */}}
+{{- define "dra-driver-nvidia-gpu.drivers" -}}
+{{- $drivers := list }}
+{{- if .Values.resources.gpus.enabled }}{{ $drivers = append $drivers "gpu.nvidia.com" }}{{ end }}
+{{- if .Values.resources.computeDomains.enabled }}{{ $drivers = append $drivers "compute-domain.nvidia.com" }}{{ end }}
+{{- toJson $drivers }}
+{{- end }}
+
+{{/*
+The kubelet plugin container's securityContext. The fake backend only writes sockets, CDI specs
+and its checkpoint into root-owned host directories: root without any capability suffices. The
+NVML backend opens /dev/nvidia* and reconfigures MIG, which needs a privileged container.
+Values in kubeletPlugin.containers.gpus.securityContext override these defaults key by key.
+*/}}
+{{- define "dra-driver-nvidia-gpu.kubeletPluginSecurityContext" -}}
+{{- $default := dict }}
+{{- if eq .Values.devices.backend "fake" }}
+{{- $default = dict "runAsUser" 0 "runAsNonRoot" false "privileged" false "allowPrivilegeEscalation" false "readOnlyRootFilesystem" true "capabilities" (dict "drop" (list "ALL")) "seccompProfile" (dict "type" "RuntimeDefault") }}
+{{- else }}
+{{- $default = dict "privileged" true }}
+{{- end }}
+{{- toYaml (mergeOverwrite $default (deepCopy .Values.kubeletPlugin.containers.gpus.securityContext)) }}
+{{- end }}
