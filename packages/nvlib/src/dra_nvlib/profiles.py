@@ -163,10 +163,11 @@ _H200_141GB = _seven_slice_table(
 )
 
 # GB200: the guide has no GB200 table; names are the GPU Operator mig-parted ones (1g.23gb,
-# 2g.47gb, 3g.93gb...), eighths of a 186 GiB board; engine counts are B200's.
+# 2g.47gb, 3g.93gb...); engine counts are B200's; sizes keep H100's ratio of profile to board
+# memory, rounded to 128 MiB, so every profile fits the 189471 MiB board.
 _GB200 = _seven_slice_table(
     names=("1g.23gb", "1g.23gb+me", "1g.47gb", "2g.47gb", "3g.93gb", "4g.93gb", "7g.186gb"),
-    mem=(23808, 23808, 47616, 47616, 95232, 95232, 190464),
+    mem=(23168, 23168, 46592, 46592, 93952, 93952, 188416),
     sms=(18, 18, 18, 36, 54, 72, 126),
     ce=(2, 2, 2, 3, 6, 8, 16),
     dec=(1, 1, 1, 1, 1, 1, 1),
