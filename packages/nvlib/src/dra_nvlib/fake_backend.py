@@ -61,6 +61,8 @@ FAKE_DRIVER_VERSION = "570.133.20"
 FAKE_CUDA_DRIVER_VERSION = "12.8"
 FAKE_NVML_VERSION = "12.570.133.20"
 
+MAX_EVENTS = 1000
+
 # Operation names, as used in errors and in fail_next().
 OPERATIONS = (
     "gpus",
@@ -265,6 +267,8 @@ def _append_event(
     }
     doc["next_seq"] += 1
     doc["events"].append(event)
+    # Watchers only need recent history; bound the file so a noisy GPU cannot grow it forever.
+    del doc["events"][:-MAX_EVENTS]
 
 
 class FakeDeviceLib(DeviceLib):

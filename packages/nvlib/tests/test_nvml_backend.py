@@ -1,0 +1,384 @@
+"""NVML backend logic over an in-memory NvmlApi double: error translation, enumeration,
+MIG create rollback, health events. (The real library path is covered by the contract suite
+over the mock libnvidia-ml.so.)"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from dra_nvlib import (
+    AddressingMode,
+    Architecture,
+    Brand,
+    ComputeMode,
+    DeviceLibConfig,
+    FabricState,
+    GpuLostError,
+    HealthEventKind,
+    InsufficientResourcesError,
+    LibraryLoadError,
+    NoPermissionError,
+    NotSupportedError,
+    NvmlCallError,
+    open_device_lib,
+)
+from dra_nvlib.nvml_backend import NvmlDeviceLib, format_cuda_version, translate
+from dra_nvlib.nvml_binding import (
+    CiHandle,
+    EventSetHandle,
+    GiHandle,
+    NvmlFailure,
+    NvmlHandle,
+    RawEvent,
+    RawFabric,
+    RawGiInfo,
+    RawGiProfile,
+    find_library,
+)
+from dra_nvlib.sysfs import normalize_bus_id, pcie_root
+
+NOT_SUPPORTED = 3
+NOT_FOUND = 6
+GPU_IS_LOST = 15
+INSUFFICIENT = 23
+
+
+@dataclass
+class FakeGpu:
+    uuid: str
+    bus: str
+    fabric: RawFabric | None = None
+    mig: tuple[int, int] = (0, 0)
+    compute_mode: int = 0
+    lost: bool = False
+    gis: dict[int, RawGiInfo] = field(default_factory=dict)
+    cis: dict[int, list[int]] = field(default_factory=dict)
+
+
+PROFILE_1G = RawGiProfile(19, "MIG 1g.5gb", 1, 7, 14, 1, 0, 0, 0, 0, 4864)
+PROFILE_3G = RawGiProfile(9, "MIG 3g.20gb", 3, 2, 42, 3, 2, 0, 0, 0, 19968)
+
+
+class FakeNvml:
+    """Just enough NVML to drive NvmlDeviceLib; fails the way NVML fails."""
+
+    def __init__(self, gpus: list[FakeGpu]) -> None:
+        self.gpus = gpus
+        self.fail_ci = False
+        self.events: list[RawEvent] = []
+        self.shutdowns = 0
+
+    def _gpu(self, dev: NvmlHandle) -> FakeGpu:
+        gpu = self.gpus[int(str(dev))] if not isinstance(dev, tuple) else self.gpus[dev[0]]
+        if gpu.lost:
+            raise NvmlFailure("nvmlDeviceGet*", GPU_IS_LOST, "GPU is lost")
+        return gpu
+
+    def init(self) -> None:
+        pass
+
+    def shutdown(self) -> None:
+        self.shutdowns += 1
+
+    def driver_version(self) -> str:
+        return "550.54.15"
+
+    def cuda_driver_version(self) -> int:
+        return 12040
+
+    def nvml_version(self) -> str:
+        return "12.550.54.15"
+
+    def device_count(self) -> int:
+        return len(self.gpus)
+
+    def device_by_index(self, index: int) -> NvmlHandle:
+        return NvmlHandle(index)
+
+    def device_by_uuid(self, uuid: str) -> NvmlHandle:
+        for i, gpu in enumerate(self.gpus):
+            if gpu.uuid == uuid:
+                return NvmlHandle(i)
+        raise NvmlFailure("nvmlDeviceGetHandleByUUID", NOT_FOUND, "Not Found")
+
+    def uuid(self, dev: NvmlHandle) -> str:
+        if isinstance(dev, tuple):
+            return f"MIG-{dev[1]:08x}-0000-0000-0000-000000000000"
+        return self._gpu(dev).uuid
+
+    def name(self, dev: NvmlHandle) -> str:
+        return "NVIDIA A100-SXM4-40GB"
+
+    def brand(self, dev: NvmlHandle) -> int:
+        return 14
+
+    def architecture(self, dev: NvmlHandle) -> int:
+        return 7
+
+    def cuda_compute_capability(self, dev: NvmlHandle) -> tuple[int, int]:
+        return (8, 0)
+
+    def minor_number(self, dev: NvmlHandle) -> int:
+        return int(str(dev))
+
+    def memory_total(self, dev: NvmlHandle) -> int:
+        return 4864 * 2**20 if isinstance(dev, tuple) else 40960 * 2**20
+
+    def pci_bus_id(self, dev: NvmlHandle) -> str:
+        return self._gpu(dev).bus
+
+    def addressing_mode(self, dev: NvmlHandle) -> int:
+        raise NvmlFailure("nvmlDeviceGetAddressingMode", 13, "Function Not Found")
+
+    def mig_mode(self, dev: NvmlHandle) -> tuple[int, int]:
+        return self._gpu(dev).mig
+
+    def compute_mode(self, dev: NvmlHandle) -> int:
+        return self._gpu(dev).compute_mode
+
+    def fabric_info(self, dev: NvmlHandle) -> RawFabric:
+        fabric = self._gpu(dev).fabric
+        if fabric is None:
+            raise NvmlFailure("nvmlDeviceGetGpuFabricInfoV", NOT_SUPPORTED, "Not Supported")
+        return fabric
+
+    def gi_profile_info(self, dev: NvmlHandle, profile_index: int) -> RawGiProfile:
+        table = {0: PROFILE_1G, 2: PROFILE_3G}
+        if profile_index not in table:
+            raise NvmlFailure(
+                "nvmlDeviceGetGpuInstanceProfileInfoV", NOT_SUPPORTED, "Not Supported"
+            )
+        return table[profile_index]
+
+    def gi_placements(self, dev: NvmlHandle, profile_id: int) -> list[tuple[int, int]]:
+        return [(s, 1) for s in range(7)] if profile_id == 19 else [(0, 4), (4, 4)]
+
+    def max_mig_device_count(self, dev: NvmlHandle) -> int:
+        return 7
+
+    def mig_device_by_index(self, dev: NvmlHandle, index: int) -> NvmlHandle:
+        gis = sorted(self._gpu(dev).gis)
+        if index >= len(gis):
+            raise NvmlFailure("nvmlDeviceGetMigDeviceHandleByIndex", NOT_FOUND, "Not Found")
+        return NvmlHandle((int(str(dev)), gis[index]))
+
+    def gi_id(self, mig: NvmlHandle) -> int:
+        assert isinstance(mig, tuple)
+        return int(mig[1])
+
+    def ci_id(self, mig: NvmlHandle) -> int:
+        return 0
+
+    def gpu_instance_by_id(self, dev: NvmlHandle, gi_id: int) -> GiHandle:
+        if gi_id not in self._gpu(dev).gis:
+            raise NvmlFailure("nvmlDeviceGetGpuInstanceById", NOT_FOUND, "Not Found")
+        return GiHandle((int(str(dev)), gi_id))
+
+    def gpu_instance_info(self, gi: GiHandle) -> RawGiInfo:
+        assert isinstance(gi, tuple)
+        return self.gpus[gi[0]].gis[gi[1]]
+
+    def set_compute_mode(self, dev: NvmlHandle, mode: int) -> None:
+        if mode == 1:
+            raise NvmlFailure("nvmlDeviceSetComputeMode", 4, "Insufficient Permissions")
+        self._gpu(dev).compute_mode = mode
+
+    def set_mig_mode(self, dev: NvmlHandle, mode: int) -> int:
+        self._gpu(dev).mig = (mode, mode)
+        return 0
+
+    def create_gpu_instance(
+        self, dev: NvmlHandle, profile_id: int, start: int, size: int
+    ) -> GiHandle:
+        gpu = self._gpu(dev)
+        for gi in gpu.gis.values():
+            if gi.start < start + size and start < gi.start + gi.size:
+                raise NvmlFailure("nvmlDeviceCreateGpuInstanceWithPlacement", INSUFFICIENT, "x")
+        gi_id = max(gpu.gis, default=0) + 1
+        gpu.gis[gi_id] = RawGiInfo(gi_id, profile_id, start, size)
+        return GiHandle((int(str(dev)), gi_id))
+
+    def full_ci_profile_id(self, gi: GiHandle, slice_count: int) -> int:
+        return slice_count - 1
+
+    def create_compute_instance(self, gi: GiHandle, ci_profile_id: int) -> CiHandle:
+        if self.fail_ci:
+            raise NvmlFailure("nvmlGpuInstanceCreateComputeInstance", INSUFFICIENT, "no CI")
+        assert isinstance(gi, tuple)
+        self.gpus[gi[0]].cis.setdefault(gi[1], []).append(0)
+        return CiHandle(gi)
+
+    def compute_instances(self, gi: GiHandle) -> list[CiHandle]:
+        assert isinstance(gi, tuple)
+        return [CiHandle(gi) for _ in self.gpus[gi[0]].cis.get(gi[1], [])]
+
+    def destroy_compute_instance(self, ci: CiHandle) -> None:
+        assert isinstance(ci, tuple)
+        self.gpus[ci[0]].cis[ci[1]].pop()
+
+    def destroy_gpu_instance(self, gi: GiHandle) -> None:
+        assert isinstance(gi, tuple)
+        if self.gpus[gi[0]].cis.get(gi[1]):
+            raise NvmlFailure("nvmlGpuInstanceDestroy", 19, "In use")
+        del self.gpus[gi[0]].gis[gi[1]]
+
+    def event_set_create(self) -> EventSetHandle:
+        return EventSetHandle(object())
+
+    def supported_events(self, dev: NvmlHandle) -> int:
+        return 0xB
+
+    def register_events(self, dev: NvmlHandle, mask: int, event_set: EventSetHandle) -> None:
+        self._gpu(dev)
+
+    def event_wait(self, event_set: EventSetHandle, timeout_ms: int) -> RawEvent | None:
+        if any(g.lost for g in self.gpus):
+            raise NvmlFailure("nvmlEventSetWait_v2", GPU_IS_LOST, "GPU is lost")
+        return self.events.pop(0) if self.events else None
+
+    def event_set_free(self, event_set: EventSetHandle) -> None:
+        pass
+
+
+@pytest.fixture
+def nvml(tmp_path: Path) -> FakeNvml:
+    cluster = bytes(range(16))
+    return FakeNvml(
+        [
+            FakeGpu("GPU-11111111-1111-1111-1111-111111111111", "00000000:07:00.0"),
+            FakeGpu(
+                "GPU-22222222-2222-2222-2222-222222222222",
+                "00000000:0F:00.0",
+                fabric=RawFabric(cluster, 3, 3, 0, 0),
+                mig=(1, 1),
+            ),
+        ]
+    )
+
+
+@pytest.fixture
+def lib(nvml: FakeNvml, tmp_path: Path) -> NvmlDeviceLib:
+    devices = tmp_path / "sys" / "devices" / "pci0000:00" / "0000:00:01.0" / "0000:07:00.0"
+    devices.mkdir(parents=True)
+    links = tmp_path / "sys" / "bus" / "pci" / "devices"
+    links.mkdir(parents=True)
+    (links / "0000:07:00.0").symlink_to(devices)
+    return NvmlDeviceLib(nvml, sysfs_root=tmp_path / "sys", nvidia_smi=tmp_path / "nvidia-smi")
+
+
+def test_enumeration_converts_nvml_values(lib: NvmlDeviceLib) -> None:
+    first, second = lib.gpus()
+    assert first.pci_bus_id == "0000:07:00.0"
+    assert first.pcie_root == "pci0000:00"
+    assert second.pci_bus_id == "0000:0f:00.0"
+    assert second.pcie_root is None
+    assert first.brand is Brand.NVIDIA
+    assert first.architecture is Architecture.AMPERE
+    assert first.cuda_driver_version == "12.4"
+    assert first.addressing_mode is None  # function missing in this driver
+    assert first.fabric is None
+    assert second.fabric is not None
+    assert second.fabric.cluster_uuid == "00010203-0405-0607-0809-0a0b0c0d0e0f"
+    assert second.fabric.clique_id == 3
+    assert second.fabric.state is FabricState.COMPLETED
+    assert [p.name for p in first.mig_profiles] == ["1g.5gb", "3g.20gb"]
+    assert first.mig_profile("3g.20gb").memory_slices == 4
+
+
+def test_mig_create_list_destroy(lib: NvmlDeviceLib, nvml: FakeNvml) -> None:
+    gpu = nvml.gpus[1].uuid
+    dev = lib.create_mig_device(gpu, profile_id=9, placement_start=4)
+    assert dev.profile_name == "3g.20gb"
+    assert dev.placement.start == 4
+    with pytest.raises(InsufficientResourcesError) as err:
+        lib.create_mig_device(gpu, profile_id=19, placement_start=5)
+    assert (err.value.gpu, err.value.operation) == (gpu, "create_mig_device")
+    lib.destroy_mig_device(dev.uuid)
+    assert lib.gpu(gpu).mig_devices == ()
+
+
+def test_failed_compute_instance_rolls_back_the_gpu_instance(
+    lib: NvmlDeviceLib, nvml: FakeNvml
+) -> None:
+    nvml.fail_ci = True
+    with pytest.raises(InsufficientResourcesError, match="no CI"):
+        lib.create_mig_device(nvml.gpus[1].uuid, profile_id=19, placement_start=0)
+    assert nvml.gpus[1].gis == {}
+
+
+def test_permission_errors_are_typed(lib: NvmlDeviceLib, nvml: FakeNvml) -> None:
+    with pytest.raises(NoPermissionError) as err:
+        lib.set_compute_mode(nvml.gpus[0].uuid, ComputeMode.EXCLUSIVE_THREAD)
+    assert err.value.gpu == nvml.gpus[0].uuid
+
+
+def test_lost_gpu_keeps_its_last_facts_flagged(lib: NvmlDeviceLib, nvml: FakeNvml) -> None:
+    before = lib.gpus()
+    nvml.gpus[0].lost = True
+    after = lib.gpus()
+    assert after[0].lost
+    assert after[0].uuid == before[0].uuid
+    with pytest.raises(GpuLostError):
+        lib.set_compute_mode(nvml.gpus[0].uuid, ComputeMode.DEFAULT)
+
+
+def test_health_events(lib: NvmlDeviceLib, nvml: FakeNvml) -> None:
+    uuid = nvml.gpus[0].uuid
+    nvml.events.append(RawEvent(uuid, 0x8, 79, 0xFFFFFFFF, 0xFFFFFFFF))
+    nvml.events.append(RawEvent(uuid, 0x2, 0, 1, 0))
+    with lib.watch_health() as watch:
+        xid = watch.wait(0.01)
+        ecc = watch.wait(0.01)
+        assert watch.wait(0.01) is None
+        nvml.gpus[0].lost = True
+        lost = watch.wait(0.01)
+    assert xid is not None
+    assert (xid.kind, xid.xid, xid.gi_id) == (HealthEventKind.XID, 79, None)
+    assert ecc is not None
+    assert (ecc.kind, ecc.gi_id) == (HealthEventKind.ECC_DOUBLE_BIT, 1)
+    assert lost is not None
+    assert (lost.kind, lost.gpu_uuid) == (HealthEventKind.GPU_LOST, uuid)
+
+
+def test_close_shuts_nvml_down_once(lib: NvmlDeviceLib, nvml: FakeNvml) -> None:
+    lib.close()
+    lib.close()
+    assert nvml.shutdowns == 1
+
+
+def test_translate_maps_codes() -> None:
+    err = translate(NvmlFailure("f", 3, "Not Supported"), gpu="GPU-x", operation="op")
+    assert isinstance(err, NotSupportedError)
+    other = translate(NvmlFailure("f", 999, "Unknown"), gpu="GPU-x", operation="op")
+    assert isinstance(other, NvmlCallError)
+    assert other.code == 999
+
+
+def test_version_and_bus_formats() -> None:
+    assert format_cuda_version(12040) == "12.4"
+    assert format_cuda_version(13000) == "13.0"
+    assert normalize_bus_id("00000000:4E:00.0") == "0000:4e:00.0"
+
+
+def test_missing_driver_root_names_the_paths(tmp_path: Path) -> None:
+    with pytest.raises(LibraryLoadError, match=r"usr/lib64/libnvidia-ml\.so\.1"):
+        find_library(tmp_path)
+    with pytest.raises(LibraryLoadError):
+        open_device_lib(DeviceLibConfig(backend="nvml", driver_root=tmp_path))
+
+
+def test_library_found_under_driver_root(tmp_path: Path) -> None:
+    lib_dir = tmp_path / "usr" / "lib" / "x86_64-linux-gnu"
+    lib_dir.mkdir(parents=True)
+    (lib_dir / "libnvidia-ml.so.1").write_bytes(b"")
+    assert find_library(tmp_path) == lib_dir / "libnvidia-ml.so.1"
+
+
+def test_pcie_root_absent_without_sysfs(tmp_path: Path) -> None:
+    assert pcie_root(tmp_path, "0000:07:00.0") is None
+
+
+def test_addressing_mode_values() -> None:
+    assert AddressingMode(2) is AddressingMode.ATS
