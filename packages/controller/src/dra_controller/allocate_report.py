@@ -1,0 +1,171 @@
+"""``kubectl dra allocate``: allocate claims offline and report in the v1 JSON shape.
+
+Report shape (exactly)::
+
+    {"claims": {"NS/NAME": {"allocated": true, "node": "...", "allocation": {...}}}}
+    {"claims": {"NS/NAME": {"allocated": false, "reasons": ["..."]}}}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .allocation.cluster import Cluster
+from .allocation.errors import AllocationError
+from .allocation.explain import ClaimDiagnosis, diagnose
+from .allocation.features import Features
+from .allocation.model import ClaimInfo
+from .allocation.nodes import node_selector_matches
+from .allocation.selectors import SelectorEngine
+from .snapshot import Snapshot
+
+EXIT_ALLOCATED = 0
+EXIT_UNSATISFIABLE = 1
+EXIT_ERROR = 2
+MAX_NODES_NAMED = 5
+
+
+@dataclass(frozen=True, slots=True)
+class AllocateReport:
+    """The report and the exit code that goes with it."""
+
+    report: dict[str, Any]
+    exit_code: int
+
+
+def select_claims(snapshot: Snapshot, keys: Sequence[str]) -> list[ClaimInfo]:
+    """The named claims (``NS/NAME``, or ``NAME`` in default), or every unallocated one."""
+    if not keys:
+        return [c for c in snapshot.claims if c.allocation is None]
+    out = []
+    for key in keys:
+        full = key if "/" in key else f"default/{key}"
+        claim = snapshot.claim(full)
+        if claim is None:
+            raise AllocationError(
+                f"claim {full} not found in the input",
+                object_ref=f"ResourceClaim {full}",
+                field="--claim",
+            )
+        out.append(claim)
+    return out
+
+
+def run_allocate(
+    snapshot: Snapshot,
+    *,
+    engine: SelectorEngine,
+    features: Features,
+    node: str | None = None,
+    claim_keys: Sequence[str] = (),
+) -> AllocateReport:
+    """Allocate the claims together (one pod's claims) and build the report.
+
+    Raises ``AllocationError`` for input the scheduler would reject.
+    """
+    wanted = select_claims(snapshot, claim_keys)
+    cluster = Cluster(
+        classes=snapshot.classes,
+        slices=snapshot.slices,
+        nodes=snapshot.nodes,
+        claims=snapshot.claims,
+        engine=engine,
+        features=features,
+    )
+    done = [c for c in wanted if c.allocation is not None]
+    pending = [c for c in wanted if c.allocation is None]
+    claims_out: dict[str, Any] = {}
+    for claim in done:
+        assert claim.allocation is not None
+        claims_out[claim.key] = {
+            "allocated": True,
+            "node": _allocated_node(claim),
+            "allocation": dict(claim.allocation),
+        }
+    if not pending:
+        return AllocateReport({"claims": claims_out}, EXIT_ALLOCATED)
+    nodes = (
+        [node] if node else [n for n in cluster.node_names() if _fits_existing(cluster, n, done)]
+    )
+    if not nodes:
+        reason = (
+            "no nodes to try: the input has no Node objects and no node-local "
+            "ResourceSlices; pass --node NAME"
+        )
+        for claim in pending:
+            claims_out[claim.key] = {"allocated": False, "reasons": [reason]}
+        return AllocateReport({"claims": claims_out}, EXIT_UNSATISFIABLE)
+    found = _allocate_on_nodes(cluster, pending, nodes)
+    if found is not None:
+        node_name, allocations = found
+        for claim, allocation in zip(pending, allocations, strict=True):
+            claims_out[claim.key] = {"allocated": True, "node": node_name, "allocation": allocation}
+        return AllocateReport({"claims": claims_out}, EXIT_ALLOCATED)
+    diagnoses = diagnose(cluster, pending, nodes=nodes)
+    for claim, diag in zip(pending, diagnoses, strict=True):
+        claims_out[claim.key] = {"allocated": False, "reasons": reasons_of(diag)}
+    return AllocateReport({"claims": claims_out}, EXIT_UNSATISFIABLE)
+
+
+def _allocate_on_nodes(
+    cluster: Cluster, pending: Sequence[ClaimInfo], nodes: Sequence[str]
+) -> tuple[str, list[dict[str, Any]]] | None:
+    if nodes == cluster.node_names():
+        result = cluster.allocate(pending)
+        if result.allocated is None:
+            return None
+        return result.allocated.node, result.allocated.allocations
+    for name in nodes:
+        one = cluster.allocate(pending, node=name)
+        if one.allocated is not None:
+            return one.allocated.node, one.allocated.allocations
+    return None
+
+
+def _allocated_node(claim: ClaimInfo) -> str:
+    selector = (claim.allocation or {}).get("nodeSelector") or {}
+    for term in selector.get("nodeSelectorTerms") or []:
+        for req in term.get("matchFields") or []:
+            if (
+                req.get("key") == "metadata.name"
+                and req.get("operator") == "In"
+                and len(req.get("values") or []) == 1
+            ):
+                return str(req["values"][0])
+    return ""
+
+
+def _fits_existing(cluster: Cluster, node: str, done: Sequence[ClaimInfo]) -> bool:
+    for claim in done:
+        selector = (claim.allocation or {}).get("nodeSelector")
+        if selector and not node_selector_matches(
+            selector, cluster.node(node), where=f"{claim.ref}: status.allocation"
+        ):
+            return False
+    return True
+
+
+def reasons_of(diag: ClaimDiagnosis) -> list[str]:
+    """Flatten a diagnosis into reason lines, nodes with identical findings grouped."""
+    lines: list[str] = []
+    for names, node_diag in diag.grouped():
+        if node_diag.allocatable:
+            continue
+        prefix = _node_list(names)
+        if node_diag.error:
+            lines.append(f"{prefix}: error: {node_diag.error}")
+        for reason in node_diag.reasons:
+            lines.append(f"{prefix}: {reason.strip()}")
+        if not node_diag.error and not node_diag.reasons:
+            lines.append(f"{prefix}: no solution together with the pod's other claims")
+    return lines
+
+
+def _node_list(names: Sequence[str]) -> str:
+    if len(names) == 1:
+        return f"node {names[0]}"
+    shown = ", ".join(names[:MAX_NODES_NAMED])
+    more = f" and {len(names) - MAX_NODES_NAMED} more" if len(names) > MAX_NODES_NAMED else ""
+    return f"nodes {shown}{more}"

@@ -1,0 +1,190 @@
+"""Turning picked devices into ``status.allocation`` (v1 JSON), as the scheduler writes it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from .capacity import Consumption
+from .errors import AllocationError
+from .model import ClaimInfo, ClassInfo, DeviceInfo, RequestSpec
+from .nodes import NodeInfo, node_name_selector
+from .quantities import format_binary_quantity, parse_quantity
+
+
+@dataclass(frozen=True, slots=True)
+class PickedDevice:
+    """One device picked for one request of a claim."""
+
+    spec: RequestSpec
+    device: DeviceInfo
+    admin_access: bool
+    share_id: str | None
+    consumed: Consumption | None
+
+
+def format_quantity(value: Fraction, raw: object) -> str:
+    """A quantity as Kubernetes would serialize it (canonical form of its format)."""
+    if raw is None:
+        return format_binary_quantity(value)
+    text = str(raw).strip()
+    if any(text.endswith(s) for s in ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")):
+        return format_binary_quantity(parse_quantity(text))
+    if "e" in text.lower() and not text.endswith("E"):
+        return text
+    return _format_decimal_si(value)
+
+
+def _format_decimal_si(value: Fraction) -> str:
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else ""
+    value = abs(value)
+    if value.denominator == 1:
+        number = value.numerator
+        for suffix, factor in (
+            ("E", 10**18),
+            ("P", 10**15),
+            ("T", 10**12),
+            ("G", 10**9),
+            ("M", 10**6),
+            ("k", 10**3),
+        ):
+            if number % factor == 0:
+                return f"{sign}{number // factor}{suffix}"
+        return f"{sign}{number}"
+    for suffix, factor in (("m", 10**3), ("u", 10**6), ("n", 10**9)):
+        scaled = value * factor
+        if scaled.denominator == 1:
+            return f"{sign}{scaled.numerator}{suffix}"
+    scaled = value * 10**9
+    return f"{sign}{-((-scaled.numerator) // scaled.denominator)}n"
+
+
+def device_result(picked: PickedDevice, *, binding: bool) -> dict[str, Any]:
+    """One DeviceRequestAllocationResult."""
+    dev = picked.device
+    out: dict[str, Any] = {
+        "request": picked.spec.full_name,
+        "driver": dev.id[0],
+        "pool": dev.id[1],
+        "device": dev.id[2],
+    }
+    if picked.admin_access:
+        out["adminAccess"] = True
+    if picked.spec.tolerations_raw:
+        out["tolerations"] = [dict(t) for t in picked.spec.tolerations_raw]
+    if binding:
+        if dev.binding_conditions:
+            out["bindingConditions"] = list(dev.binding_conditions)
+        if dev.binding_failure_conditions:
+            out["bindingFailureConditions"] = list(dev.binding_failure_conditions)
+    if picked.share_id is not None:
+        out["shareID"] = picked.share_id
+    if picked.consumed:
+        out["consumedCapacity"] = {
+            name: format_quantity(value, raw) for name, (value, raw) in picked.consumed.items()
+        }
+    return out
+
+
+def build_allocation(
+    claim: ClaimInfo,
+    picked: Sequence[PickedDevice],
+    *,
+    classes: Sequence[tuple[ClassInfo, str]],
+    selected_subrequests: Mapping[int, RequestSpec],
+    node: NodeInfo,
+    binding: bool,
+) -> dict[str, Any]:
+    """The AllocationResult of one claim: results, class then claim configs, node selector."""
+    devices: dict[str, Any] = {"results": [device_result(p, binding=binding) for p in picked]}
+    config: list[dict[str, Any]] = []
+    class_ranges: dict[str, tuple[int, int]] = {}
+    for cls, request_name in classes:
+        existing = class_ranges.get(cls.name)
+        if existing is not None:
+            for i in range(*existing):
+                config[i]["requests"].append(request_name)
+            continue
+        begin = len(config)
+        for cfg in cls.config:
+            config.append({"source": "FromClass", "requests": [request_name], **_body(cfg)})
+        class_ranges[cls.name] = (begin, len(config))
+    for cfg in claim.config:
+        names = list(cfg.get("requests") or [])
+        if not names:
+            config.append({"source": "FromClaim", **_body(cfg)})
+            continue
+        for r, req in enumerate(claim.requests):
+            if req.name in names:
+                config.append({"source": "FromClaim", "requests": names, **_body(cfg)})
+                continue
+            sub = selected_subrequests.get(r)
+            if sub is not None and sub.full_name in names:
+                config.append({"source": "FromClaim", "requests": names, **_body(cfg)})
+    for entry in config:
+        # A config for every request is written with the "empty means all" form.
+        if len(entry.get("requests") or []) == len(claim.requests):
+            entry.pop("requests", None)
+    if config:
+        devices["config"] = config
+    result: dict[str, Any] = {"devices": devices}
+    selector = result_node_selector(picked, node)
+    if selector is not None:
+        result["nodeSelector"] = selector
+    return result
+
+
+def _body(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in cfg.items() if k not in ("requests", "source")}
+
+
+def result_node_selector(picked: Sequence[PickedDevice], node: NodeInfo) -> dict[str, Any] | None:
+    """Where the allocated devices can be used: one node, a merged selector, or anywhere."""
+    fields: list[Mapping[str, Any]] = []
+    exprs: list[Mapping[str, Any]] = []
+    for p in picked:
+        dev = p.device
+        slc = dev.slice
+        if slc.per_device_node_selection:
+            node_name, selector = dev.node_name, dev.node_selector
+        else:
+            node_name, selector = slc.node_name, slc.node_selector
+        if node_name or dev.binds_to_node:
+            return node_name_selector(node.name)
+        if selector is None:
+            continue
+        terms = selector.get("nodeSelectorTerms") or []
+        if len(terms) == 0:
+            continue
+        if len(terms) > 1:
+            raise AllocationError(
+                f"unsupported ResourceSlice.NodeSelector with {len(terms)} terms",
+                object_ref=slc.ref,
+                field="spec.nodeSelector",
+            )
+        _merge(terms[0].get("matchFields") or [], fields)
+        _merge(terms[0].get("matchExpressions") or [], exprs)
+    if not fields and not exprs:
+        return None
+    term: dict[str, Any] = {}
+    if exprs:
+        term["matchExpressions"] = [dict(e) for e in exprs]
+    if fields:
+        term["matchFields"] = [dict(f) for f in fields]
+    return {"nodeSelectorTerms": [term]}
+
+
+def _merge(new: Sequence[Mapping[str, Any]], into: list[Mapping[str, Any]]) -> None:
+    for req in new:
+        values = set(req.get("values") or [])
+        if not any(
+            old.get("key") == req.get("key")
+            and old.get("operator") == req.get("operator")
+            and set(old.get("values") or []) == values
+            for old in into
+        ):
+            into.append(req)

@@ -1,0 +1,60 @@
+"""What is already allocated in the cluster: devices, shared capacity, owners."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from .model import ClaimInfo, DeviceID
+from .quantities import parse_quantity
+
+
+@dataclass(slots=True)
+class AllocatedState:
+    """Devices held by allocated claims (admin-access results excluded, as upstream)."""
+
+    devices: set[DeviceID] = field(default_factory=set)
+    shared_devices: set[DeviceID] = field(default_factory=set)
+    capacity: dict[DeviceID, dict[str, Fraction]] = field(default_factory=dict)
+    owners: dict[DeviceID, list[str]] = field(default_factory=lambda: defaultdict(list))
+    # Bumped on every change so derived caches (available counters) know to refresh.
+    version: int = 0
+
+    @classmethod
+    def from_claims(cls, claims: Iterable[ClaimInfo]) -> AllocatedState:
+        """Collect the devices of every claim that has ``status.allocation``."""
+        state = cls()
+        for claim in claims:
+            if claim.allocation is not None:
+                state.add_allocation(claim.key, claim.allocation)
+        return state
+
+    def add_allocation(self, owner: str, allocation: Mapping[str, Any]) -> None:
+        """Record an allocation result (v1 JSON) as held by ``owner``."""
+        results = (allocation.get("devices") or {}).get("results") or []
+        for result in results:
+            if result.get("adminAccess"):
+                continue
+            dev_id: DeviceID = (
+                result.get("driver", ""),
+                result.get("pool", ""),
+                result.get("device", ""),
+            )
+            self.owners[dev_id].append(owner)
+            if result.get("shareID"):
+                self.shared_devices.add(dev_id)
+                agg = self.capacity.setdefault(dev_id, {})
+                for name, value in (result.get("consumedCapacity") or {}).items():
+                    agg[name] = agg.get(name, Fraction(0)) + parse_quantity(
+                        value, where=f"{owner}: status.allocation consumedCapacity.{name}"
+                    )
+            else:
+                self.devices.add(dev_id)
+        self.version += 1
+
+    def is_allocated(self, dev_id: DeviceID) -> bool:
+        """Whether the device consumes its counters (allocated exclusively or shared)."""
+        return dev_id in self.devices or dev_id in self.shared_devices

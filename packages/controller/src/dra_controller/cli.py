@@ -1,0 +1,175 @@
+"""``kubectl dra``: the kubectl plugin (console script ``kubectl-dra``). Only wiring here."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from .allocate_report import EXIT_ERROR, run_allocate
+from .allocation.errors import AllocationError
+from .allocation.features import Features
+from .inputs import InputError, read_documents
+from .snapshot import build_snapshot
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+
+
+def _files(groups: Sequence[Sequence[str]] | None) -> list[str]:
+    return [f for group in groups or [] for f in group]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kubectl dra",
+        description="Dynamic Resource Allocation tools: allocate offline, explain pending "
+        "claims, validate manifests.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    alloc = sub.add_parser("allocate", help="allocate claims offline, like the kube-scheduler")
+    alloc.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        nargs="+",
+        required=True,
+        metavar="FILE_OR_DIR",
+        help="manifests (DeviceClasses, ResourceSlices, "
+        "ResourceClaims, Nodes); directories are read recursively; - is stdin",
+    )
+    alloc.add_argument(
+        "--node", help="allocate on this node (default: first that fits, nodes in name order)"
+    )
+    alloc.add_argument(
+        "--claim",
+        action="append",
+        nargs="+",
+        metavar="NS/NAME",
+        help="claims to allocate together (default: every unallocated claim)",
+    )
+    alloc.add_argument(
+        "--features",
+        default=None,
+        metavar="GATE[,GATE=false...]",
+        help="feature gates that are on (default: all DRA features)",
+    )
+    alloc.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
+
+    expl = sub.add_parser("explain", help="why a pod's or claim's devices cannot be allocated")
+    expl.add_argument("target", metavar="pod/NAME|resourceclaim/NAME")
+    expl.add_argument("-n", "--namespace", default="default")
+    expl.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        nargs="+",
+        metavar="FILE_OR_DIR",
+        help="explain offline from manifests instead of the live cluster",
+    )
+    expl.add_argument("--node", help="only this node")
+    expl.add_argument("--features", default=None, metavar="GATE[,GATE=false...]")
+    expl.add_argument("--context", help="kubeconfig context (live mode)")
+
+    val = sub.add_parser("validate", help="check manifests: schema, CEL, opaque configs")
+    val.add_argument(
+        "-f", "--filename", action="append", nargs="+", required=True, metavar="FILE_OR_DIR"
+    )
+    return parser
+
+
+def _features(spec: str | None) -> Features:
+    return Features() if spec is None else Features.parse(spec)
+
+
+def _dump(report: dict[str, Any], output: str) -> str:
+    if output == "json":
+        return json.dumps(report, indent=2) + "\n"
+    return yaml.safe_dump(report, sort_keys=False, default_flow_style=False)
+
+
+def _cmd_allocate(args: argparse.Namespace) -> int:
+    from .allocation.cel_engine import CelEngine
+
+    snapshot = build_snapshot(read_documents(_files(args.filename)))
+    result = run_allocate(
+        snapshot,
+        engine=CelEngine(),
+        features=_features(args.features),
+        node=args.node,
+        claim_keys=_files(args.claim),
+    )
+    sys.stdout.write(_dump(result.report, args.output))
+    return result.exit_code
+
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    from .allocation.cel_engine import CelEngine
+    from .explain_report import explain, parse_target, target_claims
+
+    if args.filename:
+        docs = read_documents(_files(args.filename))
+    else:
+        from .live import fetch_documents
+
+        kind, name = parse_target(args.target)
+        docs = fetch_documents(
+            namespace=args.namespace, context=args.context, pod=name if kind == "pod" else None
+        )
+    snapshot = build_snapshot(docs)
+    claims = target_claims(snapshot, args.target, args.namespace)
+    sys.stdout.write(
+        explain(
+            snapshot, claims, engine=CelEngine(), features=_features(args.features), node=args.node
+        )
+    )
+    return EXIT_OK
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from .cel import CelCompileError, compile_selector
+    from .validation import validate_documents
+
+    def compile_check(expression: str) -> str | None:
+        try:
+            compile_selector(expression)
+        except CelCompileError as exc:
+            return str(exc)
+        return None
+
+    docs = read_documents(_files(args.filename))
+    findings = validate_documents(docs, compile_check=compile_check)
+    for finding in findings:
+        sys.stdout.write(f"{finding}\n")
+    if findings:
+        sys.stdout.write(f"{len(findings)} problem(s) in {len(docs)} object(s)\n")
+        return EXIT_FINDINGS
+    sys.stdout.write(f"{len(docs)} object(s) valid\n")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``kubectl-dra``; returns the exit code."""
+    args = _parser().parse_args(argv)
+    handlers = {"allocate": _cmd_allocate, "explain": _cmd_explain, "validate": _cmd_validate}
+    try:
+        return handlers[args.command](args)
+    except (AllocationError, InputError) as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return EXIT_ERROR
+    except Exception as exc:
+        from .live import LiveClusterError
+
+        if isinstance(exc, LiveClusterError):
+            sys.stderr.write(f"error: {exc}\n")
+            return EXIT_ERROR
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""``kubectl dra explain``: which claims a target means, and the text report."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .allocation.cluster import Cluster
+from .allocation.errors import AllocationError
+from .allocation.explain import ClaimDiagnosis, diagnose
+from .allocation.features import Features
+from .allocation.model import ClaimInfo
+from .allocation.selectors import SelectorEngine
+from .snapshot import Snapshot
+
+MAX_NODES_NAMED = 8
+
+
+def parse_target(target: str) -> tuple[str, str]:
+    """``pod/NAME`` or ``resourceclaim/NAME`` (also ``po``, ``resourceclaims``...)."""
+    kind, sep, name = target.partition("/")
+    if not sep or not name:
+        raise AllocationError("target must be pod/NAME or resourceclaim/NAME", field="TARGET")
+    kind = kind.lower()
+    if kind in ("pod", "pods", "po"):
+        return "pod", name
+    if kind in ("resourceclaim", "resourceclaims", "claim"):
+        return "resourceclaim", name
+    raise AllocationError(
+        f"unsupported kind {kind!r}: use pod/NAME or resourceclaim/NAME", field="TARGET"
+    )
+
+
+def pod_claim_names(pod: Mapping[str, Any]) -> list[str]:
+    """Names of the ResourceClaims a pod uses (templates resolved through its status)."""
+    generated = {
+        s.get("name"): s.get("resourceClaimName")
+        for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+    }
+    names = []
+    for ref in (pod.get("spec") or {}).get("resourceClaims") or []:
+        if ref.get("resourceClaimName"):
+            names.append(ref["resourceClaimName"])
+        elif generated.get(ref.get("name")):
+            names.append(generated[ref.get("name")])
+    return names
+
+
+def target_claims(snapshot: Snapshot, target: str, namespace: str) -> list[ClaimInfo]:
+    """The claims the explain target refers to."""
+    kind, name = parse_target(target)
+    if kind == "resourceclaim":
+        claim = snapshot.claim(f"{namespace}/{name}")
+        if claim is None:
+            raise AllocationError("not found", object_ref=f"ResourceClaim {namespace}/{name}")
+        return [claim]
+    pod = next(
+        (
+            p
+            for p in snapshot.pods
+            if (p.get("metadata") or {}).get("name") == name
+            and ((p.get("metadata") or {}).get("namespace") or "default") == namespace
+        ),
+        None,
+    )
+    if pod is None:
+        raise AllocationError("not found", object_ref=f"Pod {namespace}/{name}")
+    claims = []
+    for claim_name in pod_claim_names(pod):
+        claim = snapshot.claim(f"{namespace}/{claim_name}")
+        if claim is None:
+            raise AllocationError(
+                f"claim {claim_name} not found (not created yet?)",
+                object_ref=f"Pod {namespace}/{name}",
+                field="spec.resourceClaims",
+            )
+        claims.append(claim)
+    if not claims:
+        raise AllocationError(
+            "pod uses no ResourceClaims",
+            object_ref=f"Pod {namespace}/{name}",
+            field="spec.resourceClaims",
+        )
+    return claims
+
+
+def explain(
+    snapshot: Snapshot,
+    claims: Sequence[ClaimInfo],
+    *,
+    engine: SelectorEngine,
+    features: Features,
+    node: str | None = None,
+) -> str:
+    """The human-readable explanation for the claims (pending ones diagnosed together)."""
+    cluster = Cluster(
+        classes=snapshot.classes,
+        slices=snapshot.slices,
+        nodes=snapshot.nodes,
+        claims=snapshot.claims,
+        engine=engine,
+        features=features,
+    )
+    lines: list[str] = []
+    for claim in claims:
+        if claim.allocation is not None:
+            results = (claim.allocation.get("devices") or {}).get("results") or []
+            picked = ", ".join(
+                f"{r.get('request')}: {r.get('driver')}/{r.get('pool')}/{r.get('device')}"
+                for r in results
+            )
+            lines.append(f"ResourceClaim {claim.key}: allocated ({picked or 'no devices'})")
+    pending = [c for c in claims if c.allocation is None]
+    if not pending:
+        return "\n".join(lines) + "\n"
+    nodes = [node] if node else cluster.node_names()
+    if not nodes:
+        lines.append(
+            "no nodes known: the input has no Node objects and no node-local "
+            "ResourceSlices (pass --node NAME)"
+        )
+        return "\n".join(lines) + "\n"
+    for diag in diagnose(cluster, pending, nodes=nodes):
+        lines.extend(render(diag))
+    return "\n".join(lines) + "\n"
+
+
+def render(diag: ClaimDiagnosis) -> list[str]:
+    """Text for one claim: where it fits (first node picked), and why not elsewhere."""
+    lines = [f"ResourceClaim {diag.claim}: pending"]
+    fits = [d for d in diag.nodes if d.allocatable]
+    if fits:
+        first = fits[0]
+        others = f" (also fits on {len(fits) - 1} more node(s))" if len(fits) > 1 else ""
+        lines.append(f"  fits on node {first.node}{others}; would pick:")
+        lines.extend(f"    {p}" for p in first.picks)
+    else:
+        lines.append("  fits on no node")
+    for names, node_diag in diag.grouped():
+        if node_diag.allocatable:
+            continue
+        shown = ", ".join(names[:MAX_NODES_NAMED])
+        if len(names) > MAX_NODES_NAMED:
+            shown += f" and {len(names) - MAX_NODES_NAMED} more"
+        lines.append(f"  does not fit on {len(names)} node(s) ({shown}):")
+        if node_diag.error:
+            lines.append(f"    error: {node_diag.error}")
+        lines.extend(
+            f"    - {r.strip()}" if not r.startswith("  ") else f"        {r.strip()}"
+            for r in node_diag.reasons
+        )
+    return lines

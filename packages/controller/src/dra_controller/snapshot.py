@@ -1,0 +1,67 @@
+"""A cluster snapshot built from manifests: the offline input of allocate and explain."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dra_api_types.codec import parse_object, to_plain
+from dra_api_types.errors import ValidationError
+
+from .allocation.errors import AllocationError
+from .allocation.model import ClaimInfo, ClassInfo, SliceInfo, parse_claim, parse_class, parse_slice
+from .allocation.nodes import NodeInfo
+from .inputs import Document
+
+RESOURCE_API = "resource.k8s.io/v1"
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """Classes, slices, claims, nodes and pods, parsed leniently."""
+
+    classes: list[ClassInfo] = field(default_factory=list)
+    slices: list[SliceInfo] = field(default_factory=list)
+    claims: list[ClaimInfo] = field(default_factory=list)
+    nodes: list[NodeInfo] = field(default_factory=list)
+    pods: list[Mapping[str, Any]] = field(default_factory=list)
+
+    def claim(self, key: str) -> ClaimInfo | None:
+        """Look up ``namespace/name``."""
+        return next((c for c in self.claims if c.key == key), None)
+
+
+def lenient_plain(data: Mapping[str, Any], *, where: str) -> dict[str, Any]:
+    """The object as v1 JSON after api-types' lenient parse (no API validation)."""
+    try:
+        return to_plain(parse_object(data, validate=False))
+    except ValidationError as exc:
+        raise AllocationError(
+            f"cannot parse: {exc}", object_ref=where, field=getattr(exc, "path", "")
+        ) from exc
+    except (TypeError, ValueError) as exc:
+        raise AllocationError(f"cannot parse: {exc}", object_ref=where) from exc
+
+
+def build_snapshot(docs: Sequence[Document]) -> Snapshot:
+    """Sort documents by kind; objects other tools care about are ignored."""
+    snap = Snapshot()
+    for doc in docs:
+        data = doc.data
+        if not isinstance(data, Mapping):
+            raise AllocationError("document is not an object", object_ref=doc.where)
+        kind, api = data.get("kind"), data.get("apiVersion")
+        if kind == "Node":
+            snap.nodes.append(NodeInfo.from_dict(data))
+        elif kind == "Pod":
+            snap.pods.append(data)
+        elif api == RESOURCE_API and kind in ("DeviceClass", "ResourceSlice", "ResourceClaim"):
+            plain = lenient_plain(data, where=f"{doc.where} {kind}")
+            if kind == "DeviceClass":
+                snap.classes.append(parse_class(plain))
+            elif kind == "ResourceSlice":
+                snap.slices.append(parse_slice(plain))
+            else:
+                snap.claims.append(parse_claim(plain))
+    return snap

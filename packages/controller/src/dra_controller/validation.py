@@ -1,0 +1,135 @@
+"""``kubectl dra validate``: API schema, CEL compilation and our opaque configs.
+
+Every problem is reported with the document, the object and the field path; checking goes
+on after a problem so that one run lists them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dra_api_types.codec import parse_object
+from dra_api_types.errors import ValidationError
+
+from .inputs import Document
+
+NVIDIA_DRIVERS = ("gpu.nvidia.com", "compute-domain.nvidia.com")
+NVIDIA_CONFIG_API = "resource.nvidia.com/v1beta1"
+
+CompileCheck = Callable[[str], str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One problem: where, which object, which field, what."""
+
+    where: str
+    object_ref: str
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        field = f" {self.path}:" if self.path else ""
+        return f"{self.where}: {self.object_ref}:{field} {self.message}"
+
+
+def _ref(data: Mapping[str, Any]) -> str:
+    meta = data.get("metadata") or {}
+    name = meta.get("name", "?")
+    ns = meta.get("namespace")
+    return f"{data.get('kind', '?')} {ns + '/' if ns else ''}{name}"
+
+
+def _selectors(obj: Mapping[str, Any], path: str) -> Iterator[tuple[str, str]]:
+    for i, sel in enumerate(obj.get("selectors") or []):
+        cel = (sel or {}).get("cel") or {}
+        if isinstance(cel.get("expression"), str):
+            yield f"{path}.selectors[{i}].cel.expression", cel["expression"]
+
+
+def _claim_spec_parts(
+    spec: Mapping[str, Any], path: str
+) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
+    """(kind of part, path, part) for requests/subrequests and configs of a claim spec."""
+    devices = spec.get("devices") or {}
+    for i, req in enumerate(devices.get("requests") or []):
+        rpath = f"{path}.devices.requests[{i}]"
+        if isinstance(req.get("exactly"), Mapping):
+            yield "request", f"{rpath}.exactly", req["exactly"]
+        for j, sub in enumerate(req.get("firstAvailable") or []):
+            yield "request", f"{rpath}.firstAvailable[{j}]", sub
+    for i, cfg in enumerate(devices.get("config") or []):
+        yield "config", f"{path}.devices.config[{i}]", cfg
+
+
+def _parts(data: Mapping[str, Any]) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
+    kind = data.get("kind")
+    spec = data.get("spec") or {}
+    if kind == "DeviceClass":
+        yield "request", "spec", spec
+        for i, cfg in enumerate(spec.get("config") or []):
+            yield "config", f"spec.config[{i}]", cfg
+    elif kind == "ResourceClaim":
+        yield from _claim_spec_parts(spec, "spec")
+    elif kind == "ResourceClaimTemplate":
+        yield from _claim_spec_parts(spec.get("spec") or {}, "spec.spec")
+
+
+def validate_documents(docs: Sequence[Document], *, compile_check: CompileCheck) -> list[Finding]:
+    """All findings for the documents (empty: everything is valid)."""
+    findings: list[Finding] = []
+    for doc in docs:
+        data = doc.data
+        if not isinstance(data, Mapping):
+            findings.append(Finding(doc.where, "document", "", "not an object"))
+            continue
+        ref = _ref(data)
+        try:
+            parse_object(data, validate=True)
+        except ValidationError as exc:
+            findings.append(Finding(doc.where, ref, exc.path, exc.message))
+        except (TypeError, ValueError) as exc:
+            findings.append(Finding(doc.where, ref, "", str(exc)))
+        for part, path, body in _parts(data):
+            if part == "request":
+                for sel_path, expr in _selectors(body, path):
+                    problem = compile_check(expr)
+                    if problem:
+                        findings.append(
+                            Finding(doc.where, ref, sel_path, f"CEL compile error: {problem}")
+                        )
+            else:
+                findings.extend(_check_opaque(doc, ref, path, body))
+    return findings
+
+
+def _check_opaque(doc: Document, ref: str, path: str, cfg: Mapping[str, Any]) -> list[Finding]:
+    opaque = cfg.get("opaque")
+    if not isinstance(opaque, Mapping) or opaque.get("driver") not in NVIDIA_DRIVERS:
+        return []
+    params = opaque.get("parameters")
+    ppath = f"{path}.opaque.parameters"
+    if not isinstance(params, Mapping):
+        return [Finding(doc.where, ref, ppath, "must be an object")]
+    if params.get("apiVersion") != NVIDIA_CONFIG_API:
+        return [
+            Finding(
+                doc.where,
+                ref,
+                f"{ppath}.apiVersion",
+                f"must be {NVIDIA_CONFIG_API} for driver {opaque.get('driver')}, "
+                f"got {params.get('apiVersion')!r}",
+            )
+        ]
+    try:
+        parsed = parse_object(params, validate=True)
+    except ValidationError as exc:
+        sub = f"{ppath}.{exc.path}" if exc.path else ppath
+        return [Finding(doc.where, ref, sub, exc.message)]
+    if isinstance(parsed, dict):
+        return [
+            Finding(doc.where, ref, f"{ppath}.kind", f"unknown config kind {params.get('kind')!r}")
+        ]
+    return []
