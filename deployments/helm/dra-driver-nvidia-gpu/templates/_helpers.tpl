@@ -66,6 +66,13 @@ the cluster serves (Helm's default capabilities when rendering offline).
 {{- end }}
 {{- end }}
 
+{{/* The fake fleet spec: a string, or a list joined with commas; empty means 8xH100-80GB. */}}
+{{- define "dra-driver-nvidia-gpu.fakeGpus" -}}
+{{- $spec := .Values.devices.fakeGpus }}
+{{- if kindIs "slice" $spec }}{{ $spec = join "," $spec }}{{ end }}
+{{- default "8xH100-80GB" $spec }}
+{{- end }}
+
 {{/* The DRA driver names this release publishes ResourceSlices for. */}}
 {{- define "dra-driver-nvidia-gpu.drivers" -}}
 {{- $drivers := list }}
