@@ -1,103 +1,21 @@
-"""Fixtures: fake nodes, and NVIDIA's mock ``libnvidia-ml.so`` built on demand.
-
-The mock is the Go package ``github.com/NVIDIA/k8s-test-infra/pkg/gpu/mocknvml/bridge``,
-fetched through the Go module proxy and built with ``go build -buildmode=c-shared`` into
-``~/.cache/dra-nvlib/mocknvml-<version>/`` (outside the repository, keyed by version).
-``DRA_NVLIB_MOCKNVML_DIR`` may point at an already built directory holding
-``libnvidia-ml.so.1`` and the module's ``configs/``.
-"""
+"""Fixtures shared by the test modules: NVIDIA's mock NVML library, built on demand."""
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import subprocess
-import sys
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
-
-MOCK_MODULE = "github.com/NVIDIA/k8s-test-infra"
-MOCK_VERSION = os.environ.get("DRA_NVLIB_MOCKNVML_VERSION", "latest")
-CONFIG_SUBDIR = "pkg/gpu/mocknvml/configs"
-
-
-@dataclass(frozen=True)
-class MockNvml:
-    """A built mock: the library and the directory of its YAML profiles."""
-
-    library: Path
-    configs: Path
-
-    def profile(self, name: str) -> Path:
-        """``configs/mock-nvml-config-<name>.yaml``."""
-        return self.configs / f"mock-nvml-config-{name}.yaml"
-
-
-def _progress(message: str) -> None:
-    sys.stderr.write(f"[mock-nvml] {message}\n")
-    sys.stderr.flush()
-
-
-def _go(args: list[str], *, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "GOFLAGS": "-mod=mod", "CGO_ENABLED": "1"}
-    return subprocess.run(
-        ["go", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900, check=False
-    )
-
-
-def _download(module: str, version: str) -> Path:
-    _progress(f"go mod download {module}@{version}")
-    proc = _go(["mod", "download", "-json", f"{module}@{version}"])
-    info = json.loads(proc.stdout) if proc.stdout.strip() else {}
-    if proc.returncode != 0 or "Dir" not in info:
-        reason = info.get("Error") or proc.stderr.strip() or f"exit {proc.returncode}"
-        raise RuntimeError(f"Go module proxy refused {module}@{version}: {reason}")
-    return Path(info["Dir"])
-
-
-def _build_mock() -> MockNvml:
-    prebuilt = os.environ.get("DRA_NVLIB_MOCKNVML_DIR")
-    if prebuilt:
-        root = Path(prebuilt)
-        return MockNvml(root / "libnvidia-ml.so.1", root / "configs")
-    if shutil.which("go") is None:
-        raise RuntimeError("the Go toolchain is not installed (needed to build the mock NVML)")
-    cache = Path.home() / ".cache" / "dra-nvlib" / f"mocknvml-{MOCK_VERSION}"
-    lib = cache / "libnvidia-ml.so.1"
-    if lib.exists():
-        return MockNvml(lib, cache / "configs")
-    src = _download(MOCK_MODULE, MOCK_VERSION)
-    work = cache / "src"
-    shutil.rmtree(work, ignore_errors=True)
-    shutil.copytree(src, work)
-    bridge = work / "pkg" / "gpu" / "mocknvml" / "bridge"
-    for nested in ("bridge", "engine"):
-        # bridge and engine are nested modules (own go.mod) and so not in the root zip.
-        target = work / "pkg" / "gpu" / "mocknvml" / nested
-        if not (target / "go.mod").exists():
-            sub = _download(f"{MOCK_MODULE}/pkg/gpu/mocknvml/{nested}", MOCK_VERSION)
-            shutil.rmtree(target, ignore_errors=True)
-            shutil.copytree(sub, target)
-    for path in work.rglob("*"):
-        path.chmod(path.stat().st_mode | 0o200)
-    _progress(f"go build -buildmode=c-shared in {bridge} (first run takes a few minutes)")
-    proc = _go(["build", "-buildmode=c-shared", "-o", str(lib), "."], cwd=bridge)
-    if proc.returncode != 0:
-        raise RuntimeError(f"building the mock NVML failed: {proc.stderr.strip()[-2000:]}")
-    shutil.copytree(work / CONFIG_SUBDIR, cache / "configs", dirs_exist_ok=True)
-    _progress(f"built {lib}")
-    return MockNvml(lib, cache / "configs")
+from dra_nvlib.mock_nvml_build import MockNvml, MockNvmlUnavailable, build_mock_nvml
 
 
 @pytest.fixture(scope="session")
 def mock_nvml() -> MockNvml:
-    """The mock NVML library; skipped (with the reason) only when it cannot be obtained."""
+    """The mock NVML library. When it cannot be obtained the dependent tests are skipped with
+    the reason, or fail when ``DRA_NVLIB_REQUIRE_MOCKNVML=1`` (set it in CI)."""
     try:
-        return _build_mock()
-    except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+        return build_mock_nvml()
+    except (MockNvmlUnavailable, OSError, subprocess.TimeoutExpired) as exc:
         if os.environ.get("DRA_NVLIB_REQUIRE_MOCKNVML") == "1":
             pytest.fail(f"mock libnvidia-ml.so unavailable: {exc}")
         pytest.skip(f"mock libnvidia-ml.so unavailable: {exc}")

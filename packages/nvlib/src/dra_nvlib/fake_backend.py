@@ -8,6 +8,7 @@ raises, and offers fault injection (XID/ECC events, GPU lost, an operation that 
 from __future__ import annotations
 
 import enum
+import functools
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -143,8 +144,9 @@ def initial_state(fleet: FleetSpec, *, node_name: str) -> NodeState:
     }
 
 
+@functools.cache
 def mig_profiles_of(model: GpuModel) -> tuple[MigProfile, ...]:
-    """The model's MIG profile table as facts (pure)."""
+    """The model's MIG profile table as facts (pure; cached, the table never changes)."""
     return tuple(
         MigProfile(
             name=spec.name,
@@ -333,15 +335,17 @@ class FakeDeviceLib(DeviceLib):
 
     def gpus(self) -> tuple[GpuInfo, ...]:
         """All GPUs, lost ones included (flagged ``lost=True``)."""
-        error: DeviceError | None = None
-        with self._store.transaction() as tx:
-            doc = tx.node()
-            if doc["faults"]:
+        doc = self._snapshot()
+        if doc["faults"]:
+            # Only an armed fault needs the exclusive lock (to consume it atomically).
+            error: DeviceError | None = None
+            with self._store.transaction() as tx:
+                doc = tx.node()
                 error = _take_fault(doc, "gpus", None)
-            else:
-                tx.dirty = False
-        if error is not None:
-            raise error
+                if error is None:
+                    tx.dirty = False
+            if error is not None:
+                raise error
         return tuple(gpu_info_of(g, doc) for g in doc["gpus"])
 
     # -- operations ------------------------------------------------------------------------
