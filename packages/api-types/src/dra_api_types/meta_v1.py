@@ -78,7 +78,7 @@ class Condition(ApiModel):
     type: str = ""
     status: str = ""
     observed_generation: int | None = None
-    last_transition_time: str | None = None
+    last_transition_time: str = ""
     reason: str = ""
     message: str = ""
 

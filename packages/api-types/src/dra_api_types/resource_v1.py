@@ -105,7 +105,7 @@ class OpaqueDeviceConfiguration(ApiModel):
     """Driver-specific parameters (any JSON object with apiVersion/kind for our driver)."""
 
     driver: str = ""
-    parameters: dict[str, Any] | None = None
+    parameters: dict[str, Any] = Field(default_factory=dict)
 
 
 class DeviceConfiguration(ApiModel):

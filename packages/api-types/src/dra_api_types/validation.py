@@ -290,7 +290,7 @@ def _validate_opaque(e: _Errors, config: r.DeviceConfiguration, path: str) -> No
     _validate_driver(e, config.opaque.driver, _field(opaque_path, "driver"))
     params_path = _field(opaque_path, "parameters")
     params = config.opaque.parameters
-    if params is None:
+    if not params and "parameters" not in config.opaque.model_fields_set:
         e.required(params_path)
         return
     size = len(json.dumps(params, separators=(",", ":")).encode())
