@@ -1,10 +1,21 @@
 """The contract every backend honours, run against the fake and against NVML over NVIDIA's
-mock ``libnvidia-ml.so`` (A100 and GB200 profiles)."""
+mock ``libnvidia-ml.so`` (A100 and GB200 profiles).
+
+The mock, a Go c-shared library, reads its profile (``MOCK_NVML_CONFIG``) from the
+environment the process started with, so each mock profile runs this module again in a child
+pytest process (``test_contract_suite_over_mock_nvml``) with that profile set; in the child,
+``DRA_NVLIB_CONTRACT_MOCK_PROFILE`` selects the NVML backend as the only backend under test,
+and the fake-versus-NVML shape comparison runs there too.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
@@ -33,16 +44,31 @@ BDF_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 CLUSTER_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?$")
 
+MOCK_PROFILE = os.environ.get("DRA_NVLIB_CONTRACT_MOCK_PROFILE")
+MOCK_LIBRARY = os.environ.get("DRA_NVLIB_CONTRACT_MOCK_LIBRARY", "")
+BACKENDS = [f"nvml-mock-{MOCK_PROFILE}"] if MOCK_PROFILE else ["fake-a100", "fake-gb200"]
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
 
 class MockNvml(Protocol):
-    """The ``mock_nvml`` fixture's value (defined in conftest.py)."""
+    """The ``mock_nvml`` fixture's value (see conftest.py)."""
 
     library: Path
 
     def profile(self, name: str) -> Path: ...
 
 
-BACKENDS = ["fake-a100", "fake-gb200", "nvml-mock-a100", "nvml-mock-gb200"]
+@contextlib.contextmanager
+def mock_gaps(lib: DeviceLib) -> Iterator[None]:
+    """Skip, naming the NVML function, when the mock library does not implement a call that
+    every real GPU of this model answers (NVML: NOT_SUPPORTED or FUNCTION_NOT_FOUND)."""
+    try:
+        yield
+    except NotSupportedError as exc:
+        if lib.backend != "nvml":
+            raise
+        function = exc.detail.split(":", 1)[0]
+        pytest.skip(f"the mock libnvidia-ml.so does not implement {function}: {exc.detail}")
 
 
 def _open(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> DeviceLib:
@@ -57,14 +83,11 @@ def _open(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> DeviceLi
                 fake_state_path=tmp_path / "state.json",
             )
         )
-    mock: MockNvml = request.getfixturevalue("mock_nvml")
-    mock_profile = profile.removeprefix("mock-")
-    monkey = pytest.MonkeyPatch()
-    request.addfinalizer(monkey.undo)
-    # The mock reads its profile from the environment when NVML is initialised.
-    monkey.setenv("MOCK_NVML_CONFIG", str(mock.profile(mock_profile)))
+    # Child run: MOCK_NVML_CONFIG is already in this process's environment.
     return open_device_lib(
-        DeviceLibConfig(backend="nvml", nvml_library=mock.library, sysfs_root=tmp_path / "sys")
+        DeviceLibConfig(
+            backend="nvml", nvml_library=Path(MOCK_LIBRARY), sysfs_root=tmp_path / "sys"
+        )
     )
 
 
@@ -112,15 +135,19 @@ def test_lookup_by_uuid_and_unknown_uuid(lib: DeviceLib) -> None:
 
 def test_compute_mode_round_trip(lib: DeviceLib) -> None:
     gpu = lib.gpus()[0].uuid
-    lib.set_compute_mode(gpu, ComputeMode.EXCLUSIVE_PROCESS)
+    with mock_gaps(lib):
+        lib.set_compute_mode(gpu, ComputeMode.EXCLUSIVE_PROCESS)
     assert lib.gpu(gpu).compute_mode is ComputeMode.EXCLUSIVE_PROCESS
     lib.set_compute_mode(gpu, ComputeMode.DEFAULT)
     assert lib.gpu(gpu).compute_mode is ComputeMode.DEFAULT
 
 
 def test_mig_profiles_are_consistent(lib: DeviceLib) -> None:
+    with mock_gaps(lib):
+        lib.set_mig_mode(lib.gpus()[0].uuid, enabled=True)
     gpu = lib.gpus()[0]
     assert gpu.mig_capable
+    assert gpu.mig_profiles
     ids = [p.profile_id for p in gpu.mig_profiles]
     assert len(ids) == len(set(ids))
     for profile in gpu.mig_profiles:
@@ -133,12 +160,14 @@ def test_mig_profiles_are_consistent(lib: DeviceLib) -> None:
 
 
 def test_mig_create_overlap_and_destroy(lib: DeviceLib) -> None:
+    with mock_gaps(lib):
+        lib.set_mig_mode(lib.gpus()[0].uuid, enabled=True)
     gpu = lib.gpus()[0]
-    lib.set_mig_mode(gpu.uuid, enabled=True)
-    assert lib.gpu(gpu.uuid).mig_mode.current
+    assert gpu.mig_mode.current
     small = min(gpu.mig_profiles, key=lambda p: (p.memory_slices, p.instance_count * -1))
     half = next(p for p in gpu.mig_profiles if p.slice_count == 3)
-    device = lib.create_mig_device(gpu.uuid, profile_id=small.profile_id, placement_start=4)
+    with mock_gaps(lib):
+        device = lib.create_mig_device(gpu.uuid, profile_id=small.profile_id, placement_start=4)
     try:
         assert MIG_UUID_RE.match(device.uuid)
         assert device.parent_uuid == gpu.uuid
@@ -170,10 +199,8 @@ def test_fabric_on_gb200_only(lib: DeviceLib) -> None:
 
 
 def test_health_watch_times_out_quietly(lib: DeviceLib) -> None:
-    try:
+    with mock_gaps(lib):
         watch = lib.watch_health()
-    except NotSupportedError as exc:
-        pytest.skip(f"health events not supported by this backend: {exc}")
     with watch:
         assert watch.wait(0.05) is None
 
@@ -204,22 +231,48 @@ def shape(gpu: GpuInfo) -> dict[str, str]:
     return out
 
 
-@pytest.mark.parametrize("profile", ["a100", "gb200"])
-def test_fake_reports_the_same_shape_as_nvml_over_mock(
-    profile: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    fake = _open(f"fake-{profile}", tmp_path, request)
-    real = _open(f"nvml-mock-{profile}", tmp_path, request)
-    try:
-        fake_gpu, real_gpu = fake.gpus()[0], real.gpus()[0]
-        assert shape(fake_gpu) == shape(real_gpu)
-        assert fake_gpu.architecture == real_gpu.architecture
-        assert fake_gpu.brand == real_gpu.brand
-        assert fake_gpu.cuda_compute_capability == real_gpu.cuda_compute_capability
-        assert fake_gpu.product_name == real_gpu.product_name
-        fake_names = {p.name for p in fake_gpu.mig_profiles}
-        real_names = {p.name for p in real_gpu.mig_profiles}
-        assert real_names <= fake_names or not real_names
-    finally:
-        fake.close()
-        real.close()
+if MOCK_PROFILE:
+    # Child run only: the mock profile is loaded in this process.
+
+    def test_fake_reports_the_same_shape_as_nvml_over_mock(
+        tmp_path: Path, request: pytest.FixtureRequest
+    ) -> None:
+        profile = MOCK_PROFILE
+        fake = _open(f"fake-{profile}", tmp_path, request)
+        real = _open(f"nvml-mock-{profile}", tmp_path, request)
+        try:
+            fake_gpu, real_gpu = fake.gpus()[0], real.gpus()[0]
+            assert shape(fake_gpu) == shape(real_gpu)
+            assert fake_gpu.architecture == real_gpu.architecture
+            assert fake_gpu.brand == real_gpu.brand
+            assert fake_gpu.cuda_compute_capability == real_gpu.cuda_compute_capability
+            assert fake_gpu.product_name == real_gpu.product_name
+            real_names = {p.name for p in real_gpu.mig_profiles}
+            assert real_names <= {p.name for p in fake_gpu.mig_profiles}
+        finally:
+            fake.close()
+            real.close()
+
+else:
+    # Parent run: one child run of this module per mock profile.
+
+    @pytest.mark.parametrize("profile", ["a100", "gb200"])
+    def test_contract_suite_over_mock_nvml(profile: str, mock_nvml: MockNvml) -> None:
+        """This module again, in a child process whose only backend is NVML over the mock."""
+        env = {
+            **os.environ,
+            "MOCK_NVML_CONFIG": str(mock_nvml.profile(profile)),
+            "DRA_NVLIB_CONTRACT_MOCK_PROFILE": profile,
+            "DRA_NVLIB_CONTRACT_MOCK_LIBRARY": str(mock_nvml.library),
+        }
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", __file__, "-q", "-rs", "-p", "no:cacheprovider"],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        sys.stdout.write(proc.stdout)
+        assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]

@@ -4,6 +4,7 @@ over the mock libnvidia-ml.so.)"""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -382,3 +383,14 @@ def test_pcie_root_absent_without_sysfs(tmp_path: Path) -> None:
 
 def test_addressing_mode_values() -> None:
     assert AddressingMode(2) is AddressingMode.ATS
+
+
+def test_every_nvml_binding_used_exists_in_nvidia_ml_py() -> None:
+    from dra_nvlib import nvml_binding
+
+    source = Path(nvml_binding.__file__).read_text()
+    names = set(re.findall(r'"(nvml[A-Za-z0-9_]+)"', source))
+    names |= set(re.findall(r"pynvml\.(c_nvml[A-Za-z0-9_]+)", source))
+    assert len(names) > 30
+    missing = sorted(n for n in names if not nvml_binding.has_binding(n))
+    assert missing == []

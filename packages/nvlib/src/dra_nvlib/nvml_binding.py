@@ -173,6 +173,11 @@ def find_library(driver_root: Path) -> Path:
     raise LibraryLoadError(str(driver_root), "not found in " + ", ".join(str(p) for p in tried))
 
 
+def has_binding(name: str) -> bool:
+    """True when the installed ``nvidia-ml-py`` provides ``name`` (function or struct)."""
+    return getattr(pynvml, name, None) is not None
+
+
 def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
