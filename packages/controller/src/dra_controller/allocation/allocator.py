@@ -14,7 +14,6 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any
 
 from . import capacity as cap
@@ -34,6 +33,7 @@ from .features import Features
 from .model import MODE_ALL, MODE_EXACT, ClaimInfo, ClassInfo, DeviceID, DeviceInfo, RequestSpec
 from .nodes import NodeInfo
 from .pools import Pool, PoolID
+from .quantities import Amount
 from .results import PickedDevice, build_allocation
 from .selectors import SelectorCompileFailure, SelectorEngine, evaluate
 from .state import AllocatedState
@@ -101,6 +101,8 @@ class Allocator:
         self.timeout_s = timeout_s
         self.counter_cache: dict[PoolID, tuple[int, CounterSets, bool]] = {}
         self.last_invocations = 0
+        # False only to measure the pre-1.33 search (all permutations) as a baseline.
+        self.combinations_only = True
 
     def allocate(
         self,
@@ -150,12 +152,13 @@ class _Search:
         self.requests: list[list[list[_Request]]] = []
         self.constraints: list[list[Constraint]] = []
         self.allocating: dict[DeviceID, set[int]] = {}
-        self.allocating_capacity: dict[DeviceID, dict[str, Fraction]] = {}
+        self.allocating_capacity: dict[DeviceID, dict[str, Amount]] = {}
         self.allocating_shares: dict[DeviceID, int] = {}
         self.counters = CounterTracker(state, owner.counter_cache)
         self.results: list[list[PickedDevice]] = [[] for _ in claims]
         self.invocations = 0
         self.deadline = time.monotonic() + owner.timeout_s
+        self.combinations = owner.combinations_only
 
     # ---- validation (Allocate's preamble) ----
 
@@ -415,7 +418,7 @@ class _Search:
             undo = self.allocate_device(c, data, dev, pool, must=False)
             if undo is None:
                 continue
-            res = self.one(c, r, s, d + 1, sub, idx + 1)
+            res = self.one(c, r, s, d + 1, sub, idx + 1 if self.combinations else 0)
             if res == _DONE:
                 return _DONE
             undo()
@@ -438,20 +441,23 @@ class _Search:
             return None
         if dev.consumes_counters and not feats.partitionable_devices:
             return None
+        if feats.device_taints and dev.taints and untolerated_taint(dev, spec.tolerations):
+            return None
         skip_counters = multi and (
             dev.id in self.state.capacity or dev.id in self.allocating_capacity
         )
+        use_counters = bool(dev.consumes_counters) and not skip_counters
+        base, subname = (spec.parent, spec.name) if spec.parent else (spec.name, "")
+        constraints = self.constraints[c]
+        # All checks are side-effect free once rolled back, so their order only matters
+        # for which one reports. Cheap constraints go first, except for "All" requests:
+        # there a constraint failure is an error, which upstream raises only once the
+        # device passed its counter check.
         counted = False
-        if dev.consumes_counters and not skip_counters:
+        if must and use_counters:
             if not self.counters.try_consume(dev, pool):
                 return None
             counted = True
-        base, subname = (spec.parent, spec.name) if spec.parent else (spec.name, "")
-        if feats.device_taints and untolerated_taint(dev, spec.tolerations) is not None:
-            if counted:
-                self.counters.release(dev, pool)
-            return None
-        constraints = self.constraints[c]
         for i, con in enumerate(constraints):
             if not con.add(base, subname, dev):
                 for prev in constraints[:i]:
@@ -466,6 +472,12 @@ class _Search:
                         field=f"spec.devices.constraints[{i}]",
                     )
                 return None
+        if use_counters and not counted:
+            if not self.counters.try_consume(dev, pool):
+                for con in constraints:
+                    con.remove(base, subname, dev)
+                return None
+            counted = True
         consumed: cap.Consumption | None = None
         share_id: str | None = None
         if feats.consumable_capacity:
@@ -485,7 +497,7 @@ class _Search:
                 consumed = cap.consumption(dev, spec.capacity_requests)
                 agg = self.allocating_capacity.setdefault(dev.id, {})
                 for name, (value, _) in consumed.items():
-                    agg[name] = agg.get(name, Fraction(0)) + value
+                    agg[name] = agg.get(name, 0) + value
                 self.allocating_shares[dev.id] = self.allocating_shares.get(dev.id, 0) + 1
                 share_id = self._share_id(c, spec, dev)
         if not multi:

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from fractions import Fraction
 
 from .model import CapacityInfo, DeviceInfo
+from .quantities import Amount
 
 # name -> (exact value, value as written, for the result)
-Consumption = dict[str, tuple[Fraction, object]]
+Consumption = dict[str, tuple[Amount, object]]
 
 
 def consumed_value(
-    requested: tuple[Fraction, object] | None, cap: CapacityInfo
-) -> tuple[Fraction, object]:
+    requested: tuple[Amount, object] | None, cap: CapacityInfo
+) -> tuple[Amount, object]:
     """What one allocation consumes of a capacity, after the policy's rounding."""
     if requested is None:
         if cap.default is not None:
@@ -34,7 +34,7 @@ def consumed_value(
         n, mod = divmod(req_int - low, step)
         if mod:
             n += 1
-        return Fraction(low + step * n), None
+        return low + step * n, None
     if cap.valid_values:
         for valid, raw in cap.valid_values:
             if requested[0] <= valid:
@@ -42,7 +42,7 @@ def consumed_value(
     return requested
 
 
-def violates_policy(value: Fraction, cap: CapacityInfo) -> bool:
+def violates_policy(value: Amount, cap: CapacityInfo) -> bool:
     """Whether a (rounded) consumption is outside the capacity's request policy."""
     if not cap.has_policy:
         return False
@@ -63,10 +63,10 @@ def violates_policy(value: Fraction, cap: CapacityInfo) -> bool:
 
 def fits(
     dev: DeviceInfo,
-    requests: Mapping[str, tuple[Fraction, object]] | None,
+    requests: Mapping[str, tuple[Amount, object]] | None,
     *,
-    allocated: Mapping[str, Fraction] | None,
-    allocating: Mapping[str, Fraction] | None,
+    allocated: Mapping[str, Amount] | None,
+    allocating: Mapping[str, Amount] | None,
 ) -> bool | None:
     """CmpRequestOverCapacity: ``None`` if a requested capacity does not exist on the device."""
     if requests:
@@ -88,7 +88,7 @@ def fits(
 
 
 def consumption(
-    dev: DeviceInfo, requests: Mapping[str, tuple[Fraction, object]] | None
+    dev: DeviceInfo, requests: Mapping[str, tuple[Amount, object]] | None
 ) -> Consumption:
     """GetConsumedCapacityFromRequest: every capacity of the device, rounded."""
     return {
@@ -97,5 +97,5 @@ def consumption(
     }
 
 
-def _ceil(value: Fraction) -> int:
+def _ceil(value: Amount) -> int:
     return -((-value.numerator) // value.denominator)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from fractions import Fraction
-
 from .model import DeviceInfo
 from .pools import Pool, PoolID
+from .quantities import Amount
 from .state import AllocatedState
 
-CounterSets = dict[str, dict[str, Fraction]]
+CounterSets = dict[str, dict[str, Amount]]
 
 
 def available_counters(pool: Pool, state: AllocatedState) -> CounterSets:
@@ -59,12 +58,12 @@ class CounterTracker:
             cs_avail = available.get(cs_name, {})
             cs_used = consumed.get(cs_name, {})
             for cname, value in counters:
-                if cs_avail.get(cname, Fraction(0)) < cs_used.get(cname, Fraction(0)) + value:
+                if cs_avail.get(cname, 0) < cs_used.get(cname, 0) + value:
                     return False
         for cs_name, counters in dev.consumes_counters:
             cs_used = consumed.setdefault(cs_name, {})
             for cname, value in counters:
-                cs_used[cname] = cs_used.get(cname, Fraction(0)) + value
+                cs_used[cname] = cs_used.get(cname, 0) + value
         return True
 
     def release(self, dev: DeviceInfo, pool: Pool) -> None:
@@ -80,6 +79,6 @@ class CounterTracker:
         available, _ = self._available(pool)
         consumed = self._consumed.get(pool.id, {})
         return {
-            cs: {c: v - consumed.get(cs, {}).get(c, Fraction(0)) for c, v in counters.items()}
+            cs: {c: v - consumed.get(cs, {}).get(c, 0) for c, v in counters.items()}
             for cs, counters in available.items()
         }

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any
 
 from .errors import AllocationError
-from .quantities import parse_quantity
+from .quantities import Amount, parse_quantity
 
 RawObject = Mapping[str, Any]
 DeviceID = tuple[str, str, str]
@@ -106,14 +105,14 @@ class Toleration:
 class CapacityInfo:
     """One capacity of a device, with its request policy."""
 
-    value: Fraction
-    default: Fraction | None
+    value: Amount
+    default: Amount | None
     default_raw: object
-    valid_values: tuple[tuple[Fraction, object], ...]
-    range_min: Fraction | None
+    valid_values: tuple[tuple[Amount, object], ...]
+    range_min: Amount | None
     range_min_raw: object
-    range_max: Fraction | None
-    range_step: Fraction | None
+    range_max: Amount | None
+    range_step: Amount | None
     has_policy: bool
     has_range: bool
 
@@ -128,7 +127,7 @@ class DeviceInfo:
     slice: SliceInfo
     attributes: dict[str, AttrValue]
     capacity: dict[str, CapacityInfo]
-    consumes_counters: tuple[tuple[str, tuple[tuple[str, Fraction], ...]], ...]
+    consumes_counters: tuple[tuple[str, tuple[tuple[str, Amount], ...]], ...]
     taints: tuple[Taint, ...]
     binding_conditions: tuple[str, ...]
     binding_failure_conditions: tuple[str, ...]
@@ -169,7 +168,7 @@ class SliceInfo:
     all_nodes: bool
     node_selector: RawObject | None
     per_device_node_selection: bool
-    shared_counters: tuple[tuple[str, dict[str, Fraction]], ...]
+    shared_counters: tuple[tuple[str, dict[str, Amount]], ...]
     devices: list[DeviceInfo]
     raw: RawObject
 
@@ -194,7 +193,7 @@ def parse_slice(obj: RawObject) -> SliceInfo:
         raise AllocationError(
             "generation and resourceSliceCount must be integers", object_ref=ref, field="spec.pool"
         ) from exc
-    counters: list[tuple[str, dict[str, Fraction]]] = []
+    counters: list[tuple[str, dict[str, Amount]]] = []
     for i, cs in enumerate(_list(spec, "sharedCounters", ref=ref, path="spec")):
         where = f"spec.sharedCounters[{i}]"
         values = {
@@ -231,7 +230,7 @@ def _parse_capacity(raw: Any, *, ref: str, where: str) -> CapacityInfo:
     rng = rng if isinstance(rng, Mapping) else None
     default_raw = (policy or {}).get("default")
 
-    def q(value: object, sub: str) -> Fraction | None:
+    def q(value: object, sub: str) -> Amount | None:
         return None if value is None else parse_quantity(value, where=f"{where}.{sub}")
 
     valid = tuple(
@@ -271,7 +270,7 @@ def _parse_device(raw: Any, slc: SliceInfo, *, where: str) -> DeviceInfo:
         key: _parse_capacity(value, ref=ref, where=f"{where}.capacity.{key}")
         for key, value in _map(raw, "capacity", ref=ref, path=where).items()
     }
-    consumes: list[tuple[str, tuple[tuple[str, Fraction], ...]]] = []
+    consumes: list[tuple[str, tuple[tuple[str, Amount], ...]]] = []
     for i, cc in enumerate(_list(raw, "consumesCounters", ref=ref, path=where)):
         cwhere = f"{where}.consumesCounters[{i}]"
         items = tuple(
@@ -363,7 +362,7 @@ class RequestSpec:
     selectors: tuple[str | None, ...]
     tolerations: tuple[Toleration, ...]
     tolerations_raw: tuple[RawObject, ...]
-    capacity_requests: dict[str, tuple[Fraction, object]] | None
+    capacity_requests: dict[str, tuple[Amount, object]] | None
     field_path: str
 
     @property
@@ -441,7 +440,7 @@ def _parse_request_body(
         for i, t in enumerate(tolerations_raw)
     )
     capacity = body.get("capacity")
-    cap_requests: dict[str, tuple[Fraction, object]] | None = None
+    cap_requests: dict[str, tuple[Amount, object]] | None = None
     if isinstance(capacity, Mapping):
         cap_requests = {
             key: (parse_quantity(v, where=f"{path}.capacity.requests.{key}"), v)

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
 
 from .features import Features
 from .model import DeviceInfo, SliceInfo
 from .nodes import NodeInfo, node_selector_matches
+from .quantities import Amount
 
 PoolID = tuple[str, str]
 
@@ -31,7 +31,7 @@ class Pool:
     invalid_reason: str = ""
     slices: list[SliceInfo] = field(default_factory=list)
     slices_not_targeting_node: list[SliceInfo] = field(default_factory=list)
-    counter_sets: dict[str, dict[str, Fraction]] = field(default_factory=dict)
+    counter_sets: dict[str, dict[str, Amount]] = field(default_factory=dict)
     # Devices the search may pick from, in search order; per-device node selection applied.
     candidates: list[DeviceInfo] = field(default_factory=list)
 
@@ -201,7 +201,7 @@ def _invalid(pool: Pool, reason: str) -> Pool:
 
 
 def _check_counter_refs(
-    counter_sets: dict[str, dict[str, Fraction]], slices: Iterable[SliceInfo]
+    counter_sets: dict[str, dict[str, Amount]], slices: Iterable[SliceInfo]
 ) -> str:
     for slc in slices:
         for dev in slc.devices:

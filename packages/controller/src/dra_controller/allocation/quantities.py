@@ -32,15 +32,18 @@ _SUFFIXES: dict[str, Fraction] = {
 _PATTERN = re.compile(
     r"^([+-]?)(\d+(?:\.\d*)?|\.\d+)(?:(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])|[eE]([+-]?\d+))?$"
 )
+# Exact amounts: plain ints when integral (fast), fractions otherwise.
+Amount = int | Fraction
+
 _BINARY = [("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)]
 
 
-def parse_quantity(value: object, *, where: str = "") -> Fraction:
+def parse_quantity(value: object, *, where: str = "") -> Amount:
     """Parse a Kubernetes quantity (``"80Gi"``, ``"1.5"``, ``"2e3"``, ``7``) exactly."""
     if isinstance(value, bool):
         raise AllocationError(f"not a quantity: {value!r}", field=where)
     if isinstance(value, int):
-        return Fraction(value)
+        return value
     text = str(value).strip()
     match = _PATTERN.match(text)
     if match is None:
@@ -51,14 +54,16 @@ def parse_quantity(value: object, *, where: str = "") -> Fraction:
         result *= Fraction(10) ** int(exponent)
     else:
         result *= _SUFFIXES[suffix or ""]
-    return -result if sign == "-" else result
+    if sign == "-":
+        result = -result
+    return result.numerator if result.denominator == 1 else result
 
 
-def format_binary_quantity(value: Fraction) -> str:
+def format_binary_quantity(value: Amount) -> str:
     """Canonical BinarySI form of an integral value, as ``resource.NewQuantity(v, BinarySI)``."""
-    if value.denominator != 1:
+    if isinstance(value, Fraction) and value.denominator != 1:
         return _format_decimal(value)
-    number = value.numerator
+    number = int(value)
     if number == 0:
         return "0"
     for suffix, factor in _BINARY:

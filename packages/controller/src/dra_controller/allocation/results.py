@@ -11,7 +11,7 @@ from .capacity import Consumption
 from .errors import AllocationError
 from .model import ClaimInfo, ClassInfo, DeviceInfo, RequestSpec
 from .nodes import NodeInfo, node_name_selector
-from .quantities import format_binary_quantity, parse_quantity
+from .quantities import Amount, format_binary_quantity, parse_quantity
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +25,7 @@ class PickedDevice:
     consumed: Consumption | None
 
 
-def format_quantity(value: Fraction, raw: object) -> str:
+def format_quantity(value: Amount, raw: object) -> str:
     """A quantity as Kubernetes would serialize it (canonical form of its format)."""
     if raw is None:
         return format_binary_quantity(value)
@@ -37,11 +37,11 @@ def format_quantity(value: Fraction, raw: object) -> str:
     return _format_decimal_si(value)
 
 
-def _format_decimal_si(value: Fraction) -> str:
+def _format_decimal_si(value: Amount) -> str:
     if value == 0:
         return "0"
     sign = "-" if value < 0 else ""
-    value = abs(value)
+    value = Fraction(-value if value < 0 else value)
     if value.denominator == 1:
         number = value.numerator
         for suffix, factor in (

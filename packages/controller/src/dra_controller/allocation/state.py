@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any
 
 from .model import ClaimInfo, DeviceID
-from .quantities import parse_quantity
+from .quantities import Amount, parse_quantity
 
 
 @dataclass(slots=True)
@@ -18,7 +17,7 @@ class AllocatedState:
 
     devices: set[DeviceID] = field(default_factory=set)
     shared_devices: set[DeviceID] = field(default_factory=set)
-    capacity: dict[DeviceID, dict[str, Fraction]] = field(default_factory=dict)
+    capacity: dict[DeviceID, dict[str, Amount]] = field(default_factory=dict)
     owners: dict[DeviceID, list[str]] = field(default_factory=lambda: defaultdict(list))
     # Bumped on every change so derived caches (available counters) know to refresh.
     version: int = 0
@@ -48,7 +47,7 @@ class AllocatedState:
                 self.shared_devices.add(dev_id)
                 agg = self.capacity.setdefault(dev_id, {})
                 for name, value in (result.get("consumedCapacity") or {}).items():
-                    agg[name] = agg.get(name, Fraction(0)) + parse_quantity(
+                    agg[name] = agg.get(name, 0) + parse_quantity(
                         value, where=f"{owner}: status.allocation consumedCapacity.{name}"
                     )
             else:
