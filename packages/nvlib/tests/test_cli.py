@@ -1,0 +1,63 @@
+"""The ``dra-nvlib`` command: listing, nvidia-smi rendering and fault injection from outside."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from dra_nvlib import DeviceLibConfig, FakeDeviceLib, HealthEventKind, open_device_lib
+from dra_nvlib.cli import run
+
+
+def _args(state: Path) -> list[str]:
+    return [
+        "--backend",
+        "fake",
+        "--node",
+        "cli",
+        "--fleet",
+        "2xA100-40GB,1xL4",
+        "--state",
+        str(state),
+    ]
+
+
+def test_gpus_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run([*_args(tmp_path / "s.json"), "gpus"]) == 0
+    gpus = json.loads(capsys.readouterr().out)
+    assert [g["product_name"] for g in gpus] == ["NVIDIA A100-SXM4-40GB"] * 2 + ["NVIDIA L4"]
+    assert gpus[0]["architecture"] == "AMPERE"
+
+
+def test_nvidia_smi_listing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run([*_args(tmp_path / "s.json"), "nvidia-smi", "-L"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2].startswith("GPU 2: NVIDIA L4 (UUID: GPU-")
+
+
+def test_fault_injection_reaches_another_process(tmp_path: Path) -> None:
+    state = tmp_path / "s.json"
+    lib = open_device_lib(
+        DeviceLibConfig(
+            backend="fake", node_name="cli", fake_fleet="2xA100-40GB,1xL4", fake_state_path=state
+        )
+    )
+    assert isinstance(lib, FakeDeviceLib)
+    gpu = lib.gpus()[0].uuid
+    with lib.watch_health() as watch:
+        subprocess.run(
+            [sys.executable, "-m", "dra_nvlib", *_args(state), "inject-xid", gpu, "79"],
+            check=True,
+        )
+        event = watch.wait(2.0)
+    assert event is not None
+    assert (event.kind, event.xid, event.gpu_uuid) == (HealthEventKind.XID, 79, gpu)
+
+
+def test_errors_are_reported_not_raised(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = run([*_args(tmp_path / "s.json"), "lose-gpu", "GPU-nope"])
+    assert code == 1
+    assert "GPU GPU-nope: mark_gpu_lost: no such GPU" in capsys.readouterr().err
