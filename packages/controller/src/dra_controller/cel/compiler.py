@@ -14,13 +14,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .device import CelDevice
+from dra_api_types import Quantity, Version
+
+from .device import CelDevice, DomainMap
 from .errors import CelCompileError, CelCostLimitError, CelRuntimeError
-from .library import DYN, FUNCTIONS, OPTIONAL, QUANTITY, TYPE_IDENTS, Overload
+from .library import DYN, FUNCTIONS, OPTIONAL, QUANTITY, SEMVER, TYPE_IDENTS, Overload
 from .syntax import Call, Const, Ident, Index, ListLit, MapLit, Node, Select, UInt
 from .values import (
     DEVICE_FIELDS,
     NONE,
+    CelType,
     Optional,
     add,
     cel_equals,
@@ -51,6 +54,25 @@ DEVICE: Final = "kubernetes.DRADevice"
 BOOL: Final = "bool"
 NUMERIC: Final = frozenset(("int", "uint", "double"))
 ORDERED: Final = NUMERIC | {"string", "bytes", "bool"}
+
+PY_TYPES: Final[dict[str, tuple[type, ...]]] = {
+    "bool": (bool,),
+    "int": (int,),
+    "uint": (UInt,),
+    "double": (float,),
+    "string": (str,),
+    "bytes": (bytes,),
+    "null_type": (type(None),),
+    "list": (list,),
+    "map": (dict, DomainMap),
+    SEMVER: (Version,),
+    QUANTITY: (Quantity,),
+    OPTIONAL: (Optional,),
+    "type": (CelType,),
+    DEVICE: (CelDevice,),
+}
+_NUMBERS: Final = (int, UInt, float)
+_SIZED: Final = (str, bytes, list)
 
 _STATIC_TYPES: Final[dict[type, str]] = {
     bool: "bool",
@@ -657,6 +679,15 @@ class Compiler:
                     return of(frame) == c
 
                 fn = eq_str
+        elif const_side is not None and type(const_side.value) in _NUMBERS:
+            c = const_side.value
+            of = other.fn
+
+            def eq_number(frame: Frame) -> Any:
+                value = of(frame)
+                return (type(value) in _NUMBERS and value == c) is not negated
+
+            fn = eq_number
         elif negated:
 
             def ne(frame: Frame) -> Any:
@@ -722,6 +753,23 @@ class Compiler:
                 )
         static = BOOL if is_relation else (lt if lt == rt else DYN)
         lf, rf = left.fn, right.fn
+        if is_relation and right.is_const and type(right.value) in _NUMBERS:
+            fast = _relation_with_number(name, lf, right.value)
+            if fast is not None:
+                return self._fold(node, static, fast, (left, right))
+
+        if name == "_+_" and static in ("string", "bytes", "list", DYN):
+            # Concatenation is priced by result size so that growing strings and lists
+            # (doubling through cel.bind, say) run into the cost limit, as upstream.
+            def concat(frame: Frame) -> Any:
+                result = add(lf(frame), rf(frame))
+                if type(result) in _SIZED:
+                    frame[1] += 1 + len(result) // 10
+                    if frame[1] > COST_LIMIT:
+                        charge(frame, 0)
+                return result
+
+            return self._fold(node, static, concat, (left, right))
 
         def binary(frame: Frame) -> Any:
             return impl(lf(frame), rf(frame))
@@ -1005,37 +1053,17 @@ class Compiler:
     ) -> Fn:
         if len(candidates) == 1:
             overload = candidates[0]
-            impl = overload.impl
-            cost = overload.cost
             # Arguments whose static type is dyn need a runtime check against the param.
-            checks = tuple(
-                (i, p)
-                for i, (p, t) in enumerate(zip(overload.params, static, strict=True))
-                if p != DYN and t == DYN
+            guards = tuple(
+                PY_TYPES.get(p) if p != DYN and t == DYN else None
+                for p, t in zip(overload.params, static, strict=True)
             )
-            if len(fns) == 1 and not checks and cost is None:
-                (f0,) = fns
-
-                def call1(frame: Frame) -> Any:
-                    return _invoke(name, impl, (f0(frame),))
-
-                return call1
-
-            def call(frame: Frame) -> Any:
-                args = tuple(f(frame) for f in fns)
-                for i, p in checks:
-                    if type_name(args[i]) != p:
-                        raise no_overload(name, *args)
-                if cost is not None:
-                    charge(frame, cost(*args))
-                return _invoke(name, impl, args)
-
-            return call
+            return _direct_call(name, overload.impl, fns, guards, overload.cost)
 
         options = tuple(candidates)
 
         def dispatch(frame: Frame) -> Any:
-            args = tuple(f(frame) for f in fns)
+            args = tuple([f(frame) for f in fns])
             for o in options:
                 if o.accepts(args):
                     if o.cost is not None:
@@ -1046,10 +1074,125 @@ class Compiler:
         return dispatch
 
 
+def _relation_with_number(name: str, lf: Fn, c: Any) -> Fn | None:
+    """``x < 5`` and friends: numbers compare directly, anything else is no overload."""
+    if name == "_<_":
+
+        def lt(frame: Frame) -> Any:
+            x = lf(frame)
+            if type(x) in _NUMBERS:
+                return x < c
+            raise no_overload(name, x, c)
+
+        return lt
+    if name == "_<=_":
+
+        def le(frame: Frame) -> Any:
+            x = lf(frame)
+            if type(x) in _NUMBERS:
+                return x <= c
+            raise no_overload(name, x, c)
+
+        return le
+    if name == "_>_":
+
+        def gt(frame: Frame) -> Any:
+            x = lf(frame)
+            if type(x) in _NUMBERS:
+                return x > c
+            raise no_overload(name, x, c)
+
+        return gt
+    if name == "_>=_":
+
+        def ge(frame: Frame) -> Any:
+            x = lf(frame)
+            if type(x) in _NUMBERS:
+                return x >= c
+            raise no_overload(name, x, c)
+
+        return ge
+    return None
+
+
+_WRAPPED_ERRORS: Final = (
+    ValueError,
+    TypeError,
+    OverflowError,
+    ArithmeticError,
+    IndexError,
+    KeyError,
+    AttributeError,
+)
+
+
+def _direct_call(
+    name: str,
+    impl: Callable[..., Any],
+    fns: tuple[Fn, ...],
+    guards: tuple[tuple[type, ...] | None, ...],
+    cost: Callable[..., int] | None,
+) -> Fn:
+    """A call of one known overload, specialised for the common arities."""
+    if len(fns) == 1:
+        (f0,) = fns
+        (g0,) = guards
+
+        def call1(frame: Frame) -> Any:
+            a = f0(frame)
+            if g0 is not None and type(a) not in g0:
+                raise no_overload(name, a)
+            if cost is not None:
+                frame[1] += cost(a)
+                if frame[1] > COST_LIMIT:
+                    charge(frame, 0)
+            try:
+                return impl(a)
+            except CelRuntimeError:
+                raise
+            except _WRAPPED_ERRORS as err:
+                raise CelRuntimeError(f"{name}: {err}") from None
+
+        return call1
+    if len(fns) == 2:
+        f0, f1 = fns
+        g0, g1 = guards
+
+        def call2(frame: Frame) -> Any:
+            a = f0(frame)
+            b = f1(frame)
+            if (g0 is not None and type(a) not in g0) or (g1 is not None and type(b) not in g1):
+                raise no_overload(name, a, b)
+            if cost is not None:
+                frame[1] += cost(a, b)
+                if frame[1] > COST_LIMIT:
+                    charge(frame, 0)
+            try:
+                return impl(a, b)
+            except CelRuntimeError:
+                raise
+            except _WRAPPED_ERRORS as err:
+                raise CelRuntimeError(f"{name}: {err}") from None
+
+        return call2
+    checks = tuple((i, g) for i, g in enumerate(guards) if g is not None)
+
+    def call(frame: Frame) -> Any:
+        args = [f(frame) for f in fns]
+        for i, g in checks:
+            if type(args[i]) not in g:
+                raise no_overload(name, *args)
+        if cost is not None:
+            charge(frame, cost(*args))
+        return _invoke(name, impl, tuple(args))
+
+    return call
+
+
 def _invoke(name: str, impl: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     try:
         return impl(*args)
     except CelRuntimeError:
         raise
-    except (ValueError, TypeError, OverflowError, ArithmeticError, IndexError, KeyError) as err:
+    except _WRAPPED_ERRORS as err:
         raise CelRuntimeError(f"{name}: {err}") from None

@@ -13,13 +13,13 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cmp_to_key, lru_cache
+from functools import cmp_to_key
 from typing import Any, Final
 
-import re2  # type: ignore[import-untyped]
 from dra_api_types import Quantity, Version
 
 from .errors import CelRuntimeError
+from .regex import compile_regex
 from .syntax import UINT64_MAX, UInt
 from .values import (
     NONE,
@@ -76,10 +76,9 @@ def _def(
     )
 
 
-def _str_cost(*args: Any) -> int:
-    """Traversal cost of string arguments, as upstream: 0.1 per character, rounded up."""
-    total = sum(len(a) for a in args if isinstance(a, str | bytes))
-    return 1 + math.ceil(total * 0.1)
+def _str_cost(s: Any, t: Any = "", *_: Any) -> int:
+    """Traversal cost of the string receiver (and string argument), 0.1 per character."""
+    return 1 + (len(s) + (len(t) if type(t) is str else 0)) // 10
 
 
 def _list_cost(items: Any, *_: Any) -> int:
@@ -109,17 +108,8 @@ def _ends_with(s: str, suffix: str) -> bool:
     return s.endswith(suffix)
 
 
-@lru_cache(maxsize=512)
-def compile_regex(pattern: str) -> Any:
-    """Compile an RE2 pattern (cached); a bad pattern is a runtime error as upstream."""
-    try:
-        return re2.compile(pattern)
-    except Exception as err:  # re2 raises its own error type
-        raise CelRuntimeError(f"invalid regular expression {pattern!r}: {err}") from None
-
-
 def _matches(s: str, pattern: str) -> bool:
-    return compile_regex(pattern).search(s) is not None
+    return compile_regex(pattern).search(s)
 
 
 _def("contains", ("string", "string"), "bool", _contains, cost=_str_cost)
@@ -151,12 +141,16 @@ def _last_index_of(s: str, sub: str, end: int | None = None) -> int:
     return s.rfind(sub, 0, end + len(sub))
 
 
+_LOWER: Final = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+_UPPER: Final = str.maketrans("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
 def _lower_ascii(s: str) -> str:
-    return "".join(c.lower() if "A" <= c <= "Z" else c for c in s)
+    return s.translate(_LOWER)
 
 
 def _upper_ascii(s: str) -> str:
-    return "".join(c.upper() if "a" <= c <= "z" else c for c in s)
+    return s.translate(_UPPER)
 
 
 def _replace(s: str, old: str, new: str, n: int = -1) -> str:
@@ -359,14 +353,13 @@ _def("format", ("string", "list"), "string", _format, cost=_str_cost)
 
 # --------------------------------------------------------------------- regex (k8s)
 def _find(s: str, pattern: str) -> str:
-    m = compile_regex(pattern).search(s)
-    return str(m.group(0)) if m else ""
+    return compile_regex(pattern).find(s)
 
 
 def _find_all(s: str, pattern: str, limit: int = -1) -> list[str]:
     if limit == 0:
         return []
-    found = [m.group(0) for m in compile_regex(pattern).finditer(s)]
+    found = compile_regex(pattern).find_all(s)
     return found[:limit] if limit > 0 else found
 
 
@@ -720,8 +713,14 @@ def _q_sub(q: Quantity, other: Quantity | int) -> Quantity:
     return q - other
 
 
-def _q_compare(a: Quantity, b: Quantity) -> int:
-    return a.cmp(b)
+def quantity_compare(a: Quantity, b: Quantity) -> int:
+    """-1, 0 or 1; integral values (the common case) skip Fraction arithmetic."""
+    x = a.as_fraction()
+    y = b.as_fraction()
+    if x.denominator == 1 and y.denominator == 1:
+        p, q = x.numerator, y.numerator
+        return (p > q) - (p < q)
+    return (x > y) - (x < y)
 
 
 _def("quantity", ("string",), QUANTITY, _quantity, receiver=False)
@@ -734,9 +733,9 @@ _def("add", (QUANTITY, QUANTITY), QUANTITY, _q_add)
 _def("add", (QUANTITY, "int"), QUANTITY, _q_add)
 _def("sub", (QUANTITY, QUANTITY), QUANTITY, _q_sub)
 _def("sub", (QUANTITY, "int"), QUANTITY, _q_sub)
-_def("isGreaterThan", (QUANTITY, QUANTITY), "bool", lambda a, b: a.cmp(b) > 0)
-_def("isLessThan", (QUANTITY, QUANTITY), "bool", lambda a, b: a.cmp(b) < 0)
-_def("compareTo", (QUANTITY, QUANTITY), "int", _q_compare)
+_def("isGreaterThan", (QUANTITY, QUANTITY), "bool", lambda a, b: quantity_compare(a, b) > 0)
+_def("isLessThan", (QUANTITY, QUANTITY), "bool", lambda a, b: quantity_compare(a, b) < 0)
+_def("compareTo", (QUANTITY, QUANTITY), "int", quantity_compare)
 
 
 # --------------------------------------------------------------------- semver (k8s, v1)

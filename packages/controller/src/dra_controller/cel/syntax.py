@@ -8,12 +8,14 @@ the tree walk turns those places back into optional selections.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import celpy
 import lark
 import lark.exceptions
-from celpy.celparser import CELParser
 
 from .errors import CelCompileError
 
@@ -421,12 +423,32 @@ def _parse_int(text: str) -> int:
 _PARSER: lark.Lark | None = None
 
 
+def _boolean_literals(token: lark.Token) -> lark.Token:
+    # The grammar's IDENT also matches true/false; re-type them as literals.
+    if token.value in ("true", "false"):
+        return lark.Token("BOOL_LIT", token.value)
+    return token
+
+
 def _lark() -> lark.Lark:
+    """Our own LALR parser over cel-python's grammar file.
+
+    cel-python keeps one process-wide parser whose tree class depends on which of its
+    runners was created first; building a separate instance keeps the two independent.
+    """
     global _PARSER
     if _PARSER is None:
-        CELParser()  # builds cel-python's shared LALR parser once
-        assert CELParser.CEL_PARSER is not None
-        _PARSER = CELParser.CEL_PARSER
+        grammar = (Path(celpy.__file__).parent / "cel.lark").read_text()
+        _PARSER = lark.Lark(
+            grammar,
+            parser="lalr",
+            start="expr",
+            g_regex_flags=re.M,
+            lexer_callbacks={"IDENT": _boolean_literals},
+            propagate_positions=True,
+            maybe_placeholders=False,
+            priority="invert",
+        )
     return _PARSER
 
 
