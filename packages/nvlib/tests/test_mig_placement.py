@@ -173,3 +173,33 @@ def test_mig_uuid_is_stable_for_the_same_instance(tmp_path: Path) -> None:
     lib.destroy_mig_device(first.uuid)
     again = lib.create_mig_device(gpu, profile_id=9, placement_start=4)
     assert again.uuid == first.uuid
+
+
+@pytest.mark.parametrize("model", sorted(NAMES))
+def test_every_profile_fits_every_listed_placement_on_an_empty_gpu(
+    tmp_path: Path, model: str
+) -> None:
+    lib = _node(tmp_path, f"1x{model}:mig")
+    gpu = lib.gpus()[0]
+    for profile in gpu.mig_profiles:
+        for placement in profile.placements:
+            dev = lib.create_mig_device(
+                gpu.uuid, profile_id=profile.profile_id, placement_start=placement.start
+            )
+            assert dev.placement == placement
+            assert dev.profile_name == profile.name
+            assert dev.memory_bytes == profile.memory_bytes
+            lib.destroy_mig_device(dev.uuid)
+
+
+@pytest.mark.parametrize("model", sorted(NAMES))
+def test_full_gpu_instance_excludes_every_other_profile(tmp_path: Path, model: str) -> None:
+    lib = _node(tmp_path, f"1x{model}:mig")
+    gpu = lib.gpus()[0]
+    lib.create_mig_device(gpu.uuid, profile_id=0, placement_start=0)
+    for profile in gpu.mig_profiles:
+        for placement in profile.placements:
+            with pytest.raises(InsufficientResourcesError):
+                lib.create_mig_device(
+                    gpu.uuid, profile_id=profile.profile_id, placement_start=placement.start
+                )
