@@ -21,6 +21,7 @@ import grpc.aio
 from dra_kubelet_plugin._proto import dra_health_v1_pb2, dra_health_v1alpha1_pb2
 
 __all__ = [
+    "ADVERTISED_HEALTH_SERVICES",
     "HEALTH_SERVICE_NAMES",
     "TAINT_GPU_LOST",
     "TAINT_XID",
@@ -39,8 +40,11 @@ _PACKAGES: dict[str, ModuleType] = {
     "v1alpha1": dra_health_v1alpha1_pb2,
     "v1": dra_health_v1_pb2,
 }
-#: Registration names of the health services, in the order they are advertised.
+#: Health services served on the DRA socket, by their registration names.
 HEALTH_SERVICE_NAMES = [f"{v}.DRAResourceHealth" for v in _PACKAGES]
+#: What registration advertises: the kubelet releases with DRA health (1.34-1.36) know only
+#: v1alpha1; v1 (kubelet 1.37 development) is served too but not advertised yet.
+ADVERTISED_HEALTH_SERVICES = ["v1alpha1.DRAResourceHealth"]
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from dra_nvlib.facts import Brand, GpuInfo, MigDevice, MigProfile
+from dra_nvlib import Brand, GpuInfo, MigDevice, MigProfile
 
 __all__ = ["DeviceType", "NodeDevice", "brand_name", "build_inventory", "mig_device_name"]
 

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote, urlencode
 
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
-
 from dra_kubelet_plugin.errors import ConfigurationError, KubeApiError
+
+if TYPE_CHECKING:
+    # Imported lazily at run time: the client takes a second to import, and the plugin
+    # does not need it with --claims-directory or --print-resource-slices.
+    from kubernetes import client as k8s_client
 
 __all__ = ["KubeTransport"]
 
@@ -30,6 +32,9 @@ class KubeTransport:
     @classmethod
     def from_kubeconfig(cls, kubeconfig: str | None) -> KubeTransport:
         """Load ``kubeconfig`` when given, else the in-cluster service account."""
+        from kubernetes import client as k8s_client
+        from kubernetes import config as k8s_config
+
         configuration = k8s_client.Configuration()
         try:
             if kubeconfig:
@@ -80,6 +85,8 @@ class KubeTransport:
         Raises:
             KubeApiError: transport failure (status 0) or a non-2xx answer.
         """
+        from kubernetes.client import ApiException
+
         data = None if body is None else json.dumps(body).encode()
         try:
             response = self._api.call_api(
@@ -90,7 +97,7 @@ class KubeTransport:
                 _request_timeout=timeout_s,
             )
             raw = response.read()  # type: ignore[no-untyped-call]
-        except k8s_client.ApiException as exc:
+        except ApiException as exc:
             raise KubeApiError(method, path, int(exc.status or 0), str(exc.reason)) from exc
         except Exception as exc:  # urllib3 and socket errors: the API server is unreachable
             raise KubeApiError(method, path, 0, str(exc)) from exc

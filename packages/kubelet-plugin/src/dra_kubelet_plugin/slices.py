@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from dra_kubelet_plugin.health import TAINT_GPU_LOST, DeviceHealth
 from dra_kubelet_plugin.inventory import DeviceType, NodeDevice, brand_name
@@ -128,7 +129,7 @@ def build_resource_slices(
     *,
     generation: int,
     health: Mapping[str, DeviceHealth] | None = None,
-) -> list[dict[str, object]]:
+) -> list[dict[str, Any]]:
     """The complete pool as ResourceSlice objects (``metadata.generateName``, no name).
 
     A node without devices still gets one empty slice, so the scheduler sees a complete pool.

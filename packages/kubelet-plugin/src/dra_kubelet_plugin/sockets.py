@@ -8,7 +8,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SocketPaths", "remove_stale_socket"]
+from dra_kubelet_plugin.errors import ConfigurationError
+
+__all__ = ["MAX_SOCKET_PATH", "SocketPaths", "check_socket_path", "remove_stale_socket"]
 
 
 @dataclass(frozen=True)
@@ -43,8 +45,27 @@ class SocketPaths:
         )
 
 
+#: sockaddr_un.sun_path holds 108 bytes including the terminating NUL.
+MAX_SOCKET_PATH = 107
+
+
+def check_socket_path(path: Path) -> None:
+    """Raise ``ConfigurationError`` when ``path`` is too long to bind as a unix socket."""
+    if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+        raise ConfigurationError(
+            "socket path",
+            f"{path} is {len(os.fsencode(path))} bytes; unix sockets allow {MAX_SOCKET_PATH}",
+        )
+
+
 def remove_stale_socket(path: Path) -> None:
-    """Remove our own leftover socket before binding; refuse to delete anything else."""
+    """Remove our own leftover socket before binding; refuse to delete anything else.
+
+    Raises:
+        ConfigurationError: the path is too long for a unix socket.
+        FileExistsError: something other than a socket is in the way.
+    """
+    check_socket_path(path)
     with contextlib.suppress(FileNotFoundError):
         mode = os.lstat(path).st_mode
         if not stat.S_ISSOCK(mode):

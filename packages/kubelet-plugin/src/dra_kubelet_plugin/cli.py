@@ -1,0 +1,61 @@
+"""The ``dra-kubelet-plugin`` command: parses settings, installs signal handlers, runs."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+from dra_nvlib import NvlibError
+
+from dra_kubelet_plugin.errors import PluginError
+from dra_kubelet_plugin.inventory import build_inventory
+from dra_kubelet_plugin.logs import configure_logging
+from dra_kubelet_plugin.plugin import KubeletPlugin, open_devices, render_resource_slices
+from dra_kubelet_plugin.settings import Settings, build_parser, settings_from_args
+
+__all__ = ["main"]
+
+log = logging.getLogger("dra_kubelet_plugin")
+
+
+def _print_slices(settings: Settings) -> int:
+    with open_devices(settings) as lib:
+        devices = build_inventory(lib.gpus())
+    sys.stdout.write(render_resource_slices(settings, devices))
+    return 0
+
+
+async def _run(settings: Settings) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await KubeletPlugin(settings).run(stop)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status (2 for bad settings, 1 for start failures)."""
+    parser = build_parser(os.environ)
+    args = parser.parse_args(argv)
+    configure_logging(args.verbosity)
+    try:
+        settings = settings_from_args(args)
+    except PluginError as exc:
+        parser.error(str(exc))
+    try:
+        if settings.print_resource_slices:
+            return _print_slices(settings)
+        asyncio.run(_run(settings))
+    except (PluginError, NvlibError) as exc:
+        log.error(str(exc), extra={"event": "fatal", "error_type": type(exc).__name__})
+        return 1
+    log.info("stopped", extra={"event": "stopped"})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

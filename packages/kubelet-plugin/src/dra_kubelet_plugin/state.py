@@ -1,0 +1,395 @@
+"""Prepare and unprepare claims: the driver core behind the DRA services.
+
+Every mutation happens under the node-wide lock and follows the two-phase protocol:
+
+1. record the claim as ``PrepareStarted`` with its devices (checkpoint written durably);
+2. write host files and the claim's CDI spec;
+3. record ``PrepareCompleted``.
+
+Unprepare removes the CDI spec and host files first, then the checkpoint entry. So at every
+instant a CDI spec implies a checkpoint entry, and a completed entry implies its spec; a
+crash anywhere is repaired by the kubelet's retry. The checkpoint is re-read under the lock
+for every operation, because during a rolling update another plugin instance shares it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+
+from dra_kubelet_plugin.allocation import PlannedDevice, plan_claim
+from dra_kubelet_plugin.cdi import cdi_device_id, render_claim_spec
+from dra_kubelet_plugin.cdi_store import CDIStore
+from dra_kubelet_plugin.checkpoint import (
+    Checkpoint,
+    CheckpointStore,
+    ClaimState,
+    PreparedClaim,
+    PreparedDevice,
+)
+from dra_kubelet_plugin.claim_source import ClaimParseError, ClaimSource
+from dra_kubelet_plugin.claims import PrepareOutcome, UnprepareOutcome
+from dra_kubelet_plugin.container_edits import EditsProvider
+from dra_kubelet_plugin.device_config import decode_device_config, sharing_of
+from dra_kubelet_plugin.errors import (
+    ClaimError,
+    ClaimNotFoundError,
+    ClaimRef,
+    DeviceInUseError,
+    PluginError,
+    UnsupportedConfigError,
+)
+from dra_kubelet_plugin.events import EventRecorder
+from dra_kubelet_plugin.inventory import NodeDevice
+from dra_kubelet_plugin.logs import bind
+from dra_kubelet_plugin.metrics import PluginMetrics
+from dra_kubelet_plugin.node_lock import NodeLock
+
+__all__ = ["DeviceState"]
+
+log = logging.getLogger(__name__)
+
+
+class DeviceState:
+    """The node's prepared claims; implements :class:`~dra_kubelet_plugin.claims.ClaimDriver`."""
+
+    def __init__(
+        self,
+        *,
+        driver_name: str,
+        pool_name: str,
+        devices: Sequence[NodeDevice],
+        claims: ClaimSource,
+        checkpoints: CheckpointStore,
+        cdi: CDIStore,
+        edits: EditsProvider,
+        lock: NodeLock,
+        boot_id: str,
+        events: EventRecorder,
+        metrics: PluginMetrics,
+    ) -> None:
+        """Wire the state to its collaborators; call :meth:`start` before serving."""
+        self.driver_name = driver_name
+        self.pool_name = pool_name
+        self._devices = {d.name: d for d in devices}
+        self._claims = claims
+        self._store = checkpoints
+        self._cdi = cdi
+        self._edits = edits
+        self._lock = lock
+        self._boot_id = boot_id
+        self._events = events
+        self._metrics = metrics
+
+    @property
+    def devices(self) -> dict[str, NodeDevice]:
+        """Published devices by name."""
+        return dict(self._devices)
+
+    # ------------------------------------------------------------------ checkpoint access
+    async def _load(self) -> Checkpoint:
+        """Read the checkpoint (under the lock); a bad file is moved aside and reported, and
+        the state is rebuilt from the CDI specs on disk so no prepared device is forgotten."""
+        result = self._store.load()
+        if result.problem is None:
+            return result.checkpoint or Checkpoint(boot_id=self._boot_id)
+        self._metrics.checkpoint_problems.inc()
+        moved = f"moved to {result.moved_to}" if result.moved_to else "could not be moved aside"
+        await self._events.node_warning(
+            reason="CheckpointCorrupt",
+            message=(
+                f"gpu.nvidia.com kubelet plugin: checkpoint {self._store.path} is unusable "
+                f"({result.problem}); {moved}; state rebuilt from CDI specs"
+            ),
+        )
+        rebuilt = Checkpoint(boot_id=self._boot_id, claims=self._rebuild_from_cdi())
+        self._store.save(rebuilt)
+        return rebuilt
+
+    def _rebuild_from_cdi(self) -> dict[str, PreparedClaim]:
+        claims: dict[str, PreparedClaim] = {}
+        for uid in sorted(self._cdi.claim_uids()):
+            try:
+                doc = json.loads(self._cdi.path_for(uid).read_bytes())
+                names = [str(d["name"]) for d in doc.get("devices", [])]
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            prefix = f"{uid}-"
+            devices = tuple(
+                PreparedDevice(
+                    request_names=(),
+                    pool_name=self.pool_name,
+                    device_name=n[len(prefix) :],
+                    cdi_device_ids=(cdi_device_id(uid, n[len(prefix) :]),),
+                )
+                for n in names
+                if n.startswith(prefix)
+            )
+            # Started, not Completed: the kubelet's next prepare redoes it with full data.
+            claims[uid] = PreparedClaim(
+                uid=uid, namespace="", name="", state=ClaimState.PREPARE_STARTED, devices=devices
+            )
+        return claims
+
+    def _save(self, checkpoint: Checkpoint) -> None:
+        checkpoint.boot_id = self._boot_id
+        self._store.save(checkpoint)
+        self._metrics.prepared_claims.set(len(checkpoint.claims))
+        self._metrics.prepared_devices.set(sum(len(c.devices) for c in checkpoint.claims.values()))
+
+    def _drop(self, checkpoint: Checkpoint, uid: str) -> None:
+        """Remove a claim's spec and host files, then its entry (caller saves)."""
+        self._cdi.remove(uid)
+        self._edits.release(uid)
+        checkpoint.claims.pop(uid, None)
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        """Recover at start: reboot check, leftover CDI specs and host files, stale claims."""
+        async with self._lock.hold():
+            checkpoint = await self._load()
+            if checkpoint.boot_id and checkpoint.boot_id != self._boot_id:
+                log.warning(
+                    "node rebooted since the checkpoint was written; prepared state discarded",
+                    extra={
+                        "event": "checkpoint_reboot",
+                        "old_boot_id": checkpoint.boot_id,
+                        "claims": sorted(checkpoint.claims),
+                    },
+                )
+                for uid in list(checkpoint.claims):
+                    self._drop(checkpoint, uid)
+            keep = set(checkpoint.claims)
+            removed = self._cdi.remove_stale(keep)
+            for uid in self._edits.known_claims() - keep:
+                self._edits.release(uid)
+            if removed:
+                log.info(
+                    "removed CDI specs of unknown claims",
+                    extra={"event": "cdi_leftovers_removed", "claims": removed},
+                )
+            self._save(checkpoint)
+        await self.cleanup_stale()
+
+    async def cleanup_stale(self) -> list[str]:
+        """Drop ``PrepareStarted`` claims whose ResourceClaim is gone or has a new UID."""
+        async with self._lock.hold():
+            started = [
+                c
+                for c in (await self._load()).claims.values()
+                if c.state is ClaimState.PREPARE_STARTED and c.name
+            ]
+        dropped: list[str] = []
+        for entry in started:
+            if not await self._is_gone(entry):
+                continue
+            async with self._lock.hold():
+                checkpoint = await self._load()
+                current = checkpoint.claims.get(entry.uid)
+                if current is None or current.state is not ClaimState.PREPARE_STARTED:
+                    continue
+                self._drop(checkpoint, entry.uid)
+                self._save(checkpoint)
+            dropped.append(entry.uid)
+            log.info(
+                "removed stale half-prepared claim",
+                extra={
+                    "event": "stale_claim_removed",
+                    "claim_uid": entry.uid,
+                    "claim_namespace": entry.namespace,
+                    "claim_name": entry.name,
+                },
+            )
+        return dropped
+
+    async def _is_gone(self, entry: PreparedClaim) -> bool:
+        """True only when the API server says the claim no longer exists (or was recreated)."""
+        if not entry.name:
+            return False
+        try:
+            claim = await self._claims.get(entry.namespace, entry.name)
+        except (PluginError, ClaimParseError) as exc:
+            log.warning(
+                "cannot check whether a claim still exists",
+                extra={"event": "claim_check_failed", "claim_uid": entry.uid, "error": str(exc)},
+            )
+            return False
+        return claim is None or (claim.metadata.uid or "") != entry.uid
+
+    # ------------------------------------------------------------------ prepare
+    async def prepare_claims(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareOutcome]:
+        """Prepare each claim; errors are per claim."""
+        outcomes = await asyncio.gather(*(self._prepare_reported(ref) for ref in claims))
+        return {ref.uid: outcome for ref, outcome in zip(claims, outcomes, strict=True)}
+
+    async def _prepare_reported(self, ref: ClaimRef) -> PrepareOutcome:
+        with bind(claim_uid=ref.uid, claim_namespace=ref.namespace, claim_name=ref.name):
+            try:
+                devices = await self.prepare(ref)
+            except ClaimError as exc:
+                log.warning(str(exc), extra={"event": "prepare_failed", "reason": exc.reason})
+                return PrepareOutcome(error=str(exc), reason=exc.reason)
+            except (PluginError, ClaimParseError) as exc:
+                reason = type(exc).__name__.removesuffix("Error")
+                log.error(str(exc), extra={"event": "prepare_failed", "reason": reason})
+                return PrepareOutcome(error=f"{ref}: {exc}", reason=reason)
+            except Exception as exc:
+                log.exception("unexpected error", extra={"event": "prepare_failed"})
+                return PrepareOutcome(error=f"{ref}: internal error: {exc}", reason="Internal")
+            log.info(
+                "claim prepared",
+                extra={"event": "prepared", "devices": [d.device_name for d in devices]},
+            )
+            return PrepareOutcome(devices=devices)
+
+    async def prepare(self, ref: ClaimRef) -> tuple[PreparedDevice, ...]:
+        """Prepare one claim and return its devices (the same ones on every repeat call).
+
+        Raises:
+            ClaimError: this claim cannot be prepared (the message names object and field).
+            PluginError: checkpoint, CDI or API-server failures.
+        """
+        async with self._lock.hold():
+            done = self._completed((await self._load()).claims.get(ref.uid))
+        if done is not None:
+            return done
+        claim = await self._claims.get(ref.namespace, ref.name)
+        if claim is None:
+            raise ClaimNotFoundError(ref, "not found on the API server")
+        planned = plan_claim(
+            claim,
+            ref,
+            driver_name=self.driver_name,
+            pool_name=self.pool_name,
+            devices=self._devices,
+            decode=decode_device_config,
+        )
+        for p in planned:
+            strategy = sharing_of(p.config)
+            if strategy is not None:
+                raise UnsupportedConfigError(
+                    ref,
+                    f"sharing strategy {strategy} for device {p.device.name} is not supported by "
+                    "this plugin version yet (GPU sharing comes with the sharing component)",
+                    field=p.config_field,
+                )
+        prepared = tuple(
+            PreparedDevice(
+                request_names=(p.request,),
+                pool_name=p.pool_name,
+                device_name=p.device.name,
+                cdi_device_ids=(cdi_device_id(ref.uid, p.device.name),),
+                admin_access=p.admin_access,
+                share_id=p.share_id,
+            )
+            for p in planned
+        )
+        async with self._lock.hold():
+            checkpoint = await self._load()
+            done = self._completed(checkpoint.claims.get(ref.uid))
+            if done is not None:
+                return done
+            await self._guard(checkpoint, ref, prepared)
+            entry = PreparedClaim(
+                uid=ref.uid,
+                namespace=ref.namespace,
+                name=ref.name,
+                state=ClaimState.PREPARE_STARTED,
+                devices=prepared,
+            )
+            checkpoint.claims[ref.uid] = entry
+            self._save(checkpoint)
+            self._write_spec(ref, planned)
+            checkpoint.claims[ref.uid] = replace(entry, state=ClaimState.PREPARE_COMPLETED)
+            self._save(checkpoint)
+        return prepared
+
+    def _completed(self, entry: PreparedClaim | None) -> tuple[PreparedDevice, ...] | None:
+        if entry is None or entry.state is not ClaimState.PREPARE_COMPLETED:
+            return None
+        if not self._cdi.exists(entry.uid):
+            log.warning(
+                "prepared claim lost its CDI spec; preparing again",
+                extra={"event": "cdi_spec_missing"},
+            )
+            return None
+        return entry.devices
+
+    def _write_spec(self, ref: ClaimRef, planned: Sequence[PlannedDevice]) -> None:
+        # Several results may name one device (admin access, shares): one CDI device each.
+        unique: dict[str, NodeDevice] = {p.device.name: p.device for p in planned}
+        device_edits = [(name, self._edits.device_edits(ref, d)) for name, d in unique.items()]
+        common = self._edits.claim_edits(ref, list(unique.values()))
+        spec = render_claim_spec(claim_uid=ref.uid, devices=device_edits, common=[common])
+        self._cdi.write(ref.uid, spec)
+
+    async def _guard(
+        self, checkpoint: Checkpoint, ref: ClaimRef, prepared: Sequence[PreparedDevice]
+    ) -> None:
+        """Last line of defence: no device prepared for two claims (admin access and shared
+        devices exempt). An entry whose claim is gone from the API server is cleaned up."""
+        wanted = {d.device_name for d in prepared if not d.admin_access and d.share_id is None}
+        for uid, other in sorted(checkpoint.claims.items()):
+            if uid == ref.uid:
+                continue
+            held = {
+                d.device_name for d in other.devices if not d.admin_access and d.share_id is None
+            }
+            overlap = sorted(wanted & held)
+            if not overlap:
+                continue
+            if await self._is_gone(other):
+                log.warning(
+                    "dropping prepared claim that no longer exists (force-deleted pod?)",
+                    extra={"event": "stale_claim_removed", "other_claim_uid": uid},
+                )
+                self._drop(checkpoint, uid)
+                self._save(checkpoint)
+                continue
+            owner = f"{other.namespace}/{other.name}" if other.name else "an unknown claim"
+            raise DeviceInUseError(
+                ref,
+                f"device(s) {', '.join(overlap)} already prepared for ResourceClaim "
+                f"{owner} (uid {uid}); refusing to prepare them twice",
+                field="status.allocation.devices.results",
+            )
+
+    # ------------------------------------------------------------------ unprepare
+    async def unprepare_claims(self, claims: Sequence[ClaimRef]) -> dict[str, UnprepareOutcome]:
+        """Unprepare each claim; unknown claims succeed."""
+        out: dict[str, UnprepareOutcome] = {}
+        for ref in claims:
+            with bind(claim_uid=ref.uid, claim_namespace=ref.namespace, claim_name=ref.name):
+                try:
+                    await self.unprepare(ref)
+                except PluginError as exc:
+                    reason = type(exc).__name__.removesuffix("Error")
+                    log.error(str(exc), extra={"event": "unprepare_failed", "reason": reason})
+                    out[ref.uid] = UnprepareOutcome(error=f"{ref}: {exc}", reason=reason)
+                    continue
+                except Exception as exc:
+                    log.exception("unexpected error", extra={"event": "unprepare_failed"})
+                    out[ref.uid] = UnprepareOutcome(
+                        error=f"{ref}: internal error: {exc}", reason="Internal"
+                    )
+                    continue
+                log.info("claim unprepared", extra={"event": "unprepared"})
+                out[ref.uid] = UnprepareOutcome()
+        return out
+
+    async def unprepare(self, ref: ClaimRef) -> None:
+        """Remove the claim's CDI spec and host files, then its checkpoint entry."""
+        async with self._lock.hold():
+            checkpoint = await self._load()
+            known = ref.uid in checkpoint.claims
+            self._drop(checkpoint, ref.uid)
+            if known:
+                self._save(checkpoint)
+
+    async def prepared_claims(self) -> dict[str, PreparedClaim]:
+        """A snapshot of the checkpoint's claims (for diagnostics and tests)."""
+        async with self._lock.hold():
+            return dict((await self._load()).claims)
