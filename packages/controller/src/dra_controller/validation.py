@@ -10,13 +10,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dra_api_types import decode_opaque_config
 from dra_api_types.codec import parse_object
 from dra_api_types.errors import ValidationError
 
 from .inputs import Document
 
 NVIDIA_DRIVERS = ("gpu.nvidia.com", "compute-domain.nvidia.com")
-NVIDIA_CONFIG_API = "resource.nvidia.com/v1beta1"
 
 CompileCheck = Callable[[str], str | None]
 
@@ -111,25 +111,9 @@ def _check_opaque(doc: Document, ref: str, path: str, cfg: Mapping[str, Any]) ->
         return []
     params = opaque.get("parameters")
     ppath = f"{path}.opaque.parameters"
-    if not isinstance(params, Mapping):
-        return [Finding(doc.where, ref, ppath, "must be an object")]
-    if params.get("apiVersion") != NVIDIA_CONFIG_API:
-        return [
-            Finding(
-                doc.where,
-                ref,
-                f"{ppath}.apiVersion",
-                f"must be {NVIDIA_CONFIG_API} for driver {opaque.get('driver')}, "
-                f"got {params.get('apiVersion')!r}",
-            )
-        ]
     try:
-        parsed = parse_object(params, validate=True)
+        decode_opaque_config(params, validate=True)
     except ValidationError as exc:
         sub = f"{ppath}.{exc.path}" if exc.path else ppath
         return [Finding(doc.where, ref, sub, exc.message)]
-    if isinstance(parsed, dict):
-        return [
-            Finding(doc.where, ref, f"{ppath}.kind", f"unknown config kind {params.get('kind')!r}")
-        ]
     return []

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import cast
 
-from dra_api_types.resource_v1 import Device
+from dra_api_types import Quantity, Version
 
-from ..cel import CelCompileError, CelDevice, CompiledSelector, compile_selector, device_from_api
+from ..cel import (
+    AttributeValue,
+    CelCompileError,
+    CelDevice,
+    CelRuntimeError,
+    CompiledSelector,
+    compile_selector,
+)
+from ..cel.device import qualify
 from .model import DeviceInfo
 from .selectors import SelectorCompileFailure
 
@@ -48,5 +57,54 @@ class CelEngine:
         return compiled
 
     def device(self, dev: DeviceInfo) -> object:
-        """The CEL ``device`` value of a parsed device."""
-        return device_from_api(dev.driver, Device.from_dict(dict(dev.raw), validate=False))
+        """The CEL ``device`` value of a parsed device (built without a model round trip)."""
+        attributes: dict[str, AttributeValue] = {}
+        for name, (kind, value) in dev.attributes.items():
+            if kind == "version":
+                try:
+                    attributes[name] = Version.parse(str(value))
+                except ValueError as exc:
+                    raise CelRuntimeError(
+                        f"device attribute {name}: invalid semantic version {value!r}: {exc}"
+                    ) from exc
+            elif kind in ("int", "bool", "string"):
+                attributes[name] = value  # type: ignore[assignment]
+            else:
+                raise CelRuntimeError(f"device attribute {name}: no value set")
+        capacity = _LazyQuantities(
+            {
+                qualify(dev.driver, name): (c.get("value") if isinstance(c, Mapping) else None)
+                for name, c in (dev.raw.get("capacity") or {}).items()
+            }
+        )
+        return CelDevice(
+            driver=dev.driver,
+            attributes=attributes,
+            capacity=capacity,
+            allow_multiple_allocations=dev.allow_multiple,
+        )
+
+
+class _LazyQuantities(Mapping[str, Quantity]):
+    """Capacity values parsed on first use: most selectors never look at capacity."""
+
+    def __init__(self, raw: dict[str, object]) -> None:
+        self._raw = raw
+        self._parsed: dict[str, Quantity] = {}
+
+    def __getitem__(self, key: str) -> Quantity:
+        value = self._parsed.get(key)
+        if value is None:
+            raw = self._raw[key]
+            try:
+                value = Quantity.parse(str(raw))
+            except ValueError as exc:
+                raise CelRuntimeError(f"device capacity {key}: {exc}") from exc
+            self._parsed[key] = value
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from .allocator import Allocated, Allocator, Unsatisfiable
 from .errors import InvalidPoolError
@@ -29,7 +28,7 @@ class ClusterOutcome:
 
     allocated: Allocated | None
     failures: list[Unsatisfiable] = field(default_factory=list)
-    skipped_full: list[str] = field(default_factory=list)
+    skipped_full: int = 0
 
 
 @dataclass(slots=True)
@@ -64,6 +63,10 @@ class Cluster:
         )
         self._node_cache: dict[str, _NodeEntry] = {}
         self._device_nodes: dict[DeviceID, list[str]] = {}
+        self._sorted_nodes = sorted(self.nodes)
+        # Nodes before this position have no unallocated device left. Devices are only
+        # ever added to the allocated state, so a full node stays full.
+        self._first_not_full = 0
 
     def node(self, name: str) -> NodeInfo:
         """A known node, or a label-less one of that name."""
@@ -71,7 +74,7 @@ class Cluster:
 
     def node_names(self) -> list[str]:
         """Every known node, in name order (the order nodes are tried)."""
-        return sorted(self.nodes)
+        return list(self._sorted_nodes)
 
     def pools_for(self, node: NodeInfo) -> list[Pool]:
         """The node's pools (cached)."""
@@ -114,21 +117,27 @@ class Cluster:
             return ClusterOutcome(allocated=None, failures=[outcome])
         needed = _min_exclusive_devices(claims)
         failures: list[Unsatisfiable] = []
-        skipped: list[str] = []
-        for name in self.node_names():
-            info = self.nodes[name]
+        skipped = 0
+        names = self._sorted_nodes
+        start = self._first_not_full if needed > 0 else 0
+        for position in range(start, len(names)):
+            info = self.nodes[names[position]]
             entry = self._entry(info)
             if entry.free < needed:
                 # Fewer unallocated devices than the claims need in any case: skip the
                 # search (the node stays unsatisfiable whatever the search would try).
-                skipped.append(name)
+                if entry.free <= 0 and position == self._first_not_full:
+                    self._first_not_full += 1
+                skipped += 1
                 continue
             outcome = self.allocate_on(claims, info)
             if isinstance(outcome, Allocated):
-                return ClusterOutcome(allocated=outcome, failures=failures, skipped_full=skipped)
+                return ClusterOutcome(
+                    allocated=outcome, failures=failures, skipped_full=skipped + start
+                )
             failures.append(outcome)
         self._raise_invalid(failures)
-        return ClusterOutcome(allocated=None, failures=failures, skipped_full=skipped)
+        return ClusterOutcome(allocated=None, failures=failures, skipped_full=skipped + start)
 
     @staticmethod
     def _raise_invalid(failures: Sequence[Unsatisfiable]) -> None:
@@ -143,16 +152,17 @@ class Cluster:
     def commit(self, claims: Sequence[ClaimInfo], allocated: Allocated) -> None:
         """Record the allocations as done (claims' status and the allocated state)."""
         for claim, allocation in zip(claims, allocated.allocations, strict=True):
-            before = set(self.state.devices)
+            newly = [
+                (r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
+                for r in (allocation.get("devices") or {}).get("results") or []
+                if not r.get("adminAccess") and not r.get("shareID")
+            ]
+            fresh = {dev_id for dev_id in newly if dev_id not in self.state.devices}
             self.state.add_allocation(claim.key, allocation)
             claim.allocation = allocation
-            for dev_id in self.state.devices - before:
+            for dev_id in fresh:
                 for node_name in self._device_nodes.get(dev_id, ()):
                     self._node_cache[node_name].free -= 1
-
-    def allocation_status(self, allocation: dict[str, Any]) -> dict[str, Any]:
-        """Identity helper so callers can treat results as ``status.allocation``."""
-        return allocation
 
 
 def _min_exclusive_devices(claims: Sequence[ClaimInfo]) -> int:

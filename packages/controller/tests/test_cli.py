@@ -1,0 +1,256 @@
+"""``kubectl-dra`` run as the installed console script on fixture manifests."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+FIXTURES = Path(__file__).parent / "fixtures" / "cli"
+SCRIPT = Path(sys.executable).with_name("kubectl-dra")
+
+
+def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the console script with the fixture directory as working directory."""
+    assert SCRIPT.exists(), f"console script missing: {SCRIPT} (uv sync --all-packages)"
+    return subprocess.run(
+        [str(SCRIPT), *args],
+        cwd=FIXTURES,
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=120,
+        check=False,
+    )
+
+
+def pinned(node: str) -> dict[str, Any]:
+    return {
+        "nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+        ]
+    }
+
+
+CLASS_CONFIG = {
+    "source": "FromClass",
+    "opaque": {
+        "driver": "gpu.nvidia.com",
+        "parameters": {
+            "apiVersion": "resource.nvidia.com/v1beta1",
+            "kind": "GpuConfig",
+            "sharing": {"strategy": "TimeSlicing"},
+        },
+    },
+}
+
+
+def test_allocate_json_exact_shape_claims_allocated_together() -> None:
+    # "h100" only fits on node-b, so both claims (one pod) land there, although
+    # "single" alone would fit on node-a, the first node by name.
+    proc = run("allocate", "-f", "cluster.yaml", "claims.yaml", "-o", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {
+        "claims": {
+            "team-a/single": {
+                "allocated": True,
+                "node": "node-b",
+                "allocation": {
+                    "devices": {
+                        "results": [
+                            {
+                                "request": "gpu",
+                                "driver": "gpu.nvidia.com",
+                                "pool": "node-b",
+                                "device": "gpu-0",
+                            }
+                        ],
+                        "config": [CLASS_CONFIG],
+                    },
+                    "nodeSelector": pinned("node-b"),
+                },
+            },
+            "team-a/h100": {
+                "allocated": True,
+                "node": "node-b",
+                "allocation": {
+                    "devices": {
+                        "results": [
+                            {
+                                "request": "gpu",
+                                "driver": "gpu.nvidia.com",
+                                "pool": "node-b",
+                                "device": "gpu-1",
+                            }
+                        ],
+                        "config": [CLASS_CONFIG],
+                    },
+                    "nodeSelector": pinned("node-b"),
+                },
+            },
+        }
+    }
+
+
+def test_allocate_single_claim_takes_first_node_by_name() -> None:
+    proc = run(
+        "allocate", "-f", "cluster.yaml", "claims.yaml", "--claim", "team-a/single", "-o", "json"
+    )
+    assert proc.returncode == 0, proc.stderr
+    entry = json.loads(proc.stdout)["claims"]["team-a/single"]
+    assert entry["node"] == "node-a"
+    assert entry["allocation"]["devices"]["results"][0]["device"] == "gpu-0"
+
+
+def test_allocate_on_named_node() -> None:
+    proc = run(
+        "allocate",
+        "-f",
+        "cluster.yaml",
+        "claims.yaml",
+        "--claim",
+        "team-a/single",
+        "--node",
+        "node-b",
+        "-o",
+        "json",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["claims"]["team-a/single"]["node"] == "node-b"
+
+
+def test_allocate_directory_input_and_yaml_output(tmp_path: Path) -> None:
+    nested = tmp_path / "manifests" / "claims"
+    nested.mkdir(parents=True)
+    shutil.copy(FIXTURES / "cluster.yaml", tmp_path / "manifests" / "cluster.yaml")
+    shutil.copy(FIXTURES / "claims.yaml", nested / "claims.yml")
+    (nested / "notes.txt").write_text("not a manifest", encoding="utf-8")
+    proc = run("allocate", "-f", str(tmp_path / "manifests"))
+    assert proc.returncode == 0, proc.stderr
+    report = yaml.safe_load(proc.stdout)
+    assert set(report["claims"]) == {"team-a/single", "team-a/h100"}
+    assert all(c["allocated"] for c in report["claims"].values())
+
+
+def test_allocate_unsatisfiable_exit_1_with_reasons() -> None:
+    proc = run("allocate", "-f", "cluster.yaml", "too-big.yaml", "-o", "json")
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)
+    entry = report["claims"]["team-a/three-gpus"]
+    assert set(entry) == {"allocated", "reasons"}
+    assert entry["allocated"] is False
+    assert entry["reasons"] == [
+        "nodes node-a, node-b: request gpus: needs 3 device(s) of class gpu.nvidia.com, 2 usable"
+    ]
+
+
+def test_allocate_reasons_name_the_holding_claims() -> None:
+    proc = run("allocate", "-f", "cluster.yaml", "held.yaml", "-o", "json")
+    assert proc.returncode == 1
+    reasons = json.loads(proc.stdout)["claims"]["team-a/waiting"]["reasons"]
+    assert any("held by claim(s) team-b/holder-1 on 2 devices" in r for r in reasons)
+    assert any("held by claim(s) team-b/holder-2 on 2 devices" in r for r in reasons)
+
+
+def test_allocate_default_claims_skip_allocated_ones() -> None:
+    proc = run("allocate", "-f", "cluster.yaml", "held.yaml", "-o", "json")
+    assert set(json.loads(proc.stdout)["claims"]) == {"team-a/waiting"}
+
+
+def test_allocate_unknown_class_exit_2_names_object_and_field() -> None:
+    proc = run("allocate", "-f", "cluster.yaml", "unknown-class.yaml", "-o", "json")
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert "ResourceClaim team-a/typo" in proc.stderr
+    assert "spec.devices.requests[0].exactly.deviceClassName" in proc.stderr
+    assert "gpu.nvidia.con" in proc.stderr
+
+
+def test_allocate_unknown_claim_and_bad_feature_exit_2() -> None:
+    proc = run("allocate", "-f", "cluster.yaml", "--claim", "team-a/nope")
+    assert proc.returncode == 2
+    assert "team-a/nope" in proc.stderr
+    proc = run("allocate", "-f", "cluster.yaml", "claims.yaml", "--features", "DRANope")
+    assert proc.returncode == 2
+    assert "DRANope" in proc.stderr
+
+
+def test_allocate_unparsable_input_exit_2() -> None:
+    proc = run("allocate", "-f", "-", stdin="kind: [unclosed\n")
+    assert proc.returncode == 2
+    assert "error:" in proc.stderr
+    proc = run("allocate", "-f", "no-such-file.yaml")
+    assert proc.returncode == 2
+    assert "no-such-file.yaml" in proc.stderr
+
+
+def test_allocate_features_switch_changes_outcome() -> None:
+    claim = """
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: either, namespace: team-a}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      firstAvailable:
+      - {name: one, deviceClassName: gpu.nvidia.com}
+"""
+    proc = run("allocate", "-f", "cluster.yaml", "-", "-o", "json", stdin=claim)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)["claims"]["team-a/either"]["allocation"]
+    assert result["devices"]["results"][0]["request"] == "gpu/one"
+    proc = run("allocate", "-f", "cluster.yaml", "-", "--features", "DRAAdminAccess", stdin=claim)
+    assert proc.returncode == 2
+    assert "DRAPrioritizedList" in proc.stderr
+
+
+def test_explain_pod_offline_names_holders() -> None:
+    proc = run("explain", "pod/trainer", "-n", "team-a", "-f", "cluster.yaml", "held.yaml")
+    assert proc.returncode == 0, proc.stderr
+    assert "ResourceClaim team-a/waiting: pending" in proc.stdout
+    assert "fits on no node" in proc.stdout
+    assert "held by claim(s) team-b/holder-1 on 2 devices" in proc.stdout
+
+
+def test_explain_claim_offline_shows_pick() -> None:
+    proc = run("explain", "resourceclaim/h100", "-n", "team-a", "-f", "cluster.yaml", "claims.yaml")
+    assert proc.returncode == 0, proc.stderr
+    assert "fits on node node-b" in proc.stdout
+    assert "gpu: gpu.nvidia.com/node-b/gpu-0" in proc.stdout
+    # On node-a the selector is false, with the failing sub-expression.
+    assert "request selector #0 is false on 2 devices" in proc.stdout
+
+
+def test_explain_missing_claim_exit_2() -> None:
+    proc = run("explain", "resourceclaim/nope", "-n", "team-a", "-f", "cluster.yaml")
+    assert proc.returncode == 2
+    assert "ResourceClaim team-a/nope" in proc.stderr
+
+
+def test_validate_reports_field_paths() -> None:
+    proc = run("validate", "-f", "invalid.yaml")
+    assert proc.returncode == 1
+    lines = proc.stdout.splitlines()
+    assert any(
+        "DeviceClass broken-cel: spec.selectors[0].cel.expression: CEL compile error" in line
+        for line in lines
+    )
+    assert any(
+        "ResourceClaim team-a/bad-count: spec.devices.requests[0].exactly.count" in line
+        for line in lines
+    )
+    assert any(
+        "spec.devices.config[0].opaque.parameters.sharing.strategy" in line for line in lines
+    )
+
+
+def test_validate_clean_files_exit_0() -> None:
+    proc = run("validate", "-f", "cluster.yaml", "claims.yaml", "held.yaml")
+    assert proc.returncode == 0, proc.stdout
+    assert proc.stdout.strip().endswith("valid")
