@@ -111,6 +111,8 @@ def _check_opaque(doc: Document, ref: str, path: str, cfg: Mapping[str, Any]) ->
         return []
     params = opaque.get("parameters")
     ppath = f"{path}.opaque.parameters"
+    if not isinstance(params, Mapping):
+        return [Finding(doc.where, ref, ppath, "must be an object")]
     try:
         decode_opaque_config(params, validate=True)
     except ValidationError as exc:
