@@ -17,7 +17,7 @@ import yaml
 from dra_api_types import ResourceClaim, ValidationError
 
 from dra_kubelet_plugin.errors import KubeApiError
-from dra_kubelet_plugin.kube import KubeTransport, path_segment
+from dra_kubelet_plugin.kube import JsonTransport, path_segment
 
 __all__ = ["ClaimParseError", "ClaimSource", "DirectoryClaimSource", "KubeClaimSource"]
 
@@ -51,7 +51,7 @@ def _parse(data: Any, where: str) -> ResourceClaim:
 class KubeClaimSource:
     """Claims from the API server (``GET .../resourceclaims/NAME``)."""
 
-    def __init__(self, transport: KubeTransport) -> None:
+    def __init__(self, transport: JsonTransport) -> None:
         """Use ``transport`` for requests."""
         self._transport = transport
 

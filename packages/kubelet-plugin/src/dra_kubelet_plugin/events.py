@@ -9,7 +9,7 @@ import logging
 from typing import Protocol
 
 from dra_kubelet_plugin.errors import KubeApiError
-from dra_kubelet_plugin.kube import KubeTransport
+from dra_kubelet_plugin.kube import JsonTransport
 
 __all__ = ["EventRecorder", "KubeEventRecorder", "LogEventRecorder"]
 
@@ -44,7 +44,7 @@ class LogEventRecorder:
 class KubeEventRecorder(LogEventRecorder):
     """Logs and creates a core/v1 Event on the Node (namespace ``default``, as the kubelet)."""
 
-    def __init__(self, transport: KubeTransport, node_name: str, node_uid: str | None) -> None:
+    def __init__(self, transport: JsonTransport, node_name: str, node_uid: str | None) -> None:
         """Post events through ``transport`` about node ``node_name``."""
         super().__init__(node_name)
         self._transport = transport

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 from urllib.parse import quote, urlencode
 
 from dra_kubelet_plugin.errors import ConfigurationError, KubeApiError
@@ -19,7 +19,30 @@ if TYPE_CHECKING:
     # does not need it with --claims-directory or --print-resource-slices.
     from kubernetes import client as k8s_client
 
-__all__ = ["KubeTransport"]
+__all__ = ["JsonTransport", "KubeTransport", "path_segment"]
+
+
+class JsonTransport(Protocol):
+    """What the plugin needs of an API server: JSON requests and watch streams."""
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: object = None,
+        content_type: str = "application/json",
+        timeout_s: float = 30.0,
+    ) -> dict[str, Any]:
+        """Send a request; raise :class:`KubeApiError` on failure."""
+        ...
+
+    def watch_lines(
+        self, path: str, *, query: Mapping[str, str], timeout_s: float
+    ) -> Iterator[dict[str, Any]]:
+        """Stream watch events until the server ends the watch."""
+        ...
 
 
 class KubeTransport:

@@ -22,7 +22,7 @@ from dra_api_types import ResourceSlice, ValidationError
 from dra_kubelet_plugin.errors import KubeApiError
 from dra_kubelet_plugin.health import HealthHub
 from dra_kubelet_plugin.inventory import NodeDevice
-from dra_kubelet_plugin.kube import KubeTransport, path_segment
+from dra_kubelet_plugin.kube import JsonTransport, path_segment
 from dra_kubelet_plugin.metrics import PluginMetrics
 from dra_kubelet_plugin.slices import SliceSpec, build_resource_slices
 
@@ -70,7 +70,7 @@ class SlicePublisher:
     def __init__(
         self,
         *,
-        transport: KubeTransport,
+        transport: JsonTransport,
         spec: SliceSpec,
         devices: Callable[[], Sequence[NodeDevice]],
         health: HealthHub,
@@ -87,6 +87,7 @@ class SlicePublisher:
         self._trigger = asyncio.Event()
         self._stop = threading.Event()
         self.reconciles = 0
+        self._last_generation = 0
 
     def trigger(self) -> None:
         """Ask for a reconcile soon."""
@@ -119,10 +120,13 @@ class SlicePublisher:
         """Make the API server hold exactly the desired slices; return whether it changed."""
         existing = self._list()
         health = {h.device_name: h for h in self._health.snapshot()}
+        # Never reuse a generation, even after our slices were deleted: consumers that saw
+        # the old slices must treat the new ones as newer.
         current_gen = max(
             (int((s.get("spec") or {}).get("pool", {}).get("generation") or 0) for s in existing),
             default=0,
         )
+        current_gen = max(current_gen, self._last_generation if not existing else 0)
         desired = build_resource_slices(
             self._spec, self._devices(), generation=current_gen, health=health
         )
@@ -132,6 +136,7 @@ class SlicePublisher:
         desired = build_resource_slices(
             self._spec, self._devices(), generation=current_gen + 1, health=health
         )
+        self._last_generation = current_gen + 1
         for i, body in enumerate(desired):
             if i < len(existing):
                 old = existing[i]

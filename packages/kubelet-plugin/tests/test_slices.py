@@ -1,0 +1,273 @@
+"""ResourceSlice building (pure), the --print-resource-slices CLI, and publishing through a
+test double of the API server's ResourceSlice endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from dra_api_types import ResourceSlice
+from dra_kubelet_plugin.errors import KubeApiError
+from dra_kubelet_plugin.health import TAINT_XID, DeviceHealth, HealthHub
+from dra_kubelet_plugin.inventory import build_inventory
+from dra_kubelet_plugin.metrics import PluginMetrics
+from dra_kubelet_plugin.publisher import SlicePublisher
+from dra_kubelet_plugin.slices import SliceSpec, build_resource_slices, semver_of
+from dra_nvlib import DeviceLibConfig, GpuInfo, open_device_lib
+
+SPEC = SliceSpec(driver_name="gpu.nvidia.com", node_name="n1", node_uid="node-uid-1")
+
+
+def fake_gpus(tmp_path: Path, fleet: str) -> tuple[GpuInfo, ...]:
+    config = DeviceLibConfig(
+        backend="fake", node_name="n1", fake_fleet=fleet, fake_state_path=tmp_path / "f.json"
+    )
+    with open_device_lib(config) as lib:
+        return lib.gpus()
+
+
+def test_slice_has_the_seed_article_attributes_and_validates(tmp_path: Path) -> None:
+    devices = build_inventory(fake_gpus(tmp_path, "2xH100-80GB"))
+    (data,) = build_resource_slices(SPEC, devices, generation=3)
+    parsed = ResourceSlice.from_dict(data, validate=True)
+    assert parsed.spec.pool.name == "n1"
+    assert parsed.spec.pool.generation == 3
+    assert parsed.spec.pool.resource_slice_count == 1
+    owner = data["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"], owner["uid"]) == ("Node", "n1", "node-uid-1")
+    gpu0 = data["spec"]["devices"][0]
+    assert gpu0["name"] == "gpu-0"
+    attrs = gpu0["attributes"]
+    assert attrs["type"] == {"string": "gpu"}
+    assert attrs["brand"] == {"string": "Nvidia"}
+    assert attrs["architecture"] == {"string": "Hopper"}
+    assert attrs["productName"]["string"].startswith("NVIDIA H100")
+    assert attrs["cudaComputeCapability"] == {"version": "9.0.0"}
+    for key in ("driverVersion", "cudaDriverVersion"):
+        assert "version" in attrs[key]
+    assert attrs["uuid"]["string"].startswith("GPU-")
+    assert "resource.kubernetes.io/pciBusID" in attrs
+    assert "resource.kubernetes.io/pcieRoot" in attrs
+    assert gpu0["capacity"]["memory"]["value"].endswith("Mi")
+
+
+def test_versions_are_normalized_to_semver() -> None:
+    assert semver_of("9.0") == "9.0.0"
+    assert semver_of("535.104.05") == "535.104.5"
+    assert semver_of("12.8") == "12.8.0"
+
+
+def test_mig_enabled_gpu_publishes_static_mig_devices_and_hides_the_parent(
+    tmp_path: Path,
+) -> None:
+    config = DeviceLibConfig(
+        backend="fake",
+        node_name="n1",
+        fake_fleet="1xA100-40GB:mig,1xA100-40GB",
+        fake_state_path=tmp_path / "f.json",
+    )
+    with open_device_lib(config) as lib:
+        parent = lib.gpus()[0]
+        lib.create_mig_device(parent.uuid, profile_id=19, placement_start=0)
+        lib.create_mig_device(parent.uuid, profile_id=15, placement_start=2)
+        devices = build_inventory(lib.gpus())
+    names = [d.name for d in devices]
+    assert names == ["gpu-0-mig-1g5gb-19-0", "gpu-0-mig-1g10gb-15-2", "gpu-1"]
+    (data,) = build_resource_slices(SPEC, devices, generation=1)
+    ResourceSlice.from_dict(data, validate=True)
+    mig = data["spec"]["devices"][0]
+    assert mig["attributes"]["type"] == {"string": "mig"}
+    assert mig["attributes"]["parentUUID"] == {"string": parent.uuid}
+    assert mig["attributes"]["profile"] == {"string": "1g.5gb"}
+    assert {"multiprocessors", "copyEngines", "decoders", "memory"} <= set(mig["capacity"])
+
+
+def test_split_at_128_devices_or_64_with_taints(tmp_path: Path) -> None:
+    one = build_inventory(fake_gpus(tmp_path, "1xH100-80GB"))[0]
+    many = [one.__class__(**{**one.__dict__, "name": f"gpu-{i}"}) for i in range(130)]
+    slices = build_resource_slices(SPEC, many, generation=1)
+    assert [len(s["spec"]["devices"]) for s in slices] == [128, 2]
+    assert {s["spec"]["pool"]["resourceSliceCount"] for s in slices} == {2}
+    health = {"gpu-0": DeviceHealth("gpu-0", healthy=False, taint_key=TAINT_XID, taint_value="79")}
+    tainted = build_resource_slices(SPEC, many, generation=1, health=health)
+    assert [len(s["spec"]["devices"]) for s in tainted] == [64, 64, 2]
+    taint = tainted[0]["spec"]["devices"][0]["taints"][0]
+    assert taint == {"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}
+    for s in tainted:
+        ResourceSlice.from_dict(s, validate=True)
+
+
+def test_print_resource_slices_cli_prints_a_valid_v1_slice(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dra_kubelet_plugin",
+            "--device-backend",
+            "fake",
+            "--fake-gpus",
+            "8xH100-80GB",
+            "--node-name",
+            "n1",
+            "--print-resource-slices",
+            "--fake-gpu-state-file",
+            str(tmp_path / "state.json"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    (doc,) = list(yaml.safe_load_all(out.stdout))
+    assert doc["apiVersion"] == "resource.k8s.io/v1"
+    assert doc["kind"] == "ResourceSlice"
+    slice_ = ResourceSlice.from_dict(doc, validate=True)
+    assert [d.name for d in slice_.spec.devices or []] == [f"gpu-{i}" for i in range(8)]
+    assert slice_.spec.driver == "gpu.nvidia.com"
+    assert slice_.spec.node_name == "n1"
+
+
+class FakeSliceApi:
+    """Test double of the API server's ResourceSlice collection (field selectors, resource
+    versions, watch events), standing in for the kube-apiserver until the e2e harness."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.events: list[dict[str, Any]] = []
+        self.lock = threading.Condition()
+        self.counter = 0
+        self.writes = 0
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: object = None,
+        content_type: str = "application/json",
+        timeout_s: float = 30.0,
+    ) -> dict[str, Any]:
+        base = "/apis/resource.k8s.io/v1/resourceslices"
+        with self.lock:
+            if method == "GET" and path == base:
+                return {"items": [copy.deepcopy(o) for o in self.objects.values()]}
+            assert isinstance(body, dict) or method == "DELETE"
+            if method == "POST":
+                assert isinstance(body, dict)
+                obj = json.loads(json.dumps(body))
+                ResourceSlice.from_dict(obj, validate=True)
+                self.counter += 1
+                obj["metadata"]["name"] = obj["metadata"].pop("generateName") + str(self.counter)
+                return self._store(obj, "ADDED")
+            name = path.rsplit("/", 1)[1]
+            if name not in self.objects:
+                raise KubeApiError(method, path, 404, "not found")
+            if method == "PUT":
+                assert isinstance(body, dict)
+                obj = json.loads(json.dumps(body))
+                ResourceSlice.from_dict(obj, validate=True)
+                if (
+                    obj["metadata"].get("resourceVersion")
+                    != self.objects[name]["metadata"]["resourceVersion"]
+                ):
+                    raise KubeApiError(method, path, 409, "conflict")
+                return self._store(obj, "MODIFIED")
+            if method == "DELETE":
+                return self.delete(name)
+        raise AssertionError(f"unexpected {method} {path}")
+
+    def _store(self, obj: dict[str, Any], kind: str) -> dict[str, Any]:
+        self.counter += 1
+        self.writes += 1
+        obj["metadata"]["resourceVersion"] = str(self.counter)
+        self.objects[obj["metadata"]["name"]] = obj
+        self.events.append({"type": kind, "object": obj})
+        self.lock.notify_all()
+        return obj
+
+    def delete(self, name: str) -> dict[str, Any]:
+        with self.lock:
+            obj = self.objects.pop(name)
+            self.events.append({"type": "DELETED", "object": obj})
+            self.lock.notify_all()
+            return obj
+
+    def watch_lines(
+        self, path: str, *, query: Mapping[str, str], timeout_s: float
+    ) -> Iterator[dict[str, Any]]:
+        seen = len(self.events)
+        deadline = time.monotonic() + min(timeout_s, 2.0)
+        while time.monotonic() < deadline:
+            with self.lock:
+                self.lock.wait(timeout=0.1)
+                new = self.events[seen:]
+                seen = len(self.events)
+            yield from new
+
+
+def test_publisher_creates_republishes_after_deletion_and_taints_unhealthy_devices(
+    tmp_path: Path,
+) -> None:
+    devices = build_inventory(fake_gpus(tmp_path, "4xH100-80GB"))
+    api = FakeSliceApi()
+
+    async def go() -> None:
+        hub = HealthHub("n1")
+        await hub.set_devices(d.name for d in devices)
+        publisher = SlicePublisher(
+            transport=api,
+            spec=SPEC,
+            devices=lambda: devices,
+            health=hub,
+            metrics=PluginMetrics(),
+            resync_s=60,
+        )
+        task = asyncio.get_running_loop().create_task(publisher.run())
+
+        async def until(check: Any, what: str) -> None:
+            for _ in range(100):
+                if check():
+                    return
+                await asyncio.sleep(0.05)
+            raise AssertionError(f"timed out waiting for {what}: {api.objects}")
+
+        await until(lambda: len(api.objects) == 1, "first publication")
+        (name,) = api.objects
+        assert api.objects[name]["spec"]["pool"]["generation"] == 1
+        writes = api.writes
+        assert publisher.reconcile_once() is False  # nothing changed: no write
+        assert api.writes == writes
+
+        api.delete(name)  # the kubelet wipes the node's slices
+        await until(lambda: len(api.objects) == 1, "republication")
+        (again,) = api.objects.values()
+        assert again["spec"]["pool"]["generation"] == 2  # generations are never reused
+
+        await hub.mark_unhealthy("gpu-2", message="XID 79", taint_key=TAINT_XID, taint_value="79")
+
+        def tainted() -> bool:
+            (obj,) = api.objects.values()
+            return "taints" in obj["spec"]["devices"][2]
+
+        await until(tainted, "taint")
+        (obj,) = api.objects.values()
+        assert obj["spec"]["pool"]["generation"] == 3
+        assert obj["spec"]["devices"][2]["taints"] == [
+            {"key": TAINT_XID, "value": "79", "effect": "NoSchedule"}
+        ]
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
