@@ -364,3 +364,29 @@ def test_list_kinds_prefix_item_paths() -> None:
     (error,) = validation_errors(lst)
     assert error.path == "items[1].spec.driver"
     assert error.object_ref.kind == "ResourceSlice"
+
+
+def test_nested_types_validate_on_their_own() -> None:
+    from dra_api_types import Device, DeviceRequest, ResourceSliceSpec
+
+    device = Device.from_dict({"name": "gpu-0", "attributes": {"gpu.nvidia.com/uuid": {}}})
+    assert [e.path for e in validation_errors(device)] == ['attributes["gpu.nvidia.com/uuid"]']
+    with pytest.raises(ValidationError) as raised:
+        DeviceRequest.from_dict(
+            {"name": "gpu", "exactly": {"deviceClassName": "c", "count": 0}}, validate=True
+        )
+    assert raised.value.path == "exactly.count"
+    assert raised.value.object_ref.kind == "DeviceRequest"
+    spec = ResourceSliceSpec.from_dict(valid_slice()["spec"])
+    assert validation_errors(spec) == []
+
+
+def test_kind_and_api_version_must_match_the_model() -> None:
+    from dra_api_types import DeviceClass
+
+    with pytest.raises(ValidationError) as raised:
+        DeviceClass.from_dict({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice"})
+    assert raised.value.path == "kind"
+    with pytest.raises(ValidationError) as raised:
+        DeviceClass.from_dict({"apiVersion": "resource.k8s.io/v1beta1", "kind": "DeviceClass"})
+    assert raised.value.path == "apiVersion"

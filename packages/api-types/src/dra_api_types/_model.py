@@ -83,6 +83,19 @@ class ApiObject(ApiModel):
         kind = getattr(self, "kind", None) or self.KIND
         return {"apiVersion": api_version, "kind": kind, **body}
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, validate: bool = False) -> Self:
+        """Build the object from API JSON; apiVersion and kind, when present, must match."""
+        if isinstance(data, Mapping):
+            ref = _ref_of(data)
+            for key, expected in (("apiVersion", cls.API_VERSION), ("kind", cls.KIND)):
+                value = data.get(key)
+                if value is not None and value != expected:
+                    raise ValidationError(
+                        key, f"expected {expected!r}, got {value!r}", object_ref=ref
+                    )
+        return super().from_dict(data, validate=validate)
+
     def object_ref(self) -> ObjectRef:
         """Kind, namespace and name of this object, for error messages and logs."""
         meta = getattr(self, "metadata", None)

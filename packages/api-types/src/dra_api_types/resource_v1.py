@@ -27,6 +27,7 @@ from .meta_v1 import (
     OwnerReference,
 )
 from .quantity import Quantity
+from .semver import Version
 
 GROUP = "resource.k8s.io"
 VERSION = "v1"
@@ -185,6 +186,10 @@ class DeviceAttribute(ApiModel):
     bools: list[bool] | None = None
     strings: list[str] | None = None
     versions: list[str] | None = None
+
+    def as_version(self) -> Version | None:
+        """The ``version`` member parsed as a semantic version (None if not a version)."""
+        return None if self.version is None else Version.parse(self.version)
 
     @property
     def value(self) -> int | bool | str | list[int] | list[bool] | list[str] | None:

@@ -1076,6 +1076,63 @@ _VALIDATORS: Final[dict[type[Any], Callable[[_Errors, Any], None]]] = {
 }
 
 
+def _wrap_device(device: r.Device) -> r.ResourceSlice:
+    per_device = bool(device.node_name or device.node_selector is not None or device.all_nodes)
+    spec = r.ResourceSliceSpec(
+        driver="example.com",
+        pool=r.ResourcePool(name="pool", generation=0, resource_slice_count=1),
+        devices=[device],
+    )
+    if per_device:
+        spec.per_device_node_selection = True
+    else:
+        spec.all_nodes = True
+    return r.ResourceSlice(metadata=ObjectMeta(name="slice"), spec=spec)
+
+
+def _wrap_claim(devices: r.DeviceClaim) -> r.ResourceClaim:
+    return r.ResourceClaim(
+        metadata=ObjectMeta(name="claim"), spec=r.ResourceClaimSpec(devices=devices)
+    )
+
+
+# Nested types are validated inside a minimal valid parent; only their own errors are kept.
+_NESTED: Final[dict[type[Any], tuple[Callable[[Any], ApiObject], str]]] = {
+    r.ResourceSliceSpec: (
+        lambda spec: r.ResourceSlice(metadata=ObjectMeta(name="slice"), spec=spec),
+        "spec",
+    ),
+    r.Device: (_wrap_device, "spec.devices[0]"),
+    r.DeviceClassSpec: (
+        lambda spec: r.DeviceClass(metadata=ObjectMeta(name="class"), spec=spec),
+        "spec",
+    ),
+    r.ResourceClaimSpec: (
+        lambda spec: r.ResourceClaim(metadata=ObjectMeta(name="claim"), spec=spec),
+        "spec",
+    ),
+    r.DeviceClaim: (_wrap_claim, "spec.devices"),
+    r.DeviceRequest: (
+        lambda request: _wrap_claim(r.DeviceClaim(requests=[request])),
+        "spec.devices.requests[0]",
+    ),
+}
+
+
+def _nested_errors(obj: ApiModel) -> list[ValidationError] | None:
+    entry = _NESTED.get(type(obj))
+    if entry is None:
+        return None
+    wrap, prefix = entry
+    ref = ObjectRef(kind=type(obj).__name__)
+    found = []
+    for error in validation_errors(wrap(obj)):
+        if error.path == prefix or error.path.startswith((prefix + ".", prefix + "[")):
+            path = error.path[len(prefix) :].lstrip(".")
+            found.append(ValidationError(path, error.message, object_ref=ref))
+    return found
+
+
 def _object_ref(obj: ApiModel) -> ObjectRef:
     if isinstance(obj, ApiObject):
         return obj.object_ref()
@@ -1104,7 +1161,10 @@ def validation_errors(obj: ApiModel) -> list[ValidationError]:
         return errors
     validator = _VALIDATORS.get(type(obj))
     if validator is None:
-        raise TypeError(f"no API validation for {type(obj).__name__}")
+        nested = _nested_errors(obj)
+        if nested is not None:
+            return nested
+        raise TypeError(f"no API validation for {type(obj).__name__} on its own")
     collected = _Errors()
     validator(collected, obj)
     return [ValidationError(path, message, object_ref=ref) for path, message in collected.items]
