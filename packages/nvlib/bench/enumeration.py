@@ -4,8 +4,9 @@ Run: ``uv run python packages/nvlib/bench/enumeration.py [--calls N]``
 
 Baseline (named ``json-load``): reading and parsing the fake node's state file, the I/O floor
 any enumeration of the fake pays. Each backend row prints its time per call and its ratio to
-that baseline. The NVML row runs over NVIDIA's mock libnvidia-ml.so (A100 profile, 8 GPUs) in
-a child process when the mock can be built; otherwise the row says why it is missing.
+that baseline. The NVML rows run in child processes: over NVIDIA's mock libnvidia-ml.so (A100
+profile, 8 GPUs) when the mock can be built, otherwise the row says why it is missing; and
+over tests/nvml_stub (our C stand-in, 8 A100s), which measures the nvidia-ml-py/ctypes cost.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from pathlib import Path
 from dra_nvlib import DeviceLibConfig, open_device_lib
 lib = open_device_lib(DeviceLibConfig(backend="nvml", nvml_library=Path(sys.argv[1])))
 calls = int(sys.argv[2])
-assert len(lib.gpus()) == 8
+assert len(lib.gpus()) == 8, len(lib.gpus())
 best = float("inf")
 for _ in range(3):
     start = time.perf_counter()
@@ -60,23 +61,46 @@ print(best)
 """
 
 
+def nvml_per_call(library: Path, env: dict[str, str], calls: int) -> tuple[float | None, str]:
+    """Seconds per ``gpus()`` over ``library`` in a child process (NVML is per process)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(library), str(calls)],
+        capture_output=True,
+        text=True,
+        env={**env, "PATH": "/usr/bin:/bin"},
+        check=False,
+    )
+    if proc.returncode != 0:
+        return None, (proc.stderr.strip().splitlines() or ["child failed"])[-1]
+    return float(proc.stdout.strip()), ""
+
+
 def mock_nvml_per_call(calls: int) -> tuple[float | None, str]:
-    """Seconds per call over the mock, or None and the reason."""
+    """Seconds per call over NVIDIA's mock, or None and the reason."""
     try:
         mock = build_mock_nvml()
     except (MockNvmlUnavailable, OSError) as exc:
         return None, str(exc).splitlines()[0]
-    env_profile = str(mock.profile("a100"))
-    proc = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(mock.library), str(calls)],
+    seconds, error = nvml_per_call(
+        mock.library, {"MOCK_NVML_CONFIG": str(mock.profile("a100"))}, calls
+    )
+    return seconds, error or "A100 profile"
+
+
+def stub_nvml_per_call(calls: int, workdir: Path) -> tuple[float | None, str]:
+    """Seconds per call over tests/nvml_stub with 8 GPUs, or None and the reason."""
+    source = Path(__file__).resolve().parents[1] / "tests" / "nvml_stub" / "nvml_stub.c"
+    library = workdir / "libnvidia-ml.so.1"
+    built = subprocess.run(
+        ["cc", "-shared", "-fPIC", "-O2", "-o", str(library), str(source)],
         capture_output=True,
         text=True,
-        env={"MOCK_NVML_CONFIG": env_profile, "PATH": "/usr/bin:/bin"},
         check=False,
     )
-    if proc.returncode != 0:
-        return None, proc.stderr.strip().splitlines()[-1]
-    return float(proc.stdout.strip()), "A100 profile"
+    if built.returncode != 0:
+        return None, f"cannot compile the stub: {built.stderr.strip()[:200]}"
+    seconds, error = nvml_per_call(library, {"NVML_STUB_GPUS": "8"}, calls)
+    return seconds, error or "nvidia-ml-py + ctypes cost, C stand-in"
 
 
 def main() -> None:
@@ -99,6 +123,8 @@ def main() -> None:
         ]
         mock_time, note = mock_nvml_per_call(args.calls)
         rows.append(("nvml over mock 8xA100", mock_time, note))
+        stub_time, note = stub_nvml_per_call(args.calls, Path(tmp))
+        rows.append(("nvml over C stub 8xA100", stub_time, note))
     print(f"{'backend':<26} {'per call':>12} {'x baseline':>11}  note")
     for name, seconds, note in rows:
         if seconds is None:

@@ -4,8 +4,10 @@ mock ``libnvidia-ml.so`` (A100 and GB200 profiles).
 The mock, a Go c-shared library, reads its profile (``MOCK_NVML_CONFIG``) from the
 environment the process started with, so each mock profile runs this module again in a child
 pytest process (``test_contract_suite_over_mock_nvml``) with that profile set; in the child,
-``DRA_NVLIB_CONTRACT_MOCK_PROFILE`` selects the NVML backend as the only backend under test,
-and the fake-versus-NVML shape comparison runs there too.
+``DRA_NVLIB_CONTRACT_NVML`` selects the NVML backend as the only backend under test, and the
+fake-versus-NVML shape comparison runs there too. The same child run also goes over
+``tests/nvml_stub`` (our own C stand-in for libnvidia-ml), loaded from a driver root, so the
+nvidia-ml-py/ctypes path is exercised even where NVIDIA's mock cannot be built.
 """
 
 from __future__ import annotations
@@ -44,9 +46,11 @@ BDF_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 CLUSTER_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?$")
 
-MOCK_PROFILE = os.environ.get("DRA_NVLIB_CONTRACT_MOCK_PROFILE")
-MOCK_LIBRARY = os.environ.get("DRA_NVLIB_CONTRACT_MOCK_LIBRARY", "")
-BACKENDS = [f"nvml-mock-{MOCK_PROFILE}"] if MOCK_PROFILE else ["fake-a100", "fake-gb200"]
+# Set only in a child run: "<library>-<profile>" (e.g. "mock-a100", "stub-a100") and the
+# NVML library file or driver root to load it from.
+CHILD_NVML = os.environ.get("DRA_NVLIB_CONTRACT_NVML")
+CHILD_NVML_PATH = os.environ.get("DRA_NVLIB_CONTRACT_NVML_PATH", "")
+BACKENDS = [f"nvml-{CHILD_NVML}"] if CHILD_NVML else ["fake-a100", "fake-gb200"]
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
@@ -83,12 +87,13 @@ def _open(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> DeviceLi
                 fake_state_path=tmp_path / "state.json",
             )
         )
-    # Child run: MOCK_NVML_CONFIG is already in this process's environment.
-    return open_device_lib(
-        DeviceLibConfig(
-            backend="nvml", nvml_library=Path(MOCK_LIBRARY), sysfs_root=tmp_path / "sys"
-        )
-    )
+    # Child run: the library's configuration (MOCK_NVML_CONFIG) is already in the environment.
+    path = Path(CHILD_NVML_PATH)
+    if path.is_dir():
+        config = DeviceLibConfig(backend="nvml", driver_root=path, sysfs_root=tmp_path / "sys")
+    else:
+        config = DeviceLibConfig(backend="nvml", nvml_library=path, sysfs_root=tmp_path / "sys")
+    return open_device_lib(config)
 
 
 @pytest.fixture(params=BACKENDS)
@@ -224,25 +229,35 @@ def shape(gpu: GpuInfo) -> dict[str, str]:
             return "tuple[" + ",".join(sorted({kind(v) for v in value})) + "]"
         return type(value).__name__
 
-    out = {f.name: kind(getattr(gpu, f.name)) for f in dataclasses.fields(gpu)}
-    # sysfs is empty under the mock, and the fake's time-slice is not readable through NVML.
-    out.pop("pcie_root")
-    out.pop("time_slice")
-    return out
+    return {f.name: kind(getattr(gpu, f.name)) for f in dataclasses.fields(gpu)}
 
 
-if MOCK_PROFILE:
-    # Child run only: the mock profile is loaded in this process.
+# Fields a backend may leave None (sysfs unknown, query unsupported by the driver, fake-only).
+OPTIONAL_FIELDS = {"pcie_root", "addressing_mode", "fabric", "time_slice"}
 
-    def test_fake_reports_the_same_shape_as_nvml_over_mock(
+
+def assert_same_shape(fake: GpuInfo, real: GpuInfo) -> None:
+    """Same fields, types and formats; an optional field may be None on either side."""
+    a, b = shape(fake), shape(real)
+    assert a.keys() == b.keys()
+    for name in a:
+        if name in OPTIONAL_FIELDS and "NoneType" in (a[name], b[name]):
+            continue
+        assert a[name] == b[name], name
+
+
+if CHILD_NVML:
+    # Child run only: the NVML library under test is loaded in this process.
+
+    def test_fake_reports_the_same_shape_as_nvml(
         tmp_path: Path, request: pytest.FixtureRequest
     ) -> None:
-        profile = MOCK_PROFILE
+        profile = str(CHILD_NVML).split("-", 1)[1]
         fake = _open(f"fake-{profile}", tmp_path, request)
-        real = _open(f"nvml-mock-{profile}", tmp_path, request)
+        real = _open(f"nvml-{CHILD_NVML}", tmp_path, request)
         try:
             fake_gpu, real_gpu = fake.gpus()[0], real.gpus()[0]
-            assert shape(fake_gpu) == shape(real_gpu)
+            assert_same_shape(fake_gpu, real_gpu)
             assert fake_gpu.architecture == real_gpu.architecture
             assert fake_gpu.brand == real_gpu.brand
             assert fake_gpu.cuda_compute_capability == real_gpu.cuda_compute_capability
@@ -256,14 +271,12 @@ if MOCK_PROFILE:
 else:
     # Parent run: one child run of this module per mock profile.
 
-    @pytest.mark.parametrize("profile", ["a100", "gb200"])
-    def test_contract_suite_over_mock_nvml(profile: str, mock_nvml: MockNvml) -> None:
-        """This module again, in a child process whose only backend is NVML over the mock."""
+    def _child_run(label: str, path: Path, extra_env: dict[str, str]) -> None:
         env = {
             **os.environ,
-            "MOCK_NVML_CONFIG": str(mock_nvml.profile(profile)),
-            "DRA_NVLIB_CONTRACT_MOCK_PROFILE": profile,
-            "DRA_NVLIB_CONTRACT_MOCK_LIBRARY": str(mock_nvml.library),
+            **extra_env,
+            "DRA_NVLIB_CONTRACT_NVML": label,
+            "DRA_NVLIB_CONTRACT_NVML_PATH": str(path),
         }
         proc = subprocess.run(
             [sys.executable, "-m", "pytest", __file__, "-q", "-rs", "-p", "no:cacheprovider"],
@@ -276,3 +289,18 @@ else:
         )
         sys.stdout.write(proc.stdout)
         assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+
+    @pytest.mark.parametrize("profile", ["a100", "gb200"])
+    def test_contract_suite_over_mock_nvml(profile: str, mock_nvml: MockNvml) -> None:
+        """This module again, in a child process whose only backend is NVML over NVIDIA's
+        mock library with one of its profiles."""
+        _child_run(
+            f"mock-{profile}",
+            mock_nvml.library,
+            {"MOCK_NVML_CONFIG": str(mock_nvml.profile(profile))},
+        )
+
+    def test_contract_suite_over_nvml_stub(nvml_stub_driver_root: Path) -> None:
+        """This module again over tests/nvml_stub (our C stand-in for an A100 node), loaded
+        from under a driver root: the nvidia-ml-py/ctypes path end to end."""
+        _child_run("stub-a100", nvml_stub_driver_root, {})

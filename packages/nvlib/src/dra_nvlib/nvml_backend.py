@@ -120,6 +120,8 @@ class NvmlDeviceLib(DeviceLib):
         self._lock = threading.RLock()
         self._closed = False
         self._known: dict[int, GpuInfo] = {}
+        # A GPU's MIG profile table is fixed by the part; queried once (about 20 NVML calls).
+        self._profiles: dict[str, tuple[MigProfile, ...]] = {}
 
     @classmethod
     def open(cls, config: DeviceLibConfig) -> NvmlDeviceLib:
@@ -189,7 +191,11 @@ class NvmlDeviceLib(DeviceLib):
         uuid = api.uuid(dev)
         bus_id = normalize_bus_id(api.pci_bus_id(dev))
         mig = self._optional(lambda: api.mig_mode(dev))
-        profiles = self._mig_profiles(dev) if mig is not None else ()
+        profiles: tuple[MigProfile, ...] = ()
+        if mig is not None:
+            profiles = self._profiles.get(uuid) or self._mig_profiles(dev)
+            if profiles:
+                self._profiles[uuid] = profiles
         devices = self._mig_devices(dev, uuid, index, profiles) if mig and mig[0] else ()
         addressing = self._optional(lambda: api.addressing_mode(dev))
         major, minor = api.cuda_compute_capability(dev)
