@@ -1,0 +1,105 @@
+"""``e2e-cluster``: bring a local Kubernetes cluster up, inspect it, tear it down.
+
+    e2e-cluster up [--state-dir DIR]       build binaries if needed, start, wait until Ready
+    e2e-cluster down [--state-dir DIR]     stop everything started, delete the state
+    e2e-cluster status [--state-dir DIR]   JSON: processes, API readiness, nodes
+    e2e-cluster kubeconfig [--state-dir DIR]   print the admin kubeconfig path
+    e2e-cluster logs [COMPONENT] [--lines N]   tail of one or every component log
+    e2e-cluster add-node                   start one more kubelet node
+    e2e-cluster import-image ARCHIVE [--node NAME]   import an OCI/Docker archive
+    e2e-cluster build                      only build/refresh the binary cache
+
+The state directory defaults to $DRA_E2E_STATE_DIR or /tmp/dra-e2e-cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from dra_e2e.build import ensure_binaries
+from dra_e2e.cluster import DEFAULT_STATE_DIR, Cluster
+from dra_e2e.errors import E2EError
+from dra_e2e.process import tail
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="e2e-cluster", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=Path(os.environ.get("DRA_E2E_STATE_DIR", str(DEFAULT_STATE_DIR))),
+        help="cluster state directory (default: $DRA_E2E_STATE_DIR or %(default)s)",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("up", help="start the cluster and wait until its node is Ready")
+    sub.add_parser("down", help="stop every process the cluster started and remove its state")
+    sub.add_parser("status", help="print the cluster status as JSON")
+    sub.add_parser("kubeconfig", help="print the path of the admin kubeconfig")
+    logs = sub.add_parser("logs", help="print component logs")
+    logs.add_argument("component", nargs="?", help="e.g. kube-apiserver, kubelet-e2e-node-0")
+    logs.add_argument("--lines", type=int, default=50, help="lines per log (0: whole file)")
+    sub.add_parser("add-node", help="start one more kubelet node")
+    imp = sub.add_parser("import-image", help="import an OCI/Docker image archive")
+    imp.add_argument("archive", type=Path)
+    imp.add_argument("--node", help="only this node (default: every node)")
+    sub.add_parser("build", help="build the pinned binaries into the cache")
+    return parser
+
+
+def run(argv: list[str]) -> int:
+    """Execute one CLI command; returns the exit status."""
+    args = _parser().parse_args(argv)
+    cluster = Cluster(args.state_dir)
+    if args.command == "build":
+        bins = ensure_binaries(progress=_progress)
+        print(bins.kube_dir)
+        print(bins.etcd_dir)
+        print(bins.containerd_dir)
+    elif args.command == "up":
+        cluster.up(progress=_progress)
+        print(cluster.kubeconfig)
+    elif args.command == "down":
+        leftovers = cluster.down(progress=_progress)
+        return 1 if leftovers else 0
+    elif args.command == "status":
+        status = cluster.status()
+        print(json.dumps(status, indent=2))
+        healthy = status["apiserver_ready"] and all(n["ready"] for n in status["nodes"].values())
+        return 0 if healthy else 1
+    elif args.command == "kubeconfig":
+        if not cluster.exists():
+            raise E2EError(f"no cluster in {cluster.state_dir}")
+        print(cluster.kubeconfig)
+    elif args.command == "logs":
+        for record in cluster.processes():
+            if args.component and record.name != args.component:
+                continue
+            print(f"===== {record.name}: {record.log}")
+            if args.lines == 0:
+                print(Path(record.log).read_text(errors="replace"), end="")
+            else:
+                print(tail(record.log, lines=args.lines), end="")
+    elif args.command == "add-node":
+        node = cluster.add_node(progress=_progress)
+        print(node.name)
+    elif args.command == "import-image":
+        for ref in cluster.import_image(args.archive, node=args.node):
+            print(ref)
+    return 0
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        sys.exit(run(sys.argv[1:]))
+    except E2EError as exc:
+        print(f"e2e-cluster: {exc}", file=sys.stderr)
+        sys.exit(1)

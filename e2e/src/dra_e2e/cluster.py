@@ -1,0 +1,748 @@
+"""A local Kubernetes cluster from upstream components, run as plain processes.
+
+``Cluster(state_dir).up()`` starts etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler and one node (containerd + kubelet); ``add_node()`` adds another
+node; ``down()`` stops exactly the processes recorded in ``cluster.json`` (plus
+containerd's shims and the containers in this cluster's own cgroup subtree),
+removes the host network pieces and deletes the state directory.
+
+Everything lives under the state directory: certificates, kubeconfigs, etcd data,
+each node's containerd root and kubelet root, and one log file per component.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dra_e2e import configs, hostcleanup, hostnet, images
+from dra_e2e.build import Binaries, binaries, ensure_binaries
+from dra_e2e.errors import (
+    ClusterStateError,
+    E2EError,
+    KubectlError,
+    ToolMissingError,
+)
+from dra_e2e.kubeconfig import write_kubeconfig
+from dra_e2e.pki import CertificateAuthority, CertPair, write_service_account_keys
+from dra_e2e.process import (
+    ProcessRecord,
+    is_running,
+    kill_pids,
+    pids_referencing,
+    spawn,
+    stop,
+    tail,
+)
+from dra_e2e.readiness import free_port, http_ok, tls_context, wait_for
+from dra_e2e.versions import KUBERNETES_VERSION, PAUSE_IMAGE, TEST_IMAGE
+
+Progress = Callable[[str], None]
+STATE_FILE = "cluster.json"
+DEFAULT_STATE_DIR = Path(os.environ.get("TMPDIR", "/tmp")) / "dra-e2e-cluster"
+RESOURCE_API_VERSIONS = ("v1beta1", "v1beta2")
+SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+@dataclass
+class NodeState:
+    """One kubelet node: its network, ports, cgroup root and state layout."""
+
+    name: str
+    index: int
+    root: str
+    kubelet_port: int
+    healthz_port: int
+    cgroup_root: str
+
+    @property
+    def paths(self) -> configs.NodePaths:
+        """Filesystem layout under the cluster state directory."""
+        return configs.NodePaths(Path(self.root))
+
+
+@dataclass
+class ClusterState:
+    """Everything ``down``/``status`` need, persisted as ``cluster.json``."""
+
+    state_dir: str
+    slot: int
+    kubernetes_version: str = KUBERNETES_VERSION
+    apiserver_port: int = 0
+    etcd_port: int = 0
+    etcd_peer_port: int = 0
+    controller_manager_port: int = 0
+    scheduler_port: int = 0
+    feature_gates: dict[str, bool] = field(default_factory=dict)
+    nodes: list[NodeState] = field(default_factory=list)
+    processes: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data for ``cluster.json``."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ClusterState:
+        """Inverse of ``to_json``."""
+        nodes = [NodeState(**n) for n in data.get("nodes", [])]
+        fields = {k: v for k, v in data.items() if k != "nodes"}
+        return cls(nodes=nodes, **fields)
+
+
+class Cluster:
+    """A cluster rooted at one state directory; see the module docstring."""
+
+    def __init__(
+        self, state_dir: Path = DEFAULT_STATE_DIR, *, bins: Binaries | None = None
+    ) -> None:
+        self.state_dir = state_dir.resolve()
+        self._bins = bins
+        self._state: ClusterState | None = None
+
+    # ----- paths -----------------------------------------------------------------
+    @property
+    def bins(self) -> Binaries:
+        """Binary paths (from the cache)."""
+        if self._bins is None:
+            self._bins = binaries()
+        return self._bins
+
+    @property
+    def pki_dir(self) -> Path:
+        """Certificates and keys."""
+        return self.state_dir / "pki"
+
+    @property
+    def logs_dir(self) -> Path:
+        """One log file per component."""
+        return self.state_dir / "logs"
+
+    @property
+    def kubeconfig(self) -> Path:
+        """The cluster-admin kubeconfig."""
+        return self.state_dir / "kubeconfigs" / "admin.kubeconfig"
+
+    @property
+    def state(self) -> ClusterState:
+        """The persisted state (loaded from ``cluster.json`` on first use)."""
+        if self._state is None:
+            path = self.state_dir / STATE_FILE
+            if not path.is_file():
+                raise ClusterStateError(self.state_dir, f"no {STATE_FILE}: no cluster here")
+            self._state = ClusterState.from_json(json.loads(path.read_text()))
+        return self._state
+
+    def exists(self) -> bool:
+        """Whether a cluster state file exists in the state directory."""
+        return (self.state_dir / STATE_FILE).is_file()
+
+    @property
+    def net(self) -> hostnet.ClusterNet:
+        """The cluster's address plan."""
+        return hostnet.cluster_net(self.state.slot)
+
+    @property
+    def apiserver_ip(self) -> str:
+        """The API server's address: node 0's bridge address (reachable from pods)."""
+        return self.net.node(0).node_ip
+
+    @property
+    def apiserver_url(self) -> str:
+        """HTTPS URL of the API server."""
+        return f"https://{self.apiserver_ip}:{self.state.apiserver_port}"
+
+    def processes(self) -> list[ProcessRecord]:
+        """Every daemon this cluster started, in start order."""
+        return [ProcessRecord.from_json(p) for p in self.state.processes]
+
+    def _save(self) -> None:
+        path = self.state_dir / STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.state.to_json(), indent=2))
+        tmp.replace(path)
+
+    def _record(self, record: ProcessRecord) -> ProcessRecord:
+        self.state.processes.append(record.to_json())
+        self._save()
+        return record
+
+    def _spawn(self, name: str, argv: Sequence[str]) -> ProcessRecord:
+        return self._record(spawn(name, argv, log=self.logs_dir / f"{name}.log"))
+
+    # ----- up ----------------------------------------------------------------------
+    def up(self, *, progress: Progress = _quiet, build: bool = True) -> None:
+        """Start the control plane and one node; on failure print logs and tear down."""
+        _preflight()
+        if self.exists():
+            raise ClusterStateError(self.state_dir, "a cluster is already up here (run down first)")
+        if build:
+            self._bins = ensure_binaries(progress=progress)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        slot = hostnet.allocate_slot(self.state_dir)
+        self._state = ClusterState(state_dir=str(self.state_dir), slot=slot)
+        self._save()
+        try:
+            self._up(progress)
+        except BaseException:
+            progress(self.failure_report())
+            self.down(progress=progress)
+            raise
+
+    def _up(self, progress: Progress) -> None:
+        started = time.monotonic()
+        state = self.state
+        node0 = self.net.node(0)
+        progress(f"[dra-e2e] state directory {self.state_dir} (network slot {state.slot})")
+        hostnet.create_bridge(node0)
+        self._write_pki()
+        state.etcd_port, state.etcd_peer_port = free_port(), free_port()
+        state.apiserver_port = free_port(node0.node_ip)
+        state.controller_manager_port, state.scheduler_port = free_port(), free_port()
+        state.feature_gates = self._feature_gates()
+        self._save()
+        self._start_etcd()
+        progress("[dra-e2e] etcd ready")
+        self._start_apiserver()
+        progress(f"[dra-e2e] kube-apiserver ready at {self.apiserver_url}")
+        hostnet.install_service_dnat(
+            self.net, apiserver_ip=self.apiserver_ip, apiserver_port=state.apiserver_port
+        )
+        self._start_controller_manager()
+        self._start_scheduler()
+        progress("[dra-e2e] kube-controller-manager and kube-scheduler ready")
+        self.add_node(progress=progress)
+        wait_for(
+            "the default service account",
+            lambda: self._kubectl_ok("get", "serviceaccount", "default", "-n", "default"),
+            timeout=60,
+        )
+        elapsed = time.monotonic() - started
+        progress(f"[dra-e2e] cluster up in {elapsed:.0f}s; KUBECONFIG={self.kubeconfig}")
+
+    def _write_pki(self) -> None:
+        net, pki = self.net, self.pki_dir
+        ca = CertificateAuthority.create(pki)
+        write_service_account_keys(pki)
+        ca.issue(
+            pki,
+            "apiserver",
+            common_name="kube-apiserver",
+            server=True,
+            dns_names=(
+                "localhost",
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local",
+            ),
+            ip_addresses=(self.apiserver_ip, "127.0.0.1", net.kubernetes_service_ip),
+        )
+        ca.issue(
+            pki,
+            "apiserver-kubelet-client",
+            common_name="kube-apiserver-kubelet-client",
+            organizations=("system:masters",),
+            client=True,
+        )
+        users = {
+            "admin": ("kubernetes-admin", ("system:masters",)),
+            "controller-manager": ("system:kube-controller-manager", ()),
+            "scheduler": ("system:kube-scheduler", ()),
+        }
+        for stem, (cn, orgs) in users.items():
+            pair = ca.issue(pki, stem, common_name=cn, organizations=orgs, client=True)
+            write_kubeconfig(
+                self.state_dir / "kubeconfigs" / f"{stem}.kubeconfig",
+                server=self.apiserver_url if self.state.apiserver_port else "https://pending",
+                ca_cert=ca.pair.cert,
+                client=pair,
+                user=cn,
+            )
+
+    def _rewrite_kubeconfigs(self) -> None:
+        ca = self.pki_dir / "ca.crt"
+        for stem, cn in (
+            ("admin", "kubernetes-admin"),
+            ("controller-manager", "system:kube-controller-manager"),
+            ("scheduler", "system:kube-scheduler"),
+        ):
+            pair = _pair(self.pki_dir, stem)
+            write_kubeconfig(
+                self.state_dir / "kubeconfigs" / f"{stem}.kubeconfig",
+                server=self.apiserver_url,
+                ca_cert=ca,
+                client=pair,
+                user=cn,
+            )
+
+    def _feature_gates(self) -> dict[str, bool]:
+        proc = subprocess.run(
+            [str(self.bins.kube("kube-apiserver")), "--help"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        gates = configs.parse_beta_gates(proc.stdout + proc.stderr)
+        extra = os.environ.get("DRA_E2E_FEATURE_GATES", "")
+        for item in filter(None, (s.strip() for s in extra.split(","))):
+            name, _, value = item.partition("=")
+            gates[name] = value.lower() != "false"
+        return gates
+
+    def _start_etcd(self) -> None:
+        s = self.state
+        client = f"http://127.0.0.1:{s.etcd_port}"
+        peer = f"http://127.0.0.1:{s.etcd_peer_port}"
+        record = self._spawn(
+            "etcd",
+            [
+                str(self.bins.etcd),
+                "--name=dra-e2e",
+                f"--data-dir={self.state_dir / 'etcd'}",
+                f"--listen-client-urls={client}",
+                f"--advertise-client-urls={client}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=dra-e2e={peer}",
+                "--initial-cluster-state=new",
+                # Throwaway data: skip fsync, which dominates etcd latency on shared disks.
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+        )
+        wait_for("etcd /health", lambda: http_ok(f"{client}/health", expect="true"), process=record)
+
+    def _start_apiserver(self) -> None:
+        s, pki = self.state, self.pki_dir
+        self._rewrite_kubeconfigs()
+        runtime_config = ",".join(f"resource.k8s.io/{v}=true" for v in RESOURCE_API_VERSIONS)
+        argv = [
+            str(self.bins.kube("kube-apiserver")),
+            f"--etcd-servers=http://127.0.0.1:{s.etcd_port}",
+            f"--bind-address={self.apiserver_ip}",
+            f"--advertise-address={self.apiserver_ip}",
+            f"--secure-port={s.apiserver_port}",
+            f"--tls-cert-file={pki / 'apiserver.crt'}",
+            f"--tls-private-key-file={pki / 'apiserver.key'}",
+            f"--client-ca-file={pki / 'ca.crt'}",
+            f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
+            f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+            f"--service-account-key-file={pki / 'sa.pub'}",
+            f"--service-account-signing-key-file={pki / 'sa.key'}",
+            f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+            f"--service-cluster-ip-range={self.net.service_cidr}",
+            "--authorization-mode=Node,RBAC",
+            "--allow-privileged=true",
+            f"--runtime-config={runtime_config}",
+            f"--feature-gates={configs.feature_gate_arg(s.feature_gates)}",
+            "--profiling=false",
+            "--v=1",
+        ]
+        record = self._spawn("kube-apiserver", argv)
+        ctx = tls_context(ca=pki / "ca.crt", cert=pki / "admin.crt", key=pki / "admin.key")
+        wait_for(
+            "kube-apiserver /readyz",
+            lambda: http_ok(f"{self.apiserver_url}/readyz", context=ctx),
+            process=record,
+            timeout=120,
+        )
+
+    def _control_plane_argv(self, component: str, kubeconfig: Path, port: int) -> list[str]:
+        return [
+            str(self.bins.kube(component)),
+            f"--kubeconfig={kubeconfig}",
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+            "--leader-elect=false",
+            f"--feature-gates={configs.feature_gate_arg(self.state.feature_gates)}",
+            "--v=1",
+        ]
+
+    def _start_controller_manager(self) -> None:
+        s, pki = self.state, self.pki_dir
+        argv = self._control_plane_argv(
+            "kube-controller-manager",
+            self.state_dir / "kubeconfigs" / "controller-manager.kubeconfig",
+            s.controller_manager_port,
+        )
+        argv += [
+            "--use-service-account-credentials=true",
+            f"--service-account-private-key-file={pki / 'sa.key'}",
+            f"--root-ca-file={pki / 'ca.crt'}",
+            f"--cluster-signing-cert-file={pki / 'ca.crt'}",
+            f"--cluster-signing-key-file={pki / 'ca.key'}",
+            f"--service-cluster-ip-range={self.net.service_cidr}",
+            "--allocate-node-cidrs=false",
+            "--controllers=*",
+        ]
+        record = self._spawn("kube-controller-manager", argv)
+        url = f"https://127.0.0.1:{s.controller_manager_port}/healthz"
+        wait_for(
+            "kube-controller-manager /healthz",
+            lambda: http_ok(url, context=tls_context(ca=None)),
+            process=record,
+        )
+
+    def _start_scheduler(self) -> None:
+        s = self.state
+        argv = self._control_plane_argv(
+            "kube-scheduler",
+            self.state_dir / "kubeconfigs" / "scheduler.kubeconfig",
+            s.scheduler_port,
+        )
+        record = self._spawn("kube-scheduler", argv)
+        url = f"https://127.0.0.1:{s.scheduler_port}/healthz"
+        wait_for(
+            "kube-scheduler /healthz",
+            lambda: http_ok(url, context=tls_context(ca=None)),
+            process=record,
+        )
+
+    # ----- nodes -------------------------------------------------------------------
+    def add_node(self, *, progress: Progress = _quiet) -> NodeState:
+        """Start another node (containerd + kubelet) and wait until it is Ready."""
+        s = self.state
+        index = len(s.nodes)
+        net = self.net.node(index)
+        name = f"e2e-node-{index}"
+        node = NodeState(
+            name=name,
+            index=index,
+            root=str(self.state_dir / "nodes" / name),
+            kubelet_port=free_port(),
+            healthz_port=free_port(),
+            cgroup_root=f"/drae2e{s.slot}n{index}",
+        )
+        s.nodes.append(node)
+        self._save()
+        hostnet.create_bridge(net)
+        paths = node.paths
+        for directory in (
+            paths.cni_conf_dir,
+            paths.cni_ipam_dir,
+            paths.cdi_dir,
+            paths.kubelet_root,
+        ):
+            directory.mkdir(parents=True, exist_ok=True)
+        (paths.cni_conf_dir / "10-dra-e2e.conflist").write_text(
+            json.dumps(configs.cni_config(net, paths), indent=2)
+        )
+        self._start_containerd(node)
+        self._import_base_images(node)
+        progress(
+            f"[dra-e2e] {name}: containerd ready, images {PAUSE_IMAGE} and {TEST_IMAGE} imported"
+        )
+        self._start_kubelet(node)
+        progress(
+            f"[dra-e2e] {name}: Ready (kubelet root {paths.kubelet_root}, CDI dir {paths.cdi_dir})"
+        )
+        return node
+
+    def _start_containerd(self, node: NodeState) -> None:
+        paths = node.paths
+        paths.containerd_config.parent.mkdir(parents=True, exist_ok=True)
+        paths.containerd_config.write_text(configs.containerd_config(paths, runc=_runc()))
+        env = dict(os.environ)
+        # containerd finds its shim on PATH.
+        env["PATH"] = (
+            f"{self.bins.containerd_dir}:{env.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}"
+        )
+        record = self._record(
+            spawn(
+                f"containerd-{node.name}",
+                [str(self.bins.containerd), f"--config={paths.containerd_config}"],
+                log=self.logs_dir / f"containerd-{node.name}.log",
+                env=env,
+            )
+        )
+        wait_for(
+            f"containerd socket of {node.name}",
+            lambda: paths.containerd_socket.exists() and self._ctr_ok(node),
+            process=record,
+        )
+
+    def _ctr_ok(self, node: NodeState) -> bool:
+        proc = subprocess.run(
+            [str(self.bins.ctr), "--address", str(node.paths.containerd_socket), "version"],
+            capture_output=True,
+            check=False,
+        )
+        return proc.returncode == 0
+
+    def _import_base_images(self, node: NodeState) -> None:
+        cache = self.state_dir / "images"
+        pause = cache / "pause.oci.tar"
+        test = cache / "busybox.oci.tar"
+        if not pause.exists():
+            layer = images.busybox_layer()
+            images.write_oci_archive(
+                pause,
+                images.ImageSpec(reference=PAUSE_IMAGE, cmd=images.PAUSE_COMMAND),
+                layer=layer,
+            )
+            images.write_oci_archive(test, images.ImageSpec(reference=TEST_IMAGE), layer=layer)
+        for archive in (pause, test):
+            self.import_image(archive, node=node.name)
+
+    def import_image(self, archive: Path, *, node: str | None = None) -> list[str]:
+        """Import an image archive into one node (by name) or, by default, every node."""
+        refs: list[str] = []
+        targets = [n for n in self.state.nodes if node is None or n.name == node]
+        if not targets:
+            raise ClusterStateError(self.state_dir, f"no node named {node!r}")
+        for target in targets:
+            refs = images.import_image(
+                archive, ctr=self.bins.ctr, containerd_socket=target.paths.containerd_socket
+            )
+        return refs
+
+    def _start_kubelet(self, node: NodeState) -> None:
+        paths, net = node.paths, self.net.node(node.index)
+        ca = CertificateAuthority.load(self.pki_dir)
+        node_pki = Path(node.root) / "pki"
+        client = ca.issue(
+            node_pki,
+            "kubelet-client",
+            common_name=f"system:node:{node.name}",
+            organizations=("system:nodes",),
+            client=True,
+        )
+        serving = ca.issue(
+            node_pki,
+            "kubelet-serving",
+            common_name=node.name,
+            server=True,
+            dns_names=(node.name, "localhost"),
+            ip_addresses=(net.node_ip, "127.0.0.1"),
+        )
+        kubeconfig = write_kubeconfig(
+            Path(node.root) / "kubelet.kubeconfig",
+            server=self.apiserver_url,
+            ca_cert=ca.pair.cert,
+            client=client,
+            user=f"system:node:{node.name}",
+        )
+        _prepare_cgroup_root(node.cgroup_root)
+        paths.kubelet_config.write_text(
+            configs.kubelet_config(
+                paths=paths,
+                node=net,
+                net=self.net,
+                ca_cert=ca.pair.cert,
+                serving_cert=serving.cert,
+                serving_key=serving.key,
+                port=node.kubelet_port,
+                healthz_port=node.healthz_port,
+                cgroup_root=node.cgroup_root,
+                feature_gates=self.state.feature_gates,
+            )
+        )
+        record = self._spawn(
+            f"kubelet-{node.name}",
+            [
+                str(self.bins.kube("kubelet")),
+                f"--config={paths.kubelet_config}",
+                f"--kubeconfig={kubeconfig}",
+                f"--root-dir={paths.kubelet_root}",
+                f"--cert-dir={node_pki}",
+                f"--hostname-override={node.name}",
+                f"--node-ip={net.node_ip}",
+                "--v=2",
+            ],
+        )
+        wait_for(
+            f"node {node.name} Ready",
+            lambda: self.node_ready(node.name),
+            process=record,
+            timeout=120,
+            interval=1.0,
+        )
+
+    # ----- queries -----------------------------------------------------------------
+    def kubectl(self, *args: str, input_text: str | None = None, timeout: float = 60) -> str:
+        """Run kubectl against this cluster as cluster-admin; return stdout."""
+        cmd = [str(self.bins.kubectl), f"--kubeconfig={self.kubeconfig}", *args]
+        proc = subprocess.run(
+            cmd, input=input_text, capture_output=True, text=True, timeout=timeout, check=False
+        )
+        if proc.returncode != 0:
+            raise KubectlError(list(args), proc.returncode, proc.stderr)
+        return proc.stdout
+
+    def _kubectl_ok(self, *args: str) -> bool:
+        try:
+            self.kubectl(*args, timeout=15)
+        except (KubectlError, subprocess.TimeoutExpired):
+            return False
+        return True
+
+    def node_ready(self, name: str) -> bool:
+        """Whether node ``name`` exists and reports Ready=True."""
+        try:
+            data = json.loads(self.kubectl("get", "node", name, "-o", "json", timeout=15))
+        except (KubectlError, subprocess.TimeoutExpired, json.JSONDecodeError):
+            return False
+        for cond in data.get("status", {}).get("conditions", []):
+            if cond.get("type") == "Ready":
+                return bool(cond.get("status") == "True")
+        return False
+
+    def status(self) -> dict[str, Any]:
+        """Process liveness, API readiness and node readiness, as plain data."""
+        procs = {p.name: {"pid": p.pid, "running": is_running(p)} for p in self.processes()}
+        pki = self.pki_dir
+        api_ready = http_ok(
+            f"{self.apiserver_url}/readyz",
+            context=tls_context(ca=pki / "ca.crt", cert=pki / "admin.crt", key=pki / "admin.key"),
+        )
+        nodes = {
+            n.name: {
+                "ready": api_ready and self.node_ready(n.name),
+                "kubelet_root": str(n.paths.kubelet_root),
+                "cdi_dir": str(n.paths.cdi_dir),
+                "containerd_socket": str(n.paths.containerd_socket),
+                "node_ip": self.net.node(n.index).node_ip,
+            }
+            for n in self.state.nodes
+        }
+        return {
+            "state_dir": str(self.state_dir),
+            "kubernetes_version": self.state.kubernetes_version,
+            "apiserver": self.apiserver_url,
+            "apiserver_ready": api_ready,
+            "kubeconfig": str(self.kubeconfig),
+            "feature_gates": self.state.feature_gates,
+            "processes": procs,
+            "nodes": nodes,
+        }
+
+    def log_files(self) -> list[Path]:
+        """Every component log file, in start order."""
+        return [Path(p.log) for p in self.processes()]
+
+    def failure_report(self, *, lines: int = 30) -> str:
+        """The tail of every component's log, for printing when something failed."""
+        parts = [f"[dra-e2e] component logs under {self.logs_dir}:"]
+        if self._state is None and not self.exists():
+            return parts[0] + " (none)"
+        for record in self.processes():
+            alive = "running" if is_running(record) else "NOT running"
+            parts.append(f"----- {record.name} ({alive}) {record.log} -----")
+            parts.append(tail(record.log, lines=lines).rstrip())
+        return "\n".join(parts)
+
+    # ----- down --------------------------------------------------------------------
+    def down(self, *, progress: Progress = _quiet) -> list[str]:
+        """Stop everything this cluster started and delete its state; return leftovers."""
+        if not self.exists():
+            raise ClusterStateError(self.state_dir, f"no {STATE_FILE}: nothing to tear down")
+        state = self.state
+        records = {r.name: r for r in self.processes()}
+        for name in ("kube-controller-manager", "kube-scheduler"):
+            if name in records:
+                stop(records[name])
+        self._drain_pods(records, progress)
+        for node in state.nodes:
+            if (rec := records.get(f"kubelet-{node.name}")) is not None:
+                stop(rec)
+        for node in state.nodes:
+            if (rec := records.get(f"containerd-{node.name}")) is not None:
+                stop(rec)
+        # Shims re-parent to init and keep containers alive; both are this cluster's
+        # alone: shims name our socket path, containers sit in our cgroup subtree.
+        kill_pids(pids_referencing(str(self.state_dir)))
+        for node in state.nodes:
+            hostcleanup.kill_cgroup_tree(node.cgroup_root)
+        for rec in reversed(list(records.values())):
+            stop(rec)
+        kill_pids(pids_referencing(str(self.state_dir)))
+        leftovers: list[str] = []
+        for node in state.nodes:
+            leftovers += [f"cgroup {p}" for p in hostcleanup.remove_cgroup_tree(node.cgroup_root)]
+        net = hostnet.cluster_net(state.slot)
+        hostnet.remove_service_dnat(net)
+        for node in state.nodes:
+            hostnet.delete_bridge(net.node(node.index))
+        leftovers += [f"mount {m}" for m in hostcleanup.unmount_all_under(self.state_dir)]
+        leftovers += [f"process {p}" for p in pids_referencing(str(self.state_dir))]
+        if not leftovers:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+        hostnet.release_slot(state.slot, self.state_dir)
+        self._state = None
+        progress(
+            "[dra-e2e] cluster down"
+            + (f"; leftovers: {', '.join(leftovers)}" if leftovers else ", nothing left behind")
+        )
+        return leftovers
+
+    def _drain_pods(self, records: dict[str, ProcessRecord], progress: Progress) -> None:
+        """Let the kubelets stop pods (CNI DEL, DRA unprepare) before the sweep."""
+        api = records.get("kube-apiserver")
+        if api is None or not is_running(api) or not self.state.nodes:
+            return
+        try:
+            self.kubectl(
+                "delete", "pods", "--all", "--all-namespaces", "--grace-period=1", "--wait=false",
+                timeout=30,
+            )  # fmt: skip
+        except (KubectlError, subprocess.TimeoutExpired) as exc:
+            progress(f"[dra-e2e] could not delete pods before teardown: {exc}")
+            return
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                left = self.kubectl("get", "pods", "-A", "-o", "name", timeout=15).split()
+            except (KubectlError, subprocess.TimeoutExpired):
+                return
+            if not left:
+                return
+            time.sleep(1)
+        progress("[dra-e2e] pods still terminating after 30s; sweeping them")
+
+
+def _pair(directory: Path, stem: str) -> CertPair:
+    return CertPair(cert=directory / f"{stem}.crt", key=directory / f"{stem}.key")
+
+
+def _runc() -> str:
+    path = shutil.which("runc") or ("/usr/sbin/runc" if Path("/usr/sbin/runc").exists() else None)
+    if path is None:
+        raise ToolMissingError("runc", "install the Debian package runc")
+    return path
+
+
+def _preflight() -> None:
+    if os.geteuid() != 0:
+        raise E2EError("e2e-cluster must run as root (it starts a kubelet and containerd)")
+    _runc()
+    if not any(Path(d, "bridge").exists() for d in configs.CNI_BIN_DIRS):
+        raise ToolMissingError("CNI bridge plugin", "install containernetworking-plugins")
+    for tool in ("ip", "iptables", "umount"):
+        if shutil.which(tool) is None:
+            raise ToolMissingError(tool, "install iproute2 / iptables / mount")
+    if not images.BUSYBOX.exists():
+        raise ToolMissingError("busybox", "install the Debian package busybox-static")
+
+
+def _prepare_cgroup_root(name: str) -> None:
+    """Create the kubelet's cgroupRoot in every hierarchy (the kubelet requires it).
+
+    A stale subtree from a crashed run of the same slot is swept first.
+    """
+    hostcleanup.kill_cgroup_tree(name, timeout=5)
+    hostcleanup.remove_cgroup_tree(name)
+    for hierarchy in hostcleanup.cgroup_hierarchies():
+        (hierarchy / name.strip("/")).mkdir(exist_ok=True)

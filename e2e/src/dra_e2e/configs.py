@@ -1,0 +1,244 @@
+"""Configuration files and command lines of the cluster components (pure functions).
+
+Design notes for this machine (Firecracker VM, hybrid cgroup v1, no
+CAP_SYS_RESOURCE in the bounding set): runc (not crun) runs containers with the
+cgroupfs driver; the kubelet is told ``failCgroupV1: false``; no container is
+privileged by default. containerd's default OCI spec sets RLIMIT_NOFILE to
+1024/1024, below the host's hard limit, so runc only ever lowers rlimits
+(raising one needs CAP_SYS_RESOURCE).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dra_e2e.hostnet import ClusterNet, NodeNet
+from dra_e2e.versions import PAUSE_IMAGE
+
+CNI_BIN_DIRS = ("/usr/lib/cni", "/opt/cni/bin")
+
+
+@dataclass(frozen=True)
+class NodePaths:
+    """Filesystem layout of one node under the cluster state directory."""
+
+    root: Path
+
+    @property
+    def containerd_root(self) -> Path:
+        """containerd's persistent root (content store, snapshots)."""
+        return self.root / "containerd" / "root"
+
+    @property
+    def containerd_state(self) -> Path:
+        """containerd's runtime state (sockets of tasks, network namespaces)."""
+        return self.root / "containerd" / "state"
+
+    @property
+    def containerd_socket(self) -> Path:
+        """containerd's gRPC socket (the kubelet's CRI endpoint)."""
+        return self.root / "containerd" / "containerd.sock"
+
+    @property
+    def containerd_config(self) -> Path:
+        """containerd's config.toml."""
+        return self.root / "containerd" / "config.toml"
+
+    @property
+    def cni_conf_dir(self) -> Path:
+        """The node's CNI network configuration directory."""
+        return self.root / "cni" / "net.d"
+
+    @property
+    def cni_ipam_dir(self) -> Path:
+        """host-local IPAM's allocation records."""
+        return self.root / "cni" / "ipam"
+
+    @property
+    def cdi_dir(self) -> Path:
+        """Directory containerd reads CDI specs from (a DRA driver writes them here)."""
+        return self.root / "cdi"
+
+    @property
+    def kubelet_root(self) -> Path:
+        """The kubelet's --root-dir (plugins/, plugins_registry/, pods/)."""
+        return self.root / "kubelet"
+
+    @property
+    def kubelet_config(self) -> Path:
+        """The kubelet's KubeletConfiguration file."""
+        return self.root / "kubelet.yaml"
+
+
+def containerd_config(paths: NodePaths, *, runc: str) -> str:
+    """containerd 2.x config (version 3) with CRI, CDI and runc via cgroupfs."""
+    cni_bins = ", ".join(json.dumps(d) for d in CNI_BIN_DIRS)
+    # TOML strings written with json.dumps: same escaping rules for our paths.
+    return f"""version = 3
+root = {json.dumps(str(paths.containerd_root))}
+state = {json.dumps(str(paths.containerd_state))}
+oom_score = 0
+
+[grpc]
+  address = {json.dumps(str(paths.containerd_socket))}
+
+[ttrpc]
+  address = {json.dumps(str(paths.containerd_socket) + ".ttrpc")}
+
+[debug]
+  level = "info"
+
+[plugins]
+  [plugins."io.containerd.grpc.v1.cri"]
+    disable_tcp_service = true
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
+
+  [plugins."io.containerd.cri.v1.images"]
+    snapshotter = "overlayfs"
+    [plugins."io.containerd.cri.v1.images".pinned_images]
+      sandbox = {json.dumps(PAUSE_IMAGE)}
+
+  [plugins."io.containerd.cri.v1.runtime"]
+    enable_cdi = true
+    cdi_spec_dirs = [{json.dumps(str(paths.cdi_dir))}]
+    enable_selinux = false
+    netns_mounts_under_state_dir = true
+    [plugins."io.containerd.cri.v1.runtime".containerd]
+      default_runtime_name = "runc"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+          BinaryName = {json.dumps(runc)}
+          SystemdCgroup = false
+    [plugins."io.containerd.cri.v1.runtime".cni]
+      bin_dirs = [{cni_bins}]
+      conf_dir = {json.dumps(str(paths.cni_conf_dir))}
+      max_conf_num = 1
+"""
+
+
+def cni_config(node: NodeNet, paths: NodePaths) -> dict[str, Any]:
+    """A bridge + host-local network on the node's private /24; nothing leaves the host."""
+    return {
+        "cniVersion": "1.0.0",
+        "name": "dra-e2e",
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": node.bridge,
+                "isGateway": True,
+                "ipMasq": False,
+                "hairpinMode": True,
+                "ipam": {
+                    "type": "host-local",
+                    "dataDir": str(paths.cni_ipam_dir),
+                    "ranges": [
+                        [
+                            {
+                                "subnet": node.pod_cidr,
+                                "rangeStart": node.range_start,
+                                "rangeEnd": node.range_end,
+                                "gateway": node.node_ip,
+                            }
+                        ]
+                    ],
+                    "routes": [{"dst": "0.0.0.0/0"}],
+                },
+            },
+            {"type": "portmap", "capabilities": {"portMappings": True}, "snat": False},
+        ],
+    }
+
+
+def kubelet_config(
+    *,
+    paths: NodePaths,
+    node: NodeNet,
+    net: ClusterNet,
+    ca_cert: Path,
+    serving_cert: Path,
+    serving_key: Path,
+    port: int,
+    healthz_port: int,
+    cgroup_root: str,
+    feature_gates: dict[str, bool],
+) -> str:
+    """KubeletConfiguration for one node (YAML)."""
+    config: dict[str, Any] = {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "address": node.node_ip,
+        "port": port,
+        "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": healthz_port,
+        "tlsCertFile": str(serving_cert),
+        "tlsPrivateKeyFile": str(serving_key),
+        "authentication": {
+            "anonymous": {"enabled": False},
+            "webhook": {"enabled": True},
+            "x509": {"clientCAFile": str(ca_cert)},
+        },
+        "authorization": {"mode": "Webhook"},
+        "containerRuntimeEndpoint": f"unix://{paths.containerd_socket}",
+        "imageServiceEndpoint": f"unix://{paths.containerd_socket}",
+        "cgroupDriver": "cgroupfs",
+        "cgroupRoot": cgroup_root,
+        "cgroupsPerQOS": True,
+        "failCgroupV1": False,
+        "failSwapOn": False,
+        "enforceNodeAllocatable": ["pods"],
+        "protectKernelDefaults": False,
+        "clusterDomain": "cluster.local",
+        "clusterDNS": [],
+        "resolvConf": "",
+        "podPidsLimit": -1,
+        "maxPods": 110,
+        "serializeImagePulls": False,
+        "rotateCertificates": False,
+        "serverTLSBootstrap": False,
+        "registerNode": True,
+        "localStorageCapacityIsolation": True,
+        # The shared disk fills and empties with other work; never evict test pods.
+        "evictionHard": {
+            "memory.available": "1Mi",
+            "nodefs.available": "1%",
+            "nodefs.inodesFree": "1%",
+            "imagefs.available": "1%",
+        },
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "syncFrequency": "10s",
+        "nodeStatusUpdateFrequency": "5s",
+        "shutdownGracePeriod": "0s",
+        "featureGates": feature_gates,
+    }
+    del net  # the node needs nothing cluster-wide beyond the DNAT done by the harness
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def feature_gate_arg(gates: dict[str, bool]) -> str:
+    """``--feature-gates`` value for the control-plane components."""
+    return ",".join(f"{k}={'true' if v else 'false'}" for k, v in sorted(gates.items()))
+
+
+def parse_beta_gates(help_text: str, *, prefixes: tuple[str, ...] = ("DRA",)) -> dict[str, bool]:
+    """Feature gates listed as BETA in a component's ``--help`` whose names match a prefix.
+
+    Lines look like ``DRAAdminAccess=true|false (BETA - default=true)``.
+    """
+    gates: dict[str, bool] = {}
+    for raw in help_text.splitlines():
+        line = raw.strip()
+        name, sep, rest = line.partition("=true|false (")
+        if not sep or not name.startswith(prefixes) or " " in name:
+            continue
+        if rest.startswith("BETA"):
+            gates[name] = True
+    return gates

@@ -1,0 +1,94 @@
+"""What e2e tests hold: a cluster reachable through a kubeconfig.
+
+Either the local cluster this harness started (``local`` is set and images can be
+imported into its nodes) or any existing cluster named by ``$KUBECONFIG`` (for
+example a kind cluster), so the same tests run against both.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dra_e2e.build import KUBE, binaries, is_built
+from dra_e2e.cluster import Cluster
+from dra_e2e.errors import ClusterStateError, E2EError, KubectlError, ToolMissingError
+
+
+def default_kubectl() -> Path:
+    """The cached kubectl if built, else ``kubectl`` on PATH."""
+    if is_built(KUBE):
+        return binaries().kubectl
+    found = shutil.which("kubectl")
+    if found is None:
+        raise ToolMissingError("kubectl", "run `e2e-cluster build` or install kubectl")
+    return Path(found)
+
+
+@dataclass
+class ClusterHandle:
+    """A cluster under test: kubectl access plus, for the local cluster, node access."""
+
+    kubeconfig: Path
+    kubectl_path: Path
+    local: Cluster | None = None
+
+    def kubectl(self, *args: str, input_text: str | None = None, timeout: float = 60) -> str:
+        """Run kubectl against the cluster; return stdout, raise KubectlError on failure."""
+        cmd = [str(self.kubectl_path), f"--kubeconfig={self.kubeconfig}", *args]
+        proc = subprocess.run(
+            cmd, input=input_text, capture_output=True, text=True, timeout=timeout, check=False
+        )
+        if proc.returncode != 0:
+            raise KubectlError(list(args), proc.returncode, proc.stderr)
+        return proc.stdout
+
+    def kubectl_json(self, *args: str, timeout: float = 60) -> Any:
+        """Run ``kubectl ... -o json`` and decode the output."""
+        return json.loads(self.kubectl(*args, "-o", "json", timeout=timeout))
+
+    def apply(self, manifest: str, *, namespace: str | None = None) -> str:
+        """``kubectl apply -f -`` of a YAML/JSON manifest string."""
+        args = ["apply", "-f", "-"]
+        if namespace:
+            args += ["-n", namespace]
+        return self.kubectl(*args, input_text=manifest)
+
+    def wait_until(
+        self, what: str, check: Any, *, timeout: float = 60.0, interval: float = 1.0
+    ) -> Any:
+        """Poll ``check()`` until it returns a truthy value, which is returned."""
+        deadline = time.monotonic() + timeout
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            try:
+                result = check()
+            except (KubectlError, subprocess.TimeoutExpired) as exc:
+                last_error, result = exc, None
+            if result:
+                return result
+            time.sleep(interval)
+        detail = f" (last error: {last_error})" if last_error else ""
+        raise E2EError(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
+
+    def node_names(self) -> list[str]:
+        """Names of the cluster's nodes."""
+        data = self.kubectl_json("get", "nodes")
+        return [item["metadata"]["name"] for item in data["items"]]
+
+    def import_image(self, archive: Path, *, node: str | None = None) -> list[str]:
+        """Import an OCI/Docker image archive into the local cluster's nodes.
+
+        Only the local cluster accepts archives; for a kind cluster use
+        ``kind load image-archive`` before running the tests.
+        """
+        if self.local is None:
+            raise ClusterStateError(
+                self.kubeconfig, "import_image needs the local e2e cluster (not $KUBECONFIG)"
+            )
+        return self.local.import_image(archive, node=node)

@@ -1,0 +1,101 @@
+"""Remove what a cluster left in the host kernel: pod cgroups and mounts.
+
+Each kubelet gets its own ``cgroupRoot`` named after its node, so every container
+process of the cluster sits in a cgroup subtree only this cluster uses; the
+sweep kills what is left there and removes the subtree. Mounts (pod volumes,
+container root filesystems, network namespaces) all lie under the state
+directory and are detached before it is deleted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+CGROUP_FS = Path("/sys/fs/cgroup")
+
+
+def cgroup_hierarchies() -> list[Path]:
+    """Mounted cgroup hierarchies (v1 controllers and the unified one), deduplicated."""
+    roots: dict[str, Path] = {}
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        before, _, after = line.partition(" - ")
+        fstype = after.split()[0] if after else ""
+        if fstype in ("cgroup", "cgroup2"):
+            mount_point = Path(before.split()[4])
+            roots.setdefault(os.path.realpath(mount_point), mount_point)
+    return list(roots.values())
+
+
+def _cgroup_dirs(name: str) -> list[Path]:
+    dirs = []
+    for hierarchy in cgroup_hierarchies():
+        top = hierarchy / name.strip("/")
+        if top.is_dir():
+            dirs.append(top)
+    return dirs
+
+
+def _procs(directory: Path) -> list[int]:
+    pids: list[int] = []
+    for sub, _dirs, _files in os.walk(directory):
+        try:
+            text = (Path(sub) / "cgroup.procs").read_text()
+        except OSError:
+            continue
+        pids.extend(int(p) for p in text.split())
+    return pids
+
+
+def kill_cgroup_tree(name: str, *, timeout: float = 10.0) -> int:
+    """SIGKILL every process under cgroup ``name`` in all hierarchies; return the count."""
+    seen: set[int] = set()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pids = {p for d in _cgroup_dirs(name) for p in _procs(d)}
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        seen |= pids
+        time.sleep(0.2)
+    return len(seen)
+
+
+def remove_cgroup_tree(name: str) -> list[Path]:
+    """rmdir the cgroup subtree ``name`` bottom-up in all hierarchies; return leftovers."""
+    left = []
+    for top in _cgroup_dirs(name):
+        for sub, _dirs, _files in sorted(os.walk(top), key=lambda w: -len(w[0])):
+            try:
+                os.rmdir(sub)
+            except OSError:
+                left.append(Path(sub))
+    return left
+
+
+def mounts_under(directory: Path) -> list[Path]:
+    """Mount points at or below ``directory``, deepest first."""
+    prefix = str(directory.resolve())
+    found = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        mount_point = line.split()[4].replace("\\040", " ")
+        if mount_point == prefix or mount_point.startswith(prefix + "/"):
+            found.append(Path(mount_point))
+    return sorted(set(found), key=lambda p: -len(p.parts))
+
+
+def unmount_all_under(directory: Path) -> list[Path]:
+    """Lazily unmount everything below ``directory``; return mounts that stayed."""
+    for _ in range(3):
+        mounts = mounts_under(directory)
+        if not mounts:
+            return []
+        for mount_point in mounts:
+            subprocess.run(["umount", "-l", str(mount_point)], capture_output=True, check=False)
+    return mounts_under(directory)

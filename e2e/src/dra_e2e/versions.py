@@ -1,0 +1,16 @@
+"""Pinned versions of the upstream components the harness builds and runs.
+
+The Go module files under ``gobuild/`` pin the same versions; the build cache key
+hashes those files too, so a bump in either place triggers a rebuild.
+"""
+
+from __future__ import annotations
+
+KUBERNETES_VERSION = "v1.36.5"
+ETCD_VERSION = "v3.6.16"
+CONTAINERD_VERSION = "v2.3.7"
+
+# Names under which locally built images are imported. The pause image carries
+# the name containerd's CRI plugin pins as its sandbox image, so nothing is pulled.
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10.1"
+TEST_IMAGE = "docker.io/dra-e2e/busybox:1.35"

@@ -1,0 +1,104 @@
+"""Component configuration: address plan, CNI, containerd and kubelet settings."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+from dra_e2e import configs, hostnet
+from dra_e2e.build import COMPONENTS, KUBE, GoComponent
+
+HELP_SNIPPET = """
+      --feature-gates mapStringBool
+                 AllAlpha=true|false (ALPHA - default=false)
+                 DRAAdminAccess=true|false (BETA - default=true)
+                 DRAConsumableCapacity=true|false (ALPHA - default=false)
+                 DRADeviceTaints=true|false (BETA - default=false)
+                 InPlacePodVerticalScaling=true|false (BETA - default=true)
+"""
+
+
+def test_beta_dra_gates_are_enabled_and_alpha_ones_not() -> None:
+    assert configs.parse_beta_gates(HELP_SNIPPET) == {
+        "DRAAdminAccess": True,
+        "DRADeviceTaints": True,
+    }
+
+
+def test_feature_gate_arg_is_sorted() -> None:
+    assert configs.feature_gate_arg({"B": True, "A": False}) == "A=false,B=true"
+
+
+def test_address_plan_is_private_and_distinct_per_node_and_slot() -> None:
+    a, b = hostnet.cluster_net(3), hostnet.cluster_net(4)
+    assert a.node(0).node_ip == "10.200.3.1"
+    assert a.node(1).pod_cidr == "10.201.3.0/24"
+    assert a.kubernetes_service_ip == "10.199.3.1"
+    assert len({a.node(0).bridge, a.node(1).bridge, b.node(0).bridge}) == 3
+    assert all(len(a.node(i).bridge) <= 15 for i in range(hostnet.MAX_NODES))
+    with pytest.raises(ValueError, match="node index"):
+        a.node(hostnet.MAX_NODES)
+
+
+def test_cni_config_uses_existing_bridge_without_masquerade(tmp_path: Path) -> None:
+    node = hostnet.cluster_net(7).node(1)
+    cni = configs.cni_config(node, configs.NodePaths(tmp_path))
+    bridge = cni["plugins"][0]
+    assert bridge["bridge"] == node.bridge
+    assert bridge["ipMasq"] is False
+    assert bridge["ipam"]["ranges"][0][0]["gateway"] == node.node_ip
+    assert bridge["ipam"]["dataDir"].startswith(str(tmp_path))
+
+
+def test_containerd_config_enables_cdi_and_runc_cgroupfs(tmp_path: Path) -> None:
+    paths = configs.NodePaths(tmp_path)
+    config = tomllib.loads(configs.containerd_config(paths, runc="/usr/sbin/runc"))
+    assert config["version"] == 3
+    runtime = config["plugins"]["io.containerd.cri.v1.runtime"]
+    assert runtime["enable_cdi"] is True
+    assert runtime["cdi_spec_dirs"] == [str(paths.cdi_dir)]
+    runc = runtime["containerd"]["runtimes"]["runc"]
+    assert runc["options"] == {"BinaryName": "/usr/sbin/runc", "SystemdCgroup": False}
+    assert config["grpc"]["address"] == str(paths.containerd_socket)
+    images = config["plugins"]["io.containerd.cri.v1.images"]
+    assert images["pinned_images"]["sandbox"].startswith("registry.k8s.io/pause:")
+
+
+def test_kubelet_config_allows_cgroup_v1_and_binds_the_node_ip(tmp_path: Path) -> None:
+    net = hostnet.cluster_net(2)
+    text = configs.kubelet_config(
+        paths=configs.NodePaths(tmp_path),
+        node=net.node(0),
+        net=net,
+        ca_cert=tmp_path / "ca.crt",
+        serving_cert=tmp_path / "s.crt",
+        serving_key=tmp_path / "s.key",
+        port=41000,
+        healthz_port=41001,
+        cgroup_root="/drae2e2n0",
+        feature_gates={"DRAAdminAccess": True},
+    )
+    config = yaml.safe_load(text)
+    assert config["failCgroupV1"] is False
+    assert config["cgroupDriver"] == "cgroupfs"
+    assert config["address"] == "10.200.2.1"
+    assert config["readOnlyPort"] == 0
+    assert config["authentication"]["anonymous"]["enabled"] is False
+    assert config["featureGates"] == {"DRAAdminAccess": True}
+
+
+def test_cache_key_tracks_version_and_flags() -> None:
+    keys = {c.cache_key() for c in COMPONENTS}
+    assert len(keys) == 3
+    bumped = GoComponent(
+        name=KUBE.name,
+        version="v1.36.99",
+        packages=KUBE.packages,
+        outputs=KUBE.outputs,
+        ldflags=KUBE.ldflags,
+        aliases=KUBE.aliases,
+    )
+    assert bumped.cache_key() != KUBE.cache_key()
+    assert bumped.cache_key().startswith("kube-v1.36.99-")
