@@ -3,10 +3,11 @@
 Both image builds use this, so the Dockerfile and the registry-free build carry the same
 application content:
 
-- ``<dest>/site-packages``: the workspace distributions (``dra-kubelet-plugin``,
-  ``dra-controller`` and the libraries they use) built as wheels by ``uv build``, and their
-  third-party dependencies at the versions pinned in ``uv.lock`` (``uv export`` constraints),
-  installed for CPython 3.11 on manylinux x86_64, compiled to bytecode;
+- ``<dest>/site-packages``: the workspace distributions (all but the e2e harness:
+  ``dra-kubelet-plugin``, ``dra-controller`` and their libraries) built as wheels by
+  ``uv build``, and their third-party dependencies at the versions pinned in ``uv.lock``
+  (``uv export`` constraints), installed for CPython 3.11 (manylinux x86_64 in the
+  registry-free build), compiled to bytecode;
 - ``<dest>/bin``: one launcher per console script of the workspace distributions, run by
   whatever ``python3`` is first on PATH (the image's only one).
 
@@ -29,7 +30,7 @@ APP_DISTRIBUTIONS = ("dra-kubelet-plugin", "dra-controller")
 EXCLUDED_WHEELS = ("dra_e2e-",)
 IMAGE_SITE_PACKAGES = "/opt/dra/site-packages"
 PYTHON_VERSION = "3.11"
-# glibc 2.36 is Debian 12's, the base of both images.
+# The registry-free build's target: glibc 2.36 is Debian 12's, the base of both images.
 PYTHON_PLATFORM = "x86_64-manylinux_2_36"
 
 
@@ -37,11 +38,15 @@ class StageError(RuntimeError):
     """A uv step failed while staging the application."""
 
 
-def stage(repo: Path, dest: Path, *, python: str, uv: str = "uv") -> list[str]:
+def stage(
+    repo: Path, dest: Path, *, python: str, platform: str | None, uv: str = "uv"
+) -> list[str]:
     """Builds and installs the application into ``dest``; returns the console script names.
 
     ``python`` is a CPython 3.11 used to compile bytecode (the image's own interpreter in the
     Dockerfile, the host's here; 3.11 bytecode is the same for every 3.11 patch release).
+    ``platform`` (a uv ``--python-platform``) selects binary wheels for another system than the
+    one running the build; None installs for ``python`` itself (the Dockerfile's case).
     """
     if dest.exists():
         shutil.rmtree(dest)
@@ -82,10 +87,11 @@ def stage(repo: Path, dest: Path, *, python: str, uv: str = "uv") -> list[str]:
                 str(site),
                 "--python",
                 python,
-                "--python-version",
-                PYTHON_VERSION,
-                "--python-platform",
-                PYTHON_PLATFORM,
+                *(
+                    ["--python-version", PYTHON_VERSION, "--python-platform", platform]
+                    if platform
+                    else []
+                ),
                 "-c",
                 str(constraints),
                 *[str(w) for w in wanted],

@@ -49,6 +49,8 @@ DRIVER_PACKAGES = (
     "dash",
     "netbase",
     "busybox-static",
+    # C++ runtime of binary wheels (grpcio); python:3.11-slim has it too.
+    "libstdc++6",
 )
 WORKLOAD_PACKAGES = ("bash", "busybox-static", "base-files")
 PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -86,7 +88,7 @@ def build_driver(output: Path, *, name: str, cache: Path) -> list[str]:
     _compile_stdlib(base)
     with tempfile.TemporaryDirectory(prefix="dra-image-") as tmp:
         staged = Path(tmp) / "app"
-        scripts = app.stage(REPO, staged, python=sys.executable)
+        scripts = app.stage(REPO, staged, python=sys.executable, platform=app.PYTHON_PLATFORM)
         layer = LayerBuilder()
         layer.add_tree(staged / "site-packages", prefix=app.IMAGE_SITE_PACKAGES)
         layer.add_tree(staged / "bin", prefix="usr/local/bin")
@@ -216,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "workload":
             names = build_workload(args.output, cache=args.deb_cache)
         else:
-            scripts = app.stage(args.repo, args.dest, python=sys.executable)
+            scripts = app.stage(args.repo, args.dest, python=sys.executable, platform=None)
             print("\n".join(scripts))
             return 0
     except (debian.DebianError, app.StageError) as exc:

@@ -1,0 +1,246 @@
+"""The registry-free image builds (images/build_image.py): archive format, content, and that the
+images run under a real runtime (podman with runc, as on this machine)."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from chart_helpers import REPO
+
+BUILD = REPO / "images" / "build_image.py"
+PODMAN_RUN = [
+    "podman",
+    "run",
+    "--rm",
+    "--runtime",
+    "runc",
+    "--ulimit",
+    "nofile=1024:1024",
+    "--ulimit",
+    "nproc=1024:1024",
+]
+
+pytestmark = pytest.mark.slow
+
+
+def _build(kind: str, out: Path) -> list[str]:
+    proc = subprocess.run(
+        [sys.executable, str(BUILD), kind, "--output", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.split()
+    assert lines[0] == str(out)
+    return lines[1:]
+
+
+@pytest.fixture(scope="session")
+def driver_archive(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """The driver image archive and its names."""
+    out = tmp_path_factory.mktemp("images") / "driver.tar"
+    return out, _build("driver", out)
+
+
+@pytest.fixture(scope="session")
+def workload_archive(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """The stand-in workload image archive and its names."""
+    out = tmp_path_factory.mktemp("images") / "workload.tar"
+    return out, _build("workload", out)
+
+
+def _read(tar: tarfile.TarFile, name: str) -> bytes:
+    member = tar.extractfile(name)
+    assert member is not None, name
+    return member.read()
+
+
+def _layers(archive: Path) -> list[dict[str, tarfile.TarInfo]]:
+    with tarfile.open(archive) as tar:
+        manifest = json.loads(_read(tar, "manifest.json"))[0]
+        out = []
+        for path in manifest["Layers"]:
+            with tarfile.open(fileobj=gzip.GzipFile(fileobj=tar.extractfile(path))) as layer:
+                out.append({m.name: m for m in layer.getmembers()})
+        return out
+
+
+def _file(archive: Path, name: str) -> bytes:
+    with tarfile.open(archive) as tar:
+        manifest = json.loads(_read(tar, "manifest.json"))[0]
+        for path in manifest["Layers"]:
+            with tarfile.open(fileobj=gzip.GzipFile(fileobj=tar.extractfile(path))) as layer:
+                try:
+                    data = layer.extractfile(name)
+                except KeyError:
+                    continue
+                assert data is not None
+                return data.read()
+    raise AssertionError(f"{name} is not in the image")
+
+
+def _workspace_console_scripts() -> set[str]:
+    scripts: set[str] = set()
+    for pyproject in sorted((REPO / "packages").glob("*/pyproject.toml")):
+        project: dict[str, Any] = tomllib.loads(pyproject.read_text())["project"]
+        scripts.update(project.get("scripts", {}))
+    return scripts
+
+
+def test_archive_is_a_valid_oci_layout_and_docker_archive(
+    workload_archive: tuple[Path, list[str]],
+) -> None:
+    archive, names = workload_archive
+    assert names == [
+        "docker.io/nvidia/cuda:12.1.0-base-ubuntu22.04",
+        "docker.io/library/ubuntu:22.04",
+    ]
+    with tarfile.open(archive) as tar:
+        assert json.loads(_read(tar, "oci-layout")) == {"imageLayoutVersion": "1.0.0"}
+        index = json.loads(_read(tar, "index.json"))
+        refs = [m["annotations"]["io.containerd.image.name"] for m in index["manifests"]]
+        assert refs == names
+        # Every blob is stored under its own digest.
+        for member in tar.getmembers():
+            if member.isfile() and member.name.startswith("blobs/sha256/"):
+                digest = hashlib.sha256(_read(tar, member.name)).hexdigest()
+                assert member.name.endswith(digest)
+        manifest = json.loads(_read(tar, "blobs/sha256/" + index["manifests"][0]["digest"][7:]))
+        config = json.loads(_read(tar, "blobs/sha256/" + manifest["config"]["digest"][7:]))
+        diff_ids = []
+        for layer in manifest["layers"]:
+            blob = _read(tar, "blobs/sha256/" + layer["digest"][7:])
+            assert layer["size"] == len(blob)
+            diff_ids.append("sha256:" + hashlib.sha256(gzip.decompress(blob)).hexdigest())
+        assert config["rootfs"]["diff_ids"] == diff_ids
+        docker = json.loads(_read(tar, "manifest.json"))
+        assert docker[0]["RepoTags"] == names
+
+
+def test_builds_are_reproducible(workload_archive: tuple[Path, list[str]], tmp_path: Path) -> None:
+    archive, _ = workload_archive
+    again = tmp_path / "again.tar"
+    _build("workload", again)
+    assert again.read_bytes() == archive.read_bytes()
+
+
+def test_workload_image_has_bash_and_a_userland(workload_archive: tuple[Path, list[str]]) -> None:
+    (layer,) = _layers(workload_archive[0])
+    for path in ("usr/bin/bash", "usr/bin/busybox", "usr/bin/sleep", "usr/bin/sh", "etc/passwd"):
+        assert path in layer, path
+    assert layer["bin"].issym()
+    assert layer["bin"].linkname == "usr/bin"
+    assert not any(name.startswith("usr/share/doc/") for name in layer)
+
+
+def test_driver_image_content(driver_archive: tuple[Path, list[str]]) -> None:
+    archive, names = driver_archive
+    chart = (REPO / "deployments/helm/dra-driver-nvidia-gpu/Chart.yaml").read_text()
+    app_version = next(
+        line.split(":", 1)[1].strip().strip('"')
+        for line in chart.splitlines()
+        if line.startswith("appVersion:")
+    )
+    assert names == [f"docker.io/library/dra-driver-nvidia-gpu-py:{app_version}"]
+    base, app = _layers(archive)
+    assert base["usr/bin/python3"].linkname == "python3.11"
+    assert "usr/bin/python3.11" in base
+    assert "usr/lib/python3.11/__pycache__/os.cpython-311.pyc" in base
+    status = _file(archive, "var/lib/dpkg/status").decode()
+    assert "Package: python3.11-minimal\nStatus: install ok installed" in status
+    for package in ("dra_api_types", "dra_nvlib", "dra_kubelet_plugin", "dra_controller"):
+        assert f"opt/dra/site-packages/{package}/__init__.py" in app
+    assert not any(n.startswith("opt/dra/site-packages/dra_e2e") for n in app)
+    launchers = {n.rsplit("/", 1)[1] for n in app if n.startswith("usr/local/bin/")}
+    assert launchers >= _workspace_console_scripts()
+    with tarfile.open(archive) as tar:
+        manifest = json.loads(_read(tar, "manifest.json"))[0]
+        config = json.loads(_read(tar, manifest["Config"]))["config"]
+    assert "PYTHONPATH=/opt/dra/site-packages" in config["Env"]
+
+
+@pytest.fixture
+def loaded(request: pytest.FixtureRequest) -> Iterator[list[str]]:
+    """Loads an archive into podman's store for the test and removes it afterwards."""
+    archive, names = request.getfixturevalue(request.param)
+    subprocess.run(["podman", "load", "-i", str(archive)], check=True, capture_output=True)
+    yield names
+    subprocess.run(["podman", "rmi", "--force", *names], check=False, capture_output=True)
+
+
+@pytest.mark.podman
+@pytest.mark.parametrize("loaded", ["driver_archive"], indirect=True)
+def test_driver_image_runs_read_only_without_capabilities(loaded: list[str]) -> None:
+    check = (
+        "import ssl, ctypes, sqlite3, json, grpc, pydantic, yaml, kubernetes;"
+        "import dra_api_types, dra_nvlib, dra_kubelet_plugin, dra_controller;"
+        "print('imports ok', ssl.OPENSSL_VERSION)"
+    )
+    proc = subprocess.run(
+        [*PODMAN_RUN, "--read-only", "--cap-drop", "ALL", loaded[0], "python3", "-c", check],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "imports ok OpenSSL 3." in proc.stdout
+    for script in sorted(_workspace_console_scripts()):
+        proc = subprocess.run(
+            [*PODMAN_RUN, "--read-only", "--cap-drop", "ALL", loaded[0], script, "--help"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert proc.returncode == 0, f"{script} --help: {proc.stderr}"
+        assert "usage" in proc.stdout.lower()
+
+
+@pytest.mark.podman
+@pytest.mark.parametrize("loaded", ["workload_archive"], indirect=True)
+def test_workload_image_runs_the_demo_specs_command(loaded: list[str]) -> None:
+    # The command of NVIDIA's demo pods, minus nvidia-smi (the driver injects that).
+    command = "echo started; trap 'exit 0' TERM; sleep 0.2 & wait; echo done"
+    for name in loaded:
+        proc = subprocess.run(
+            [*PODMAN_RUN, name, "bash", "-c", command], capture_output=True, text=True, check=False
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.split() == ["started", "done"]
+
+
+def test_dockerfile_app_stage_runs_on_a_plain_python(tmp_path: Path) -> None:
+    """What images/Dockerfile runs in its build stage, with this machine's CPython 3.11."""
+    dest = tmp_path / "stage"
+    proc = subprocess.run(
+        [sys.executable, str(BUILD), "app", "--dest", str(dest)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert set(proc.stdout.split()) >= _workspace_console_scripts()
+    env = {**os.environ, "PYTHONPATH": str(dest / "site-packages")}
+    for script in sorted(_workspace_console_scripts()):
+        launcher = dest / "bin" / script
+        assert launcher.read_text().startswith("#!/usr/bin/env python3\n")
+        run = subprocess.run(
+            [sys.executable, str(launcher), "--help"], env=env, capture_output=True, check=False
+        )
+        assert run.returncode == 0, run.stderr
+    dockerfile = (REPO / "images" / "Dockerfile").read_text()
+    assert "python images/build_image.py app --dest /stage" in dockerfile
+    assert "COPY --from=build /stage/site-packages /opt/dra/site-packages" in dockerfile
