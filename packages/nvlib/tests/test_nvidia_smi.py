@@ -35,7 +35,7 @@ H100_DOC_LINES = [
     ],
 )
 def test_mig_line_matches_documented_output(line: str, profile: str, index: int, uuid: str) -> None:
-    assert mig_line(index, profile, uuid) == line
+    assert mig_line(index, profile_name=profile, uuid=uuid) == line
 
 
 @pytest.fixture

@@ -191,7 +191,7 @@ class FakeNvml:
         return 0
 
     def create_gpu_instance(
-        self, dev: NvmlHandle, profile_id: int, start: int, size: int
+        self, dev: NvmlHandle, *, profile_id: int, start: int, size: int
     ) -> GiHandle:
         gpu = self._gpu(dev)
         for gi in gpu.gis.values():
@@ -231,7 +231,7 @@ class FakeNvml:
     def supported_events(self, dev: NvmlHandle) -> int:
         return 0xB
 
-    def register_events(self, dev: NvmlHandle, mask: int, event_set: EventSetHandle) -> None:
+    def register_events(self, dev: NvmlHandle, *, mask: int, event_set: EventSetHandle) -> None:
         self._gpu(dev)
 
     def event_wait(self, event_set: EventSetHandle, timeout_ms: int) -> RawEvent | None:

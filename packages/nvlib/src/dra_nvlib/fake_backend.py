@@ -86,7 +86,7 @@ class FaultKind(enum.Enum):
     UNKNOWN = "unknown"
 
 
-def _fault_error(kind: FaultKind, gpu: str, operation: str) -> DeviceError:
+def _fault_error(kind: FaultKind, *, gpu: str, operation: str) -> DeviceError:
     msg = f"injected fault ({kind.value})"
     factories: dict[FaultKind, Callable[[str, str, str], DeviceError]] = {
         FaultKind.NOT_SUPPORTED: NotSupportedError,
@@ -117,7 +117,7 @@ def initial_state(fleet: FleetSpec, *, node_name: str) -> NodeState:
             {
                 "index": index,
                 "model": model.key,
-                "uuid": gpu_uuid(node_name, index, model.key),
+                "uuid": gpu_uuid(node_name, index=index, model_key=model.key),
                 "minor": index,
                 "pci_bus_id": pci_bus_id(index),
                 "pcie_root": pcie_root(index),
@@ -229,14 +229,14 @@ def gpu_info_of(gpu: GpuState, doc: NodeState) -> GpuInfo:
     )
 
 
-def _find_gpu(doc: NodeState, uuid: str, operation: str) -> GpuState:
+def _find_gpu(doc: NodeState, uuid: str, *, operation: str) -> GpuState:
     for gpu in doc["gpus"]:
         if gpu["uuid"] == uuid:
             return gpu
     raise GpuNotFoundError(uuid, operation, "no such GPU on this node")
 
 
-def _take_fault(doc: NodeState, operation: str, gpu: str | None) -> DeviceError | None:
+def _take_fault(doc: NodeState, operation: str, *, gpu: str | None) -> DeviceError | None:
     for fault in doc["faults"]:
         if fault["operation"] != operation or fault["remaining"] <= 0:
             continue
@@ -244,15 +244,15 @@ def _take_fault(doc: NodeState, operation: str, gpu: str | None) -> DeviceError 
             continue
         fault["remaining"] -= 1
         doc["faults"] = [f for f in doc["faults"] if f["remaining"] > 0]
-        return _fault_error(FaultKind(fault["error"]), gpu or "*", operation)
+        return _fault_error(FaultKind(fault["error"]), gpu=gpu or "*", operation=operation)
     return None
 
 
 def _append_event(
     doc: NodeState,
     kind: HealthEventKind,
-    gpu: str,
     *,
+    gpu: str,
     xid: int | None = None,
     gi_id: int | None = None,
     ci_id: int | None = None,
@@ -341,7 +341,7 @@ class FakeDeviceLib(DeviceLib):
             error: DeviceError | None = None
             with self._store.transaction() as tx:
                 doc = tx.node()
-                error = _take_fault(doc, "gpus", None)
+                error = _take_fault(doc, "gpus", gpu=None)
                 if error is None:
                     tx.dirty = False
             if error is not None:
@@ -351,13 +351,13 @@ class FakeDeviceLib(DeviceLib):
     # -- operations ------------------------------------------------------------------------
 
     def _mutate(
-        self, operation: str, gpu_uuid: str, change: Callable[[NodeState, GpuState], None]
+        self, operation: str, gpu_uuid: str, *, change: Callable[[NodeState, GpuState], None]
     ) -> None:
         error: DeviceError | None = None
         with self._store.transaction() as tx:
             doc = tx.node()
-            gpu = _find_gpu(doc, gpu_uuid, operation)
-            error = _take_fault(doc, operation, gpu_uuid)
+            gpu = _find_gpu(doc, gpu_uuid, operation=operation)
+            error = _take_fault(doc, operation, gpu=gpu_uuid)
             if error is None:
                 if gpu["lost"]:
                     error = GpuLostError(gpu_uuid, operation, "GPU is lost")
@@ -379,7 +379,7 @@ class FakeDeviceLib(DeviceLib):
                 )
             gpu["compute_mode"] = int(mode)
 
-        self._mutate("set_compute_mode", gpu_uuid, change)
+        self._mutate("set_compute_mode", gpu_uuid, change=change)
 
     def set_time_slice(self, gpu_uuid: str, level: TimeSliceLevel) -> None:
         """Set the time-slice level; refused while MIG mode is on (no time-slicing of MIG)."""
@@ -391,7 +391,7 @@ class FakeDeviceLib(DeviceLib):
                 )
             gpu["time_slice"] = int(level)
 
-        self._mutate("set_time_slice", gpu_uuid, change)
+        self._mutate("set_time_slice", gpu_uuid, change=change)
 
     def set_mig_mode(self, gpu_uuid: str, *, enabled: bool) -> MigModeState:
         """Toggle MIG mode; applied at once because the fake GPU is idle (the driver resets
@@ -414,7 +414,7 @@ class FakeDeviceLib(DeviceLib):
             if enabled:
                 gpu["time_slice"] = int(TimeSliceLevel.DEFAULT)
 
-        self._mutate("set_mig_mode", gpu_uuid, change)
+        self._mutate("set_mig_mode", gpu_uuid, change=change)
         info = self.gpu(gpu_uuid)
         return info.mig_mode
 
@@ -446,7 +446,7 @@ class FakeDeviceLib(DeviceLib):
                 raise InsufficientResourcesError(gpu_uuid, op, message)
             used = {gi["gi_id"] for gi in gpu["gpu_instances"]}
             gi_id = next(i for i in range(1, 64) if i not in used)
-            new_uuid = mig_uuid(gpu_uuid, gi_id, 0)
+            new_uuid = mig_uuid(gpu_uuid, gi_id=gi_id, ci_id=0)
             entry: GiState = {
                 "gi_id": gi_id,
                 "ci_id": 0,
@@ -457,7 +457,7 @@ class FakeDeviceLib(DeviceLib):
             gpu["gpu_instances"].append(entry)
             created.append(new_uuid)
 
-        self._mutate("create_mig_device", gpu_uuid, change)
+        self._mutate("create_mig_device", gpu_uuid, change=change)
         for dev in self.gpu(gpu_uuid).mig_devices:
             if dev.uuid == created[0]:
                 return dev
@@ -479,7 +479,7 @@ class FakeDeviceLib(DeviceLib):
             if len(gpu["gpu_instances"]) == before:
                 raise GpuNotFoundError(mig_uuid, "destroy_mig_device", "no such MIG device")
 
-        self._mutate("destroy_mig_device", parent, change)
+        self._mutate("destroy_mig_device", parent, change=change)
 
     def watch_health(self, gpu_uuids: Sequence[str] | None = None) -> HealthWatch:
         """Events recorded after this call, for the given GPUs (all when ``None``)."""
@@ -498,11 +498,11 @@ class FakeDeviceLib(DeviceLib):
         """Record an XID error event for the GPU (optionally for one MIG GI/CI)."""
         with self._store.transaction() as tx:
             doc = tx.node()
-            _find_gpu(doc, gpu_uuid, "inject_xid")
+            _find_gpu(doc, gpu_uuid, operation="inject_xid")
             _append_event(
                 doc,
                 HealthEventKind.XID,
-                gpu_uuid,
+                gpu=gpu_uuid,
                 xid=xid,
                 gi_id=gi_id,
                 ci_id=ci_id,
@@ -514,17 +514,17 @@ class FakeDeviceLib(DeviceLib):
         kind = HealthEventKind.ECC_DOUBLE_BIT if double_bit else HealthEventKind.ECC_SINGLE_BIT
         with self._store.transaction() as tx:
             doc = tx.node()
-            _find_gpu(doc, gpu_uuid, "inject_ecc_error")
-            _append_event(doc, kind, gpu_uuid, description=kind.value)
+            _find_gpu(doc, gpu_uuid, operation="inject_ecc_error")
+            _append_event(doc, kind, gpu=gpu_uuid, description=kind.value)
 
     def mark_gpu_lost(self, gpu_uuid: str) -> None:
         """The GPU falls off the bus: it stays listed with ``lost=True``, every operation on it
         raises GpuLostError, and a GPU_LOST event is recorded."""
         with self._store.transaction() as tx:
             doc = tx.node()
-            gpu = _find_gpu(doc, gpu_uuid, "mark_gpu_lost")
+            gpu = _find_gpu(doc, gpu_uuid, operation="mark_gpu_lost")
             gpu["lost"] = True
-            _append_event(doc, HealthEventKind.GPU_LOST, gpu_uuid, description="GPU is lost")
+            _append_event(doc, HealthEventKind.GPU_LOST, gpu=gpu_uuid, description="GPU is lost")
 
     def fail_next(
         self,
@@ -552,7 +552,7 @@ class FakeDeviceLib(DeviceLib):
     def set_fabric_state(self, gpu_uuid: str, state: FabricState, *, status: int = 0) -> None:
         """Change a GPU's fabric registration state (e.g. IN_PROGRESS during bring-up)."""
         with self._store.transaction() as tx:
-            gpu = _find_gpu(tx.node(), gpu_uuid, "set_fabric_state")
+            gpu = _find_gpu(tx.node(), gpu_uuid, operation="set_fabric_state")
             if gpu["fabric"] is None:
                 raise NotSupportedError(gpu_uuid, "set_fabric_state", "GPU has no NVLink fabric")
             gpu["fabric"]["state"] = int(state)

@@ -16,12 +16,12 @@ def _uuid_from(*parts: str) -> str:
     return str(uuid.UUID(bytes=digest[:16]))
 
 
-def gpu_uuid(node_name: str, index: int, model_key: str) -> str:
+def gpu_uuid(node_name: str, *, index: int, model_key: str) -> str:
     """``GPU-xxxxxxxx-...`` for GPU ``index`` of ``model_key`` on ``node_name``."""
     return "GPU-" + _uuid_from("gpu", node_name, str(index), model_key)
 
 
-def mig_uuid(parent_uuid: str, gi_id: int, ci_id: int) -> str:
+def mig_uuid(parent_uuid: str, *, gi_id: int, ci_id: int) -> str:
     """``MIG-xxxxxxxx-...`` for a GI/CI pair, stable for the same parent and ids."""
     return "MIG-" + str(uuid.uuid5(_NAMESPACE, f"{parent_uuid}/{gi_id}/{ci_id}"))
 

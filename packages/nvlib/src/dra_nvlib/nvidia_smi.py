@@ -23,7 +23,7 @@ def gpu_line(index: int, gpu: GpuInfo) -> str:
     return f"GPU {index}: {gpu.product_name} (UUID: {gpu.uuid})"
 
 
-def mig_line(index: int, profile_name: str, uuid: str) -> str:
+def mig_line(index: int, *, profile_name: str, uuid: str) -> str:
     """``  MIG 1g.5gb      Device  0: (UUID: MIG-...)`` with the real tool's column padding."""
     return f"  MIG {profile_name:<11} Device {index:>2}: (UUID: {uuid})"
 
@@ -46,7 +46,7 @@ def render_nvidia_smi_list(
             continue
         lines.append(gpu_line(shown, gpu))
         for position, mig in enumerate(sorted(migs, key=lambda m: m.index)):
-            lines.append(mig_line(position, mig.profile_name, mig.uuid))
+            lines.append(mig_line(position, profile_name=mig.profile_name, uuid=mig.uuid))
         shown += 1
     return lines
 

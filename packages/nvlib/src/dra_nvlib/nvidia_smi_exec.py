@@ -26,7 +26,7 @@ _EXIT_ERRORS: dict[int, type[DeviceError]] = {
 }
 
 
-def set_timeslice(nvidia_smi: Path, gpu_uuid: str, level: TimeSliceLevel) -> None:
+def set_timeslice(nvidia_smi: Path, gpu_uuid: str, *, level: TimeSliceLevel) -> None:
     """``nvidia-smi compute-policy -i <uuid> --set-timeslice=<level>``."""
     operation = "set_time_slice"
     argv = [str(nvidia_smi), "compute-policy", "-i", gpu_uuid, f"--set-timeslice={int(level)}"]

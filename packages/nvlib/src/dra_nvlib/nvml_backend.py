@@ -196,7 +196,11 @@ class NvmlDeviceLib(DeviceLib):
             profiles = self._profiles.get(uuid) or self._mig_profiles(dev)
             if profiles:
                 self._profiles[uuid] = profiles
-        devices = self._mig_devices(dev, uuid, index, profiles) if mig and mig[0] else ()
+        devices = (
+            self._mig_devices(dev, parent=uuid, parent_index=index, profiles=profiles)
+            if mig and mig[0]
+            else ()
+        )
         addressing = self._optional(lambda: api.addressing_mode(dev))
         major, minor = api.cuda_compute_capability(dev)
         return GpuInfo(
@@ -276,7 +280,12 @@ class NvmlDeviceLib(DeviceLib):
         return tuple(out)
 
     def _mig_devices(
-        self, dev: NvmlHandle, parent: str, parent_index: int, profiles: tuple[MigProfile, ...]
+        self,
+        dev: NvmlHandle,
+        *,
+        parent: str,
+        parent_index: int,
+        profiles: tuple[MigProfile, ...],
     ) -> tuple[MigDevice, ...]:
         by_id = {p.profile_id: p for p in profiles}
         out: list[MigDevice] = []
@@ -316,7 +325,7 @@ class NvmlDeviceLib(DeviceLib):
 
     def set_time_slice(self, gpu_uuid: str, level: TimeSliceLevel) -> None:
         """Through ``nvidia-smi compute-policy`` (NVML has no public call for it)."""
-        set_timeslice(self._nvidia_smi, gpu_uuid, level)
+        set_timeslice(self._nvidia_smi, gpu_uuid, level=level)
 
     def set_mig_mode(self, gpu_uuid: str, *, enabled: bool) -> MigModeState:
         """``nvmlDeviceSetMigMode``; returns the (current, pending) state afterwards."""
@@ -344,7 +353,7 @@ class NvmlDeviceLib(DeviceLib):
         with self._op(gpu_uuid, op):
             dev = self._api.device_by_uuid(gpu_uuid)
             gi = self._api.create_gpu_instance(
-                dev, profile_id, placement_start, profile.memory_slices
+                dev, profile_id=profile_id, start=placement_start, size=profile.memory_slices
             )
             try:
                 ci_profile = self._api.full_ci_profile_id(gi, profile.slice_count)
@@ -387,7 +396,7 @@ class NvmlDeviceLib(DeviceLib):
                     supported = self._supported_events(dev)
                     mask = supported & (EVENT_XID | EVENT_SINGLE_BIT_ECC | EVENT_DOUBLE_BIT_ECC)
                     if mask:
-                        self._api.register_events(dev, mask, event_set)
+                        self._api.register_events(dev, mask=mask, event_set=event_set)
         except DeviceError:
             with contextlib.suppress(NvmlFailure):
                 self._api.event_set_free(event_set)
