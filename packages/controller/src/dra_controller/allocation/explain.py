@@ -97,8 +97,14 @@ def diagnose(
         try:
             outcome = cluster.allocate_on(claims, node)
         except AllocationError as exc:
-            for diag in result:
-                diag.nodes.append(NodeDiagnosis(node=name, allocatable=False, error=str(exc)))
+            for diag, claim in zip(result, claims, strict=True):
+                try:
+                    reasons = claim_reasons(cluster, claim, node, others=len(claims) > 1)
+                except AllocationError:
+                    reasons = []
+                diag.nodes.append(
+                    NodeDiagnosis(node=name, allocatable=False, error=str(exc), reasons=reasons)
+                )
             continue
         if isinstance(outcome, Allocated):
             for diag, allocation in zip(result, outcome.allocations, strict=True):
