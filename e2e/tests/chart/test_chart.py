@@ -153,7 +153,7 @@ def test_nvml_backend_is_privileged_and_reads_the_driver_root(render: Render) ->
     assert "--device-backend=nvml" in container["args"]
     assert "--nvidia-driver-root=/run/nvidia/driver" in container["args"]
     mounts = {m["name"]: m for m in container["volumeMounts"]}
-    assert mounts["driver-root"]["mountPath"] == "/driver-root"
+    assert mounts["driver-root"]["mountPath"] == "/run/nvidia/driver"
     assert mounts["driver-root"]["readOnly"] is True
     volumes = {v["name"]: v for v in _pod_spec(objects)["volumes"]}
     assert volumes["driver-root"]["hostPath"]["path"] == "/run/nvidia/driver"
@@ -163,6 +163,13 @@ def test_nvml_backend_is_privileged_and_reads_the_driver_root(render: Render) ->
     keys = {t["matchExpressions"][0]["key"] for t in terms}
     assert "nvidia.com/gpu.present" in keys
     assert "feature.node.kubernetes.io/pci-10de.present" in keys
+
+
+def test_host_installed_driver_is_mounted_beside_the_container_root(render: Render) -> None:
+    container = _container(render())
+    assert "--nvidia-driver-root=/driver-root" in container["args"]
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    assert mounts["driver-root"]["mountPath"] == "/driver-root"
 
 
 def test_security_context_values_override_the_default_key_by_key(render: Render) -> None:
