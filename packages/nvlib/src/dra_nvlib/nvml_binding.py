@@ -119,49 +119,130 @@ class RawEvent:
 class NvmlApi(Protocol):
     """Typed NVML surface used by the backend."""
 
-    def init(self) -> None: ...
-    def shutdown(self) -> None: ...
-    def driver_version(self) -> str: ...
-    def cuda_driver_version(self) -> int: ...
-    def nvml_version(self) -> str: ...
-    def device_count(self) -> int: ...
-    def device_by_index(self, index: int) -> NvmlHandle: ...
-    def device_by_uuid(self, uuid: str) -> NvmlHandle: ...
-    def uuid(self, dev: NvmlHandle) -> str: ...
-    def name(self, dev: NvmlHandle) -> str: ...
-    def brand(self, dev: NvmlHandle) -> int: ...
-    def architecture(self, dev: NvmlHandle) -> int: ...
-    def cuda_compute_capability(self, dev: NvmlHandle) -> tuple[int, int]: ...
-    def minor_number(self, dev: NvmlHandle) -> int: ...
-    def memory_total(self, dev: NvmlHandle) -> int: ...
-    def pci_bus_id(self, dev: NvmlHandle) -> str: ...
-    def addressing_mode(self, dev: NvmlHandle) -> int: ...
-    def mig_mode(self, dev: NvmlHandle) -> tuple[int, int]: ...
-    def compute_mode(self, dev: NvmlHandle) -> int: ...
-    def fabric_info(self, dev: NvmlHandle) -> RawFabric: ...
-    def gi_profile_info(self, dev: NvmlHandle, profile_index: int) -> RawGiProfile: ...
-    def gi_placements(self, dev: NvmlHandle, profile_id: int) -> list[tuple[int, int]]: ...
-    def max_mig_device_count(self, dev: NvmlHandle) -> int: ...
-    def mig_device_by_index(self, dev: NvmlHandle, index: int) -> NvmlHandle: ...
-    def gi_id(self, mig: NvmlHandle) -> int: ...
-    def ci_id(self, mig: NvmlHandle) -> int: ...
-    def gpu_instance_by_id(self, dev: NvmlHandle, gi_id: int) -> GiHandle: ...
-    def gpu_instance_info(self, gi: GiHandle) -> RawGiInfo: ...
-    def set_compute_mode(self, dev: NvmlHandle, mode: int) -> None: ...
-    def set_mig_mode(self, dev: NvmlHandle, mode: int) -> int: ...
+    def init(self) -> None:
+        """Load the NVML library and initialise it."""
+
+    def shutdown(self) -> None:
+        """``nvmlShutdown`` (reference counted by NVML)."""
+
+    def driver_version(self) -> str:
+        """``nvmlSystemGetDriverVersion``."""
+
+    def cuda_driver_version(self) -> int:
+        """``nvmlSystemGetCudaDriverVersion`` (e.g. 12040)."""
+
+    def nvml_version(self) -> str:
+        """``nvmlSystemGetNVMLVersion``."""
+
+    def device_count(self) -> int:
+        """``nvmlDeviceGetCount``."""
+
+    def device_by_index(self, index: int) -> NvmlHandle:
+        """``nvmlDeviceGetHandleByIndex``."""
+
+    def device_by_uuid(self, uuid: str) -> NvmlHandle:
+        """``nvmlDeviceGetHandleByUUID``."""
+
+    def uuid(self, dev: NvmlHandle) -> str:
+        """``nvmlDeviceGetUUID``."""
+
+    def name(self, dev: NvmlHandle) -> str:
+        """``nvmlDeviceGetName``."""
+
+    def brand(self, dev: NvmlHandle) -> int:
+        """``nvmlDeviceGetBrand``."""
+
+    def architecture(self, dev: NvmlHandle) -> int:
+        """``nvmlDeviceGetArchitecture``."""
+
+    def cuda_compute_capability(self, dev: NvmlHandle) -> tuple[int, int]:
+        """``nvmlDeviceGetCudaComputeCapability``."""
+
+    def minor_number(self, dev: NvmlHandle) -> int:
+        """``nvmlDeviceGetMinorNumber``."""
+
+    def memory_total(self, dev: NvmlHandle) -> int:
+        """``nvmlDeviceGetMemoryInfo().total`` in bytes."""
+
+    def pci_bus_id(self, dev: NvmlHandle) -> str:
+        """``nvmlDeviceGetPciInfo().busId`` (``00000000:07:00.0``)."""
+
+    def addressing_mode(self, dev: NvmlHandle) -> int:
+        """``nvmlDeviceGetAddressingMode`` (NVML 12.570+)."""
+
+    def mig_mode(self, dev: NvmlHandle) -> tuple[int, int]:
+        """``nvmlDeviceGetMigMode``: (current, pending)."""
+
+    def compute_mode(self, dev: NvmlHandle) -> int:
+        """``nvmlDeviceGetComputeMode``."""
+
+    def fabric_info(self, dev: NvmlHandle) -> RawFabric:
+        """``nvmlDeviceGetGpuFabricInfoV`` (v2), falling back to the v1 call."""
+
+    def gi_profile_info(self, dev: NvmlHandle, profile_index: int) -> RawGiProfile:
+        """``nvmlDeviceGetGpuInstanceProfileInfoV``."""
+
+    def gi_placements(self, dev: NvmlHandle, profile_id: int) -> list[tuple[int, int]]:
+        """``nvmlDeviceGetGpuInstancePossiblePlacements_v2``."""
+
+    def max_mig_device_count(self, dev: NvmlHandle) -> int:
+        """``nvmlDeviceGetMaxMigDeviceCount``."""
+
+    def mig_device_by_index(self, dev: NvmlHandle, index: int) -> NvmlHandle:
+        """``nvmlDeviceGetMigDeviceHandleByIndex``."""
+
+    def gi_id(self, mig: NvmlHandle) -> int:
+        """``nvmlDeviceGetGpuInstanceId``."""
+
+    def ci_id(self, mig: NvmlHandle) -> int:
+        """``nvmlDeviceGetComputeInstanceId``."""
+
+    def gpu_instance_by_id(self, dev: NvmlHandle, gi_id: int) -> GiHandle:
+        """``nvmlDeviceGetGpuInstanceById``."""
+
+    def gpu_instance_info(self, gi: GiHandle) -> RawGiInfo:
+        """``nvmlGpuInstanceGetInfo``."""
+
+    def set_compute_mode(self, dev: NvmlHandle, mode: int) -> None:
+        """``nvmlDeviceSetComputeMode``."""
+
+    def set_mig_mode(self, dev: NvmlHandle, mode: int) -> int:
+        """``nvmlDeviceSetMigMode``; returns the activation status code."""
+
     def create_gpu_instance(
         self, dev: NvmlHandle, *, profile_id: int, start: int, size: int
-    ) -> GiHandle: ...
-    def full_ci_profile_id(self, gi: GiHandle, slice_count: int) -> int: ...
-    def create_compute_instance(self, gi: GiHandle, ci_profile_id: int) -> CiHandle: ...
-    def compute_instances(self, gi: GiHandle) -> list[CiHandle]: ...
-    def destroy_compute_instance(self, ci: CiHandle) -> None: ...
-    def destroy_gpu_instance(self, gi: GiHandle) -> None: ...
-    def event_set_create(self) -> EventSetHandle: ...
-    def register_events(self, dev: NvmlHandle, *, mask: int, event_set: EventSetHandle) -> None: ...
-    def supported_events(self, dev: NvmlHandle) -> int: ...
-    def event_wait(self, event_set: EventSetHandle, timeout_ms: int) -> RawEvent | None: ...
-    def event_set_free(self, event_set: EventSetHandle) -> None: ...
+    ) -> GiHandle:
+        """``nvmlDeviceCreateGpuInstanceWithPlacement``."""
+
+    def full_ci_profile_id(self, gi: GiHandle, slice_count: int) -> int:
+        """Id of the compute-instance profile spanning the whole GI (``slice_count`` slices)."""
+
+    def create_compute_instance(self, gi: GiHandle, ci_profile_id: int) -> CiHandle:
+        """``nvmlGpuInstanceCreateComputeInstance``."""
+
+    def compute_instances(self, gi: GiHandle) -> list[CiHandle]:
+        """Every compute instance of the GI, across CI profiles."""
+
+    def destroy_compute_instance(self, ci: CiHandle) -> None:
+        """``nvmlComputeInstanceDestroy``."""
+
+    def destroy_gpu_instance(self, gi: GiHandle) -> None:
+        """``nvmlGpuInstanceDestroy``."""
+
+    def event_set_create(self) -> EventSetHandle:
+        """``nvmlEventSetCreate``."""
+
+    def register_events(self, dev: NvmlHandle, *, mask: int, event_set: EventSetHandle) -> None:
+        """``nvmlDeviceRegisterEvents``."""
+
+    def supported_events(self, dev: NvmlHandle) -> int:
+        """``nvmlDeviceGetSupportedEventTypes``."""
+
+    def event_wait(self, event_set: EventSetHandle, timeout_ms: int) -> RawEvent | None:
+        """``nvmlEventSetWait_v2``; ``None`` on timeout."""
+
+    def event_set_free(self, event_set: EventSetHandle) -> None:
+        """``nvmlEventSetFree``."""
 
 
 def find_library(driver_root: Path) -> Path:
