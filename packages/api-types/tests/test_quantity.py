@@ -319,7 +319,12 @@ def test_ordering_and_addition_are_exact(a: str, b: str) -> None:
     assert (x == y) == (x.value == y.value)
     assert (x + y).value == x.value + y.value
     assert (x - y).value == x.value - y.value
-    assert Quantity.parse(str(x + y)) == x + y
+    total = x + y
+    if total.format is QuantityFormat.BINARY_SI and abs(total.value) > (1 << 63) - 1:
+        # As in Go: sums may exceed int64, but parsing a binary quantity caps it at 2^63-1.
+        assert abs(Quantity.parse(str(total)).value) == (1 << 63) - 1
+    else:
+        assert Quantity.parse(str(total)) == total
 
 
 @given(st.integers(min_value=-(1 << 62), max_value=1 << 62))
