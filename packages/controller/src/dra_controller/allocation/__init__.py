@@ -13,6 +13,7 @@ Public API::
 """
 
 from .allocator import Allocated, Allocator, Unsatisfiable
+from .cel_engine import CelEngine
 from .cluster import Cluster, ClusterOutcome
 from .errors import (
     AllocationError,
@@ -47,6 +48,7 @@ __all__ = [
     "AllocationError",
     "AllocationTimeoutError",
     "Allocator",
+    "CelEngine",
     "ClaimDiagnosis",
     "ClaimInfo",
     "ClassInfo",
