@@ -6,10 +6,11 @@ Every mutation happens under the node-wide lock and follows the two-phase protoc
 2. write host files and the claim's CDI spec;
 3. record ``PrepareCompleted``.
 
-Unprepare removes the CDI spec and host files first, then the checkpoint entry. So at every
-instant a CDI spec implies a checkpoint entry, and a completed entry implies its spec; a
-crash anywhere is repaired by the kubelet's retry. The checkpoint is re-read under the lock
-for every operation, because during a rolling update another plugin instance shares it.
+Unprepare demotes the entry to ``PrepareStarted``, removes the CDI spec and host files, then
+the entry. So at every instant a CDI spec implies a checkpoint entry, and a completed entry
+implies its spec; a crash anywhere is repaired by the kubelet's retry. The checkpoint is
+re-read under the lock for every operation, because during a rolling update another plugin
+instance shares it.
 """
 
 from __future__ import annotations
@@ -384,9 +385,14 @@ class DeviceState:
         """Remove the claim's CDI spec and host files, then its checkpoint entry."""
         async with self._lock.hold():
             checkpoint = await self._load()
-            known = ref.uid in checkpoint.claims
+            entry = checkpoint.claims.get(ref.uid)
+            if entry is not None and entry.state is ClaimState.PREPARE_COMPLETED:
+                # Demote first, so "completed" always implies "spec present", even if we die
+                # between removing the spec and removing the entry.
+                checkpoint.claims[ref.uid] = replace(entry, state=ClaimState.PREPARE_STARTED)
+                self._save(checkpoint)
             self._drop(checkpoint, ref.uid)
-            if known:
+            if entry is not None:
                 self._save(checkpoint)
 
     async def prepared_claims(self) -> dict[str, PreparedClaim]:
