@@ -50,7 +50,7 @@ def test_yaml_profile_file(tmp_path: Path) -> None:
     spec = load_fleet_spec(str(path))
     assert spec.gpu_count == 5
     assert spec.entries[0].clique_id == 3
-    assert spec.source == str(path)
+    assert spec.source == str(path.resolve())
 
 
 def test_yaml_unknown_field_is_named(tmp_path: Path) -> None:
@@ -63,3 +63,11 @@ def test_yaml_unknown_field_is_named(tmp_path: Path) -> None:
 def test_yaml_missing_file_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(FleetSpecError, match="cannot read"):
         load_fleet_spec(str(tmp_path / "absent.yaml"))
+
+
+def test_equivalent_spellings_have_one_canonical_source() -> None:
+    a = parse_fleet_string("8xH100-80GB")
+    b = parse_fleet_string("8 x h100")
+    assert a.source == b.source == "8xH100-80GB"
+    c = parse_fleet_string("4xGB200:clique=2:cluster=rack-a,2xA100-40GB:mig")
+    assert c.source == "4xGB200:clique=2:cluster=rack-a,2xA100-40GB:mig"

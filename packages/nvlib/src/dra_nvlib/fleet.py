@@ -120,7 +120,19 @@ def parse_fleet_string(spec: str) -> FleetSpec:
                     spec, f"item {item!r}: unknown option {option!r} (mig, clique=N, cluster=NAME)"
                 )
         entries.append(_entry(spec, model, count=count, mig=mig, clique=clique, cluster=cluster))
-    return _checked(FleetSpec(source=spec, entries=tuple(entries)))
+    return _checked(FleetSpec(source=canonical_spec(entries), entries=tuple(entries)))
+
+
+def canonical_spec(entries: list[FleetEntry]) -> str:
+    """The spec string in one spelling (``8xH100-80GB``), so the same fleet written as
+    ``8xh100`` or ``8 x H100-80GB`` is recognised as the same node."""
+    items = []
+    for e in entries:
+        options = ":mig" if e.mig_enabled else ""
+        if e.model.fabric_capable and (e.clique_id, e.cluster) != (DEFAULT_CLIQUE, DEFAULT_CLUSTER):
+            options += f":clique={e.clique_id}:cluster={e.cluster}"
+        items.append(f"{e.count}x{e.model.key}{options}")
+    return ",".join(items)
 
 
 def parse_fleet_yaml(text: str, *, source: str) -> FleetSpec:
@@ -178,5 +190,5 @@ def load_fleet_spec(spec: str) -> FleetSpec:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise FleetSpecError(spec, f"cannot read profile file: {exc.strerror}") from exc
-        return parse_fleet_yaml(text, source=str(path))
+        return parse_fleet_yaml(text, source=str(path.resolve()))
     return parse_fleet_string(spec)
