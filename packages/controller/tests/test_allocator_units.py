@@ -1,0 +1,127 @@
+"""Unit tests of the allocator's building blocks: features, quantities, deadline, state."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+from allocation_builders import case_objects
+from dra_controller.allocation import (
+    AllocationError,
+    AllocationTimeoutError,
+    CelEngine,
+    Cluster,
+    Features,
+    parse_objects,
+)
+from dra_controller.allocation.quantities import format_binary_quantity, parse_quantity
+from dra_controller.allocation.results import format_quantity
+
+
+def test_features_parse_listed_gates_on_others_off() -> None:
+    feats = Features.parse("DRAPrioritizedList,DRADeviceTaints=true,DRAAdminAccess=false")
+    assert feats.prioritized_list
+    assert feats.device_taints
+    assert not feats.admin_access
+    assert not feats.consumable_capacity
+    assert Features.parse("all") == Features()
+    assert Features.parse("all,DRAConsumableCapacity=false").consumable_capacity is False
+    assert Features.parse("none") == Features.none()
+    assert Features().enabled_gates()[0] == "DRAAdminAccess"
+
+
+def test_features_binding_needs_both_gates() -> None:
+    assert not Features.parse("DRADeviceBindingConditions").binding_and_status
+    assert Features.parse(
+        "DRADeviceBindingConditions,DRAResourceClaimDeviceStatus"
+    ).binding_and_status
+
+
+@pytest.mark.parametrize("spec", ["DRANope", "DRAAdminAccess=maybe"])
+def test_features_parse_rejects_unknown(spec: str) -> None:
+    with pytest.raises(AllocationError) as info:
+        Features.parse(spec)
+    assert info.value.field == "--features"
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("80Gi", 80 * 2**30),
+        ("1.5", Fraction(3, 2)),
+        ("500m", Fraction(1, 2)),
+        ("2e3", 2000),
+        ("1k", 1000),
+        ("-4Ki", -4096),
+        (7, 7),
+    ],
+)
+def test_parse_quantity_exact(text: object, value: Fraction) -> None:
+    assert parse_quantity(text) == value
+
+
+def test_parse_quantity_rejects_garbage() -> None:
+    with pytest.raises(AllocationError):
+        parse_quantity("12 apples", where="spec.x")
+
+
+def test_quantity_formatting_is_canonical() -> None:
+    assert format_binary_quantity(8 * 2**30) == "8Gi"
+    assert format_binary_quantity(1536) == "1536"
+    assert format_binary_quantity(0) == "0"
+    assert format_quantity(2**30, "1024Mi") == "1Gi"
+    assert format_quantity(1000, "1000") == "1k"
+    assert format_quantity(Fraction(1, 2), "0.5") == "500m"
+
+
+def test_deadline_aborts_exponential_search() -> None:
+    # 30 partitions of which the shared counters admit only 8, and a claim for 9: every
+    # 8-subset is tried before the search gives up (C(30, 8) = 5.8 million).
+    devices = [
+        {
+            "name": f"g{i:02d}",
+            "consumesCounters": [{"counterSet": "cs", "counters": {"slots": {"value": "1"}}}],
+        }
+        for i in range(30)
+    ]
+    case = {
+        "slices": [
+            {"name": "d", "node": "n1", "pool": "p", "count": 2, "devices": devices},
+            {
+                "name": "c",
+                "node": "n1",
+                "pool": "p",
+                "count": 2,
+                "sharedCounters": [{"name": "cs", "counters": {"slots": {"value": "8"}}}],
+            },
+        ],
+        "claims": [{"name": "c", "requests": [{"name": "gpu", "count": 9}]}],
+    }
+    classes, slices, claims, _ = parse_objects(case_objects(case))
+    cluster = Cluster(classes=classes, slices=slices, engine=CelEngine(), timeout_s=0.05)
+    with pytest.raises(AllocationTimeoutError) as info:
+        cluster.allocate(claims, node="n1")
+    assert "ResourceClaim default/c" in str(info.value)
+
+
+def test_commit_holds_devices_and_skips_full_nodes() -> None:
+    case = {
+        "slices": [
+            {"name": f"s{i}", "node": f"n{i}", "devices": [{"name": "g0"}]} for i in range(3)
+        ],
+        "claims": [{"name": f"c{i}"} for i in range(4)],
+    }
+    classes, slices, claims, _ = parse_objects(case_objects(case))
+    cluster = Cluster(classes=classes, slices=slices, engine=CelEngine())
+    placed = []
+    for claim in claims[:3]:
+        outcome = cluster.allocate([claim])
+        assert outcome.allocated is not None
+        cluster.commit([claim], outcome.allocated)
+        placed.append(outcome.allocated.node)
+    assert placed == ["n0", "n1", "n2"]
+    assert claims[0].allocation is not None
+    last = cluster.allocate([claims[3]])
+    assert last.allocated is None
+    assert last.skipped_full == 3
+    assert cluster.state.owners[("gpu.example.com", "n1", "g0")] == ["default/c1"]
