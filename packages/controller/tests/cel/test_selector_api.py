@@ -58,3 +58,81 @@ def test_explain_names_the_false_conjunct_and_its_value() -> None:
         "device.attributes['gpu.nvidia.com'].type == 'gpu' is false "
         "(device.attributes['gpu.nvidia.com'].type = \"mig\")"
     )
+
+
+def test_explain_lists_every_false_alternative() -> None:
+    attr = "device.attributes['gpu.nvidia.com'].index"
+    selector = compile_selector(f"{attr} == 2 || {attr} == 4")
+    text = selector.explain(_gpu())
+    assert "index == 2 is false" in text
+    assert "index == 4 is false" in text
+    assert "index = 0" in text
+
+
+def test_explain_names_the_failing_sub_expression() -> None:
+    selector = compile_selector(
+        "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].nope == 1"
+    )
+    assert selector.explain(_gpu()) == (
+        "device.attributes['gpu.nvidia.com'].nope failed: no such key: nope"
+    )
+
+
+def test_explain_shows_quantity_values() -> None:
+    selector = compile_selector(
+        "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80Gi')) >= 0"
+    )
+    assert selector.explain(_gpu()) == (
+        "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80Gi')) >= 0 is false "
+        "(device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80Gi')) = -1)"
+    )
+
+
+def test_explain_of_a_matching_device_says_true() -> None:
+    assert compile_selector(GPU_CLASS).explain(_gpu()) == f"{GPU_CLASS} is true"
+
+
+def test_long_alternative_chains_compile_and_evaluate() -> None:
+    # The longest "index in a list of alternatives" that fits the 10 KiB limit.
+    attr = "device.attributes['gpu.nvidia.com'].index"
+    text = " || ".join(f"{attr} == {i}" for i in range(1, 200) if len(attr) * i < 9000)
+    assert compile_selector(text).matches(_gpu()) is False
+    many = " && ".join(["true"] * 1200)
+    assert compile_selector(many).matches(_gpu()) is True
+
+
+def test_expression_length_limit_is_upstreams() -> None:
+    text = "true || " * 1280 + "true"
+    assert len(text) > 10 * 1024
+    with pytest.raises(CelCompileError, match="expression too long"):
+        compile_selector(text)
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        ("1.5", "1.5"),
+        ("2.0", "2"),
+        ("123456.0", "123456"),
+        ("1e6", "1e+06"),
+        ("1234567.0", "1.234567e+06"),
+        ("0.0001", "0.0001"),
+        ("0.00001", "1e-05"),
+        ("-2.5e10", "-2.5e+10"),
+    ],
+)
+def test_string_of_double_formats_like_go(value: str, text: str) -> None:
+    assert compile_selector(f"string({value}) == '{text}'").matches(_gpu())
+
+
+def test_selectors_are_independent_of_cel_python_parser_state() -> None:
+    # cel-python's own parser singleton may be built with another tree class.
+    import celpy
+    import celpy.celparser
+
+    celpy.celparser.CELParser.CEL_PARSER = None
+    try:
+        celpy.Environment(runner_class=celpy.CompiledRunner)
+        assert compile_selector("device.driver.startsWith('gpu') && 1 < 2").matches(_gpu())
+    finally:
+        celpy.celparser.CELParser.CEL_PARSER = None

@@ -262,29 +262,44 @@ def format_value(value: Any, verb: str = "s") -> str:
 
 
 def format_double(value: float) -> str:
-    """Go's ``strconv.FormatFloat(v, 'g', -1, 64)``-like rendering used by ``string(double)``."""
+    """Go's ``strconv.FormatFloat(v, 'g', -1, 64)``, which ``string(double)`` uses.
+
+    Shortest round-trip digits (Python's ``repr`` finds the same ones); exponent form
+    when the decimal exponent is below -4 or at least 6, Go's cut-off for shortest 'g'.
+    """
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
         return "+Inf" if value > 0 else "-Inf"
+    if value == 0:
+        return "-0" if math.copysign(1.0, value) < 0 else "0"
+    sign = "-" if value < 0 else ""
+    digits, exponent = _shortest_digits(abs(value))
+    exp = exponent
+    if exp < -4 or exp >= 6:
+        mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        return f"{sign}{mantissa}e{'-' if exp < 0 else '+'}{abs(exp):02d}"
+    if exp < 0:
+        return f"{sign}0.{'0' * (-exp - 1)}{digits}"
+    if len(digits) <= exp + 1:
+        return f"{sign}{digits}{'0' * (exp + 1 - len(digits))}"
+    return f"{sign}{digits[: exp + 1]}.{digits[exp + 1 :]}"
+
+
+def _shortest_digits(value: float) -> tuple[str, int]:
+    """Shortest round-trip significant digits and the decimal exponent of the first."""
     text = repr(value)
-    if "e" in text:
-        mantissa, exp = text.split("e")
-        sign = exp[0] if exp[0] in "+-" else "+"
-        digits = exp.lstrip("+-").rjust(2, "0")
-        mantissa = mantissa.removesuffix(".0")
-        return f"{mantissa}e{sign}{digits}"
-    exponent = math.floor(math.log10(abs(value))) if value != 0 else 0
-    if exponent >= 21:
-        return _format_exponent(value)
-    return text.removesuffix(".0")
-
-
-def _format_exponent(value: float) -> str:
-    mantissa, exp = f"{value:e}".split("e")
-    mantissa = mantissa.rstrip("0").rstrip(".")
-    sign = exp[0]
-    return f"{mantissa}e{sign}{exp[1:].lstrip('0').rjust(2, '0')}"
+    mantissa, _, exp_text = text.partition("e")
+    exponent = int(exp_text) if exp_text else 0
+    whole, _, fraction = mantissa.partition(".")
+    if fraction == "0":
+        fraction = ""
+    digits = (whole + fraction).lstrip("0")
+    # position of the decimal point relative to the first significant digit
+    leading_zeros = len(whole + fraction) - len((whole + fraction).lstrip("0"))
+    point = len(whole) - leading_zeros
+    digits = digits.rstrip("0") or "0"
+    return digits, exponent + point - 1
 
 
 _FORMAT_RE: Final = re.compile(r"%(\.\d+)?([a-zA-Z%])")
@@ -593,7 +608,7 @@ def _to_uint(value: Any) -> UInt:
             raise CelRuntimeError("unsigned integer overflow")
         return UInt(int(value))
     if t is str:
-        if not re.fullmatch(r"\+?\d+", value):
+        if not value.isdigit() or not value.isascii():
             raise CelRuntimeError(f"cannot convert {value!r} to uint")
         n = int(value)
         if n > UINT64_MAX:

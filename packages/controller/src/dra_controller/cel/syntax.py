@@ -272,10 +272,33 @@ class _Builder:
         return Call(s, e, op, None, (self.build(kids[0]), self.build(kids[1])))
 
     def _conditionalor(self, tree: lark.Tree[Any]) -> Node:
-        return self._binary_chain(tree, "_||_")
+        return self._logical_chain(tree, "_||_")
 
     def _conditionaland(self, tree: lark.Tree[Any]) -> Node:
-        return self._binary_chain(tree, "_&&_")
+        return self._logical_chain(tree, "_&&_")
+
+    def _logical_chain(self, tree: lark.Tree[Any], op: str) -> Node:
+        """``a && b && c ...``: walk the left spine without recursion, then balance.
+
+        Like upstream's parser, long chains become a balanced tree, so a selector
+        listing hundreds of alternatives neither recurses deeply nor evaluates slowly.
+        """
+        operands: list[Any] = []
+        current: Any = tree
+        while len(current.children) == 2:
+            operands.append(current.children[1])
+            current = current.children[0]
+        operands.append(current.children[0])
+        operands.reverse()
+        return self._balance([self.build(o) for o in operands], op)
+
+    def _balance(self, nodes: list[Node], op: str) -> Node:
+        if len(nodes) == 1:
+            return nodes[0]
+        middle = len(nodes) // 2
+        left = self._balance(nodes[:middle], op)
+        right = self._balance(nodes[middle:], op)
+        return Call(left.start, right.end, op, None, (left, right))
 
     def _operator_chain(self, tree: lark.Tree[Any], table: dict[str, str]) -> Node:
         kids = tree.children
@@ -426,7 +449,7 @@ _PARSER: lark.Lark | None = None
 def _boolean_literals(token: lark.Token) -> lark.Token:
     # The grammar's IDENT also matches true/false; re-type them as literals.
     if token.value in ("true", "false"):
-        return lark.Token("BOOL_LIT", token.value)
+        return lark.Token.new_borrow_pos("BOOL_LIT", token.value, token)
     return token
 
 
