@@ -195,3 +195,16 @@ def test_objects_built_in_code_serialize_to_api_json() -> None:
     bare = ResourceClaim()
     bare.status.reserved_for = []
     assert bare.to_dict()["status"] == {"reservedFor": []}
+
+
+def test_json_list_output_of_kubectl_is_expanded(tmp_path: Path) -> None:
+    import json
+
+    (doc,) = load_documents(FIXTURES / "seed" / "deviceclass-gpu.nvidia.com.yaml")
+    listing = {"apiVersion": "v1", "kind": "List", "items": [doc, doc]}
+    path = tmp_path / "classes.json"
+    path.write_text(json.dumps(listing), encoding="utf-8")
+    objects = load_all(path)
+    assert [type(o).__name__ for o in objects] == ["DeviceClass", "DeviceClass"]
+    assert load_all(json.dumps(doc)) == objects[:1]
+    assert load_all(str(path)) == objects

@@ -10,7 +10,7 @@ opaque configs and ComputeDomain CRDs), :mod:`.quantity`, :mod:`.semver`, :mod:`
 """
 
 from ._model import ApiModel, ApiObject, StrictApiModel
-from .codec import KubeObject, dump_all, load_all, parse_object
+from .codec import KubeObject, dump_all, load_all, load_documents, parse_object, to_plain
 from .crds import crd_manifests
 from .errors import (
     DraApiTypesError,
@@ -199,7 +199,9 @@ __all__ = [
     "decode_opaque_config",
     "dump_all",
     "load_all",
+    "load_documents",
     "parse_object",
+    "to_plain",
     "validate",
     "validation_errors",
 ]

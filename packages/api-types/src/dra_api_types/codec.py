@@ -18,7 +18,15 @@ import yaml
 from ._model import ApiModel, ApiObject, dump_value
 from .errors import ObjectRef, UnknownKindError, ValidationError
 
-__all__ = ["KubeObject", "dump_all", "load_all", "parse_object", "registered_kinds"]
+__all__ = [
+    "KubeObject",
+    "dump_all",
+    "load_all",
+    "load_documents",
+    "parse_object",
+    "registered_kinds",
+    "to_plain",
+]
 
 #: What :func:`parse_object` returns: a typed model, or the mapping itself for kinds this
 #: package does not model.
