@@ -107,8 +107,10 @@ def _const_fn(value: Any) -> Fn:
 
 
 def _raise_fn(error: CelRuntimeError) -> Fn:
+    kind = type(error)
+
     def fn(_frame: Frame) -> Any:
-        raise CelRuntimeError(error.message)
+        raise kind(error.message)
 
     return fn
 
@@ -189,19 +191,30 @@ class Compiler:
         return Compiled(_const_fn(value), static, node, is_const=True, value=value)
 
     def _fold(self, node: Node, static: str, fn: Fn, children: tuple[Compiled, ...]) -> Compiled:
-        """Evaluate now when every input is constant; keep runtime errors for runtime."""
-        if children and all(c.is_const for c in children):
-            try:
-                value = fn([None, 0])
-            except CelCostLimitError:
-                raise
-            except CelRuntimeError as err:
-                return Compiled(_raise_fn(err), static, node, children=children)
-            folded = self._const(node, value)
-            folded.children = children
-            folded.type = static
-            return folded
-        return Compiled(fn, static, node, children=children)
+        """Evaluate now when every input is constant; keep runtime errors for runtime.
+
+        The cost the folded evaluation spent (``lists.range(n)``, long concatenations)
+        is still charged on every evaluation, so folding never hides cost from the limit.
+        """
+        if not children or not all(c.is_const for c in children):
+            return Compiled(fn, static, node, children=children)
+        frame: Frame = [None, 0]
+        try:
+            value = fn(frame)
+        except CelRuntimeError as err:
+            return Compiled(_raise_fn(err), static, node, children=children)
+        spent = frame[1]
+        folded = self._const(node, value)
+        folded.children = children
+        folded.type = static
+        if spent:
+
+            def charged(frame: Frame) -> Any:
+                charge(frame, spent)
+                return value
+
+            folded.fn = charged
+        return folded
 
     # ------------------------------------------------------------------ dispatch
     def compile(self, node: Node) -> Compiled:

@@ -63,6 +63,12 @@ class CompiledSelector:
             raise CelRuntimeError(
                 "expression nesting too deep to evaluate", expression=self.expression
             ) from None
+        except Exception as err:
+            # A library function met a value it did not expect: still a per-device CEL
+            # failure for the allocator, never a crash of the caller.
+            raise CelRuntimeError(
+                f"evaluation failed: {type(err).__name__}: {err}", expression=self.expression
+            ) from err
         if result is True or result is False:
             return result
         raise CelRuntimeError(
