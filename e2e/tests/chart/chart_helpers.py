@@ -1,7 +1,8 @@
 """Shared helpers of the chart and driver tests: the pinned Helm and the chart's paths.
 
-Imported by name (``import chart_helpers``): each tests directory's conftest puts this directory
-on ``sys.path``, since ``--import-mode=importlib`` gives test modules no package to import from.
+Imported by name (``import chart_helpers``): the test modules put this directory on
+``sys.path``, since ``--import-mode=importlib`` gives them no package to import from. (No
+conftest.py here: mypy over all of e2e/tests would see two modules named ``conftest``.)
 """
 
 from __future__ import annotations

@@ -4,15 +4,59 @@ from __future__ import annotations
 
 import json
 import re
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import dra_api_types
 import pytest
 import yaml
-from chart_helpers import CHART, NAMESPACE, REPO, HelmFailed, Render, run_helm, set_args
+
+# --import-mode=importlib gives tests no package: the shared helpers are found by path.
+sys.path.insert(0, str(Path(__file__).parent))
+from chart_helpers import (
+    BASE_SETS,
+    CHART,
+    NAMESPACE,
+    REPO,
+    HelmFailed,
+    Render,
+    helm_path,
+    run_helm,
+    set_args,
+)
 
 SEED = Path("/work/shared/seeds/002_0fec738554e607fc.txt")
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    """The pinned Helm binary (built from the Go module proxy on first use)."""
+    try:
+        return helm_path()
+    except HelmFailed as exc:
+        pytest.fail(str(exc))
+
+
+@pytest.fixture(scope="module")
+def render(helm: Path) -> Render:
+    """Renders the chart with ``--set`` values; returns the manifest objects in order."""
+
+    def _render(
+        sets: Mapping[str, str] | None = None,
+        *,
+        namespace: str = NAMESPACE,
+        base: bool = True,
+    ) -> list[dict[str, Any]]:
+        values = {**(BASE_SETS if base else {}), **(sets or {})}
+        args = ["template", "dra", str(CHART), "--namespace", namespace, *set_args(values)]
+        out = run_helm(helm, *args)
+        return [doc for doc in yaml.safe_load_all(out) if doc]
+
+    return _render
+
+
 GPU_CLASSES = ["gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com"]
 CD_CLASSES = ["compute-domain-daemon.nvidia.com", "compute-domain-default-channel.nvidia.com"]
 

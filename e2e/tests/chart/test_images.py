@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+# --import-mode=importlib gives tests no package: the shared helpers are found by path.
+sys.path.insert(0, str(Path(__file__).parent))
 from chart_helpers import REPO
 
 BUILD = REPO / "images" / "build_image.py"

@@ -9,10 +9,14 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+# --import-mode=importlib gives tests no package: the shared helpers are found by path.
+sys.path.insert(0, str(Path(__file__).parent))
 from chart_helpers import REPO
 
 KIND = REPO / "kind"
