@@ -12,6 +12,7 @@ from dra_controller.allocation import (
     CelEngine,
     Cluster,
     Features,
+    UnknownDeviceClassError,
     parse_objects,
 )
 from dra_controller.allocation.quantities import format_binary_quantity, parse_quantity
@@ -125,3 +126,31 @@ def test_commit_holds_devices_and_skips_full_nodes() -> None:
     assert last.allocated is None
     assert last.skipped_full == 3
     assert cluster.state.owners[("gpu.example.com", "n1", "g0")] == ["default/c1"]
+
+
+def test_input_errors_raised_even_when_every_node_is_full() -> None:
+    case = {
+        "slices": [{"name": "s", "node": "n1", "devices": [{"name": "g0"}]}],
+        "claims": [
+            {
+                "name": "holder",
+                "allocation": {
+                    "devices": {
+                        "results": [
+                            {
+                                "request": "gpu",
+                                "driver": "gpu.example.com",
+                                "pool": "n1",
+                                "device": "g0",
+                            }
+                        ]
+                    }
+                },
+            },
+            {"name": "typo", "requests": [{"name": "gpu", "class": "gpu.example.con"}]},
+        ],
+    }
+    classes, slices, claims, _ = parse_objects(case_objects(case))
+    cluster = Cluster(classes=classes, slices=slices, claims=claims, engine=CelEngine())
+    with pytest.raises(UnknownDeviceClassError):
+        cluster.allocate([claims[1]])

@@ -104,6 +104,14 @@ class Allocator:
         # False only to measure the pre-1.33 search (all permutations) as a baseline.
         self.combinations_only = True
 
+    def validate(self, claims: Sequence[ClaimInfo]) -> None:
+        """Raise the node-independent input errors (unknown class, disabled feature...).
+
+        The scheduler raises these on every node; checking them once up front keeps them
+        errors even when every node is skipped as full.
+        """
+        _Search(self, claims, NodeInfo(name=""), [], AllocatedState()).validate()
+
     def allocate(
         self,
         claims: Sequence[ClaimInfo],

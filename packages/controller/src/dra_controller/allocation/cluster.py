@@ -115,6 +115,7 @@ class Cluster:
                 return ClusterOutcome(allocated=outcome)
             self._raise_invalid([outcome])
             return ClusterOutcome(allocated=None, failures=[outcome])
+        self.allocator.validate(claims)
         needed = _min_exclusive_devices(claims)
         failures: list[Unsatisfiable] = []
         skipped = 0
