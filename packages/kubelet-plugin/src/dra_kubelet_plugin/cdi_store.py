@@ -18,8 +18,12 @@ log = logging.getLogger(__name__)
 class CDIStore:
     """The directory of transient CDI specs (``--cdi-root``), one file per claim."""
 
-    def __init__(self, root: Path, *, durable: bool = True) -> None:
-        """Manage specs in ``root``; ``durable=False`` skips fsync (benchmarks only)."""
+    def __init__(self, root: Path, *, durable: bool = False) -> None:
+        """Manage specs in ``root``.
+
+        Specs are transient (``/var/run/cdi`` is a tmpfs and a reboot discards all prepared
+        state), so they are replaced atomically but not fsynced unless ``durable``.
+        """
         self.root = root
         self._durable = durable
 

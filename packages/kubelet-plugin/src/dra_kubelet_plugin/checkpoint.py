@@ -244,8 +244,11 @@ class CheckpointStore:
         except CheckpointCorruptError as exc:
             return self._move_aside(str(exc))
 
-    def save(self, checkpoint: Checkpoint) -> None:
-        """Write ``checkpoint`` atomically and durably.
+    def save(self, checkpoint: Checkpoint, *, sync: bool = True) -> None:
+        """Write ``checkpoint`` atomically (and durably unless ``sync`` is false).
+
+        ``sync=False`` still replaces the file atomically, so readers and a restarted
+        process see the old or the new content; only a power loss may lose the write.
 
         Raises:
             CheckpointError: the file could not be written; the previous file is unchanged.
@@ -260,12 +263,12 @@ class CheckpointStore:
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view) :]
-                if self._durable:
+                if self._durable and sync:
                     os.fsync(fd)
             finally:
                 os.close(fd)
             os.replace(tmp, self.path)
-            if self._durable:
+            if self._durable and sync:
                 _fsync_dir(directory)
         except OSError as exc:
             with contextlib.suppress(OSError):

@@ -135,9 +135,9 @@ class DeviceState:
             )
         return claims
 
-    def _save(self, checkpoint: Checkpoint) -> None:
+    def _save(self, checkpoint: Checkpoint, *, sync: bool = True) -> None:
         checkpoint.boot_id = self._boot_id
-        self._store.save(checkpoint)
+        self._store.save(checkpoint, sync=sync)
         self._metrics.prepared_claims.set(len(checkpoint.claims))
         self._metrics.prepared_devices.set(sum(len(c.devices) for c in checkpoint.claims.values()))
 
@@ -388,9 +388,11 @@ class DeviceState:
             entry = checkpoint.claims.get(ref.uid)
             if entry is not None and entry.state is ClaimState.PREPARE_COMPLETED:
                 # Demote first, so "completed" always implies "spec present", even if we die
-                # between removing the spec and removing the entry.
+                # between removing the spec and removing the entry. No fsync: a process crash
+                # keeps the page cache, and after a power loss the new boot ID discards all
+                # prepared state anyway.
                 checkpoint.claims[ref.uid] = replace(entry, state=ClaimState.PREPARE_STARTED)
-                self._save(checkpoint)
+                self._save(checkpoint, sync=False)
             self._drop(checkpoint, ref.uid)
             if entry is not None:
                 self._save(checkpoint)
