@@ -320,7 +320,7 @@ def test_ordering_and_addition_are_exact(a: str, b: str) -> None:
     assert (x + y).value == x.value + y.value
     assert (x - y).value == x.value - y.value
     total = x + y
-    if total.format is QuantityFormat.BINARY_SI and abs(total.value) > (1 << 63) - 1:
+    if str(total).endswith("i") and abs(total.value) > (1 << 63) - 1:
         # As in Go: sums may exceed int64, but parsing a binary quantity caps it at 2^63-1.
         assert abs(Quantity.parse(str(total)).value) == (1 << 63) - 1
     else:
