@@ -232,6 +232,11 @@ CASES: list[Case] = [
             "[3, 1, 2].sort() == [1, 2, 3]",
         ),
     ),
+    Case("sort_by", "[3, 1, 2].sortBy(x, -x) == [3, 2, 1]"),
+    Case(
+        "sort_by_field",
+        "[{'n': 'b', 'v': 2}, {'n': 'a', 'v': 1}].sortBy(e, e.v).map(e, e.n) == ['a', 'b']",
+    ),
     Case("sets_contains", "sets.contains([1, 2, 3], [1, 2]) && !sets.contains([1], [2])"),
     Case("sets_equivalent", "sets.equivalent([1, 2], [2, 1, 1])"),
     Case("sets_intersects", "sets.intersects([1, 2], [2, 3]) && !sets.intersects([1], [2])"),

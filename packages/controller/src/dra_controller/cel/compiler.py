@@ -18,7 +18,17 @@ from dra_api_types import Quantity, Version
 
 from .device import CelDevice, DomainMap
 from .errors import CelCompileError, CelCostLimitError, CelRuntimeError
-from .library import DYN, FUNCTIONS, OPTIONAL, QUANTITY, SEMVER, TYPE_IDENTS, Overload
+from .library import (
+    DYN,
+    FUNCTIONS,
+    OPTIONAL,
+    QUANTITY,
+    SEMVER,
+    TYPE_IDENTS,
+    Overload,
+    sorted_by_keys,
+)
+from .regex import compile_regex
 from .syntax import Call, Const, Ident, Index, ListLit, MapLit, Node, Select, UInt
 from .values import (
     DEVICE_FIELDS,
@@ -153,6 +163,7 @@ _MACROS: Final = frozenset(
         "transformList",
         "transformMap",
         "optMap",
+        "sortBy",
         "optFlatMap",
     )
 )
@@ -849,6 +860,8 @@ class Compiler:
         args = node.args
         if name in ("optMap", "optFlatMap"):
             return self._opt_map(node)
+        if name == "sortBy":
+            return self._sort_by(node)
         two_var_only = name in ("transformList", "transformMap", "existsOne")
         nvars = 2 if two_var_only or (name in ("all", "exists") and len(args) == 3) else 1
         expected: tuple[int, ...]
@@ -998,6 +1011,36 @@ class Compiler:
             return transform_fn
         raise AssertionError(name)  # pragma: no cover
 
+    def _sort_by(self, node: Call) -> Compiled:
+        """``list.sortBy(x, key)`` (ext.Lists): a stable sort on a computed key."""
+        assert node.target is not None
+        if len(node.args) != 2:
+            raise self.error("sortBy() requires 2 arguments", node)
+        target = self.compile(node.target)
+        if target.type not in (DYN, "list"):
+            raise self.error(f"sortBy() applies to lists, not {target.type}", node.target)
+        name = self._variable(node.args[0])
+        (slot,), saved = self._with_vars([name])
+        try:
+            key = self.compile(node.args[1])
+        finally:
+            self.scope = saved
+        tf, kf = target.fn, key.fn
+        step_cost = 1 + _node_count(node.args[1])
+
+        def sort_by(frame: Frame) -> Any:
+            items = tf(frame)
+            if type(items) is not list:
+                raise no_overload("sortBy", items)
+            keys = []
+            for item in items:
+                charge(frame, step_cost)
+                frame[slot] = item
+                keys.append(kf(frame))
+            return [item for _, item in sorted_by_keys(keys, items)]
+
+        return Compiled(sort_by, "list", node, children=(target, key))
+
     def _opt_map(self, node: Call) -> Compiled:
         assert node.target is not None
         if len(node.args) != 2:
@@ -1055,11 +1098,35 @@ class Compiler:
             raise self.error(
                 f"found no matching overload for '{name}' applied to '{applied}'", node
             )
+        if name == "matches" and all_args[1].is_const and type(all_args[1].value) is str:
+            fast = self._matches_constant(node, all_args)
+            if fast is not None:
+                return fast
         fns = tuple(a.fn for a in all_args)
         result_types = {o.result for o in candidates}
         static_result = result_types.pop() if len(result_types) == 1 else DYN
         fn = self._call_fn(name, candidates, fns, static)
         return self._fold(node, static_result, fn, all_args)
+
+    def _matches_constant(self, node: Call, args: tuple[Compiled, ...]) -> Compiled | None:
+        """``s.matches('<constant>')``: compile the pattern once, here."""
+        pattern = args[1].value
+        try:
+            regex = compile_regex(pattern)
+        except CelRuntimeError:
+            return None  # the generic call reports the bad pattern at runtime, as upstream
+        subject = args[0].fn
+
+        def matches(frame: Frame) -> Any:
+            text = subject(frame)
+            if type(text) is not str:
+                raise no_overload("matches", text, pattern)
+            frame[1] += 1 + len(text) // 10
+            if frame[1] > COST_LIMIT:
+                charge(frame, 0)
+            return regex.search(text)
+
+        return self._fold(node, BOOL, matches, args)
 
     def _call_fn(
         self, name: str, candidates: list[Overload], fns: tuple[Fn, ...], static: tuple[str, ...]

@@ -519,6 +519,18 @@ def _reverse(items: list[Any]) -> list[Any]:
     return items[::-1]
 
 
+def sorted_by_keys(keys: list[Any], items: list[Any]) -> list[tuple[Any, Any]]:
+    """Pairs (key, item) stably sorted by key; keys must share one ordered type."""
+    _require_comparable(keys, "sortBy")
+    pairs = list(zip(keys, items, strict=True))
+
+    def by_key(a: tuple[Any, Any], b: tuple[Any, Any]) -> int:
+        return _order(a[0], b[0])
+
+    pairs.sort(key=cmp_to_key(by_key))
+    return pairs
+
+
 def _sort(items: list[Any]) -> list[Any]:
     _require_comparable(items, "sort")
     return sorted(items, key=cmp_to_key(_order))
