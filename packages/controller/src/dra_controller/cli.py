@@ -136,6 +136,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from .validation import validate_documents
 
     def compile_check(expression: str) -> str | None:
+        """The compile error of an expression, or None."""
         try:
             compile_selector(expression)
         except CelCompileError as exc:

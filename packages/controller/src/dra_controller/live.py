@@ -38,6 +38,7 @@ def fetch_documents(*, namespace: str, pod: str | None, context: str | None) -> 
     docs: list[Document] = []
 
     def get(path: str) -> Any:
+        """GET an API path and decode the JSON body."""
         try:
             params = api.param_serialize(
                 "GET",

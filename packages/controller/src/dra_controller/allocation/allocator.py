@@ -171,6 +171,7 @@ class _Search:
     # ---- validation (Allocate's preamble) ----
 
     def validate(self) -> None:
+        """Allocate's preamble: per-request data, device counts, constraint trackers."""
         feats = self.features
         for claim in self.claims:
             per_claim: list[list[_Request]] = []
@@ -350,14 +351,21 @@ class _Search:
         return bool(fit)
 
     def in_use(self, dev_id: DeviceID) -> bool:
+        """Held by an allocated claim or picked for one of this pod's claims."""
         return dev_id in self.state.devices or bool(self.allocating.get(dev_id))
 
     # ---- the search ----
 
     def run(self) -> int:
+        """Search from the first device of the first request of the first claim."""
         return self.one(0, 0, 0, 0, False, 0)
 
     def one(self, c: int, r: int, s: int, d: int, sub: bool, start: int) -> int:
+        """allocateOne: pick device ``d`` of (sub)request ``r``/``s`` of claim ``c``.
+
+        ``start`` is the first candidate position to try (combinations, not
+        permutations); ``sub`` is set while one particular subrequest is tried.
+        """
         self.invocations += 1
         if not self.invocations & 0x3FF and time.monotonic() > self.deadline:
             raise AllocationTimeoutError(
@@ -523,6 +531,7 @@ class _Search:
         n_before = len(picked) - 1
 
         def undo() -> None:
+            """Roll back constraints, capacity, counters and the result entry."""
             for con in constraints:
                 con.remove(base, subname, dev)
             if multi:
@@ -553,6 +562,7 @@ class _Search:
     # ---- results ----
 
     def build_results(self) -> list[dict[str, Any]]:
+        """One ``status.allocation`` per claim from the solution found."""
         out = []
         for c, claim in enumerate(self.claims):
             classes: list[tuple[ClassInfo, str]] = []

@@ -72,11 +72,13 @@ class _Tally:
         self.examples: dict[str, str] = {}
 
     def add(self, reason: str, example: str = "") -> None:
+        """Count one device under the reason (the first example is kept)."""
         self.counts[reason] += 1
         if example and reason not in self.examples:
             self.examples[reason] = example
 
     def render(self) -> list[str]:
+        """One line per reason, with the device count and an example."""
         out = []
         for reason, n in self.counts.items():
             devices = "device" if n == 1 else "devices"

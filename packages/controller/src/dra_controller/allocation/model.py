@@ -231,6 +231,7 @@ def _parse_capacity(raw: Any, *, ref: str, where: str) -> CapacityInfo:
     default_raw = (policy or {}).get("default")
 
     def q(value: object, sub: str) -> Amount | None:
+        """An optional quantity of the policy."""
         return None if value is None else parse_quantity(value, where=f"{where}.{sub}")
 
     valid = tuple(
