@@ -47,6 +47,9 @@ def open_devices(settings: Settings) -> DeviceLib:
     state = settings.fake_gpu_state_file
     if settings.device_backend == "fake" and state is None:
         state = settings.plugin_dir / "fake-gpus.json"
+        if settings.print_resource_slices and not state.exists():
+            # Printing must not create kubelet directories: use the device layer's default.
+            state = None
     config = DeviceLibConfig(
         backend="fake" if settings.device_backend == "fake" else "nvml",
         driver_root=settings.driver_root,
