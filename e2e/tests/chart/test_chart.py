@@ -188,6 +188,8 @@ def test_fake_backend_defaults_its_fleet(render: Render) -> None:
     assert "--fake-gpus=8xH100-80GB" in container["args"]
     escaped = _container(render({"devices.backend": "fake", "devices.fakeGpus": r"2xT4\,1xL4"}))
     assert "--fake-gpus=2xT4,1xL4" in escaped["args"]
+    mig = _container(render({"devices.backend": "fake", "devices.fakeGpus": "2xA100-40GB:mig"}))
+    assert "--fake-gpus=2xA100-40GB:mig" in mig["args"]
 
 
 def test_nvml_backend_is_privileged_and_reads_the_driver_root(render: Render) -> None:

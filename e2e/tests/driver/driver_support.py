@@ -1,0 +1,344 @@
+"""What the driver scenarios share: installing the chart on the cluster under test, and waiting
+for pods, claims and slices.
+
+Against the local e2e cluster the driver image and the stand-in workload images are built
+without a registry (images/build_image.py) and imported into the nodes, and the chart is
+installed with the node's kubelet and CDI directories. Against a cluster in ``$KUBECONFIG`` with
+``DRA_E2E_RELEASE=<namespace>/<release>`` set (kind/up.sh does this), the installed release is
+used as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dra_e2e.handle import ClusterHandle
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "chart"))
+
+from chart_helpers import CHART, REPO, helm_path, run_helm, set_args
+
+__all__ = [
+    "CHART",
+    "DRIVER",
+    "Driver",
+    "allocated_devices",
+    "applied",
+    "dump_diagnostics",
+    "events_for",
+    "exists",
+    "helm_path",
+    "install",
+    "pod",
+    "pod_claims",
+    "run_helm",
+    "smi_lines",
+    "uninstall",
+    "wait_gone",
+    "wait_running",
+]
+
+DRIVER = "gpu.nvidia.com"
+NAMESPACE = "dra-driver-nvidia-gpu"
+RELEASE = "dra-driver-nvidia-gpu"
+#: A mixed node: GPUs of 40 GiB (A100) and 24 GiB (L4), so memory selectors split them.
+FAKE_GPUS = os.environ.get("DRA_E2E_FAKE_GPUS", "4xA100-40GB,4xL4")
+BUILD = REPO / "images" / "build_image.py"
+SMI_LINE = re.compile(r"^GPU (\d+): (.+) \(UUID: (GPU-[0-9a-f-]+)\)$")
+
+
+@dataclass
+class Driver:
+    """The installed driver under test."""
+
+    cluster: ClusterHandle
+    namespace: str
+    release: str
+    nodes: list[str]
+    #: Node name -> (kubelet root, CDI dir) on this machine; empty for a remote cluster.
+    node_dirs: dict[str, tuple[Path, Path]] = field(default_factory=dict)
+    install_output: str = ""
+    installed_here: bool = False
+
+    @property
+    def local(self) -> bool:
+        """Whether the node directories are on this machine (the local e2e cluster)."""
+        return bool(self.node_dirs)
+
+    def plugin_dir(self, node: str) -> Path:
+        """``<kubelet root>/plugins/gpu.nvidia.com`` of a local node."""
+        return self.node_dirs[node][0] / "plugins" / DRIVER
+
+    def cdi_dir(self, node: str) -> Path:
+        """The CDI spec directory of a local node."""
+        return self.node_dirs[node][1]
+
+    def plugin_pods(self) -> list[dict[str, Any]]:
+        """The kubelet plugin's pods."""
+        selector = "app.kubernetes.io/component=kubelet-plugin"
+        data = self.cluster.kubectl_json("get", "pods", "-n", self.namespace, "-l", selector)
+        return list(data["items"])
+
+    def slices(self, node: str | None = None) -> list[dict[str, Any]]:
+        """This driver's ResourceSlices (of one node)."""
+        items = self.cluster.kubectl_json("get", "resourceslices")["items"]
+        return [
+            s
+            for s in items
+            if s["spec"]["driver"] == DRIVER and (node is None or s["spec"].get("nodeName") == node)
+        ]
+
+    def devices(self, node: str) -> dict[str, dict[str, Any]]:
+        """Device name -> device of a node's published slices."""
+        return {d["name"]: d for s in self.slices(node) for d in s["spec"].get("devices", [])}
+
+    def wait_for_slices(self, *, timeout: float = 180) -> None:
+        """Until every node has a slice with devices."""
+        self.cluster.wait_until(
+            "ResourceSlices of gpu.nvidia.com on every node",
+            lambda: all(self.devices(n) for n in self.nodes),
+            timeout=timeout,
+            interval=2,
+        )
+
+
+def _kubeconfig_env(cluster: ClusterHandle) -> dict[str, str]:
+    return {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
+
+
+def _build_image(kind: str, out: Path) -> Path:
+    proc = subprocess.run(
+        [sys.executable, str(BUILD), kind, "--output", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=900,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"images/build_image.py {kind} failed:\n{proc.stderr}")
+    return out
+
+
+def install(cluster: ClusterHandle, workdir: Path) -> Driver:
+    """Installs the chart on fake GPUs (or adopts ``$DRA_E2E_RELEASE``); waits for slices."""
+    nodes = cluster.node_names()
+    adopted = os.environ.get("DRA_E2E_RELEASE")
+    if adopted:
+        namespace, _, release = adopted.partition("/")
+        driver = Driver(cluster, namespace, release, nodes)
+        driver.wait_for_slices()
+        return driver
+    if cluster.local is None:
+        raise RuntimeError(
+            "a cluster from $KUBECONFIG needs the driver installed first; set "
+            "DRA_E2E_RELEASE=<namespace>/<release> (kind/up.sh does both)"
+        )
+    status = cluster.local.status()["nodes"]
+    if len(status) != 1:
+        raise RuntimeError(f"the chart install assumes one node; the cluster has {sorted(status)}")
+    (node,) = status
+    kubelet_root, cdi_dir = Path(status[node]["kubelet_root"]), Path(status[node]["cdi_dir"])
+    for kind in ("driver", "workload"):
+        cluster.import_image(_build_image(kind, workdir / f"{kind}.tar"))
+    sets = {
+        "gpuResourcesEnabledOverride": "true",
+        "devices.backend": "fake",
+        "devices.fakeGpus": "{" + FAKE_GPUS + "}",
+        "kubeletPlugin.kubeletRegistrarDirectoryPath": str(kubelet_root / "plugins_registry"),
+        "kubeletPlugin.kubeletPluginsDirectoryPath": str(kubelet_root / "plugins"),
+        "kubeletPlugin.cdiRoot": str(cdi_dir),
+        # Imported, never pulled: no registry is reachable.
+        "image.pullPolicy": "Never",
+    }
+    out = run_helm(
+        helm_path(),
+        "upgrade",
+        "--install",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        NAMESPACE,
+        "--create-namespace",
+        "--wait",
+        "--timeout",
+        "5m",
+        *set_args(sets),
+        env=_kubeconfig_env(cluster),
+    )
+    driver = Driver(
+        cluster,
+        NAMESPACE,
+        RELEASE,
+        nodes,
+        node_dirs={node: (kubelet_root, cdi_dir)},
+        install_output=out,
+        installed_here=True,
+    )
+    driver.wait_for_slices()
+    return driver
+
+
+def uninstall(driver: Driver) -> None:
+    """Removes a release this session installed."""
+    if driver.installed_here:
+        run_helm(
+            helm_path(),
+            "uninstall",
+            driver.release,
+            "--namespace",
+            driver.namespace,
+            "--wait",
+            env=_kubeconfig_env(driver.cluster),
+        )
+
+
+def dump_diagnostics(driver: Driver) -> str:
+    """Plugin logs and recent events, for a failed scenario's report."""
+    parts: list[str] = []
+    for pod in driver.plugin_pods():
+        name = pod["metadata"]["name"]
+        try:
+            logs = driver.cluster.kubectl("logs", name, "-n", driver.namespace, "--tail=60")
+        except Exception as exc:
+            logs = f"(no logs: {exc})"
+        parts.append(f"--- plugin pod {name}:\n{logs}")
+    try:
+        events = driver.cluster.kubectl(
+            "get", "events", "-A", "--sort-by=.lastTimestamp", "--no-headers"
+        )
+        parts.append("--- events:\n" + "\n".join(events.splitlines()[-40:]))
+    except Exception as exc:
+        parts.append(f"(no events: {exc})")
+    return "\n".join(parts)
+
+
+def pod(cluster: ClusterHandle, name: str, namespace: str) -> dict[str, Any]:
+    """The pod object."""
+    return dict(cluster.kubectl_json("get", "pod", name, "-n", namespace))
+
+
+def wait_running(
+    cluster: ClusterHandle, name: str, namespace: str, *, timeout: float = 180
+) -> None:
+    """Until every container of the pod runs; fails early when the pod failed."""
+
+    def running() -> bool:
+        status = pod(cluster, name, namespace)["status"]
+        assert status.get("phase") != "Failed", status
+        containers = status.get("containerStatuses", [])
+        return bool(containers) and all("running" in c.get("state", {}) for c in containers)
+
+    cluster.wait_until(f"pod {namespace}/{name} to run", running, timeout=timeout, interval=2)
+
+
+def pod_claims(cluster: ClusterHandle, name: str, namespace: str) -> dict[str, dict[str, Any]]:
+    """Pod claim name -> the ResourceClaim object it resolved to."""
+    statuses = pod(cluster, name, namespace)["status"].get("resourceClaimStatuses", [])
+    spec = pod(cluster, name, namespace)["spec"].get("resourceClaims", [])
+    names = {s["name"]: s.get("resourceClaimName") for s in statuses}
+    for entry in spec:
+        if entry.get("resourceClaimName"):
+            names[entry["name"]] = entry["resourceClaimName"]
+    return {
+        pod_claim: dict(cluster.kubectl_json("get", "resourceclaim", claim, "-n", namespace))
+        for pod_claim, claim in names.items()
+        if claim
+    }
+
+
+def allocated_devices(claim: dict[str, Any]) -> list[str]:
+    """Device names of a claim's allocation results (this driver's)."""
+    results = claim["status"]["allocation"]["devices"]["results"]
+    return [r["device"] for r in results if r["driver"] == DRIVER]
+
+
+def smi_lines(log: str) -> list[tuple[int, str, str]]:
+    """``(index, product name, UUID)`` of each ``nvidia-smi -L`` GPU line in a log."""
+    out = []
+    for line in log.splitlines():
+        m = SMI_LINE.match(line.strip())
+        if m:
+            out.append((int(m.group(1)), m.group(2), m.group(3)))
+    return out
+
+
+def events_for(cluster: ClusterHandle, kind: str, name: str, namespace: str) -> list[str]:
+    """``reason: message`` of the events of one object."""
+    data = cluster.kubectl_json(
+        "get",
+        "events",
+        "-n",
+        namespace,
+        "--field-selector",
+        f"involvedObject.kind={kind},involvedObject.name={name}",
+    )
+    return [f"{e.get('reason')}: {e.get('message')}" for e in data["items"]]
+
+
+def wait_gone(
+    cluster: ClusterHandle, what: str, check: Callable[[], bool], timeout: float = 120
+) -> None:
+    """Until ``check()`` is true (something was removed)."""
+    cluster.wait_until(what, check, timeout=timeout, interval=2)
+
+
+def exists(cluster: ClusterHandle, *args: str) -> bool:
+    """Whether ``kubectl get ARGS`` finds the object."""
+    proc = subprocess.run(
+        [str(cluster.kubectl_path), f"--kubeconfig={cluster.kubeconfig}", "get", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode == 0:
+        return True
+    if "NotFound" in proc.stderr or "not found" in proc.stderr:
+        return False
+    raise RuntimeError(f"kubectl get {' '.join(args)}: {proc.stderr}")
+
+
+@contextmanager
+def applied(
+    cluster: ClusterHandle, manifest: str, *, namespaces: tuple[str, ...] = ()
+) -> Iterator[None]:
+    """Applies a manifest; deletes what it created afterwards (pods without grace)."""
+    cluster.apply(manifest)
+    try:
+        yield
+    finally:
+        subprocess.run(
+            [
+                str(cluster.kubectl_path),
+                f"--kubeconfig={cluster.kubeconfig}",
+                "delete",
+                "-f",
+                "-",
+                "--ignore-not-found",
+                "--grace-period=1",
+                "--wait=true",
+                "--timeout=120s",
+            ],
+            input=manifest,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        for ns in namespaces:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and exists(cluster, "namespace", ns):
+                time.sleep(2)
+
+
+def as_json(obj: Any) -> str:
+    """JSON text of an object (manifests for ``kubectl apply``)."""
+    return json.dumps(obj)
