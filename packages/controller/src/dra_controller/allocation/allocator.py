@@ -414,7 +414,10 @@ class _Search:
         candidates = self.candidates
         allocating = self.allocating
         allocated = self.state.devices
-        for idx in range(start, len(candidates)):
+        # Later devices of this request come after this one: once fewer candidates are
+        # left than devices still needed, no combination can work (pure pruning).
+        last = len(candidates) - (data.num - d) + 1 if self.combinations else len(candidates)
+        for idx in range(start, last):
             dev, pool = candidates[idx]
             dev_id = dev.id
             if admin:
