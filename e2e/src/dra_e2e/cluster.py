@@ -31,7 +31,7 @@ from dra_e2e.errors import (
     ToolMissingError,
 )
 from dra_e2e.kubeconfig import write_kubeconfig
-from dra_e2e.pki import CertificateAuthority, CertPair, write_service_account_keys
+from dra_e2e.pki import CertificateAuthority, write_service_account_keys
 from dra_e2e.process import (
     ProcessRecord,
     is_running,
@@ -205,12 +205,12 @@ class Cluster:
         node0 = self.net.node(0)
         progress(f"[dra-e2e] state directory {self.state_dir} (network slot {state.slot})")
         hostnet.create_bridge(node0)
-        self._write_pki()
         state.etcd_port, state.etcd_peer_port = free_port(), free_port()
         state.apiserver_port = free_port(node0.node_ip)
         state.controller_manager_port, state.scheduler_port = free_port(), free_port()
         state.feature_gates = self._feature_gates()
         self._save()
+        self._write_pki()
         self._start_etcd()
         progress("[dra-e2e] etcd ready")
         self._start_apiserver()
@@ -264,24 +264,8 @@ class Cluster:
             pair = ca.issue(pki, stem, common_name=cn, organizations=orgs, client=True)
             write_kubeconfig(
                 self.state_dir / "kubeconfigs" / f"{stem}.kubeconfig",
-                server=self.apiserver_url if self.state.apiserver_port else "https://pending",
-                ca_cert=ca.pair.cert,
-                client=pair,
-                user=cn,
-            )
-
-    def _rewrite_kubeconfigs(self) -> None:
-        ca = self.pki_dir / "ca.crt"
-        for stem, cn in (
-            ("admin", "kubernetes-admin"),
-            ("controller-manager", "system:kube-controller-manager"),
-            ("scheduler", "system:kube-scheduler"),
-        ):
-            pair = _pair(self.pki_dir, stem)
-            write_kubeconfig(
-                self.state_dir / "kubeconfigs" / f"{stem}.kubeconfig",
                 server=self.apiserver_url,
-                ca_cert=ca,
+                ca_cert=ca.pair.cert,
                 client=pair,
                 user=cn,
             )
@@ -325,7 +309,6 @@ class Cluster:
 
     def _start_apiserver(self) -> None:
         s, pki = self.state, self.pki_dir
-        self._rewrite_kubeconfigs()
         runtime_config = ",".join(f"resource.k8s.io/{v}=true" for v in RESOURCE_API_VERSIONS)
         argv = [
             str(self.bins.kube("kube-apiserver")),
@@ -663,12 +646,12 @@ class Cluster:
                 stop(rec)
         # Shims re-parent to init and keep containers alive; both are this cluster's
         # alone: shims name our socket path, containers sit in our cgroup subtree.
-        kill_pids(pids_referencing(str(self.state_dir)))
+        kill_pids(self.own_pids())
         for node in state.nodes:
             hostcleanup.kill_cgroup_tree(node.cgroup_root)
         for rec in reversed(list(records.values())):
             stop(rec)
-        kill_pids(pids_referencing(str(self.state_dir)))
+        kill_pids(self.own_pids())
         leftovers: list[str] = []
         for node in state.nodes:
             leftovers += [f"cgroup {p}" for p in hostcleanup.remove_cgroup_tree(node.cgroup_root)]
@@ -677,7 +660,7 @@ class Cluster:
         for node in state.nodes:
             hostnet.delete_bridge(net.node(node.index))
         leftovers += [f"mount {m}" for m in hostcleanup.unmount_all_under(self.state_dir)]
-        leftovers += [f"process {p}" for p in pids_referencing(str(self.state_dir))]
+        leftovers += [f"process {p}" for p in self.own_pids()]
         if not leftovers:
             shutil.rmtree(self.state_dir, ignore_errors=True)
         hostnet.release_slot(state.slot, self.state_dir)
@@ -687,6 +670,11 @@ class Cluster:
             + (f"; leftovers: {', '.join(leftovers)}" if leftovers else ", nothing left behind")
         )
         return leftovers
+
+    def own_pids(self) -> list[int]:
+        """Live processes of this cluster: our binaries naming our state directory."""
+        dirs = [self.bins.kube_dir, self.bins.etcd_dir, self.bins.containerd_dir]
+        return pids_referencing(str(self.state_dir), executables_under=dirs)
 
     def _drain_pods(self, records: dict[str, ProcessRecord], progress: Progress) -> None:
         """Let the kubelets stop pods (CNI DEL, DRA unprepare) before the sweep."""
@@ -711,10 +699,6 @@ class Cluster:
                 return
             time.sleep(1)
         progress("[dra-e2e] pods still terminating after 30s; sweeping them")
-
-
-def _pair(directory: Path, stem: str) -> CertPair:
-    return CertPair(cert=directory / f"{stem}.crt", key=directory / f"{stem}.key")
 
 
 def _runc() -> str:

@@ -76,24 +76,31 @@ class NodePaths:
 
 
 def containerd_config(paths: NodePaths, *, runc: str) -> str:
-    """containerd 2.x config (version 3) with CRI, CDI and runc via cgroupfs."""
-    cni_bins = ", ".join(json.dumps(d) for d in CNI_BIN_DIRS)
-    # TOML strings written with json.dumps: same escaping rules for our paths.
-    return f"""version = 3
-root = {json.dumps(str(paths.containerd_root))}
-state = {json.dumps(str(paths.containerd_state))}
-oom_score = 0
+    """containerd 2.x config (version 4) with CRI, CDI and runc via cgroupfs.
 
-[grpc]
-  address = {json.dumps(str(paths.containerd_socket))}
-
-[ttrpc]
-  address = {json.dumps(str(paths.containerd_socket) + ".ttrpc")}
-
-[debug]
-  level = "info"
+    Every path containerd would otherwise share host-wide (sockets, NRI, /opt)
+    points into the node's directory, so several nodes and clusters coexist.
+    """
+    q = json.dumps  # TOML basic strings escape like JSON strings for our paths
+    cni_bins = ", ".join(q(d) for d in CNI_BIN_DIRS)
+    base = paths.root / "containerd"
+    return f"""version = 4
+root = {q(str(paths.containerd_root))}
+state = {q(str(paths.containerd_state))}
 
 [plugins]
+  [plugins."io.containerd.server.v1.grpc"]
+    address = {q(str(paths.containerd_socket))}
+
+  [plugins."io.containerd.server.v1.ttrpc"]
+    address = {q(str(paths.containerd_socket) + ".ttrpc")}
+
+  [plugins."io.containerd.internal.v1.opt"]
+    path = {q(str(base / "opt"))}
+
+  [plugins."io.containerd.nri.v1.nri"]
+    disable = true
+
   [plugins."io.containerd.grpc.v1.cri"]
     disable_tcp_service = true
     stream_server_address = "127.0.0.1"
@@ -102,11 +109,11 @@ oom_score = 0
   [plugins."io.containerd.cri.v1.images"]
     snapshotter = "overlayfs"
     [plugins."io.containerd.cri.v1.images".pinned_images]
-      sandbox = {json.dumps(PAUSE_IMAGE)}
+      sandbox = {q(PAUSE_IMAGE)}
 
   [plugins."io.containerd.cri.v1.runtime"]
     enable_cdi = true
-    cdi_spec_dirs = [{json.dumps(str(paths.cdi_dir))}]
+    cdi_spec_dirs = [{q(str(paths.cdi_dir))}]
     enable_selinux = false
     netns_mounts_under_state_dir = true
     [plugins."io.containerd.cri.v1.runtime".containerd]
@@ -114,11 +121,11 @@ oom_score = 0
       [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
         runtime_type = "io.containerd.runc.v2"
         [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
-          BinaryName = {json.dumps(runc)}
+          BinaryName = {q(runc)}
           SystemdCgroup = false
     [plugins."io.containerd.cri.v1.runtime".cni]
       bin_dirs = [{cni_bins}]
-      conf_dir = {json.dumps(str(paths.cni_conf_dir))}
+      conf_dir = {q(str(paths.cni_conf_dir))}
       max_conf_num = 1
 """
 

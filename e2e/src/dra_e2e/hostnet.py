@@ -87,13 +87,13 @@ def _slot_lock() -> Iterator[None]:
 
 
 def allocate_slot(state_dir: Path) -> int:
-    """Claim a free slot for ``state_dir``; a slot whose owner's state is gone is free."""
+    """Claim a free slot for ``state_dir``; a slot whose owner directory is gone is free."""
     with _slot_lock():
         for slot in range(MAX_SLOTS):
             marker = SLOT_DIR / f"slot-{slot}"
             if marker.exists():
                 owner = Path(json.loads(marker.read_text())["state_dir"])
-                if owner == state_dir or not (owner / "cluster.json").exists():
+                if owner == state_dir or not owner.exists():
                     marker.unlink()
                 else:
                     continue

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import time
@@ -134,23 +135,28 @@ def _signal(pid: int, sig: signal.Signals) -> None:
         os.kill(pid, sig)
 
 
-def pids_referencing(needle: str) -> list[int]:
-    """Pids whose command line mentions ``needle`` (a unique state directory path).
+def pids_referencing(needle: str, *, executables_under: Sequence[Path]) -> list[int]:
+    """Pids of our own executables whose command line names ``needle``.
 
     containerd's shims daemonize away from containerd, so after containerd stops
     they are found by the socket path in their arguments, which lies inside this
-    cluster's state directory and hence names no one else's process.
+    cluster's state directory. Only processes running a binary from
+    ``executables_under`` (the harness's build cache) qualify, so a user's
+    ``tail -f`` of a log in the state directory is never touched.
     """
+    pattern = re.compile(re.escape(needle) + r"(?=[/\s=:]|$)")
+    roots = [str(Path(p).resolve()) + "/" for p in executables_under]
     found = []
     me = os.getpid()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == me:
             continue
         try:
+            exe = os.readlink(entry / "exe")
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue
-        if needle in cmdline:
+        if any(exe.startswith(root) for root in roots) and pattern.search(cmdline):
             found.append(int(entry.name))
     return found
 

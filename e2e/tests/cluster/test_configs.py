@@ -55,13 +55,15 @@ def test_cni_config_uses_existing_bridge_without_masquerade(tmp_path: Path) -> N
 def test_containerd_config_enables_cdi_and_runc_cgroupfs(tmp_path: Path) -> None:
     paths = configs.NodePaths(tmp_path)
     config = tomllib.loads(configs.containerd_config(paths, runc="/usr/sbin/runc"))
-    assert config["version"] == 3
+    assert config["version"] == 4
+    assert config["plugins"]["io.containerd.nri.v1.nri"]["disable"] is True
     runtime = config["plugins"]["io.containerd.cri.v1.runtime"]
     assert runtime["enable_cdi"] is True
     assert runtime["cdi_spec_dirs"] == [str(paths.cdi_dir)]
     runc = runtime["containerd"]["runtimes"]["runc"]
     assert runc["options"] == {"BinaryName": "/usr/sbin/runc", "SystemdCgroup": False}
-    assert config["grpc"]["address"] == str(paths.containerd_socket)
+    grpc = config["plugins"]["io.containerd.server.v1.grpc"]
+    assert grpc["address"] == str(paths.containerd_socket)
     images = config["plugins"]["io.containerd.cri.v1.images"]
     assert images["pinned_images"]["sandbox"].startswith("registry.k8s.io/pause:")
 

@@ -10,7 +10,7 @@ import pytest
 from dra_e2e import hostnet
 from dra_e2e.cluster import Cluster
 from dra_e2e.handle import ClusterHandle
-from dra_e2e.process import is_running, pids_referencing
+from dra_e2e.process import is_running
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -39,7 +39,7 @@ def test_up_add_node_down_leaves_nothing(e2e_cluster: ClusterHandle) -> None:
     leftovers = cluster.down()
     assert leftovers == []
     assert [r.name for r in records if is_running(r)] == []
-    assert pids_referencing(str(cluster.state_dir)) == []
+    assert cluster.own_pids() == []
     assert not cluster.state_dir.exists()
     for bridge in bridges:
         assert subprocess.run(["ip", "link", "show", bridge], capture_output=True).returncode != 0
