@@ -238,23 +238,25 @@ class NvmlEdits:
         for lib_dir in _LIBRARY_DIRS:
             base = root / lib_dir
             for pattern in _DRIVER_LIBRARIES:
-                for found in sorted(base.glob(pattern)):
-                    if found.is_symlink():
-                        continue
-                    container = "/" + str(found.relative_to(root))
-                    mounts.append(Mount(host_path=str(found), container_path=container))
-                    # The SONAME (libcuda.so.1) is what programs open; without an ldconfig
-                    # hook, mount the same file under that name too.
-                    soname = re.sub(r"(\.so\.\d+)\..*$", r"\1", container)
-                    if soname != container:
-                        mounts.append(Mount(host_path=str(found), container_path=soname))
+                found = sorted(base.glob(pattern))
+                files = [f for f in found if not f.is_symlink() and f.is_file()]
+                for real in files:
+                    container = "/" + str(real.relative_to(root))
+                    mounts.append(Mount(host_path=str(real), container_path=container))
+                # Programs open the SONAME (libcuda.so.1), a symlink the installer created;
+                # without an ldconfig hook in the container, mount the file under that name.
+                for link in (f for f in found if f.is_symlink()):
+                    target = link.resolve()
+                    if target in files:
+                        container = "/" + str(link.relative_to(root))
+                        mounts.append(Mount(host_path=str(target), container_path=container))
         for bin_dir in _BIN_DIRS:
             for name in _DRIVER_BINARIES:
-                found = root / bin_dir / name
-                if found.is_file() and not any(
+                tool = root / bin_dir / name
+                if tool.is_file() and not any(
                     m.container_path.endswith("/" + name) for m in mounts
                 ):
-                    mounts.append(Mount(host_path=str(found), container_path=f"/usr/bin/{name}"))
+                    mounts.append(Mount(host_path=str(tool), container_path=f"/usr/bin/{name}"))
         self._driver_mounts = tuple(mounts)
         return self._driver_mounts
 
