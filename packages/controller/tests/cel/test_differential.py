@@ -1,4 +1,5 @@
-"""Differential property test: our evaluator agrees with cel-python.
+"""Differential property tests: our evaluator agrees with cel-python and with
+common-expression-language (the Rust cel-interpreter).
 
 Expressions are generated well-typed over ints, strings and bools, device attributes
 included, within the part of CEL where both implementations define the same result
@@ -10,9 +11,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import cel as rust_cel
 import celpy
+import pytest
 from celpy import celtypes
-from dra_controller.cel import CelDevice, CelError, compile_selector
+from dra_controller.cel import CelDevice, CelError, CelRuntimeError, compile_selector
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -74,6 +77,8 @@ def _leaf_bool() -> st.SearchStrategy[str]:
             ints,
         ).map(lambda t: f"[{', '.join(t[1])}].{t[0]}(x, x {t[2]} {t[3]})"),
         st.sampled_from(INT_NAMES + STR_NAMES + ("missing",)).map(lambda n: f"has({_attr(n)})"),
+        # An error operand: && and || must absorb it exactly as upstream does.
+        st.just(f"{_attr('missing')} == 1"),
     )
 
 
@@ -135,3 +140,27 @@ def test_agrees_with_cel_python(expression: str, attributes: dict[str, Any]) -> 
             f"{expression!r}: we failed with {err}, cel-python said {expected}"
         ) from err
     assert ours is bool(expected), expression
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(expression=bools, attributes=devices)
+def test_agrees_with_common_expression_language(
+    expression: str, attributes: dict[str, Any]
+) -> None:
+    """Same outcome as the Rust cel-interpreter: the same bool, or an error in both."""
+    context = {"device": {"driver": DOMAIN, "attributes": {DOMAIN: attributes}, "capacity": {}}}
+    device = CelDevice(
+        driver=DOMAIN, attributes={f"{DOMAIN}/{k}": v for k, v in attributes.items()}
+    )
+    try:
+        expected = rust_cel.evaluate(expression, context)
+    except Exception:
+        with pytest.raises(CelRuntimeError):
+            compile_selector(expression).matches(device)
+        return
+    try:
+        ours = compile_selector(expression).matches(device)
+    except CelError as err:  # pragma: no cover - a failure report, not a branch
+        message = f"{expression!r}: we failed with {err}, cel-interpreter said {expected}"
+        raise AssertionError(message) from err
+    assert ours is expected, expression
