@@ -17,6 +17,7 @@ __all__ = [
     "fully_qualified_name_errors",
     "label_value_errors",
     "qualified_name_errors",
+    "uid_errors",
 ]
 
 DNS_LABEL_MAX: Final = 63
@@ -129,8 +130,10 @@ def device_qualified_name_errors(value: str) -> list[str]:
     if not domain:
         errors.append("the domain must not be empty")
     else:
+        # The domain follows the driver-name rules, which tolerate upper case.
         errors += [
-            f"the domain {e}" for e in dns_subdomain_errors(domain, max_length=DEVICE_DOMAIN_MAX)
+            f"the domain {e}"
+            for e in dns_subdomain_errors(domain.lower(), max_length=DEVICE_DOMAIN_MAX)
         ]
     errors += [f"the name {e}" for e in c_identifier_errors(identifier)]
     return errors
@@ -141,3 +144,16 @@ def fully_qualified_name_errors(value: str) -> list[str]:
     if "/" not in value:
         return ["a fully qualified name must be a domain and a name separated by a slash"]
     return device_qualified_name_errors(value)
+
+
+_UID: Final = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def uid_errors(value: str) -> list[str]:
+    """An RFC 4122 UUID in normalized form (lower-case, 36 characters), as for shareID."""
+    if _UID.match(value):
+        return []
+    return [
+        "uid must be in RFC 4122 normalized form, `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` with "
+        "lowercase hexadecimal characters"
+    ]

@@ -30,6 +30,7 @@ from .names import (
     fully_qualified_name_errors,
     label_value_errors,
     qualified_name_errors,
+    uid_errors,
 )
 from .quantity import Quantity
 from .semver import Version
@@ -64,12 +65,13 @@ LIMITS: Final = {
     "valid_values": 10,
     "interface_name": 256,
     "hardware_address": 128,
+    "network_ips": 16,
     "driver_name": 63,
     "pool_name": 253,
 }
 
 ALLOCATION_MODES: Final = ("ExactCount", "All")
-TAINT_EFFECTS: Final = ("NoSchedule", "NoExecute")
+TAINT_EFFECTS: Final = ("NoExecute", "NoSchedule", "None")
 TOLERATION_OPERATORS: Final = ("Exists", "Equal")
 NODE_SELECTOR_OPERATORS: Final = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 CONFIG_SOURCES: Final = ("FromClass", "FromClaim")
@@ -240,7 +242,10 @@ def _validate_driver(e: _Errors, driver: str, path: str) -> None:
     if not driver:
         e.required(path)
         return
-    e.names(path, driver, lambda v: dns_subdomain_errors(v, max_length=LIMITS["driver_name"]))
+    if len(driver) > LIMITS["driver_name"]:
+        e.add(path, f"Too long: may not be more than {LIMITS['driver_name']} bytes")
+    # Same rules as a CSI driver name: upper case is tolerated.
+    e.names(path, driver, lambda v: dns_subdomain_errors(v.lower()))
 
 
 def _validate_pool_name(e: _Errors, name: str, path: str) -> None:
@@ -324,25 +329,23 @@ def _validate_tolerations(
         return
     for i, tol in enumerate(tolerations):
         tol_path = _index(path, i)
-        operator = tol.operator or "Equal"
         if tol.key:
             e.names(_field(tol_path, "key"), tol.key, qualified_name_errors)
-        elif operator != "Exists":
-            e.add(
-                _field(tol_path, "operator"),
-                f"Invalid value: {operator!r}: value must be Exists when `key` is empty, "
-                'which means "match all values and all keys"',
-            )
-        if operator not in TOLERATION_OPERATORS:
+        # Unset means the default, Equal.
+        operator = "Equal" if tol.operator is None else tol.operator
+        if operator == "Exists":
+            if tol.value:
+                e.add(
+                    _field(tol_path, "value"),
+                    f"Invalid value: {tol.value!r}: must be empty for operator `Exists`",
+                )
+        elif operator == "Equal":
+            e.names(_field(tol_path, "value"), tol.value or "", label_value_errors)
+        elif operator == "":
+            e.required(_field(tol_path, "operator"))
+        else:
             e.not_supported(_field(tol_path, "operator"), operator, TOLERATION_OPERATORS)
-        elif operator == "Exists" and tol.value:
-            e.add(
-                _field(tol_path, "value"),
-                f"Invalid value: {tol.value!r}: value must be empty when `operator` is 'Exists'",
-            )
-        elif tol.value:
-            e.names(_field(tol_path, "value"), tol.value, label_value_errors)
-        if tol.effect is not None and tol.effect != "" and tol.effect not in TAINT_EFFECTS:
+        if tol.effect and tol.effect not in TAINT_EFFECTS:
             e.not_supported(_field(tol_path, "effect"), tol.effect, TAINT_EFFECTS)
 
 
@@ -415,27 +418,32 @@ def _request_names(requests: list[r.DeviceRequest]) -> dict[str, set[str] | None
 def _validate_request_refs(
     e: _Errors, refs: list[str] | None, known: dict[str, set[str] | None], path: str
 ) -> None:
+    if refs is None or e.too_many(path, refs, LIMITS["requests"]):
+        return
     seen: set[str] = set()
-    for i, ref in enumerate(refs or []):
-        ref_path = _index(path, i)
+    for i, ref in enumerate(refs):
+        _validate_request_ref(e, ref, known, _index(path, i))
         if ref in seen:
-            e.add(ref_path, f"Duplicate value: {ref!r}")
+            e.add(_index(path, i), f"Duplicate value: {ref!r}")
         seen.add(ref)
-        main, _, sub = ref.partition("/")
-        if main not in known:
-            e.add(
-                ref_path,
-                f"Invalid value: {ref!r}: must be the name of a request in the claim or the name "
-                "of a request and a subrequest separated by '/'",
-            )
-        elif sub:
-            subs = known[main]
-            if subs is None or sub not in subs:
-                e.add(
-                    ref_path,
-                    f"Invalid value: {ref!r}: must be the name of a request in the claim or the "
-                    "name of a request and a subrequest separated by '/'",
-                )
+
+
+def _validate_request_ref(
+    e: _Errors, ref: str, known: dict[str, set[str] | None], path: str
+) -> None:
+    """``request`` or ``request/subrequest`` naming a request of the claim."""
+    segments = ref.split("/")
+    if len(segments) <= 2:
+        for segment in segments:
+            e.names(path, segment, dns_label_errors)
+    main, _, sub = ref.partition("/")
+    subs = known.get(main)
+    if len(segments) > 2 or main not in known or (sub and (subs is None or sub not in subs)):
+        e.add(
+            path,
+            f"Invalid value: {ref!r}: must be the name of a request in the claim or the name "
+            "of a request and a subrequest separated by '/'",
+        )
 
 
 def _validate_device_claim(e: _Errors, claim: r.DeviceClaim, path: str) -> None:
@@ -562,7 +570,7 @@ def _validate_claim_status(
         if not e.too_many(res_path, results, LIMITS["allocation_results"]):
             for i, result in enumerate(results):
                 rp = _index(res_path, i)
-                _validate_request_refs(e, [result.request], known, _field(rp, "request"))
+                _validate_request_ref(e, result.request, known, _field(rp, "request"))
                 _validate_driver(e, result.driver, _field(rp, "driver"))
                 _validate_pool_name(e, result.pool, _field(rp, "pool"))
                 if not result.device:
@@ -570,13 +578,21 @@ def _validate_claim_status(
                 else:
                     e.names(_field(rp, "device"), result.device, dns_label_errors)
                 _validate_tolerations(e, result.tolerations, _field(rp, "tolerations"))
+                _validate_binding_parameters(
+                    e, result.binding_conditions, result.binding_failure_conditions, rp
+                )
+                if result.share_id is not None:
+                    e.names(_field(rp, "shareID"), result.share_id, uid_errors)
         configs = status.allocation.devices.config or []
         conf_path = _field(_field(a_path, "devices"), "config")
         if not e.too_many(conf_path, configs, 2 * LIMITS["configs"]):
             for i, config in enumerate(configs):
                 cp = _index(conf_path, i)
-                if config.source not in CONFIG_SOURCES:
+                if not config.source:
+                    e.required(_field(cp, "source"))
+                elif config.source not in CONFIG_SOURCES:
                     e.not_supported(_field(cp, "source"), config.source, CONFIG_SOURCES)
+                _validate_request_refs(e, config.requests, known, _field(cp, "requests"))
                 _validate_opaque(e, config, cp)
         if status.allocation.node_selector is not None:
             _validate_node_selector(
@@ -600,6 +616,10 @@ def _validate_claim_status(
         if reserved and status.allocation is None:
             e.add(rf_path, "Forbidden: may not be specified when `allocated` is not set")
     dev_path = _field(path, "devices")
+    allocated = {
+        (res.driver, res.pool, res.device, res.share_id)
+        for res in (status.allocation.devices.results or [] if status.allocation else [])
+    }
     seen: set[tuple[str, str, str, str | None]] = set()
     for i, dev in enumerate(status.devices or []):
         dp = _index(dev_path, i)
@@ -609,7 +629,11 @@ def _validate_claim_status(
             e.required(_field(dp, "device"))
         else:
             e.names(_field(dp, "device"), dev.device, dns_label_errors)
+        if dev.share_id is not None:
+            e.names(_field(dp, "shareID"), dev.share_id, uid_errors)
         key = (dev.driver, dev.pool, dev.device, dev.share_id)
+        if key not in allocated:
+            e.add(dp, "Invalid value: must be an allocated device in the claim")
         if key in seen:
             e.add(dp, f"Duplicate value: {dev.driver}/{dev.pool}/{dev.device}")
         seen.add(key)
@@ -642,6 +666,7 @@ def _validate_claim_status(
                     f"Too long: may not be more than {LIMITS['hardware_address']} bytes",
                 )
             ips_seen: set[str] = set()
+            e.too_many(_field(np, "ips"), nd.ips or [], LIMITS["network_ips"])
             for j, ip in enumerate(nd.ips or []):
                 try:
                     ipaddress.ip_interface(ip)
@@ -721,10 +746,18 @@ def _validate_resource_slice(e: _Errors, obj: r.ResourceSlice) -> None:
         )
     if spec.node_name:
         e.names("spec.nodeName", spec.node_name, dns_subdomain_errors)
+    elif spec.node_name == "":
+        e.add("spec.nodeName", "Invalid value: must be either unset or set to a non-empty string")
+    for name, flag in (
+        ("allNodes", spec.all_nodes),
+        ("perDeviceNodeSelection", spec.per_device_node_selection),
+    ):
+        if flag is False:
+            e.add(_field("spec", name), "Invalid value: false: must be either unset or set to true")
     if spec.node_selector is not None:
         _validate_node_selector(e, spec.node_selector, "spec.nodeSelector", one_term=True)
-    if spec.devices and spec.shared_counters:
-        e.add("spec", "Invalid value: only one of `devices` and `sharedCounters` may be set")
+    if spec.devices is not None and spec.shared_counters is not None:
+        e.add("spec", "Invalid value: only one of `sharedCounters` or `devices` is allowed")
     devices = spec.devices or []
     limit = LIMITS["devices_per_slice"]
     if any(_uses_counters_or_taints(d) for d in devices):
@@ -759,13 +792,8 @@ def _validate_counters(
         e.required(path)
     if e.too_many(path, counters, LIMITS["counters_per_counter_set"]):
         return
-    for name, counter in counters.items():
+    for name in counters:
         e.names(_key(path, name), name, dns_label_errors)
-        if counter.value.sign() < 0:
-            e.add(
-                _field(_key(path, name), "value"),
-                "Invalid value: must be greater than or equal to 0",
-            )
 
 
 def _validate_device(e: _Errors, device: r.Device, path: str, *, per_device_nodes: bool) -> None:
@@ -796,15 +824,16 @@ def _validate_device(e: _Errors, device: r.Device, path: str, *, per_device_node
     for name, cap in capacity.items():
         cp = _key(_field(path, "capacity"), name)
         e.names(cp, name, device_qualified_name_errors)
-        if cap.value.sign() < 0:
-            e.add(_field(cp, "value"), "Invalid value: must be greater than or equal to 0")
         if cap.request_policy is not None:
             if not device.allow_multiple_allocations:
                 e.add(
                     _field(cp, "requestPolicy"),
-                    "Forbidden: allowMultipleAllocations must be true to set a requestPolicy",
+                    "Forbidden: allowMultipleAllocations must be true",
                 )
-            _validate_request_policy(e, cap.request_policy, cap.value, _field(cp, "requestPolicy"))
+            else:
+                _validate_request_policy(
+                    e, cap.request_policy, cap.value, _field(cp, "requestPolicy")
+                )
     consumptions = device.consumes_counters or []
     cc_path = _field(path, "consumesCounters")
     if not e.too_many(cc_path, consumptions, LIMITS["counter_consumptions_per_device"]):
@@ -819,32 +848,42 @@ def _validate_device(e: _Errors, device: r.Device, path: str, *, per_device_node
                 e.add(_field(cp, "counterSet"), f"Duplicate value: {consumption.counter_set!r}")
             seen.add(consumption.counter_set)
             _validate_counters(e, consumption.counters, _field(cp, "counters"), required=True)
-    node_fields = [
-        n
-        for n, is_set in (
-            ("nodeName", bool(device.node_name)),
-            ("nodeSelector", device.node_selector is not None),
-            ("allNodes", bool(device.all_nodes)),
-        )
-        if is_set
-    ]
     if per_device_nodes:
+        node_fields = []
+        if device.node_name is not None:
+            if device.node_name:
+                node_fields.append("nodeName")
+                e.names(_field(path, "nodeName"), device.node_name, dns_subdomain_errors)
+            else:
+                e.add(_field(path, "nodeName"), "Invalid value: must not be empty")
+        if device.node_selector is not None:
+            node_fields.append("nodeSelector")
+            _validate_node_selector(
+                e, device.node_selector, _field(path, "nodeSelector"), one_term=False
+            )
+        if device.all_nodes is not None:
+            if device.all_nodes:
+                node_fields.append("allNodes")
+            else:
+                e.add(
+                    _field(path, "allNodes"),
+                    "Invalid value: false: must be either unset or set to true",
+                )
         if len(node_fields) != 1:
             e.add(
                 path,
-                "Invalid value: exactly one of `nodeName`, `nodeSelector`, `allNodes` is "
-                "required when `perDeviceNodeSelection` is set",
+                "Invalid value: exactly one of `nodeName`, `nodeSelector`, or `allNodes` is "
+                "required when `perDeviceNodeSelection` is set to true in the ResourceSlice spec",
             )
-    elif node_fields:
+    elif (
+        device.node_name is not None
+        or device.node_selector is not None
+        or device.all_nodes is not None
+    ):
         e.add(
-            _field(path, node_fields[0]),
-            "Forbidden: may only be set when `perDeviceNodeSelection` is true",
-        )
-    if device.node_name:
-        e.names(_field(path, "nodeName"), device.node_name, dns_subdomain_errors)
-    if device.node_selector is not None:
-        _validate_node_selector(
-            e, device.node_selector, _field(path, "nodeSelector"), one_term=True
+            path,
+            "Invalid value: `nodeName`, `nodeSelector` and `allNodes` can only be set if "
+            "`perDeviceNodeSelection` is set to true in the ResourceSlice spec",
         )
     taints = device.taints or []
     if not e.too_many(_field(path, "taints"), taints, LIMITS["taints_per_device"]):
@@ -860,19 +899,45 @@ def _validate_device(e: _Errors, device: r.Device, path: str, *, per_device_node
                 e.required(_field(tp, "effect"))
             elif taint.effect not in TAINT_EFFECTS:
                 e.not_supported(_field(tp, "effect"), taint.effect, TAINT_EFFECTS)
-    for field_name, conditions in (
-        ("bindingConditions", device.binding_conditions),
-        ("bindingFailureConditions", device.binding_failure_conditions),
-    ):
-        cp = _field(path, field_name)
-        if conditions is not None and not e.too_many(cp, conditions, LIMITS["binding_conditions"]):
-            for i, condition in enumerate(conditions):
-                e.names(_index(cp, i), condition, qualified_name_errors)
-    if bool(device.binding_conditions) != bool(device.binding_failure_conditions):
+    _validate_binding_parameters(
+        e, device.binding_conditions, device.binding_failure_conditions, path
+    )
+
+
+def _validate_binding_parameters(
+    e: _Errors, conditions: list[str] | None, failure_conditions: list[str] | None, path: str
+) -> None:
+    conditions = conditions or []
+    failure_conditions = failure_conditions or []
+    bc_path = _field(path, "bindingConditions")
+    bf_path = _field(path, "bindingFailureConditions")
+    for field_path, items in ((bc_path, conditions), (bf_path, failure_conditions)):
+        if not e.too_many(field_path, items, LIMITS["binding_conditions"]):
+            for i, condition in enumerate(items):
+                e.names(_index(field_path, i), condition, qualified_name_errors)
+    seen: set[str] = set()
+    for i, condition in enumerate(conditions):
+        if condition in seen:
+            e.add(_index(bc_path, i), f"Duplicate value: {condition!r}")
+        seen.add(condition)
+    seen_failures: set[str] = set()
+    for i, condition in enumerate(failure_conditions):
+        if condition in seen_failures:
+            e.add(_index(bf_path, i), f"Duplicate value: {condition!r}")
+        seen_failures.add(condition)
+        if condition in seen:
+            e.add(
+                _index(bf_path, i),
+                f"Invalid value: {condition!r}: bindingFailureConditions must not overlap with "
+                "bindingConditions",
+            )
+    if failure_conditions and not conditions:
         e.add(
-            path,
-            "Invalid value: `bindingConditions` and `bindingFailureConditions` must be set "
-            "together",
+            bc_path, "Invalid value: bindingConditions are required to use bindingFailureConditions"
+        )
+    if conditions and not failure_conditions:
+        e.add(
+            bf_path, "Invalid value: bindingFailureConditions are required to use bindingConditions"
         )
 
 
@@ -926,84 +991,99 @@ def _validate_attribute(e: _Errors, attribute: r.DeviceAttribute, path: str) -> 
 def _validate_request_policy(
     e: _Errors, policy: r.CapacityRequestPolicy, capacity: Quantity, path: str
 ) -> None:
-    if policy.valid_values is not None and policy.valid_range is not None:
-        e.add(path, "Invalid value: exactly one of `validValues` or `validRange` may be set")
-    if policy.valid_values is not None:
+    if policy.valid_values and policy.valid_range is not None:
+        e.add(
+            path,
+            'Forbidden: exactly one policy can be specified, cannot specify "validValues" and '
+            '"validRange" at the same time',
+        )
+        return
+    default = policy.default
+    if policy.valid_values:
         vp = _field(path, "validValues")
-        if not e.too_many(vp, policy.valid_values, LIMITS["valid_values"]):
-            for i, value in enumerate(policy.valid_values):
-                if value.sign() < 0 or value > capacity:
-                    e.add(
-                        _index(vp, i),
-                        f"Invalid value: {str(value)!r}: must be between 0 and the capacity value "
-                        f"{capacity}",
-                    )
-                if i and not policy.valid_values[i - 1] < value:
-                    e.add(
-                        _index(vp, i),
-                        "Invalid value: must be sorted in ascending order without duplicates",
-                    )
-        if policy.default is None:
-            e.add(_field(path, "default"), "Required value: must be set when `validValues` is set")
-        elif policy.default not in policy.valid_values:
+        if default is None:
+            e.add(_field(path, "default"), "Required value: required when validValues is defined")
+            return
+        values = policy.valid_values
+        for i in range(len(values) - 1):
+            if values[i] > values[i + 1]:
+                e.add(
+                    _index(vp, i + 1),
+                    f"Invalid value: {str(values[i + 1])!r}: values must be sorted in ascending "
+                    "order",
+                )
+        if e.too_many(vp, values, LIMITS["valid_values"]):
+            return
+        seen: set[int] = set()
+        for i, value in enumerate(values):
+            if value > capacity:
+                e.add(
+                    _index(vp, i),
+                    f"Invalid value: {str(value)!r}: option is larger than capacity value: "
+                    f"{capacity}",
+                )
+            if value.value_ceil() in seen:
+                e.add(_index(vp, i), f"Duplicate value: {str(value)!r}")
+            seen.add(value.value_ceil())
+        if default not in values:
             e.add(
-                _field(path, "default"),
-                f"Invalid value: {str(policy.default)!r}: must be one of `validValues`",
+                vp,
+                f"Invalid value: {str(default)!r}: default value is not valid according to the "
+                "requestPolicy",
             )
-    if policy.valid_range is not None:
+    elif policy.valid_range is not None:
         rng = policy.valid_range
         rp = _field(path, "validRange")
-        if rng.min.sign() < 0 or rng.min > capacity:
+        if default is None:
+            e.add(_field(path, "default"), "Required value: required when validRange is defined")
+            return
+        if "min" not in rng.model_fields_set:
+            e.add(_field(rp, "min"), "Required value: required when validRange is defined")
+            return
+        if rng.min > capacity:
             e.add(
                 _field(rp, "min"),
-                f"Invalid value: {str(rng.min)!r}: must be between 0 and the capacity value "
-                f"{capacity}",
+                f"Invalid value: {str(rng.min)!r}: min is larger than capacity value: {capacity}",
+            )
+        if default < rng.min:
+            e.add(
+                _field(rp, "min"),
+                f"Invalid value: {str(default)!r}: default is less than min: {rng.min}",
             )
         if rng.max is not None:
+            if rng.min > rng.max:
+                e.add(
+                    _field(rp, "max"),
+                    f"Invalid value: {str(rng.min)!r}: min is larger than max: {rng.max}",
+                )
             if rng.max > capacity:
                 e.add(
                     _field(rp, "max"),
-                    f"Invalid value: {str(rng.max)!r}: must be less than or equal to the capacity "
-                    f"value {capacity}",
+                    f"Invalid value: {str(rng.max)!r}: max is larger than capacity value: "
+                    f"{capacity}",
                 )
-            if rng.max < rng.min:
+            if default > rng.max:
                 e.add(
                     _field(rp, "max"),
-                    f"Invalid value: {str(rng.max)!r}: must be greater than or equal to min",
+                    f"Invalid value: {str(default)!r}: default is more than max: {rng.max}",
                 )
         if rng.step is not None:
-            if rng.step.sign() <= 0:
-                e.add(_field(rp, "step"), "Invalid value: must be greater than zero")
-            elif rng.min + rng.step > capacity:
+            if rng.min + rng.step > capacity:
                 e.add(
                     _field(rp, "step"),
-                    "Invalid value: min + step must be less than or equal to the capacity value",
+                    f"Invalid value: {str(rng.step)!r}: one step {rng.min + rng.step} is larger "
+                    f"than capacity value: {capacity}",
                 )
-            elif rng.max is not None and (rng.max.value - rng.min.value) % rng.step.value != 0:
-                e.add(_field(rp, "max"), "Invalid value: must be min plus a multiple of step")
-        if policy.default is None:
-            e.add(_field(path, "default"), "Required value: must be set when `validRange` is set")
-        else:
-            d = policy.default
-            if d < rng.min or (rng.max is not None and d > rng.max):
-                e.add(
-                    _field(path, "default"), f"Invalid value: {str(d)!r}: must be within validRange"
-                )
-            elif (
-                rng.step is not None
-                and rng.step.sign() > 0
-                and (d.value - rng.min.value) % rng.step.value != 0
-            ):
-                e.add(
-                    _field(path, "default"),
-                    f"Invalid value: {str(d)!r}: must be min plus a multiple of step",
-                )
-    if policy.default is not None and (policy.default.sign() < 0 or policy.default > capacity):
-        e.add(
-            _field(path, "default"),
-            f"Invalid value: {str(policy.default)!r}: must be between 0 and the capacity value "
-            f"{capacity}",
-        )
+            step = rng.step.value_ceil()
+            for checked in (default, rng.max):
+                if checked is None:
+                    continue
+                if step == 0 or (checked.value_ceil() - rng.min.value_ceil()) % step != 0:
+                    e.add(
+                        _field(rp, "step"),
+                        f"Invalid value: {str(checked)!r}: value is not a multiple of a given step "
+                        f"({rng.step}) from ({rng.min})",
+                    )
 
 
 # ---------------------------------------------------------------------------- ComputeDomain
