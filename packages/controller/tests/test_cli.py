@@ -254,3 +254,24 @@ def test_validate_clean_files_exit_0() -> None:
     proc = run("validate", "-f", "cluster.yaml", "claims.yaml", "held.yaml")
     assert proc.returncode == 0, proc.stdout
     assert proc.stdout.strip().endswith("valid")
+
+
+def test_allocate_with_an_already_allocated_claim_of_the_pod() -> None:
+    # holder-1 is allocated on node-a, so the pod can only run there; node-a is full.
+    proc = run(
+        "allocate",
+        "-f",
+        "cluster.yaml",
+        "held.yaml",
+        "--claim",
+        "team-b/holder-1",
+        "team-a/waiting",
+        "-o",
+        "json",
+    )
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)["claims"]
+    assert report["team-b/holder-1"]["allocated"] is True
+    assert report["team-b/holder-1"]["node"] == "node-a"
+    assert report["team-a/waiting"]["allocated"] is False
+    assert all(r.startswith("node node-a:") for r in report["team-a/waiting"]["reasons"])
