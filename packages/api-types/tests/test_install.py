@@ -33,6 +33,10 @@ def _uv() -> list[str]:
     found = shutil.which("uv")
     if found:
         return [found]
+    # The workspace's wrapper installs uv from PyPI when the machine lacks it.
+    wrapper = PACKAGE.parents[1] / "scripts" / "uv"
+    if wrapper.is_file():
+        return ["bash", str(wrapper)]
     return [sys.executable, "-m", "uv"]
 
 
