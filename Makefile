@@ -25,8 +25,8 @@ test: lint typecheck pytest ## everything CI runs: lint, strict typing, all test
 demo: install ## the main job: a demo on fake GPUs
 	$(UV) run --frozen python scripts/demo.py
 
-bench: install ## benchmarks (on demand; print ratios against named baselines)
-	$(UV) run --frozen python -m bench
+bench: install ## benchmarks (on demand; BENCH=name filters), each printing ratios against a named baseline
+	$(UV) run --frozen python -m bench $(BENCH)
 
 proto: install ## regenerate the gRPC stubs of the kubelet plugin from its .proto files
 	$(MAKE) -C packages/kubelet-plugin proto UV=$(CURDIR)/$(UV)

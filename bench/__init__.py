@@ -1,0 +1,1 @@
+"""Runs the benchmarks of every package (``make bench``)."""

@@ -1,0 +1,38 @@
+"""Run every package benchmark (``packages/*/bench/*.py``), or those named on the command line.
+
+Each benchmark is a standalone script that prints its own numbers next to a named baseline
+measured in the same run; this runner only finds them and runs them one after another, so a
+slow or failing one is reported without hiding the others.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def discover() -> list[Path]:
+    """Every benchmark script of the workspace, in a stable order."""
+    return sorted(p for p in ROOT.glob("packages/*/bench/*.py") if not p.name.startswith("_"))
+
+
+def main(argv: list[str]) -> int:
+    """Run the benchmarks whose file name contains one of ``argv`` (all when empty)."""
+    scripts = [p for p in discover() if not argv or any(a in p.name for a in argv)]
+    failed: list[str] = []
+    for script in scripts:
+        rel = script.relative_to(ROOT)
+        print(f"\n=== {rel} ===", flush=True)
+        if subprocess.run([sys.executable, str(script)], cwd=ROOT, check=False).returncode != 0:
+            failed.append(str(rel))
+    if failed:
+        print(f"\nfailed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
