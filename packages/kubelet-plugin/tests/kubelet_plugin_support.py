@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -243,11 +243,17 @@ class PluginProcess:
     """``python -m dra_kubelet_plugin`` with the fake backend and temp directories."""
 
     def __init__(
-        self, dirs: PluginDirs, *, fake_gpus: str = "8xH100-80GB", extra: Sequence[str] = ()
+        self,
+        dirs: PluginDirs,
+        *,
+        fake_gpus: str = "8xH100-80GB",
+        extra: Sequence[str] = (),
+        claims_directory: bool = True,
     ) -> None:
         self.dirs = dirs
         self.fake_gpus = fake_gpus
         self.extra = list(extra)
+        self.claims_directory = claims_directory
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = dirs.root / "plugin.log"
 
@@ -269,8 +275,7 @@ class PluginProcess:
             str(self.dirs.plugins),
             "--cdi-root",
             str(self.dirs.cdi),
-            "--claims-directory",
-            str(self.dirs.claims),
+            *(["--claims-directory", str(self.dirs.claims)] if self.claims_directory else []),
             "--boot-id-file",
             str(self.dirs.boot_id),
             *self.extra,
@@ -319,3 +324,178 @@ class PluginProcess:
         """A channel to the DRA socket."""
         with grpc.insecure_channel(f"unix://{self.dirs.dra_socket(pod_uid)}") as ch:
             yield ch
+
+
+class FakeApiServer:
+    """Test double of the kube-apiserver's endpoints the plugin uses, over real HTTP.
+
+    Serves ``GET /api/v1/nodes/NAME``, ``GET .../resourceclaims/NAME``, the ResourceSlice
+    collection (list with field selectors, watch, create with generateName, update with
+    resourceVersion checks, delete) and ``POST .../events``. Standing in for the real API
+    server until the e2e harness provides one.
+    """
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.claims: dict[tuple[str, str], dict[str, Any]] = {}
+        self.slices: dict[str, dict[str, Any]] = {}
+        self.events: list[dict[str, Any]] = []
+        self.slice_events: list[dict[str, Any]] = []
+        self.authorizations: set[str] = set()
+        self.cond = threading.Condition()
+        self._rv = 0
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def _send(self, status: int, body: dict[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _body(self) -> dict[str, Any]:
+                length = int(self.headers.get("Content-Length") or 0)
+                decoded: dict[str, Any] = json.loads(self.rfile.read(length) or b"{}")
+                return decoded
+
+            def do_GET(self) -> None:
+                server.handle(self, "GET")
+
+            def do_POST(self) -> None:
+                server.handle(self, "POST")
+
+            def do_PUT(self) -> None:
+                server.handle(self, "PUT")
+
+            def do_DELETE(self) -> None:
+                server.handle(self, "DELETE")
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        """Base URL."""
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def write_kubeconfig(self, path: Path) -> Path:
+        """A kubeconfig pointing at this server."""
+        import yaml
+
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "u", "user": {"token": "test-token"}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
+            "current-context": "fake",
+        }
+        path.write_text(yaml.safe_dump(config))
+        return path
+
+    def close(self) -> None:
+        """Stop serving."""
+        with self.cond:
+            self.cond.notify_all()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def _next_rv(self) -> str:
+        self._rv += 1
+        return str(self._rv)
+
+    def _slice_event(self, kind: str, obj: dict[str, Any]) -> None:
+        self.slice_events.append({"type": kind, "object": obj})
+        self.cond.notify_all()
+
+    def delete_slice(self, name: str) -> None:
+        """Delete a slice as the kubelet does when it wipes a node's slices."""
+        with self.cond:
+            obj = self.slices.pop(name)
+            self._slice_event("DELETED", obj)
+
+    def handle(self, h: Any, method: str) -> None:
+        from urllib.parse import parse_qs, urlparse
+
+        url = urlparse(h.path)
+        parts = [p for p in url.path.split("/") if p]
+        query = {k: v[0] for k, v in parse_qs(url.query).items()}
+        slices = ["apis", "resource.k8s.io", "v1", "resourceslices"]
+        send: Callable[[int, dict[str, Any]], None] = h._send
+        with self.cond:
+            self.authorizations.add(str(h.headers.get("Authorization")))
+            if parts[:3] == ["api", "v1", "nodes"] and method == "GET":
+                node = self.nodes.get(parts[3])
+                if node is None:
+                    return send(404, {"message": "not found"})
+                return send(200, node)
+            if parts[:4] == ["apis", "resource.k8s.io", "v1", "namespaces"] and len(parts) == 7:
+                claim = self.claims.get((parts[4], parts[6]))
+                if claim is None:
+                    return send(404, {"message": "not found"})
+                return send(200, claim)
+            if parts == ["api", "v1", "namespaces", "default", "events"] and method == "POST":
+                self.events.append(h._body())
+                return send(201, {})
+            if parts == slices and method == "GET" and query.get("watch") == "true":
+                return self._watch(h, float(query.get("timeoutSeconds", "5")))
+            if parts == slices and method == "GET":
+                return send(200, {"items": list(self.slices.values())})
+            if parts == slices and method == "POST":
+                obj = h._body()
+                obj["metadata"]["name"] = obj["metadata"].pop("generateName") + self._next_rv()
+                obj["metadata"]["resourceVersion"] = self._next_rv()
+                self.slices[obj["metadata"]["name"]] = obj
+                self._slice_event("ADDED", obj)
+                return send(201, obj)
+            if parts[:4] == slices and len(parts) == 5:
+                name = parts[4]
+                if name not in self.slices:
+                    return send(404, {"message": "not found"})
+                if method == "PUT":
+                    obj = h._body()
+                    current = self.slices[name]["metadata"]["resourceVersion"]
+                    if obj["metadata"].get("resourceVersion") != current:
+                        return send(409, {"message": "conflict"})
+                    obj["metadata"]["resourceVersion"] = self._next_rv()
+                    self.slices[name] = obj
+                    self._slice_event("MODIFIED", obj)
+                    return send(200, obj)
+                if method == "DELETE":
+                    obj = self.slices.pop(name)
+                    self._slice_event("DELETED", obj)
+                    return send(200, obj)
+        return send(404, {"message": f"unhandled {method} {h.path}"})
+
+    def _watch(self, h: Any, timeout_s: float) -> None:
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.end_headers()
+        seen = len(self.slice_events)
+        deadline = time.monotonic() + min(timeout_s, 5.0)
+        while time.monotonic() < deadline:
+            self.cond.wait(timeout=0.2)
+            new = self.slice_events[seen:]
+            seen = len(self.slice_events)
+            if new:
+                self.cond.release()
+                try:
+                    for event in new:
+                        h.wfile.write(json.dumps(event).encode() + b"\n")
+                    h.wfile.flush()
+                except OSError:
+                    return
+                finally:
+                    self.cond.acquire()

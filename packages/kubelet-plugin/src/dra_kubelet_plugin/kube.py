@@ -110,7 +110,8 @@ class KubeTransport:
         """
         from kubernetes.client import ApiException
 
-        data = None if body is None else json.dumps(body).encode()
+        # The REST client serializes JSON bodies itself (a pre-encoded body is rejected).
+        data = None if body is None else json.loads(json.dumps(body))
         try:
             response = self._api.call_api(
                 method,

@@ -1,0 +1,105 @@
+"""The plugin's API-server edge (kubernetes client transport, claim reads, slice publishing,
+events) against a test double of the kube-apiserver over real HTTP, with a kubeconfig."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from dra_api_types import ResourceSlice
+from dra_kubelet_plugin.checkpoint import decode_checkpoint
+from kubelet_plugin_support import (
+    FakeApiServer,
+    PluginDirs,
+    PluginProcess,
+    ReferenceProtos,
+    make_claim,
+)
+
+
+def wait_for(check: Callable[[], bool], what: str, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def api() -> Iterator[FakeApiServer]:
+    server = FakeApiServer()
+    server.nodes["n1"] = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "n1", "uid": "node-uid-123"},
+    }
+    yield server
+    server.close()
+
+
+def test_plugin_publishes_republishes_and_prepares_through_the_api_server(
+    api: FakeApiServer, plugin_dirs: PluginDirs, reference: ReferenceProtos
+) -> None:
+    kubeconfig = api.write_kubeconfig(plugin_dirs.root / "kubeconfig")
+    proc = PluginProcess(
+        plugin_dirs, extra=["--kubeconfig", str(kubeconfig)], claims_directory=False
+    )
+    proc.start()
+    try:
+        wait_for(lambda: len(api.slices) == 1, "the first ResourceSlice")
+        (first,) = api.slices.values()
+        parsed = ResourceSlice.from_dict(first, validate=True)
+        assert parsed.spec.node_name == "n1"
+        owner = first["metadata"]["ownerReferences"][0]
+        assert owner["uid"] == "node-uid-123"
+        generation = first["spec"]["pool"]["generation"]
+
+        api.delete_slice(first["metadata"]["name"])  # the kubelet wipes the node's slices
+        wait_for(lambda: len(api.slices) == 1, "republication after deletion", timeout_s=10)
+        (again,) = api.slices.values()
+        assert again["spec"]["pool"]["generation"] > generation
+
+        claim = make_claim(name="c1", devices=["gpu-6"])
+        claim["metadata"]["managedFields"] = [{"manager": "kube-scheduler"}]
+        claim["status"]["allocation"]["futureField"] = {"x": 1}  # newer server: kept, not fatal
+        api.claims[("default", "c1")] = claim
+        uid = claim["metadata"]["uid"]
+        with proc.channel() as ch:
+            answer = reference.prepare(ch, [("default", "c1", uid)]).claims[uid]
+            assert answer.error == ""
+            assert [d.device_name for d in answer.devices] == ["gpu-6"]
+            missing = reference.prepare(ch, [("default", "nope", "uid-nope")])
+            assert "not found" in missing.claims["uid-nope"].error
+    finally:
+        proc.stop()
+    assert api.authorizations == {"Bearer test-token"}
+
+
+def test_corrupt_checkpoint_is_reported_as_a_node_event(
+    api: FakeApiServer, plugin_dirs: PluginDirs
+) -> None:
+    plugin_dirs.plugin_dir.mkdir(parents=True, exist_ok=True)
+    plugin_dirs.checkpoint.write_text('{"checksum": "sha256:' + "1" * 64 + '", "version": 1}')
+    kubeconfig = api.write_kubeconfig(plugin_dirs.root / "kubeconfig")
+    proc = PluginProcess(
+        plugin_dirs, extra=["--kubeconfig", str(kubeconfig)], claims_directory=False
+    )
+    proc.start()
+    try:
+        wait_for(lambda: bool(api.events), "the node event")
+    finally:
+        proc.stop()
+    (event,) = api.events
+    assert event["reason"] == "CheckpointCorrupt"
+    assert event["type"] == "Warning"
+    assert event["involvedObject"] == {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "name": "n1",
+        "uid": "node-uid-123",
+    }
+    assert "checksum mismatch" in event["message"]
+    decode_checkpoint(plugin_dirs.checkpoint.read_bytes())  # a fresh, valid checkpoint
+    assert list(plugin_dirs.plugin_dir.glob("checkpoint.json.corrupt-*"))
