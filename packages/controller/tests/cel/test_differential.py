@@ -50,6 +50,13 @@ def _grow_int(children: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
             lambda t: f"({t[0]} {t[1]} {t[2]})"
         ),
         _leaf_str().map(lambda s: f"size({s})"),
+        # A map lookup whose key may be missing: an error in both engines.
+        st.tuples(children, children, _leaf_str()).map(
+            lambda t: f"{{'a': {t[0]}, 'gpu': {t[1]}}}[{t[2]}]"
+        ),
+        st.tuples(children, st.lists(small_ints.map(str), max_size=4)).map(
+            lambda t: f"size([{', '.join(t[1])}].filter(x, x > {t[0]}))"
+        ),
     )
 
 
@@ -77,6 +84,13 @@ def _leaf_bool() -> st.SearchStrategy[str]:
             ints,
         ).map(lambda t: f"[{', '.join(t[1])}].{t[0]}(x, x {t[2]} {t[3]})"),
         st.sampled_from(INT_NAMES + STR_NAMES + ("missing",)).map(lambda n: f"has({_attr(n)})"),
+        st.tuples(strs, st.sampled_from(["^a", "b$", "a.b", "^$", "[ab]+", "^(gpu|mig)$"])).map(
+            lambda t: f"{t[0]}.matches('{t[1]}')"
+        ),
+        st.tuples(ints, st.lists(small_ints.map(str), max_size=3)).map(
+            lambda t: f"[{', '.join(t[1])}].map(x, x * 2).exists(y, y == {t[0]})"
+        ),
+        st.tuples(ints, ints).map(lambda t: f"string({t[0]}) == string({t[1]})"),
         # An error operand: && and || must absorb it exactly as upstream does.
         st.just(f"{_attr('missing')} == 1"),
     )
