@@ -191,6 +191,7 @@ class Compiler:
 
     # ------------------------------------------------------------------ helpers
     def error(self, message: str, node: Node) -> CelCompileError:
+        """A compile error located at ``node``."""
         return CelCompileError(message, expression=self.text, position=node.start)
 
     def source(self, node: Node) -> str:
@@ -344,14 +345,9 @@ class Compiler:
                     if not value.has_value:
                         return NONE
                     value = value.value
-                if type(value) is CelDevice:
+                if type(value) is CelDevice or has_field(value, name):
                     return Optional(select_field(value, name))
-                try:
-                    if not has_field(value, name):
-                        return NONE
-                except CelRuntimeError:
-                    raise
-                return Optional(select_field(value, name))
+                return NONE
 
             return Compiled(opt_select, OPTIONAL, node, children=(operand,))
         if operand.type == DEVICE:
@@ -884,12 +880,9 @@ class Compiler:
         finally:
             self.scope = saved
         step_cost = 1 + sum(_node_count(a) for a in args[nvars:])
-        predicate_count = {"map": len(parts) - 1, "transformList": len(parts) - 1}.get(
-            name, len(parts) - 1 if name == "transformMap" else len(parts)
-        )
-        if name == "filter":
-            predicate_count = 1
-        for p in parts[:predicate_count]:
+        # The last part of map/transform* is the transform; every other part is a predicate.
+        transforms = 1 if name in ("map", "transformList", "transformMap") else 0
+        for p in parts[: len(parts) - transforms]:
             if p.type not in (BOOL, DYN):
                 raise self.error(f"predicate of {name}() must be bool, not {p.type}", p.node)
         rf = iter_range.fn
