@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from dra_api_types import ResourceSlice
 from dra_kubelet_plugin.checkpoint import decode_checkpoint
+from dra_nvlib import DeviceLibConfig, open_device_lib
 from kubelet_plugin_support import (
     FakeApiServer,
     PluginDirs,
@@ -103,3 +104,34 @@ def test_corrupt_checkpoint_is_reported_as_a_node_event(
     assert "checksum mismatch" in event["message"]
     decode_checkpoint(plugin_dirs.checkpoint.read_bytes())  # a fresh, valid checkpoint
     assert list(plugin_dirs.plugin_dir.glob("checkpoint.json.corrupt-*"))
+
+
+def test_changed_devices_are_republished(api: FakeApiServer, plugin_dirs: PluginDirs) -> None:
+    kubeconfig = api.write_kubeconfig(plugin_dirs.root / "kubeconfig")
+    proc = PluginProcess(
+        plugin_dirs,
+        fake_gpus="1xA100-40GB:mig,1xA100-40GB",
+        extra=["--kubeconfig", str(kubeconfig), "--device-refresh-interval", "0.3"],
+        claims_directory=False,
+    )
+    proc.start()
+
+    def names() -> list[str]:
+        items = list(api.slices.values())
+        if len(items) != 1:
+            return []
+        return [d["name"] for d in items[0]["spec"]["devices"]]
+
+    try:
+        wait_for(lambda: names() == ["gpu-1"], "the slice without the MIG-enabled parent")
+        config = DeviceLibConfig(
+            backend="fake",
+            node_name="n1",
+            fake_state_path=plugin_dirs.plugin_dir / "fake-gpus.json",
+        )
+        with open_device_lib(config) as lib:
+            parent = lib.gpus()[0]
+            lib.create_mig_device(parent.uuid, profile_id=19, placement_start=0)
+        wait_for(lambda: names() == ["gpu-0-mig-1g5gb-19-0", "gpu-1"], "the new MIG device")
+    finally:
+        proc.stop()

@@ -70,6 +70,7 @@ class HealthHub:
         self.pool_name = pool_name
         self._devices: dict[str, DeviceHealth] = {}
         self._version = 0
+        self._closed = False
         self._changed = asyncio.Condition()
 
     @property
@@ -134,6 +135,11 @@ class HealthHub:
             self._version += 1
             self._changed.notify_all()
 
+    async def close(self) -> None:
+        """End every :meth:`watch` (shutdown), so open kubelet streams finish at once."""
+        self._closed = True
+        await self._notify()
+
     async def wait_for_change(self, seen_version: int) -> int:
         """Wait until the version differs from ``seen_version``; return the new version."""
         async with self._changed:
@@ -141,9 +147,9 @@ class HealthHub:
             return self._version
 
     async def watch(self) -> AsyncIterator[list[DeviceHealth]]:
-        """Yield the full state now and after every change."""
+        """Yield the full state now and after every change, until :meth:`close`."""
         version = self._version
-        while True:
+        while not self._closed:
             yield self.snapshot()
             version = await self.wait_for_change(version)
 

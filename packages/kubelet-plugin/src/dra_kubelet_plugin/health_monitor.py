@@ -12,7 +12,7 @@ import logging
 import threading
 from collections.abc import Sequence
 
-from dra_nvlib import DeviceLib, HealthEvent, HealthEventKind
+from dra_nvlib import DeviceLib, HealthEvent, HealthEventKind, NvlibError
 
 from dra_kubelet_plugin.health import TAINT_GPU_LOST, TAINT_XID, HealthHub
 from dra_kubelet_plugin.inventory import NodeDevice
@@ -48,15 +48,21 @@ class HealthMonitor:
         self._lib = lib
         self._hub = hub
         self._by_gpu: dict[str, list[NodeDevice]] = {}
-        for d in devices:
-            self._by_gpu.setdefault(d.gpu.uuid, []).append(d)
+        self.set_devices(devices)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     async def run(self) -> None:
-        """Watch until cancelled."""
+        """Watch until cancelled; a backend that cannot watch is logged, not fatal."""
         loop = asyncio.get_running_loop()
-        watch = await asyncio.to_thread(self._lib.watch_health, list(self._by_gpu))
+        try:
+            watch = await asyncio.to_thread(self._lib.watch_health, list(self._by_gpu))
+        except NvlibError as exc:
+            log.error(
+                "cannot watch GPU health; devices stay reported healthy",
+                extra={"event": "health_watch_unavailable", "error": str(exc)},
+            )
+            return
         try:
             while not self._stop.is_set():
                 event = await asyncio.to_thread(watch.wait, 0.5)
@@ -64,6 +70,13 @@ class HealthMonitor:
                     await self.handle(event)
         finally:
             await loop.run_in_executor(None, watch.close)
+
+    def set_devices(self, devices: Sequence[NodeDevice]) -> None:
+        """Map events to this device list from now on (the inventory changed)."""
+        by_gpu: dict[str, list[NodeDevice]] = {}
+        for d in devices:
+            by_gpu.setdefault(d.gpu.uuid, []).append(d)
+        self._by_gpu = by_gpu
 
     def stop(self) -> None:
         """Ask :meth:`run` to return."""

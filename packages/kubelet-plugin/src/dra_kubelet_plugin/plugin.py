@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -182,20 +182,33 @@ class KubeletPlugin:
 
         tasks: list[asyncio.Task[None]] = []
         loop = asyncio.get_running_loop()
+        inventory = _Inventory(devices)
+        publisher: SlicePublisher | None = None
         if transport is not None:
             publisher = SlicePublisher(
                 transport=transport,
                 spec=SliceSpec(driver_name=DRIVER_NAME, node_name=s.node_name, node_uid=node_uid),
-                devices=lambda: devices,
+                devices=lambda: inventory.devices,
                 health=hub if s.gate("DeviceTaints") else HealthHub(s.node_name),
                 metrics=self.metrics,
             )
             tasks.append(loop.create_task(publisher.run(), name="publisher"))
+        monitor = HealthMonitor(lib, hub, devices)
         if health_on:
-            monitor = HealthMonitor(lib, hub, devices)
             cleanups.append(monitor.stop)
             tasks.append(loop.create_task(monitor.run(), name="health-monitor"))
         tasks.append(loop.create_task(self._periodic_cleanup(state), name="stale-cleanup"))
+
+        async def on_change(new: list[NodeDevice]) -> None:
+            state.set_devices(new)
+            monitor.set_devices(new)
+            await hub.set_devices(d.name for d in new)
+            if publisher is not None:
+                publisher.trigger()
+
+        tasks.append(
+            loop.create_task(self._refresh_inventory(lib, inventory, on_change), name="inventory")
+        )
         self.ready.set()
         log.info(
             "plugin started",
@@ -211,11 +224,39 @@ class KubeletPlugin:
             await stop.wait()
         finally:
             log.info("shutting down", extra={"event": "stopping"})
+            await hub.close()
             for task in tasks:
                 task.cancel()
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+
+    async def _refresh_inventory(
+        self,
+        lib: DeviceLib,
+        inventory: _Inventory,
+        on_change: Callable[[list[NodeDevice]], Awaitable[None]],
+    ) -> None:
+        while True:
+            await asyncio.sleep(self.settings.device_refresh_interval_s)
+            try:
+                new = build_inventory(await asyncio.to_thread(lib.gpus))
+            except Exception as exc:
+                log.error(
+                    "GPU enumeration failed",
+                    extra={"event": "inventory_failed", "error": str(exc)},
+                )
+                continue
+            if new != inventory.devices:
+                log.info(
+                    "devices changed",
+                    extra={
+                        "event": "inventory_changed",
+                        "devices": [d.name for d in new],
+                    },
+                )
+                inventory.devices = new
+                await on_change(new)
 
     async def _periodic_cleanup(self, state: DeviceState) -> None:
         while True:
@@ -224,6 +265,13 @@ class KubeletPlugin:
                 await state.cleanup_stale()
             except Exception:
                 log.exception("stale claim cleanup failed", extra={"event": "cleanup_failed"})
+
+
+@dataclass
+class _Inventory:
+    """The current device list (replaced when the hardware changes)."""
+
+    devices: list[NodeDevice]
 
 
 def _node_uid(transport: KubeTransport, node_name: str) -> str | None:

@@ -190,10 +190,14 @@ class SlicePublisher:
                     await asyncio.to_thread(self.reconcile_once)
                     backoff = 1.0
                     wait = self._resync_s
-                except KubeApiError as exc:
+                except Exception as exc:  # never let the publisher die: retry with backoff
                     log.error(
                         "publishing ResourceSlices failed; will retry",
-                        extra={"event": "slices_publish_failed", "error": str(exc)},
+                        extra={
+                            "event": "slices_publish_failed",
+                            "error": str(exc),
+                            "error_type": type(exc).__name__,
+                        },
                     )
                     wait = backoff
                     backoff = min(backoff * 2, 30.0)

@@ -48,6 +48,7 @@ class Settings:
     claims_directory: Path | None = None
     boot_id_file: Path = Path("/proc/sys/kernel/random/boot_id")
     stale_claim_cleanup_interval_s: float = 600.0
+    device_refresh_interval_s: float = 30.0
     print_resource_slices: bool = False
 
     @property
@@ -114,6 +115,12 @@ _FLAGS: Sequence[tuple[str, str, str, str]] = (
         "600",
         "seconds between cleanups of half-prepared claims whose ResourceClaim is gone",
     ),
+    (
+        "--device-refresh-interval",
+        "DEVICE_REFRESH_INTERVAL",
+        "30",
+        "seconds between re-enumerations of the GPUs (slices republished on change)",
+    ),
 )
 
 
@@ -167,6 +174,16 @@ def _int(value: str, flag: str) -> int:
         raise ConfigurationError(flag, f"{value!r} is not an integer") from None
 
 
+def _seconds(value: str, flag: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ConfigurationError(flag, f"{value!r} is not a number of seconds") from None
+    if seconds <= 0:
+        raise ConfigurationError(flag, f"{value!r} must be positive")
+    return seconds
+
+
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """Validate parsed arguments.
 
@@ -184,13 +201,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         raise ConfigurationError("--healthcheck-port", f"{port} is not a port (or -1)")
     if args.http_endpoint and ":" not in args.http_endpoint:
         raise ConfigurationError("--http-endpoint", f"{args.http_endpoint!r} is not host:port")
-    try:
-        interval = float(args.stale_claim_cleanup_interval)
-    except ValueError:
-        raise ConfigurationError(
-            "--stale-claim-cleanup-interval",
-            f"{args.stale_claim_cleanup_interval!r} is not a number",
-        ) from None
+    interval = _seconds(args.stale_claim_cleanup_interval, "--stale-claim-cleanup-interval")
+    refresh = _seconds(args.device_refresh_interval, "--device-refresh-interval")
     paths = {
         "--cdi-root": args.cdi_root,
         "--kubelet-registrar-directory-path": args.kubelet_registrar_directory_path,
@@ -220,5 +232,6 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         claims_directory=Path(args.claims_directory) if args.claims_directory else None,
         boot_id_file=Path(args.boot_id_file),
         stale_claim_cleanup_interval_s=interval,
+        device_refresh_interval_s=refresh,
         print_resource_slices=bool(args.print_resource_slices),
     )

@@ -90,6 +90,10 @@ class DeviceState:
         """Published devices by name."""
         return dict(self._devices)
 
+    def set_devices(self, devices: Sequence[NodeDevice]) -> None:
+        """Replace the published devices (the hardware changed); prepared claims keep theirs."""
+        self._devices = {d.name: d for d in devices}
+
     # ------------------------------------------------------------------ checkpoint access
     async def _load(self) -> Checkpoint:
         """Read the checkpoint (under the lock); a bad file is moved aside and reported, and
