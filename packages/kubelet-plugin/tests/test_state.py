@@ -323,3 +323,39 @@ def test_fake_cdi_spec_carries_env_device_nodes_and_the_fake_nvidia_smi(node: No
     assert f"GPU 0: NVIDIA H100 80GB HBM3 (UUID: {gpu1.uuid})" in script
     assert "GPU 1: NVIDIA H100 80GB HBM3" in script
     assert "GPU 2:" not in script
+
+
+def test_mig_device_is_prepared_with_its_own_config_type(tmp_path: Path) -> None:
+    config = DeviceLibConfig(
+        backend="fake",
+        node_name="n1",
+        fake_fleet="1xA100-40GB:mig",
+        fake_state_path=tmp_path / "fake.json",
+    )
+    with open_device_lib(config) as lib:
+        parent = lib.gpus()[0]
+        mig = lib.create_mig_device(parent.uuid, profile_id=19, placement_start=0)
+        devices = build_inventory(lib.gpus())
+    node = Node(root=tmp_path, devices=devices)
+    name = devices[0].name
+    mig_config = gpu_config({**GPU_CONFIG, "kind": "MigDeviceConfig"})
+    ok = node.add(make_claim(name="mig", devices=[name], configs=[mig_config]))
+    wrong = node.add(make_claim(name="wrong", devices=[name], configs=[gpu_config(GPU_CONFIG)]))
+
+    async def go() -> None:
+        state = await started(node)
+        bad = (await state.prepare_claims([wrong]))[wrong.uid]
+        assert "GpuConfig cannot configure mig device" in bad.error
+        good = (await state.prepare_claims([ok]))[ok.uid]
+        assert good.error == ""
+
+    run(go())
+    spec = json.loads(node.spec_path(ok.uid).read_text())
+    (device,) = spec["devices"]
+    assert (
+        f"NVIDIA_FAKE_{name.upper().replace('-', '_')}_UUID={mig.uuid}"
+        in device["containerEdits"]["env"]
+    )
+    script = Path(spec["containerEdits"]["mounts"][0]["hostPath"]).read_text()
+    assert f"GPU 0: {parent.product_name} (UUID: {parent.uuid})" in script
+    assert mig.uuid in script
