@@ -54,3 +54,16 @@ def test_parse_object_dispatches_on_kind() -> None:
 def test_quantity_and_version_basics() -> None:
     assert str(Quantity.parse("1.5Gi")) == "1536Mi"
     assert Version.parse("1.2.3") < Version.parse("1.10.0")
+
+
+def test_rest_names_of_the_kinds() -> None:
+    from dra_api_types import ComputeDomain, ResourceClaimTemplate
+
+    assert (ResourceClaim.PLURAL, ResourceClaim.NAMESPACED) == ("resourceclaims", True)
+    assert (DeviceClass.PLURAL, DeviceClass.NAMESPACED) == ("deviceclasses", False)
+    assert ResourceSlice.PLURAL == "resourceslices"
+    assert ResourceClaimTemplate.PLURAL == "resourceclaimtemplates"
+    assert (ComputeDomain.API_VERSION, ComputeDomain.PLURAL) == (
+        "resource.nvidia.com/v1beta1",
+        "computedomains",
+    )

@@ -208,3 +208,31 @@ def test_json_list_output_of_kubectl_is_expanded(tmp_path: Path) -> None:
     assert [type(o).__name__ for o in objects] == ["DeviceClass", "DeviceClass"]
     assert load_all(json.dumps(doc)) == objects[:1]
     assert load_all(str(path)) == objects
+
+
+def test_kubectl_dry_run_output_loads() -> None:
+    """`kubectl create --dry-run=client -o yaml` writes nulls and empty status."""
+    text = """
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata:
+  creationTimestamp: null
+  name: dry
+  namespace: default
+spec:
+  devices:
+    requests:
+    - exactly:
+        deviceClassName: gpu.nvidia.com
+      name: gpu
+status: {}
+"""
+    (claim,) = load_all(text)
+    assert isinstance(claim, ResourceClaim)
+    assert claim.metadata.creation_timestamp is None
+    out = claim.to_dict()
+    assert "creationTimestamp" not in out["metadata"]
+    assert out["status"] == {}
+    unknown = parse_object({**out, "metadata": {"name": "x", "futureField": None}})
+    assert isinstance(unknown, ResourceClaim)
+    assert unknown.to_dict()["metadata"] == {"name": "x", "futureField": None}

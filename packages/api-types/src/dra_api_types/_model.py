@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Self, get_args, get_origin
 
 import pydantic
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic.alias_generators import to_camel
 
 from .errors import ObjectRef, ValidationError
@@ -32,6 +32,19 @@ class ApiModel(BaseModel):
         validate_default=False,
         revalidate_instances="never",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_unset(cls, data: Any) -> Any:
+        """Treat ``null`` for a known field as unset, as Go's JSON decoder does.
+
+        ``kubectl create --dry-run=client -o yaml`` writes ``creationTimestamp: null``;
+        unknown fields keep their nulls so they are written back unchanged.
+        """
+        if isinstance(data, dict) and None in data.values():
+            known = _known_keys(cls)
+            return {k: v for k, v in data.items() if v is not None or k not in known}
+        return data
 
     def to_dict(self) -> dict[str, Any]:
         """The object as API JSON: camelCase keys, unset fields omitted, unknown fields kept."""
@@ -73,6 +86,9 @@ class ApiObject(ApiModel):
 
     API_VERSION: ClassVar[str] = ""
     KIND: ClassVar[str] = ""
+    #: REST resource name (``resourceclaims``) and whether objects live in a namespace.
+    PLURAL: ClassVar[str] = ""
+    NAMESPACED: ClassVar[bool] = False
 
     def to_dict(self) -> dict[str, Any]:
         """The object as API JSON, starting with apiVersion and kind."""
@@ -139,6 +155,18 @@ def _dump_model(model: ApiModel) -> dict[str, Any]:
         for key, value in model.model_extra.items():
             out[key] = dump_value(value)
     return out
+
+
+_KNOWN_KEYS: dict[type[BaseModel], frozenset[str]] = {}
+
+
+def _known_keys(model: type[BaseModel]) -> frozenset[str]:
+    keys = _KNOWN_KEYS.get(model)
+    if keys is None:
+        names = set(model.model_fields)
+        names |= {info.alias for info in model.model_fields.values() if info.alias}
+        keys = _KNOWN_KEYS[model] = frozenset(names)
+    return keys
 
 
 def _ref_of(data: Mapping[str, Any]) -> ObjectRef:

@@ -473,6 +473,8 @@ class ComputeDomain(ApiObject):
 
     API_VERSION: ClassVar[str] = API_VERSION
     KIND: ClassVar[str] = "ComputeDomain"
+    PLURAL: ClassVar[str] = "computedomains"
+    NAMESPACED: ClassVar[bool] = True
 
     api_version: str | None = None
     kind: str | None = None
@@ -499,6 +501,8 @@ class ComputeDomainList(ApiObject):
 
     API_VERSION: ClassVar[str] = API_VERSION
     KIND: ClassVar[str] = "ComputeDomainList"
+    PLURAL: ClassVar[str] = "computedomains"
+    NAMESPACED: ClassVar[bool] = True
 
     api_version: str | None = None
     kind: str | None = None
@@ -523,6 +527,8 @@ class ComputeDomainClique(ApiObject):
 
     API_VERSION: ClassVar[str] = API_VERSION
     KIND: ClassVar[str] = "ComputeDomainClique"
+    PLURAL: ClassVar[str] = "computedomaincliques"
+    NAMESPACED: ClassVar[bool] = True
 
     api_version: str | None = None
     kind: str | None = None
@@ -549,6 +555,8 @@ class ComputeDomainCliqueList(ApiObject):
 
     API_VERSION: ClassVar[str] = API_VERSION
     KIND: ClassVar[str] = "ComputeDomainCliqueList"
+    PLURAL: ClassVar[str] = "computedomaincliques"
+    NAMESPACED: ClassVar[bool] = True
 
     api_version: str | None = None
     kind: str | None = None

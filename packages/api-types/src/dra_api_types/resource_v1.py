@@ -146,6 +146,8 @@ class DeviceClass(ApiObject):
 
     API_VERSION: ClassVar[str] = API_VERSION
     KIND: ClassVar[str] = "DeviceClass"
+    PLURAL: ClassVar[str] = "deviceclasses"
+    NAMESPACED: ClassVar[bool] = False
 
     api_version: str | None = None
     kind: str | None = None
@@ -158,6 +160,8 @@ class DeviceClassList(ApiObject):
 
     API_VERSION: ClassVar[str] = API_VERSION
     KIND: ClassVar[str] = "DeviceClassList"
+    PLURAL: ClassVar[str] = "deviceclasses"
+    NAMESPACED: ClassVar[bool] = False
 
     api_version: str | None = None
     kind: str | None = None
@@ -305,6 +309,8 @@ class ResourceSlice(ApiObject):
 
     API_VERSION: ClassVar[str] = API_VERSION
     KIND: ClassVar[str] = "ResourceSlice"
+    PLURAL: ClassVar[str] = "resourceslices"
+    NAMESPACED: ClassVar[bool] = False
 
     api_version: str | None = None
     kind: str | None = None
@@ -317,6 +323,8 @@ class ResourceSliceList(ApiObject):
 
     API_VERSION: ClassVar[str] = API_VERSION
     KIND: ClassVar[str] = "ResourceSliceList"
+    PLURAL: ClassVar[str] = "resourceslices"
+    NAMESPACED: ClassVar[bool] = False
 
     api_version: str | None = None
     kind: str | None = None
@@ -467,6 +475,8 @@ class ResourceClaim(ApiObject):
 
     API_VERSION: ClassVar[str] = API_VERSION
     KIND: ClassVar[str] = "ResourceClaim"
+    PLURAL: ClassVar[str] = "resourceclaims"
+    NAMESPACED: ClassVar[bool] = True
 
     api_version: str | None = None
     kind: str | None = None
@@ -480,6 +490,8 @@ class ResourceClaimList(ApiObject):
 
     API_VERSION: ClassVar[str] = API_VERSION
     KIND: ClassVar[str] = "ResourceClaimList"
+    PLURAL: ClassVar[str] = "resourceclaims"
+    NAMESPACED: ClassVar[bool] = True
 
     api_version: str | None = None
     kind: str | None = None
@@ -499,6 +511,8 @@ class ResourceClaimTemplate(ApiObject):
 
     API_VERSION: ClassVar[str] = API_VERSION
     KIND: ClassVar[str] = "ResourceClaimTemplate"
+    PLURAL: ClassVar[str] = "resourceclaimtemplates"
+    NAMESPACED: ClassVar[bool] = True
 
     api_version: str | None = None
     kind: str | None = None
@@ -511,6 +525,8 @@ class ResourceClaimTemplateList(ApiObject):
 
     API_VERSION: ClassVar[str] = API_VERSION
     KIND: ClassVar[str] = "ResourceClaimTemplateList"
+    PLURAL: ClassVar[str] = "resourceclaimtemplates"
+    NAMESPACED: ClassVar[bool] = True
 
     api_version: str | None = None
     kind: str | None = None
