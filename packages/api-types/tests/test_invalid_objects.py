@@ -284,6 +284,8 @@ CASES: list[tuple[str, str, Callable[[Doc], object], str]] = [
     ("numNodes negative", "cd", _set("spec.numNodes", -1), "spec.numNodes"),
     ("channel missing", "cd", _set("spec.channel", _DELETE), "spec.channel"),
     ("channel template name missing", "cd", _set("spec.channel.resourceClaimTemplate", {}), "spec.channel.resourceClaimTemplate.name"),
+    ("unknown ComputeDomain spec field", "cd", _set("spec.numnodes", 1), "spec.numnodes"),
+    ("unknown ComputeDomain channel field", "cd", _set("spec.channel.allocationmode", "All"), "spec.channel.allocationmode"),
     ("status node ip invalid", "cd", _set("status", {"status": "Ready", "nodes": [{"name": "n", "ipAddress": "300.1.1.1", "cliqueID": "c"}]}), "status.nodes[0].ipAddress"),
 ]  # fmt: skip
 
@@ -295,7 +297,6 @@ PARSE_CASES: list[tuple[str, str, Callable[[Doc], object], str]] = [
     ("bool attribute given an int", "slice", _set("spec.devices[0].attributes.index", {"bool": 1}), 'spec.devices[0].attributes["index"].bool'),
     ("devices not a list", "slice", _set("spec.devices", {"a": 1}), "spec.devices"),
     ("count not an int", "claim", _set(EX + ".count", "1"), EX + ".count"),
-    ("strict CRD spec field", "cd", _set("spec.numnodes", 1), "spec.numnodes"),
 ]  # fmt: skip
 
 

@@ -213,3 +213,23 @@ def test_compute_domain_normalize_and_clique() -> None:
     )
     assert isinstance(clique, ComputeDomainClique)
     assert clique.normalize().to_dict()["daemons"][0]["status"] == "NotReady"
+
+
+def test_compute_domain_from_a_newer_server_keeps_unknown_spec_fields() -> None:
+    doc = {
+        "apiVersion": AV,
+        "kind": "ComputeDomain",
+        "metadata": {"name": "cd", "namespace": "default"},
+        "spec": {
+            "numNodes": 0,
+            "channel": {"resourceClaimTemplate": {"name": "t"}},
+            "mode": "Delayed",
+        },
+        "status": {"status": "Ready", "nodes": []},
+    }
+    cd = parse_object(doc)
+    assert isinstance(cd, ComputeDomain)
+    assert cd.to_dict() == doc
+    with pytest.raises(ValidationError) as raised:
+        cd.validate()
+    assert raised.value.path == "spec.mode"

@@ -8,7 +8,9 @@ Wire compatible with NVIDIA's k8s-dra-driver-gpu, so users' manifests work uncha
   They are strict: an unknown field is an error naming it. :func:`decode_opaque_config`
   turns parameters into one of them.
 * ``ComputeDomain`` and ``ComputeDomainClique`` are custom resources; their CRD manifests are
-  generated from these models by :mod:`dra_api_types.crds`.
+  generated from these models by :mod:`dra_api_types.crds`. They parse leniently (a newer
+  driver's fields stored on the server survive); API validation rejects unknown spec fields,
+  as the apiserver's structural schema would prune them.
 
 Every config has ``normalize()`` (returns a copy with the driver's defaults filled in) and
 ``validate()`` (raises :class:`~dra_api_types.errors.ValidationError` with the field path).
@@ -422,13 +424,13 @@ def decode_opaque_config(parameters: Mapping[str, Any], *, validate: bool = True
 
 
 # ---------------------------------------------------------------------------- CRDs
-class ComputeDomainResourceClaimTemplate(StrictApiModel):
+class ComputeDomainResourceClaimTemplate(ApiModel):
     """The ResourceClaimTemplate the controller creates for the domain's channels."""
 
     name: str = ""
 
 
-class ComputeDomainChannelSpec(StrictApiModel):
+class ComputeDomainChannelSpec(ApiModel):
     """The channel (IMEX) part of a ComputeDomain."""
 
     resource_claim_template: ComputeDomainResourceClaimTemplate = Field(
@@ -440,7 +442,7 @@ class ComputeDomainChannelSpec(StrictApiModel):
     )
 
 
-class ComputeDomainSpec(StrictApiModel):
+class ComputeDomainSpec(ApiModel):
     """Spec of a ComputeDomain (immutable once created)."""
 
     num_nodes: int = Field(default=0, json_schema_extra={"minimum": 0})

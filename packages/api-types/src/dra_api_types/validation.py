@@ -1087,9 +1087,23 @@ def _validate_request_policy(
 
 
 # ---------------------------------------------------------------------------- ComputeDomain
+def _unknown_fields(e: _Errors, model: ApiModel | None, path: str) -> None:
+    """Report fields the CRD schema does not have (the apiserver would drop them)."""
+    if model is None:
+        return
+    for key in model.model_extra or {}:
+        e.add(_field(path, key), f"unknown field {key!r}")
+
+
 def _validate_compute_domain(e: _Errors, obj: nv.ComputeDomain) -> None:
     _validate_meta(e, obj.metadata, "metadata", namespaced=True)
     spec = obj.spec
+    _unknown_fields(e, spec, "spec")
+    if spec.channel is not None:
+        _unknown_fields(e, spec.channel, "spec.channel")
+        _unknown_fields(
+            e, spec.channel.resource_claim_template, "spec.channel.resourceClaimTemplate"
+        )
     if spec.num_nodes < 0:
         e.add(
             "spec.numNodes", f"Invalid value: {spec.num_nodes}: must be greater than or equal to 0"
