@@ -42,7 +42,7 @@ def test_parts_and_roundtrip() -> None:
     assert v.prerelease == ("rc", 1)
     assert v.build == ("build", "5")
     assert str(v) == "10.0.0-rc.1+build.5"
-    assert Version(1, 2, 3, prerelease=("alpha",)) == Version.parse("1.2.3-alpha")
+    assert Version(major=1, minor=2, patch=3, prerelease=("alpha",)) == Version.parse("1.2.3-alpha")
 
 
 def test_build_metadata_is_ignored_by_comparison() -> None:

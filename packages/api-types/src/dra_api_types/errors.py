@@ -28,7 +28,7 @@ class VersionError(DraApiTypesError, ValueError):
     """A string is not a strict semantic version (semver.org 2.0.0)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ObjectRef:
     """The identity of the object an error is about (any part may be unknown)."""
 

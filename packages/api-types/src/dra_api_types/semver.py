@@ -69,14 +69,14 @@ class Version:
 
     def __init__(
         self,
+        *,
         major: int,
         minor: int = 0,
         patch: int = 0,
-        *,
         prerelease: tuple[str | int, ...] = (),
         build: tuple[str, ...] = (),
     ) -> None:
-        """Build a version from its parts (validated like parsed ones)."""
+        """Build a version from its parts (validated like parsed ones); see also :meth:`parse`."""
         text = f"{major}.{minor}.{patch}"
         if prerelease:
             text += "-" + ".".join(str(p) for p in prerelease)
