@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 from collections.abc import Callable, Iterable, Sequence, Sized
 from typing import Any, Final
 
 from . import nvidia_v1beta1 as nv
 from . import resource_v1 as r
 from ._model import ApiModel, ApiObject
-from .errors import ObjectRef, ValidationError, VersionError
+from .errors import ObjectRef, ValidationError
 from .meta_v1 import NodeSelector, ObjectMeta, OwnerReference
 from .names import (
     device_qualified_name_errors,
@@ -33,7 +34,6 @@ from .names import (
     uid_errors,
 )
 from .quantity import Quantity
-from .semver import Version
 
 __all__ = ["LIMITS", "validate", "validation_errors"]
 
@@ -71,6 +71,14 @@ LIMITS: Final = {
 }
 
 ALLOCATION_MODES: Final = ("ExactCount", "All")
+# The apiserver's own check of version attributes (no numeric range limit, unlike parsing).
+_NUMERIC: Final = r"(0|[1-9]\d*)"
+_PRERELEASE: Final = r"(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)"
+_BUILD: Final = r"[0-9a-zA-Z-]+"
+_SEMVER: Final = re.compile(
+    rf"^{_NUMERIC}\.{_NUMERIC}\.{_NUMERIC}(-{_PRERELEASE}(\.{_PRERELEASE})*)?"
+    rf"(\+{_BUILD}(\.{_BUILD})*)?$"
+)
 TAINT_EFFECTS: Final = ("NoExecute", "NoSchedule", "None")
 TOLERATION_OPERATORS: Final = ("Exists", "Equal")
 NODE_SELECTOR_OPERATORS: Final = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
@@ -977,9 +985,7 @@ def _validate_attribute(e: _Errors, attribute: r.DeviceAttribute, path: str) -> 
     for name, value in versions:
         if len(value) > max_len:
             e.add(_field(path, name), f"Too long: may not be more than {max_len} bytes")
-        try:
-            Version.parse(value)
-        except VersionError:
+        if not _SEMVER.match(value):
             e.add(
                 _field(path, name),
                 f"Invalid value: {value!r}: must be a string compatible with semver.org spec 2.0.0",
