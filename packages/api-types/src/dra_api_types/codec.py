@@ -7,6 +7,7 @@ pass through as plain dicts, so a whole manifest file can be loaded and dumped b
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Iterable, Mapping
@@ -33,8 +34,8 @@ __all__ = [
 KubeObject = ApiObject | dict[str, Any]
 
 
-def registered_kinds() -> dict[tuple[str, str], type[ApiObject]]:
-    """Every (apiVersion, kind) this package models, with its class."""
+@functools.cache
+def _kinds() -> dict[tuple[str, str], type[ApiObject]]:
     from . import nvidia_v1beta1, resource_v1
 
     kinds: dict[tuple[str, str], type[ApiObject]] = {}
@@ -44,8 +45,14 @@ def registered_kinds() -> dict[tuple[str, str], type[ApiObject]]:
     return kinds
 
 
-def _owned_api_versions() -> set[str]:
-    return {api_version for api_version, _ in registered_kinds()}
+def registered_kinds() -> dict[tuple[str, str], type[ApiObject]]:
+    """Every (apiVersion, kind) this package models, with its class."""
+    return dict(_kinds())
+
+
+@functools.cache
+def _owned_api_versions() -> frozenset[str]:
+    return frozenset(api_version for api_version, _ in _kinds())
 
 
 def parse_object(data: Mapping[str, Any], *, validate: bool = False) -> KubeObject:
@@ -59,7 +66,7 @@ def parse_object(data: Mapping[str, Any], *, validate: bool = False) -> KubeObje
         raise ValidationError("", f"expected a mapping, got {type(data).__name__}")
     api_version = data.get("apiVersion")
     kind = data.get("kind")
-    cls = registered_kinds().get((str(api_version), str(kind)))
+    cls = _kinds().get((str(api_version), str(kind)))
     if cls is None:
         if api_version in _owned_api_versions():
             raise UnknownKindError(
