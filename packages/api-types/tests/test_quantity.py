@@ -167,6 +167,13 @@ def test_invalid_strings_are_rejected(text: str) -> None:
         Quantity.parse(text)
 
 
+def test_absurd_inputs_are_quantity_errors() -> None:
+    with pytest.raises(QuantityError, match="digits"):
+        Quantity.parse("1" * 5000)
+    with pytest.raises(QuantityError, match="exponent"):
+        Quantity.parse("1e999999999")
+
+
 def test_quantity_error_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="1K"):
         Quantity.parse("1K")

@@ -37,6 +37,7 @@ _NANO: Final = Fraction(1, 10**9)
 # Beyond this a decimal exponent cannot be a resource amount; refusing it keeps parsing
 # bounded (Go would build an arbitrarily large number).
 _MAX_EXPONENT: Final = 4096
+_MAX_DIGITS: Final = 4000
 
 _DIGITS: Final = frozenset("0123456789")
 _SUFFIX_CHARS: Final = frozenset("eEinumkKMGTP")
@@ -191,6 +192,8 @@ class Quantity:
         if text == "0":
             return cls._make(Fraction(0), QuantityFormat.DECIMAL_SI, "0")
         parts = _split(text)
+        if len(parts.num) + len(parts.denom) > _MAX_DIGITS:
+            raise QuantityError(f"quantity {text[:32]!r}...: more than {_MAX_DIGITS} digits")
         base, exponent, fmt = _interpret(parts.suffix, text)
         magnitude = Fraction(int(parts.num + parts.denom), 10 ** len(parts.denom))
         scale = Fraction(10) ** exponent if base == 10 else Fraction(1 << exponent)
