@@ -186,6 +186,7 @@ CASES: list[tuple[str, str, Callable[[Doc], object], str]] = [
     ("no attribute value", "slice", _set("spec.devices[3].attributes", {"gpu.nvidia.com/uuid": {}}), 'spec.devices[3].attributes["gpu.nvidia.com/uuid"]'),
     ("attribute id not a C identifier", "slice", _set("spec.devices[0].attributes", {"gpu.nvidia.com/bad-name": {"int": 1}}), 'spec.devices[0].attributes["gpu.nvidia.com/bad-name"]'),
     ("attribute domain not a DNS subdomain", "slice", _set("spec.devices[0].attributes", {"gpu_x.com/x": {"int": 1}}), 'spec.devices[0].attributes["gpu_x.com/x"]'),
+    ("attribute int beyond int64", "slice", _set("spec.devices[0].attributes.index", {"int": 1 << 63}), 'spec.devices[0].attributes["index"].int'),
     ("attribute string > 64", "slice", _set("spec.devices[0].attributes.productName", {"string": "x" * 65}), 'spec.devices[0].attributes["productName"].string'),
     ("attribute version not semver", "slice", _set("spec.devices[0].attributes.cudaComputeCapability", {"version": "10.0"}), 'spec.devices[0].attributes["cudaComputeCapability"].version'),
     ("device name not a DNS label", "slice", _set("spec.devices[0].name", "GPU_0"), "spec.devices[0].name"),

@@ -968,6 +968,11 @@ def _validate_attribute(e: _Errors, attribute: r.DeviceAttribute, path: str) -> 
     if len(present) > 1:
         e.add(path, f"Invalid value: exactly one value must be specified, got {', '.join(present)}")
         return len(present)
+    ints = [("int", attribute.int_)] if attribute.int_ is not None else []
+    ints += [(f"ints[{i}]", n) for i, n in enumerate(attribute.ints or [])]
+    for name, number in ints:
+        if not -(1 << 63) <= number < (1 << 63):
+            e.add(_field(path, name), f"Invalid value: {number}: does not fit in an int64")
     max_len = LIMITS["attribute_string_length"]
     strings: list[tuple[str, str]] = []
     if attribute.string is not None:
