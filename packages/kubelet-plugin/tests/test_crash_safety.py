@@ -79,12 +79,14 @@ def check_invariants(dirs: PluginDirs, slots: list[Slot], *, after_retry: bool) 
 
 
 def call(
-    reference: ReferenceProtos, proc: PluginProcess, op: str, ref: tuple[str, str, str]
-) -> object:
+    reference: ReferenceProtos, proc: PluginProcess, op: str, refs: list[tuple[str, str, str]]
+) -> None:
+    """One kubelet call for ``refs``; every claim must succeed."""
     with proc.channel() as ch:
-        if op == "prepare":
-            return reference.prepare(ch, [ref]).claims[ref[2]]
-        return reference.unprepare(ch, [ref]).claims[ref[2]]
+        send = reference.prepare if op == "prepare" else reference.unprepare
+        answer = send(ch, refs)
+    for ref in refs:
+        assert answer.claims[ref[2]].error == "", answer
 
 
 def test_sigkill_at_random_points_never_breaks_the_invariants(
@@ -97,24 +99,28 @@ def test_sigkill_at_random_points_never_breaks_the_invariants(
     restarts = 0
     try:
         for cycle in range(CYCLES):
-            slot = rng.choice(slots)
-            if not slot.prepared:
-                slot.claim = make_claim(
-                    name=f"c{cycle}", devices=list(slot.devices), uid=str(uuid.uuid4())
-                )
-                write_claim(plugin_dirs.claims, slot.claim)
-                op = "prepare"
-            else:
-                op = "unprepare"
-            ref = slot.ref()
+            # One call for 1-3 claims in the same direction (a pod's claims), so several
+            # claims are committed together.
+            op = rng.choice(["prepare", "unprepare"])
+            candidates = [s for s in slots if s.prepared == (op == "unprepare")]
+            if not candidates:
+                op = "unprepare" if op == "prepare" else "prepare"
+                candidates = [s for s in slots if s.prepared == (op == "unprepare")]
+            chosen = rng.sample(candidates, k=min(len(candidates), rng.randint(1, 3)))
+            for i, slot in enumerate(chosen):
+                if op == "prepare":
+                    slot.claim = make_claim(
+                        name=f"c{cycle}-{i}", devices=list(slot.devices), uid=str(uuid.uuid4())
+                    )
+                    write_claim(plugin_dirs.claims, slot.claim)
+            refs = [slot.ref() for slot in chosen]
             killer = None
             if rng.randrange(KILL_EVERY) == 0:
                 assert proc.proc is not None
                 killer = threading.Timer(rng.uniform(0.0, 0.03), proc.proc.kill)
                 killer.start()
             try:
-                answer = call(reference, proc, op, ref)
-                assert getattr(answer, "error", "") == "", answer
+                call(reference, proc, op, refs)
             except grpc.RpcError:
                 assert killer is not None, proc.logs()
             if killer is not None:
@@ -124,19 +130,20 @@ def test_sigkill_at_random_points_never_breaks_the_invariants(
                 proc.start()
                 restarts += 1
                 # The kubelet retries the call it did not get an answer for.
-                answer = call(reference, proc, op, ref)
-                assert getattr(answer, "error", "") == "", answer
-            slot.prepared = op == "prepare"
-            if op == "unprepare":
-                meta = slot.claim["metadata"]
-                assert isinstance(meta, dict)
-                (plugin_dirs.claims / "default" / f"{meta['name']}.json").unlink()
+                call(reference, proc, op, refs)
+            for slot in chosen:
+                slot.prepared = op == "prepare"
+                if op == "unprepare":
+                    meta = slot.claim["metadata"]
+                    assert isinstance(meta, dict)
+                    (plugin_dirs.claims / "default" / f"{meta['name']}.json").unlink()
             if killer is not None:
                 check_invariants(plugin_dirs, slots, after_retry=True)
+        prepared = [slot.ref() for slot in slots if slot.prepared]
+        if prepared:
+            call(reference, proc, "unprepare", prepared)
         for slot in slots:
-            if slot.prepared:
-                call(reference, proc, "unprepare", slot.ref())
-                slot.prepared = False
+            slot.prepared = False
         check_invariants(plugin_dirs, slots, after_retry=True)
         assert not list(plugin_dirs.cdi.iterdir())
     finally:

@@ -244,6 +244,14 @@ class CheckpointStore:
         except CheckpointCorruptError as exc:
             return self._move_aside(str(exc))
 
+    def peek(self) -> Checkpoint | None:
+        """Read without side effects (no lock needed: writes are atomic renames); ``None``
+        when the file is absent or unusable (the locked :meth:`load` deals with that)."""
+        try:
+            return decode_checkpoint(self.path.read_bytes(), path=str(self.path))
+        except (OSError, CheckpointCorruptError):
+            return None
+
     def save(self, checkpoint: Checkpoint, *, sync: bool = True) -> None:
         """Write ``checkpoint`` atomically (and durably unless ``sync`` is false).
 

@@ -19,7 +19,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from dra_kubelet_plugin.allocation import PlannedDevice, plan_claim
 from dra_kubelet_plugin.cdi import cdi_device_id, render_claim_spec
@@ -54,6 +54,16 @@ __all__ = ["DeviceState"]
 log = logging.getLogger(__name__)
 
 
+@dataclass
+class _PendingPrepare:
+    """A planned claim waiting for the next group commit."""
+
+    ref: ClaimRef
+    planned: list[PlannedDevice]
+    prepared: tuple[PreparedDevice, ...]
+    future: asyncio.Future[tuple[PreparedDevice, ...]] = field(init=False)
+
+
 class DeviceState:
     """The node's prepared claims; implements :class:`~dra_kubelet_plugin.claims.ClaimDriver`."""
 
@@ -84,6 +94,8 @@ class DeviceState:
         self._boot_id = boot_id
         self._events = events
         self._metrics = metrics
+        self._pending: list[_PendingPrepare] = []
+        self._committer: asyncio.Task[None] | None = None
 
     @property
     def devices(self) -> dict[str, NodeDevice]:
@@ -139,9 +151,14 @@ class DeviceState:
             )
         return claims
 
-    def _save(self, checkpoint: Checkpoint, *, sync: bool = True) -> None:
+    async def _save(self, checkpoint: Checkpoint, *, sync: bool = True) -> None:
+        """Write the checkpoint; a durable write runs in a thread so that, while it waits for
+        the disk, the event loop keeps reading and planning the claims of the next group."""
         checkpoint.boot_id = self._boot_id
-        self._store.save(checkpoint, sync=sync)
+        if sync:
+            await asyncio.to_thread(self._store.save, checkpoint, sync=True)
+        else:
+            self._store.save(checkpoint, sync=False)
         self._metrics.prepared_claims.set(len(checkpoint.claims))
         self._metrics.prepared_devices.set(sum(len(c.devices) for c in checkpoint.claims.values()))
 
@@ -176,7 +193,7 @@ class DeviceState:
                     "removed CDI specs of unknown claims",
                     extra={"event": "cdi_leftovers_removed", "claims": removed},
                 )
-            self._save(checkpoint)
+            await self._save(checkpoint)
         await self.cleanup_stale()
 
     async def cleanup_stale(self) -> list[str]:
@@ -197,7 +214,7 @@ class DeviceState:
                 if current is None or current.state is not ClaimState.PREPARE_STARTED:
                     continue
                 self._drop(checkpoint, entry.uid)
-                self._save(checkpoint)
+                await self._save(checkpoint)
             dropped.append(entry.uid)
             log.info(
                 "removed stale half-prepared claim",
@@ -257,8 +274,9 @@ class DeviceState:
             ClaimError: this claim cannot be prepared (the message names object and field).
             PluginError: checkpoint, CDI or API-server failures.
         """
-        async with self._lock.hold():
-            done = self._completed((await self._load()).claims.get(ref.uid))
+        # Fast path without the lock: a repeated call for a prepared claim.
+        peeked = self._store.peek()
+        done = self._completed(peeked.claims.get(ref.uid) if peeked is not None else None)
         if done is not None:
             return done
         claim = await self._claims.get(ref.namespace, ref.name)
@@ -292,25 +310,78 @@ class DeviceState:
             )
             for p in planned
         )
-        async with self._lock.hold():
-            checkpoint = await self._load()
+        return await self._commit(_PendingPrepare(ref=ref, planned=planned, prepared=prepared))
+
+    async def _commit(self, item: _PendingPrepare) -> tuple[PreparedDevice, ...]:
+        """Queue one claim for the next group commit and wait for its outcome.
+
+        Claims that arrive while a commit holds the lock are committed together: one
+        durable ``PrepareStarted`` write and one ``PrepareCompleted`` write for the whole
+        group instead of two per claim, which is what bounds latency under concurrency.
+        """
+        item.future = asyncio.get_running_loop().create_future()
+        self._pending.append(item)
+        if self._committer is None or self._committer.done():
+            self._committer = asyncio.get_running_loop().create_task(self._commit_pending())
+        return await asyncio.shield(item.future)
+
+    async def _commit_pending(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending, []
+            try:
+                async with self._lock.hold():
+                    await self._commit_batch(batch)
+            except BaseException as exc:
+                for item in batch:
+                    if not item.future.done():
+                        item.future.set_exception(
+                            exc if isinstance(exc, Exception) else RuntimeError(str(exc))
+                        )
+                if not isinstance(exc, Exception):
+                    raise
+
+    async def _commit_batch(self, batch: list[_PendingPrepare]) -> None:
+        checkpoint = await self._load()
+        accepted: list[_PendingPrepare] = []
+        for item in batch:
+            ref = item.ref
             done = self._completed(checkpoint.claims.get(ref.uid))
             if done is not None:
-                return done
-            await self._guard(checkpoint, ref, prepared)
-            entry = PreparedClaim(
+                item.future.set_result(done)
+                continue
+            try:
+                # The guard also sees the claims accepted earlier in this batch.
+                await self._guard(checkpoint, ref, item.prepared)
+            except PluginError as exc:
+                item.future.set_exception(exc)
+                continue
+            checkpoint.claims[ref.uid] = PreparedClaim(
                 uid=ref.uid,
                 namespace=ref.namespace,
                 name=ref.name,
                 state=ClaimState.PREPARE_STARTED,
-                devices=prepared,
+                devices=item.prepared,
             )
-            checkpoint.claims[ref.uid] = entry
-            self._save(checkpoint)
-            self._write_spec(ref, planned)
-            checkpoint.claims[ref.uid] = replace(entry, state=ClaimState.PREPARE_COMPLETED)
-            self._save(checkpoint)
-        return prepared
+            accepted.append(item)
+        if not accepted:
+            return
+        await self._save(checkpoint)
+        completed: list[_PendingPrepare] = []
+        for item in accepted:
+            uid = item.ref.uid
+            try:
+                self._write_spec(item.ref, item.planned)
+            except PluginError as exc:
+                self._drop(checkpoint, uid)
+                item.future.set_exception(exc)
+                continue
+            checkpoint.claims[uid] = replace(
+                checkpoint.claims[uid], state=ClaimState.PREPARE_COMPLETED
+            )
+            completed.append(item)
+        await self._save(checkpoint)
+        for item in completed:
+            item.future.set_result(item.prepared)
 
     def _completed(self, entry: PreparedClaim | None) -> tuple[PreparedDevice, ...] | None:
         if entry is None or entry.state is not ClaimState.PREPARE_COMPLETED:
@@ -352,7 +423,7 @@ class DeviceState:
                     extra={"event": "stale_claim_removed", "other_claim_uid": uid},
                 )
                 self._drop(checkpoint, uid)
-                self._save(checkpoint)
+                await self._save(checkpoint)
                 continue
             owner = f"{other.namespace}/{other.name}" if other.name else "an unknown claim"
             raise DeviceInUseError(
@@ -396,10 +467,10 @@ class DeviceState:
                 # keeps the page cache, and after a power loss the new boot ID discards all
                 # prepared state anyway.
                 checkpoint.claims[ref.uid] = replace(entry, state=ClaimState.PREPARE_STARTED)
-                self._save(checkpoint, sync=False)
+                await self._save(checkpoint, sync=False)
             self._drop(checkpoint, ref.uid)
             if entry is not None:
-                self._save(checkpoint)
+                await self._save(checkpoint)
 
     async def prepared_claims(self) -> dict[str, PreparedClaim]:
         """A snapshot of the checkpoint's claims (for diagnostics and tests)."""
