@@ -11,6 +11,9 @@ the entry. So at every instant a CDI spec implies a checkpoint entry, and a comp
 implies its spec; a crash anywhere is repaired by the kubelet's retry. The checkpoint is
 re-read under the lock for every operation, because during a rolling update another plugin
 instance shares it.
+
+Claims arriving together are group-committed: their ``PrepareStarted`` entries are written in
+one durable checkpoint write and their ``PrepareCompleted`` entries in another.
 """
 
 from __future__ import annotations
