@@ -15,9 +15,9 @@ an empty map, an unknown attribute is a :class:`CelRuntimeError` (which aborts t
 allocation attempt, it does not mean ``false``), and the runtime cost limit is 1,000,000.
 """
 
-from .compiler import COST_LIMIT
 from .device import AttributeValue, CelDevice, device_from_api
 from .errors import CelCompileError, CelCostLimitError, CelError, CelRuntimeError
+from .runtime import COST_LIMIT
 from .selector import MAX_EXPRESSION_LENGTH, CompiledSelector, compile_selector
 
 __all__ = [

@@ -14,26 +14,27 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from dra_api_types import Quantity, Version
-
-from .device import CelDevice, DomainMap
+from .calls import PY_TYPES, direct_call, invoke, relation_with_number
+from .comprehensions import comprehension_body
+from .device import CelDevice
 from .errors import CelCompileError, CelCostLimitError, CelRuntimeError
 from .library import (
     DYN,
     FUNCTIONS,
     OPTIONAL,
     QUANTITY,
-    SEMVER,
     TYPE_IDENTS,
     Overload,
     sorted_by_keys,
 )
+from .overloads import DEVICE
 from .regex import compile_regex
+from .runtime import COST_LIMIT, Fn, Frame, charge, node_count
 from .syntax import Call, Const, Ident, Index, ListLit, MapLit, Node, Select, UInt
 from .values import (
     DEVICE_FIELDS,
     NONE,
-    CelType,
+    NUMBER_CLASSES,
     Optional,
     add,
     cel_equals,
@@ -56,32 +57,10 @@ from .values import (
     type_name,
 )
 
-Frame = list[Any]
-Fn = Callable[[Frame], Any]
-
-COST_LIMIT: Final = 1_000_000
-DEVICE: Final = "kubernetes.DRADevice"
 BOOL: Final = "bool"
 NUMERIC: Final = frozenset(("int", "uint", "double"))
 ORDERED: Final = NUMERIC | {"string", "bytes", "bool"}
 
-PY_TYPES: Final[dict[str, tuple[type, ...]]] = {
-    "bool": (bool,),
-    "int": (int,),
-    "uint": (UInt,),
-    "double": (float,),
-    "string": (str,),
-    "bytes": (bytes,),
-    "null_type": (type(None),),
-    "list": (list,),
-    "map": (dict, DomainMap),
-    SEMVER: (Version,),
-    QUANTITY: (Quantity,),
-    OPTIONAL: (Optional,),
-    "type": (CelType,),
-    DEVICE: (CelDevice,),
-}
-_NUMBERS: Final = (int, UInt, float)
 _SIZED: Final = (str, bytes, list)
 
 _STATIC_TYPES: Final[dict[type, str]] = {
@@ -123,33 +102,6 @@ def _raise_fn(error: CelRuntimeError) -> Fn:
         raise kind(error.message)
 
     return fn
-
-
-def charge(frame: Frame, amount: int) -> None:
-    """Add runtime cost; raise :class:`CelCostLimitError` past the limit."""
-    frame[1] += amount
-    if frame[1] > COST_LIMIT:
-        raise CelCostLimitError(
-            f"operation cancelled: actual cost limit exceeded (limit {COST_LIMIT})"
-        )
-
-
-def _node_count(node: Node) -> int:
-    if isinstance(node, Const | Ident):
-        return 1
-    if isinstance(node, Select):
-        return 1 + _node_count(node.operand)
-    if isinstance(node, Index):
-        return 1 + _node_count(node.operand) + _node_count(node.index)
-    if isinstance(node, Call):
-        total = 1 + sum(_node_count(a) for a in node.args)
-        return total + (_node_count(node.target) if node.target is not None else 0)
-    if isinstance(node, ListLit):
-        return 10 + sum(_node_count(e) for e in node.elements)
-    if isinstance(node, MapLit):
-        pairs = zip(node.keys, node.values, strict=True)
-        return 30 + sum(_node_count(k) + _node_count(v) for k, v in pairs)
-    return 1
 
 
 _MACROS: Final = frozenset(
@@ -699,13 +651,13 @@ class Compiler:
                     return of(frame) == c
 
                 fn = eq_str
-        elif const_side is not None and type(const_side.value) in _NUMBERS:
+        elif const_side is not None and type(const_side.value) in NUMBER_CLASSES:
             c = const_side.value
             of = other.fn
 
             def eq_number(frame: Frame) -> Any:
                 value = of(frame)
-                return (type(value) in _NUMBERS and value == c) is not negated
+                return (type(value) in NUMBER_CLASSES and value == c) is not negated
 
             fn = eq_number
         elif negated:
@@ -773,8 +725,8 @@ class Compiler:
                 )
         static = BOOL if is_relation else (lt if lt == rt else DYN)
         lf, rf = left.fn, right.fn
-        if is_relation and right.is_const and type(right.value) in _NUMBERS:
-            fast = _relation_with_number(name, lf, right.value)
+        if is_relation and right.is_const and type(right.value) in NUMBER_CLASSES:
+            fast = relation_with_number(name, lf, right.value)
             if fast is not None:
                 return self._fold(node, static, fast, (left, right))
 
@@ -879,14 +831,14 @@ class Compiler:
             parts = [self.compile(a) for a in args[nvars:]]
         finally:
             self.scope = saved
-        step_cost = 1 + sum(_node_count(a) for a in args[nvars:])
+        step_cost = 1 + sum(node_count(a) for a in args[nvars:])
         # The last part of map/transform* is the transform; every other part is a predicate.
         transforms = 1 if name in ("map", "transformList", "transformMap") else 0
         for p in parts[: len(parts) - transforms]:
             if p.type not in (BOOL, DYN):
                 raise self.error(f"predicate of {name}() must be bool, not {p.type}", p.node)
         rf = iter_range.fn
-        body = self._comprehension_body(name, nvars, slots, [p.fn for p in parts], step_cost)
+        body = comprehension_body(name, nvars, slots, [p.fn for p in parts], step_cost)
 
         def run(frame: Frame) -> Any:
             rng = rf(frame)
@@ -908,102 +860,6 @@ class Compiler:
         }[name]
         return Compiled(run, static, node, children=(iter_range, *parts))
 
-    def _comprehension_body(
-        self, name: str, nvars: int, slots: list[int], fns: list[Fn], step_cost: int
-    ) -> Callable[[Frame, Any, bool], Any]:
-        first_slot = slots[0]
-        second_slot = slots[1] if nvars == 2 else 0
-
-        def bind(frame: Frame, key: Any, value: Any, single_is_value: bool) -> None:
-            frame[1] += step_cost
-            if frame[1] > COST_LIMIT:
-                charge(frame, 0)
-            if nvars == 1:
-                frame[first_slot] = value if single_is_value else key
-            else:
-                frame[first_slot] = key
-                frame[second_slot] = value
-
-        if name in ("all", "exists"):
-            pred = fns[0]
-            stop = name == "exists"
-
-            def quantifier(frame: Frame, pairs: Any, single_is_value: bool) -> Any:
-                error: CelRuntimeError | None = None
-                for key, value in pairs:
-                    bind(frame, key, value, single_is_value)
-                    try:
-                        result = pred(frame)
-                    except CelCostLimitError:
-                        raise
-                    except CelRuntimeError as err:
-                        if error is None:
-                            error = err
-                        continue
-                    if result is stop:
-                        return stop
-                    if result is not True and result is not False and error is None:
-                        error = no_overload("_&&_" if not stop else "_||_", result)
-                if error is not None:
-                    raise error
-                return not stop
-
-            return quantifier
-        if name in ("exists_one", "existsOne"):
-            pred = fns[0]
-
-            def exists_one(frame: Frame, pairs: Any, single_is_value: bool) -> Any:
-                count = 0
-                for key, value in pairs:
-                    bind(frame, key, value, single_is_value)
-                    result = pred(frame)
-                    if result is True:
-                        count += 1
-                    elif result is not False:
-                        raise no_overload("_?_:_", result)
-                return count == 1
-
-            return exists_one
-        if name == "filter":
-            pred = fns[0]
-
-            def filter_fn(frame: Frame, pairs: Any, single_is_value: bool) -> Any:
-                out = []
-                for key, value in pairs:
-                    bind(frame, key, value, single_is_value)
-                    result = pred(frame)
-                    if result is True:
-                        out.append(frame[first_slot])
-                    elif result is not False:
-                        raise no_overload("_?_:_", result)
-                return out
-
-            return filter_fn
-        if name in ("map", "transformList", "transformMap"):
-            transform = fns[-1]
-            predicate = fns[0] if len(fns) == 2 else None
-            to_map = name == "transformMap"
-
-            def transform_fn(frame: Frame, pairs: Any, single_is_value: bool) -> Any:
-                out_list = []
-                out_map: dict[Any, Any] = {}
-                for key, value in pairs:
-                    bind(frame, key, value, single_is_value)
-                    if predicate is not None:
-                        keep = predicate(frame)
-                        if keep is False:
-                            continue
-                        if keep is not True:
-                            raise no_overload("_?_:_", keep)
-                    if to_map:
-                        out_map[key] = transform(frame)
-                    else:
-                        out_list.append(transform(frame))
-                return out_map if to_map else out_list
-
-            return transform_fn
-        raise AssertionError(name)  # pragma: no cover
-
     def _sort_by(self, node: Call) -> Compiled:
         """``list.sortBy(x, key)`` (ext.Lists): a stable sort on a computed key."""
         assert node.target is not None
@@ -1019,7 +875,7 @@ class Compiler:
         finally:
             self.scope = saved
         tf, kf = target.fn, key.fn
-        step_cost = 1 + _node_count(node.args[1])
+        step_cost = 1 + node_count(node.args[1])
 
         def sort_by(frame: Frame) -> Any:
             items = tf(frame)
@@ -1131,7 +987,7 @@ class Compiler:
                 PY_TYPES.get(p) if p != DYN and t == DYN else None
                 for p, t in zip(overload.params, static, strict=True)
             )
-            return _direct_call(name, overload.impl, fns, guards, overload.cost)
+            return direct_call(name, overload.impl, fns, guards, overload.cost)
 
         options = tuple(candidates)
 
@@ -1141,131 +997,7 @@ class Compiler:
                 if o.accepts(args):
                     if o.cost is not None:
                         charge(frame, o.cost(*args))
-                    return _invoke(name, o.impl, args)
+                    return invoke(name, o.impl, args)
             raise no_overload(name, *args)
 
         return dispatch
-
-
-def _relation_with_number(name: str, lf: Fn, c: Any) -> Fn | None:
-    """``x < 5`` and friends: numbers compare directly, anything else is no overload."""
-    if name == "_<_":
-
-        def lt(frame: Frame) -> Any:
-            x = lf(frame)
-            if type(x) in _NUMBERS:
-                return x < c
-            raise no_overload(name, x, c)
-
-        return lt
-    if name == "_<=_":
-
-        def le(frame: Frame) -> Any:
-            x = lf(frame)
-            if type(x) in _NUMBERS:
-                return x <= c
-            raise no_overload(name, x, c)
-
-        return le
-    if name == "_>_":
-
-        def gt(frame: Frame) -> Any:
-            x = lf(frame)
-            if type(x) in _NUMBERS:
-                return x > c
-            raise no_overload(name, x, c)
-
-        return gt
-    if name == "_>=_":
-
-        def ge(frame: Frame) -> Any:
-            x = lf(frame)
-            if type(x) in _NUMBERS:
-                return x >= c
-            raise no_overload(name, x, c)
-
-        return ge
-    return None
-
-
-_WRAPPED_ERRORS: Final = (
-    ValueError,
-    TypeError,
-    OverflowError,
-    ArithmeticError,
-    IndexError,
-    KeyError,
-    AttributeError,
-)
-
-
-def _direct_call(
-    name: str,
-    impl: Callable[..., Any],
-    fns: tuple[Fn, ...],
-    guards: tuple[tuple[type, ...] | None, ...],
-    cost: Callable[..., int] | None,
-) -> Fn:
-    """A call of one known overload, specialised for the common arities."""
-    if len(fns) == 1:
-        (f0,) = fns
-        (g0,) = guards
-
-        def call1(frame: Frame) -> Any:
-            a = f0(frame)
-            if g0 is not None and type(a) not in g0:
-                raise no_overload(name, a)
-            if cost is not None:
-                frame[1] += cost(a)
-                if frame[1] > COST_LIMIT:
-                    charge(frame, 0)
-            try:
-                return impl(a)
-            except CelRuntimeError:
-                raise
-            except _WRAPPED_ERRORS as err:
-                raise CelRuntimeError(f"{name}: {err}") from None
-
-        return call1
-    if len(fns) == 2:
-        f0, f1 = fns
-        g0, g1 = guards
-
-        def call2(frame: Frame) -> Any:
-            a = f0(frame)
-            b = f1(frame)
-            if (g0 is not None and type(a) not in g0) or (g1 is not None and type(b) not in g1):
-                raise no_overload(name, a, b)
-            if cost is not None:
-                frame[1] += cost(a, b)
-                if frame[1] > COST_LIMIT:
-                    charge(frame, 0)
-            try:
-                return impl(a, b)
-            except CelRuntimeError:
-                raise
-            except _WRAPPED_ERRORS as err:
-                raise CelRuntimeError(f"{name}: {err}") from None
-
-        return call2
-    checks = tuple((i, g) for i, g in enumerate(guards) if g is not None)
-
-    def call(frame: Frame) -> Any:
-        args = [f(frame) for f in fns]
-        for i, g in checks:
-            if type(args[i]) not in g:
-                raise no_overload(name, *args)
-        if cost is not None:
-            charge(frame, cost(*args))
-        return _invoke(name, impl, tuple(args))
-
-    return call
-
-
-def _invoke(name: str, impl: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-    try:
-        return impl(*args)
-    except CelRuntimeError:
-        raise
-    except _WRAPPED_ERRORS as err:
-        raise CelRuntimeError(f"{name}: {err}") from None

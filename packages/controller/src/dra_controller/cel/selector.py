@@ -8,10 +8,11 @@ from typing import Any, Final
 
 from dra_api_types import Quantity, Version
 
-from .compiler import BOOL, Compiled, Compiler, Frame
+from .compiler import BOOL, Compiled, Compiler
 from .device import CelDevice
 from .errors import CelCompileError, CelCostLimitError, CelError, CelRuntimeError
 from .library import DYN
+from .runtime import Frame
 from .syntax import Call, Node, UInt, parse
 from .values import Optional
 

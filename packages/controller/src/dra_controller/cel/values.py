@@ -95,6 +95,8 @@ def no_overload(function: str, *args: Any) -> CelRuntimeError:
 
 
 _NUMERIC: Final = frozenset((int, UInt, float))
+#: The Python classes of CEL numbers, for ``type(x) in NUMBER_CLASSES`` checks.
+NUMBER_CLASSES: Final = (int, UInt, float)
 
 
 def cel_equals(a: Any, b: Any) -> bool:
