@@ -67,6 +67,9 @@ class _PendingPrepare:
     future: asyncio.Future[tuple[PreparedDevice, ...]] = field(init=False)
 
 
+_DONE = ClaimState.PREPARE_COMPLETED
+
+
 class DeviceState:
     """The node's prepared claims; implements :class:`~dra_kubelet_plugin.claims.ClaimDriver`."""
 
@@ -438,42 +441,57 @@ class DeviceState:
 
     # ------------------------------------------------------------------ unprepare
     async def unprepare_claims(self, claims: Sequence[ClaimRef]) -> dict[str, UnprepareOutcome]:
-        """Unprepare each claim; unknown claims succeed."""
+        """Unprepare each claim (one checkpoint write for all); unknown claims succeed."""
         out: dict[str, UnprepareOutcome] = {}
-        for ref in claims:
-            with bind(claim_uid=ref.uid, claim_namespace=ref.namespace, claim_name=ref.name):
-                try:
-                    await self.unprepare(ref)
-                except PluginError as exc:
-                    reason = type(exc).__name__.removesuffix("Error")
-                    log.error(str(exc), extra={"event": "unprepare_failed", "reason": reason})
-                    out[ref.uid] = UnprepareOutcome(error=f"{ref}: {exc}", reason=reason)
-                    continue
-                except Exception as exc:
-                    log.exception("unexpected error", extra={"event": "unprepare_failed"})
-                    out[ref.uid] = UnprepareOutcome(
-                        error=f"{ref}: internal error: {exc}", reason="Internal"
-                    )
-                    continue
-                log.info("claim unprepared", extra={"event": "unprepared"})
-                out[ref.uid] = UnprepareOutcome()
+        try:
+            async with self._lock.hold():
+                checkpoint = await self._load()
+                entries = {r.uid: checkpoint.claims.get(r.uid) for r in claims}
+                demote = [e for e in entries.values() if e is not None and e.state is _DONE]
+                if demote:
+                    # Demote first, so "completed" always implies "spec present", even if we
+                    # die between removing the spec and removing the entry. No fsync: a
+                    # process crash keeps the page cache, and after a power loss the new boot
+                    # ID discards all prepared state anyway.
+                    for e in demote:
+                        checkpoint.claims[e.uid] = replace(e, state=ClaimState.PREPARE_STARTED)
+                    await self._save(checkpoint, sync=False)
+                for ref in claims:
+                    with bind(
+                        claim_uid=ref.uid, claim_namespace=ref.namespace, claim_name=ref.name
+                    ):
+                        out[ref.uid] = self._unprepare_one(checkpoint, ref)
+                if any(e is not None for e in entries.values()):
+                    await self._save(checkpoint)
+        except PluginError as exc:
+            reason = type(exc).__name__.removesuffix("Error")
+            log.error(str(exc), extra={"event": "unprepare_failed", "reason": reason})
+            # Nothing is known to be durable: the kubelet retries all of them (idempotent).
+            return {r.uid: UnprepareOutcome(error=f"{r}: {exc}", reason=reason) for r in claims}
         return out
 
-    async def unprepare(self, ref: ClaimRef) -> None:
-        """Remove the claim's CDI spec and host files, then its checkpoint entry."""
-        async with self._lock.hold():
-            checkpoint = await self._load()
-            entry = checkpoint.claims.get(ref.uid)
-            if entry is not None and entry.state is ClaimState.PREPARE_COMPLETED:
-                # Demote first, so "completed" always implies "spec present", even if we die
-                # between removing the spec and removing the entry. No fsync: a process crash
-                # keeps the page cache, and after a power loss the new boot ID discards all
-                # prepared state anyway.
-                checkpoint.claims[ref.uid] = replace(entry, state=ClaimState.PREPARE_STARTED)
-                await self._save(checkpoint, sync=False)
+    def _unprepare_one(self, checkpoint: Checkpoint, ref: ClaimRef) -> UnprepareOutcome:
+        try:
             self._drop(checkpoint, ref.uid)
-            if entry is not None:
-                await self._save(checkpoint)
+        except PluginError as exc:
+            reason = type(exc).__name__.removesuffix("Error")
+            log.error(str(exc), extra={"event": "unprepare_failed", "reason": reason})
+            return UnprepareOutcome(error=f"{ref}: {exc}", reason=reason)
+        except Exception as exc:
+            log.exception("unexpected error", extra={"event": "unprepare_failed"})
+            return UnprepareOutcome(error=f"{ref}: internal error: {exc}", reason="Internal")
+        log.info("claim unprepared", extra={"event": "unprepared"})
+        return UnprepareOutcome()
+
+    async def unprepare(self, ref: ClaimRef) -> None:
+        """Unprepare one claim.
+
+        Raises:
+            PluginError: the spec, host files or checkpoint could not be updated.
+        """
+        outcome = (await self.unprepare_claims([ref]))[ref.uid]
+        if outcome.error:
+            raise PluginError(outcome.error)
 
     async def prepared_claims(self) -> dict[str, PreparedClaim]:
         """A snapshot of the checkpoint's claims (for diagnostics and tests)."""
