@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -359,3 +360,28 @@ def test_mig_device_is_prepared_with_its_own_config_type(tmp_path: Path) -> None
     script = Path(spec["containerEdits"]["mounts"][0]["hostPath"]).read_text()
     assert f"GPU 0: {parent.product_name} (UUID: {parent.uuid})" in script
     assert mig.uuid in script
+
+
+def test_checkpoint_write_failure_is_a_per_claim_error_and_nothing_is_half_written(
+    node: Node,
+) -> None:
+    a = node.add(make_claim(name="a", devices=["gpu-0"]))
+    b = node.add(make_claim(name="b", devices=["gpu-1"]))
+
+    async def go() -> None:
+        state = await started(node)
+        before = node.checkpoint.read_bytes()
+        # Something occupies the temp file's name: the checkpoint cannot be written.
+        blocker = node.checkpoint.parent / f".checkpoint.json.tmp-{os.getpid()}"
+        blocker.mkdir()
+        outcomes = await state.prepare_claims([a, b])
+        for ref in (a, b):
+            assert "checkpoint" in outcomes[ref.uid].error
+            assert outcomes[ref.uid].reason == "Checkpoint"
+            assert not node.spec_path(ref.uid).exists()
+        assert node.checkpoint.read_bytes() == before
+        blocker.rmdir()
+        retried = await state.prepare_claims([a, b])
+        assert all(o.error == "" for o in retried.values())
+
+    run(go())

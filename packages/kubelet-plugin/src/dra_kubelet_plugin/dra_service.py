@@ -128,13 +128,15 @@ class _Observe:
         self._start = time.perf_counter()
         self._metrics.requests.labels(method=self._method, api_version=self._version).inc()
         self._metrics.inflight.labels(method=self._method).inc()
-        log.info("request started", extra={"event": "request_started", "claims": self._n})
+        log.debug("request started", extra={"event": "request_started", "claims": self._n})
 
     def __exit__(self, *exc: object) -> None:
         elapsed = time.perf_counter() - self._start
         self._metrics.inflight.labels(method=self._method).dec()
         self._metrics.duration.labels(method=self._method).observe(elapsed)
-        log.info(
+        # Empty requests are the liveness probe's: keep them out of the info log.
+        log.log(
+            logging.INFO if self._n else logging.DEBUG,
             "request finished",
             extra={"event": "request_finished", "duration_s": round(elapsed, 6)},
         )
