@@ -46,14 +46,20 @@ def test_gpu_gets_its_node_control_nodes_driver_files_and_void_visible_devices(
     edits = NvmlEdits(driver_root=driver, dev_root=dev)
     gpu1 = devices(tmp_path)[1]
     own = edits.device_edits(REF, gpu1)
-    assert [(n.path, n.host_path) for n in own.device_nodes] == [
-        ("/dev/nvidia1", str(dev / "dev" / "nvidia1"))
-    ]
+    # Checked below the dev root the plugin sees, named by the host path in the spec.
+    assert [(n.path, n.host_path) for n in own.device_nodes] == [("/dev/nvidia1", None)]
     common = edits.claim_edits(REF, [gpu1])
     assert common.env == ("NVIDIA_VISIBLE_DEVICES=void",)
     assert [n.path for n in common.device_nodes] == ["/dev/nvidiactl", "/dev/nvidia-uvm"]
     mounts = {m.container_path: m.host_path for m in common.mounts}
     real = str(driver / "usr/lib/x86_64-linux-gnu/libcuda.so.570.133.20")
+    as_host = NvmlEdits(
+        driver_root=Path("/run/nvidia/driver"), container_driver_root=driver, dev_root=dev
+    ).claim_edits(REF, [gpu1])
+    host_mounts = {m.container_path: m.host_path for m in as_host.mounts}
+    assert host_mounts["/usr/lib/x86_64-linux-gnu/libcuda.so.1"] == (
+        "/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libcuda.so.570.133.20"
+    )
     assert mounts["/usr/lib/x86_64-linux-gnu/libcuda.so.570.133.20"] == real
     assert mounts["/usr/lib/x86_64-linux-gnu/libcuda.so.1"] == real
     assert "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1" in mounts

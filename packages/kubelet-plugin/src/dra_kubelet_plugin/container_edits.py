@@ -155,10 +155,22 @@ class NvmlEdits:
     """CDI content for real GPUs, from the host's ``/dev`` and the driver root."""
 
     def __init__(
-        self, *, driver_root: Path, dev_root: Path = Path("/"), proc_root: Path = Path("/proc")
+        self,
+        *,
+        driver_root: Path,
+        container_driver_root: Path | None = None,
+        dev_root: Path = Path("/"),
+        proc_root: Path = Path("/proc"),
     ) -> None:
-        """Look up libraries below ``driver_root`` and device nodes below ``dev_root``."""
+        """Describe the driver installed at ``driver_root`` on the host.
+
+        The plugin may see the host's files elsewhere (it runs in a container): driver files
+        are looked up below ``container_driver_root`` (default: ``driver_root``) and device
+        nodes below ``dev_root``, but the spec names host paths, because the container
+        runtime on the host reads it.
+        """
         self._driver_root = driver_root
+        self._lookup_root = container_driver_root or driver_root
         self._dev_root = dev_root
         self._proc_root = proc_root
         self._driver_mounts: tuple[Mount, ...] | None = None
@@ -166,14 +178,14 @@ class NvmlEdits:
     def _node(
         self, claim: ClaimRef, path: str, *, required: bool, device: str
     ) -> DeviceNode | None:
-        host = self._dev_root / path.lstrip("/")
-        if host.exists():
-            host_path = None if self._dev_root == Path("/") else str(host)
-            return DeviceNode(path=path, host_path=host_path)
+        seen = self._dev_root / path.lstrip("/")
+        if seen.exists():
+            return DeviceNode(path=path)
         if required:
             raise DeviceNodeMissingError(
                 claim,
-                f"device node {host} for {device} does not exist (is the NVIDIA driver loaded?)",
+                f"device node {path} for {device} does not exist on the host "
+                f"(looked at {seen}; is the NVIDIA driver loaded?)",
             )
         return None
 
@@ -234,29 +246,33 @@ class NvmlEdits:
         if self._driver_mounts is not None:
             return self._driver_mounts
         mounts: list[Mount] = []
-        root = self._driver_root
+        root = self._lookup_root
+
+        def host(found: Path) -> str:
+            return str(self._driver_root / found.relative_to(root))
+
         for lib_dir in _LIBRARY_DIRS:
             base = root / lib_dir
             for pattern in _DRIVER_LIBRARIES:
                 found = sorted(base.glob(pattern))
-                files = [f for f in found if not f.is_symlink() and f.is_file()]
-                for real in files:
+                files = {f.resolve(): f for f in found if not f.is_symlink() and f.is_file()}
+                for real in files.values():
                     container = "/" + str(real.relative_to(root))
-                    mounts.append(Mount(host_path=str(real), container_path=container))
+                    mounts.append(Mount(host_path=host(real), container_path=container))
                 # Programs open the SONAME (libcuda.so.1), a symlink the installer created;
                 # without an ldconfig hook in the container, mount the file under that name.
                 for link in (f for f in found if f.is_symlink()):
-                    target = link.resolve()
-                    if target in files:
+                    real_file = files.get(link.resolve())
+                    if real_file is not None:
                         container = "/" + str(link.relative_to(root))
-                        mounts.append(Mount(host_path=str(target), container_path=container))
+                        mounts.append(Mount(host_path=host(real_file), container_path=container))
         for bin_dir in _BIN_DIRS:
             for name in _DRIVER_BINARIES:
                 tool = root / bin_dir / name
                 if tool.is_file() and not any(
                     m.container_path.endswith("/" + name) for m in mounts
                 ):
-                    mounts.append(Mount(host_path=str(tool), container_path=f"/usr/bin/{name}"))
+                    mounts.append(Mount(host_path=host(tool), container_path=f"/usr/bin/{name}"))
         self._driver_mounts = tuple(mounts)
         return self._driver_mounts
 

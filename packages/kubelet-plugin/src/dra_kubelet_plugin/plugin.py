@@ -52,7 +52,7 @@ def open_devices(settings: Settings) -> DeviceLib:
             state = None
     config = DeviceLibConfig(
         backend="fake" if settings.device_backend == "fake" else "nvml",
-        driver_root=settings.driver_root,
+        driver_root=settings.container_driver_root or settings.driver_root,
         node_name=settings.node_name,
         fake_fleet=settings.fake_gpus or None,
         fake_state_path=state,
@@ -124,7 +124,11 @@ class KubeletPlugin:
         if s.device_backend == "fake":
             edits = FakeEdits(s.plugin_dir / "claims")
         else:
-            edits = NvmlEdits(driver_root=s.driver_root, dev_root=s.dev_root)
+            edits = NvmlEdits(
+                driver_root=s.driver_root,
+                container_driver_root=s.container_driver_root,
+                dev_root=s.dev_root,
+            )
         self.state = state = DeviceState(
             driver_name=DRIVER_NAME,
             pool_name=s.node_name,

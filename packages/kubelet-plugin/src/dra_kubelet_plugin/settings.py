@@ -35,6 +35,7 @@ class Settings:
     registrar_dir: Path = Path("/var/lib/kubelet/plugins_registry")
     plugins_dir: Path = Path("/var/lib/kubelet/plugins")
     driver_root: Path = Path("/")
+    container_driver_root: Path | None = None
     dev_root: Path = Path("/")
     device_backend: str = "nvml"
     fake_gpus: str = ""
@@ -78,7 +79,13 @@ _FLAGS: Sequence[tuple[str, str, str, str]] = (
         "the kubelet's plugins directory (DRA socket, checkpoint under gpu.nvidia.com/)",
     ),
     ("--nvidia-driver-root", "NVIDIA_DRIVER_ROOT", "/", "where the NVIDIA driver is installed"),
-    ("--dev-root", "DEV_ROOT", "/", "where the host's /dev is visible (device node checks)"),
+    (
+        "--container-driver-root",
+        "CONTAINER_DRIVER_ROOT",
+        "",
+        "where this process sees the driver root (default: --nvidia-driver-root)",
+    ),
+    ("--dev-root", "DEV_ROOT", "/", "where this process sees the host's /dev (node checks)"),
     ("--device-backend", "DEVICE_BACKEND", "nvml", "nvml (real GPUs) or fake"),
     ("--fake-gpus", "FAKE_GPUS", "", "fake fleet, e.g. 8xH100-80GB (fake backend)"),
     (
@@ -209,6 +216,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         "--kubelet-plugins-directory-path": args.kubelet_plugins_directory_path,
         "--nvidia-driver-root": args.nvidia_driver_root,
         "--dev-root": args.dev_root,
+        "--container-driver-root": args.container_driver_root or "/",
     }
     for flag, value in paths.items():
         if not Path(value).is_absolute():
@@ -219,6 +227,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         registrar_dir=Path(args.kubelet_registrar_directory_path),
         plugins_dir=Path(args.kubelet_plugins_directory_path),
         driver_root=Path(args.nvidia_driver_root),
+        container_driver_root=(
+            Path(args.container_driver_root) if args.container_driver_root else None
+        ),
         dev_root=Path(args.dev_root),
         device_backend=args.device_backend,
         fake_gpus=args.fake_gpus,
