@@ -12,7 +12,7 @@ import logging
 import threading
 from collections.abc import Sequence
 
-from dra_nvlib import DeviceLib, HealthEvent, HealthEventKind, NvlibError
+from dra_nvlib import DeviceLib, HealthEvent, HealthEventKind, HealthWatch, NvlibError
 
 from dra_kubelet_plugin.health import TAINT_GPU_LOST, TAINT_XID, HealthHub
 from dra_kubelet_plugin.inventory import NodeDevice
@@ -50,19 +50,28 @@ class HealthMonitor:
         self._by_gpu: dict[str, list[NodeDevice]] = {}
         self.set_devices(devices)
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._watch: HealthWatch | None = None
 
-    async def run(self) -> None:
-        """Watch until cancelled; a backend that cannot watch is logged, not fatal."""
-        loop = asyncio.get_running_loop()
+    async def open(self) -> bool:
+        """Subscribe to the device layer's events (before serving, so none is missed);
+        a backend that cannot watch is logged, not fatal. Returns whether it watches."""
         try:
-            watch = await asyncio.to_thread(self._lib.watch_health, list(self._by_gpu))
+            self._watch = await asyncio.to_thread(self._lib.watch_health, list(self._by_gpu))
         except NvlibError as exc:
             log.error(
                 "cannot watch GPU health; devices stay reported healthy",
                 extra={"event": "health_watch_unavailable", "error": str(exc)},
             )
+            return False
+        return True
+
+    async def run(self) -> None:
+        """Handle events until cancelled or stopped (opens the watch if needed)."""
+        if self._watch is None and not await self.open():
             return
+        watch = self._watch
+        assert watch is not None
+        loop = asyncio.get_running_loop()
         try:
             while not self._stop.is_set():
                 event = await asyncio.to_thread(watch.wait, 0.5)

@@ -159,6 +159,10 @@ class KubeletPlugin:
         cleanups.append(lambda: server.stop(grace=5.0))
         log.info("DRA services serving", extra={"event": "dra_serving", "socket": str(paths.dra)})
 
+        monitor = HealthMonitor(lib, hub, devices)
+        if health_on:
+            await monitor.open()
+
         registration = RegistrationServer(
             socket_path=paths.registration,
             driver_name=DRIVER_NAME,
@@ -197,7 +201,6 @@ class KubeletPlugin:
                 metrics=self.metrics,
             )
             tasks.append(loop.create_task(publisher.run(), name="publisher"))
-        monitor = HealthMonitor(lib, hub, devices)
         if health_on:
             cleanups.append(monitor.stop)
             tasks.append(loop.create_task(monitor.run(), name="health-monitor"))
