@@ -400,8 +400,21 @@ class Compiler:
         return self._fold(node, DYN, index_fn, (operand, index))
 
     # ------------------------------------------------------------------ literals
+    def _homogeneous(self, parts: tuple[Compiled, ...], optional: tuple[bool, ...]) -> None:
+        """Upstream's base environment enables HomogeneousAggregateLiterals: the
+        statically known element (or key, or value) types of a literal must agree."""
+        first: Compiled | None = None
+        for part, is_optional in zip(parts, optional, strict=True):
+            if is_optional or part.type == DYN:
+                continue  # the type inside an optional, or dyn, is not known here
+            if first is None:
+                first = part
+            elif part.type != first.type:
+                raise self.error(f"expected type '{first.type}' but found '{part.type}'", part.node)
+
     def _list(self, node: ListLit) -> Compiled:
         elements = tuple(self.compile(e) for e in node.elements)
+        self._homogeneous(elements, node.optional or (False,) * len(elements))
         fns = tuple(e.fn for e in elements)
         if any(node.optional):
             flags = node.optional
@@ -434,6 +447,8 @@ class Compiler:
         for k in keys:
             if k.type not in (DYN, "string", "int", "uint", "bool"):
                 raise self.error(f"unsupported map key type: {k.type}", k.node)
+        self._homogeneous(keys, (False,) * len(keys))
+        self._homogeneous(values, node.optional)
         entries = tuple(
             zip((k.fn for k in keys), (v.fn for v in values), node.optional, strict=True)
         )
@@ -962,8 +977,10 @@ class Compiler:
         pattern = args[1].value
         try:
             regex = compile_regex(pattern)
-        except CelRuntimeError:
-            return None  # the generic call reports the bad pattern at runtime, as upstream
+        except CelRuntimeError as err:
+            # Upstream programs are built with OptOptimize, which compiles constant
+            # patterns when the program is created: a bad one fails compilation.
+            raise self.error(err.message, args[1].node) from None
         subject = args[0].fn
 
         def matches(frame: Frame) -> Any:
