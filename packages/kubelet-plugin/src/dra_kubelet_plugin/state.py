@@ -39,6 +39,7 @@ from dra_kubelet_plugin.claims import PrepareOutcome, UnprepareOutcome
 from dra_kubelet_plugin.container_edits import EditsProvider
 from dra_kubelet_plugin.device_config import decode_device_config, sharing_of
 from dra_kubelet_plugin.errors import (
+    CheckpointError,
     ClaimError,
     ClaimNotFoundError,
     ClaimRef,
@@ -129,7 +130,11 @@ class DeviceState:
             ),
         )
         rebuilt = Checkpoint(boot_id=self._boot_id, claims=self._rebuild_from_cdi())
-        self._store.save(rebuilt)
+        try:
+            self._store.save(rebuilt)
+        except CheckpointError as exc:
+            # Keep serving: the next mutation retries the write and fails only its claims.
+            log.error(str(exc), extra={"event": "checkpoint_rebuild_unsaved"})
         return rebuilt
 
     def _rebuild_from_cdi(self) -> dict[str, PreparedClaim]:
