@@ -200,6 +200,12 @@ CASES: list[Case] = [
     Case("char_at_out_of_range", "'hello'.charAt(6) == ''", err(RT, "out of range")),
     Case("index_of", "'hello'.indexOf('l') == 2 && 'hello'.indexOf('l', 3) == 3"),
     Case("index_of_missing", "'hello'.indexOf('z') == -1 && 'hello'.indexOf('') == 0"),
+    Case(
+        "index_of_offsets_past_the_end_find_nothing",
+        "'hello mellow'.indexOf('ello', 20) == -1 && 'hello mellow'.lastIndexOf('ello', 20) == -1",
+    ),
+    Case("index_of_negative_offset", "'hello'.indexOf('l', -1) == 0", err(RT, "out of range")),
+    Case("last_index_of_upstream_examples", "'hello mellow'.lastIndexOf('ello', 6) == 1"),
     Case("last_index_of", "'hello'.lastIndexOf('l') == 3 && 'hello'.lastIndexOf('l', 2) == 2"),
     Case("lower_upper_ascii", "'HeLLo'.lowerAscii() == 'hello' && 'héllo'.upperAscii() == 'HéLLO'"),
     Case(
@@ -354,6 +360,7 @@ CASES: list[Case] = [
     Case("two_variable_all", "[10, 20].all(i, v, v == (i + 1) * 10)"),
     Case("two_variable_exists_map", "{'a': 1}.exists(k, v, k == 'a' && v == 1)"),
     Case("exists_one_two_variable", "[1, 2].existsOne(i, v, v == 2)"),
+    Case("exists_one_two_variable_old_name", "[1, 1, 2, 2].exists_one(i, v, i == 2 && v == 2)"),
     Case("transform_list", "[1, 2].transformList(i, v, v * 2 + i) == [2, 5]"),
     Case("transform_map", "{'a': 1}.transformMap(k, v, v + 1) == {'a': 2}"),
     Case("macro_variable_must_be_simple", "[1].all(1, true)", err(CE, "simple name")),

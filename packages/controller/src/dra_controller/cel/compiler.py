@@ -826,7 +826,8 @@ class Compiler:
         if name == "sortBy":
             return self._sort_by(node)
         two_var_only = name in ("transformList", "transformMap", "existsOne")
-        nvars = 2 if two_var_only or (name in ("all", "exists") and len(args) == 3) else 1
+        two_var_form = name in ("all", "exists", "exists_one") and len(args) == 3
+        nvars = 2 if two_var_only or two_var_form else 1
         expected: tuple[int, ...]
         if name == "map" or (two_var_only and name != "existsOne"):
             expected = (nvars + 1, nvars + 2)

@@ -25,14 +25,21 @@ def _char_at(s: str, index: int) -> str:
 
 
 def _index_of(s: str, sub: str, start: int = 0) -> int:
-    _check_index(s, start)
+    # A negative offset is an error; one past the end simply finds nothing.
+    if start < 0:
+        raise CelRuntimeError(f"index out of range: {start}")
+    if start > len(s):
+        return -1
     return s.find(sub, start)
 
 
 def _last_index_of(s: str, sub: str, end: int | None = None) -> int:
     if end is None:
         return s.rfind(sub)
-    _check_index(s, end)
+    if end < 0:
+        raise CelRuntimeError(f"index out of range: {end}")
+    if end > len(s):
+        return -1
     return s.rfind(sub, 0, end + len(sub))
 
 
