@@ -82,11 +82,11 @@ define("compareTo", (QUANTITY, QUANTITY), "int", quantity_compare)
 
 
 # --------------------------------------------------------------------- semver (k8s, v1)
-_NORMALIZE_RE: Final = re.compile(r"^v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(.*)$")
+_NORMALIZE_RE: Final = re.compile(r"^[vV]?(\d+)(?:\.(\d+))?(?:\.(\d+))?(.*)$")
 
 
 def _normalize_semver(text: str) -> str:
-    # SemverVersion(1)'s normalize: drop a leading "v", fill in missing minor/patch and
+    # SemverVersion(1)'s normalize: drop a leading "v" or "V", fill in missing minor/patch and
     # strip leading zeros from the numbers.
     m = _NORMALIZE_RE.match(text)
     if m is None:
