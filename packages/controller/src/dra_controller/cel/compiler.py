@@ -862,7 +862,7 @@ class Compiler:
                 return body(frame, enumerate(rng), True)
             if isinstance(rng, dict):
                 return body(frame, list(rng.items()), False)
-            raise no_overload(name, rng)
+            raise CelRuntimeError(f"got '{type_name(rng)}', expected iterable type")
 
         static = {
             "all": BOOL,

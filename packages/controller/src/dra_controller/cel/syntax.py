@@ -499,8 +499,8 @@ def parse(text: str) -> Node:
         if isinstance(err, lark.exceptions.UnexpectedToken) and err.token.type == "$END":
             position = len(text)
         raise CelCompileError(
-            f"syntax error: {_describe(err, text)}", expression=text, position=position
+            f"Syntax error: {_describe(err, text)}", expression=text, position=position
         ) from None
     except lark.exceptions.LarkError as err:
-        raise CelCompileError(f"syntax error: {err}", expression=text) from None
+        raise CelCompileError(f"Syntax error: {err}", expression=text) from None
     return _Builder(text, marked).build(tree)
