@@ -321,6 +321,8 @@ class Cluster:
             f"--client-ca-file={pki / 'ca.crt'}",
             f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
             f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+            # Node names do not resolve; logs/exec go to the node IP.
+            "--kubelet-preferred-address-types=InternalIP",
             f"--service-account-key-file={pki / 'sa.pub'}",
             f"--service-account-signing-key-file={pki / 'sa.key'}",
             f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",

@@ -116,6 +116,9 @@ state = {q(str(paths.containerd_state))}
     cdi_spec_dirs = [{q(str(paths.cdi_dir))}]
     enable_selinux = false
     netns_mounts_under_state_dir = true
+    # Lowering oom_score_adj (the kubelet asks -998 for sandboxes) needs
+    # CAP_SYS_RESOURCE, which this VM's bounding set lacks: clamp at ours.
+    restrict_oom_score_adj = true
     [plugins."io.containerd.cri.v1.runtime".containerd]
       default_runtime_name = "runc"
       [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
@@ -235,15 +238,20 @@ def feature_gate_arg(gates: dict[str, bool]) -> str:
     return ",".join(f"{k}={'true' if v else 'false'}" for k, v in sorted(gates.items()))
 
 
-def parse_beta_gates(help_text: str, *, prefixes: tuple[str, ...] = ("DRA",)) -> dict[str, bool]:
+def parse_beta_gates(
+    help_text: str, *, prefixes: tuple[str, ...] = ("DRA", "ResourceHealthStatus")
+) -> dict[str, bool]:
     """Feature gates listed as BETA in a component's ``--help`` whose names match a prefix.
 
-    Lines look like ``DRAAdminAccess=true|false (BETA - default=true)``.
+    Lines look like ``kube:DRADeviceTaintRules=true|false (BETA - default=false)``;
+    the ``kube:`` component prefix (absent before 1.35) is dropped, because the
+    flag and the kubelet's ``featureGates`` take bare names.
     """
     gates: dict[str, bool] = {}
     for raw in help_text.splitlines():
         line = raw.strip()
         name, sep, rest = line.partition("=true|false (")
+        name = name.rpartition(":")[2]
         if not sep or not name.startswith(prefixes) or " " in name:
             continue
         if rest.startswith("BETA"):

@@ -15,7 +15,9 @@ HELP_SNIPPET = """
                  AllAlpha=true|false (ALPHA - default=false)
                  DRAAdminAccess=true|false (BETA - default=true)
                  DRAConsumableCapacity=true|false (ALPHA - default=false)
-                 DRADeviceTaints=true|false (BETA - default=false)
+                 kube:DRADeviceTaintRules=true|false (BETA - default=false)
+                 kube:ResourceHealthStatus=true|false (BETA - default=true)
+                 kube:DRAWorkloadResourceClaims=true|false (ALPHA - default=false)
                  InPlacePodVerticalScaling=true|false (BETA - default=true)
 """
 
@@ -23,7 +25,8 @@ HELP_SNIPPET = """
 def test_beta_dra_gates_are_enabled_and_alpha_ones_not() -> None:
     assert configs.parse_beta_gates(HELP_SNIPPET) == {
         "DRAAdminAccess": True,
-        "DRADeviceTaints": True,
+        "DRADeviceTaintRules": True,
+        "ResourceHealthStatus": True,
     }
 
 

@@ -41,7 +41,7 @@ var servers = map[string]func() *cobra.Command{
 func runKubectl() int {
 	// Same order as upstream kubectl: verbosity must be known before the
 	// command tree (plugins, kuberc) is built.
-	_ = logs.GlogSetter(kubectlcmd.GetLogVerbosity(os.Args))
+	_, _ = logs.GlogSetter(kubectlcmd.GetLogVerbosity(os.Args))
 	command := kubectlcmd.NewDefaultKubectlCommand()
 	if err := cli.RunNoErrOutput(command); err != nil {
 		kubectlutil.CheckErr(err)
