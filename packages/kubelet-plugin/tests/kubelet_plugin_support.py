@@ -34,6 +34,7 @@ REFERENCE_PROTOS = (
     "dra-v1.proto",
     "dra-v1beta1.proto",
     "dra-health-v1alpha1.proto",
+    "dra-health-v1.proto",
 )
 DRIVER = "gpu.nvidia.com"
 

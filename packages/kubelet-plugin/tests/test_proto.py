@@ -16,6 +16,7 @@ OURS = {
     "dra-v1.proto": "dra_v1.proto",
     "dra-v1beta1.proto": "dra_v1beta1.proto",
     "dra-health-v1alpha1.proto": "dra_health_v1alpha1.proto",
+    "dra-health-v1.proto": "dra_health_v1.proto",
 }
 
 

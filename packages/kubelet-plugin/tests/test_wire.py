@@ -133,22 +133,23 @@ def test_one_bad_claim_gets_its_own_error_and_the_others_are_prepared(
     assert "default/missing" in response.claims["uid-missing"].error
 
 
+@pytest.mark.parametrize("version", ["v1alpha1", "v1"])
 def test_health_stream_lists_every_device_in_each_message(
-    plugin: PluginProcess, reference: ReferenceProtos
+    plugin: PluginProcess, reference: ReferenceProtos, version: str
 ) -> None:
     with plugin.channel() as ch:
         stream = reference.stream(
             ch,
-            "v1alpha1.DRAResourceHealth",
+            f"{version}.DRAResourceHealth",
             "NodeWatchResources",
-            reference.message("v1alpha1.NodeWatchResourcesRequest")(),
+            reference.message(f"{version}.NodeWatchResourcesRequest")(),
         )
         first = next(stream)
         stream.cancel()
     names = [d.device.device_name for d in first.devices]
     assert names == [f"gpu-{i}" for i in range(8)]
     assert {d.device.pool_name for d in first.devices} == {"n1"}
-    healthy = reference.pool.FindEnumTypeByName("v1alpha1.HealthStatus").values_by_name["HEALTHY"]
+    healthy = reference.pool.FindEnumTypeByName(f"{version}.HealthStatus").values_by_name["HEALTHY"]
     assert {d.health for d in first.devices} == {healthy.number}
 
 
