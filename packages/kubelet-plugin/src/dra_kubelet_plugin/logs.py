@@ -62,14 +62,16 @@ class JsonFormatter(logging.Formatter):
 
 
 def configure_logging(verbosity: int) -> None:
-    """Send JSON lines to stderr; ``-v`` 0 logs info, 1+ debug (kubelet's klog convention)."""
+    """Send JSON lines to stderr: ``-v`` 0 logs info, 1+ the plugin's debug lines, 6+ debug
+    lines of the libraries too (the Kubernetes client's request bodies included)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
-    root.setLevel(logging.DEBUG if verbosity >= 4 else logging.INFO)
+    # Third-party debug output (urllib3, grpc) only at -v 6 and up; the chart's default is 4.
+    root.setLevel(logging.DEBUG if verbosity >= 6 else logging.INFO)
     logging.getLogger("dra_kubelet_plugin").setLevel(
         logging.DEBUG if verbosity >= 1 else logging.INFO
     )
