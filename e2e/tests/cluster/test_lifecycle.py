@@ -1,8 +1,14 @@
-"""A second, private cluster: two nodes, then ``down`` leaves nothing behind."""
+"""``e2e-cluster`` end to end on a private cluster: up, two nodes, status, logs, down.
+
+``down`` must leave nothing behind: no process, bridge, DNAT chain, cgroup,
+mount, slot or state directory.
+"""
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -10,34 +16,68 @@ import pytest
 from dra_e2e import hostnet
 from dra_e2e.cluster import Cluster
 from dra_e2e.handle import ClusterHandle
-from dra_e2e.process import is_running
+from dra_e2e.process import ProcessRecord, is_running
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
-def test_up_add_node_down_leaves_nothing(e2e_cluster: ClusterHandle) -> None:
+def _cli(state_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dra_e2e", "--state-dir", str(state_dir), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_cli_up_add_node_status_logs_down_leaves_nothing(e2e_cluster: ClusterHandle) -> None:
     if e2e_cluster.local is None:
         pytest.skip("lifecycle of the local harness; KUBECONFIG points at an external cluster")
-    cluster = Cluster(Path(tempfile.mkdtemp(prefix="dra-e2e-lifecycle-")))
-    cluster.up()
+    state_dir = Path(tempfile.mkdtemp(prefix="dra-e2e-lifecycle-"))
+    up = _cli(state_dir, "up")
     try:
-        cluster.add_node()
-        handle = ClusterHandle(
-            kubeconfig=cluster.kubeconfig, kubectl_path=cluster.bins.kubectl, local=cluster
-        )
-        assert sorted(handle.node_names()) == ["e2e-node-0", "e2e-node-1"]
-        assert all(cluster.node_ready(n) for n in handle.node_names())
+        assert up.returncode == 0, up.stderr
+        kubeconfig = _cli(state_dir, "kubeconfig").stdout.strip()
+        assert up.stdout.strip().splitlines()[-1] == kubeconfig
+        handle = ClusterHandle(kubeconfig=Path(kubeconfig), kubectl_path=e2e_cluster.kubectl_path)
+        assert handle.node_names() == ["e2e-node-0"]
+        added = _cli(state_dir, "add-node")
+        assert added.returncode == 0, added.stderr
+        assert added.stdout.strip() == "e2e-node-1"
+        status = _cli(state_dir, "status")
+        assert status.returncode == 0, status.stdout + status.stderr
+        info = json.loads(status.stdout)
+        assert info["apiserver_ready"] is True
+        assert {name: n["ready"] for name, n in info["nodes"].items()} == {
+            "e2e-node-0": True,
+            "e2e-node-1": True,
+        }
+        assert all(p["running"] for p in info["processes"].values())
+        logs = _cli(state_dir, "logs", "kube-apiserver", "--lines", "3")
+        assert logs.stdout.startswith("===== kube-apiserver: ")
+        cluster = Cluster(state_dir)
         records = cluster.processes()
-        names = {r.name for r in records}
-        assert {"etcd", "kube-apiserver", "kubelet-e2e-node-1", "containerd-e2e-node-1"} <= names
         net = cluster.net
         bridges = [net.node(n.index).bridge for n in cluster.state.nodes]
         cgroups = [n.cgroup_root for n in cluster.state.nodes]
-    except BaseException:
-        cluster.down()
-        raise
-    leftovers = cluster.down()
-    assert leftovers == []
+    finally:
+        down = _cli(state_dir, "down")
+    assert down.returncode == 0, down.stderr
+    assert "nothing left behind" in down.stderr
+    _assert_nothing_left(cluster, records, net, bridges, cgroups)
+
+
+def _assert_nothing_left(
+    cluster: Cluster,
+    records: list[ProcessRecord],
+    net: hostnet.ClusterNet,
+    bridges: list[str],
+    cgroups: list[str],
+) -> None:
+    assert {"etcd", "kube-apiserver", "kubelet-e2e-node-1", "containerd-e2e-node-1"} <= {
+        r.name for r in records
+    }
     assert [r.name for r in records if is_running(r)] == []
     assert cluster.own_pids() == []
     assert not cluster.state_dir.exists()
@@ -49,4 +89,5 @@ def test_up_add_node_down_leaves_nothing(e2e_cluster: ClusterHandle) -> None:
     assert net.chain not in chains
     for cgroup in cgroups:
         assert not (Path("/sys/fs/cgroup/memory") / cgroup.strip("/")).exists()
+    assert str(cluster.state_dir) not in Path("/proc/self/mountinfo").read_text()
     assert not (hostnet.SLOT_DIR / f"slot-{net.slot}").exists()

@@ -75,6 +75,46 @@ def test_dra_api_is_served(e2e_cluster: ClusterHandle) -> None:
         assert f"{resource}.resource.k8s.io" in kinds.split()
 
 
+@pytest.mark.parametrize("host_network", [False, True], ids=["pod-network", "host-network"])
+def test_pods_reach_the_api_server_through_the_kubernetes_service(
+    e2e_cluster: ClusterHandle, e2e_namespace: str, host_network: bool
+) -> None:
+    # What in-cluster clients (a DRA driver's pods) rely on: the ClusterIP in
+    # KUBERNETES_SERVICE_HOST accepts connections on port 443.
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "reach-api", "namespace": e2e_namespace},
+        "spec": {
+            "restartPolicy": "Never",
+            "hostNetwork": host_network,
+            "containers": [
+                {
+                    "name": "nc",
+                    "image": TEST_IMAGE,
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": [
+                        "/bin/sh",
+                        "-c",
+                        "nc -w 5 $KUBERNETES_SERVICE_HOST $KUBERNETES_SERVICE_PORT </dev/null"
+                        " && echo connected",
+                    ],
+                }
+            ],
+        },
+    }
+    e2e_cluster.apply(json.dumps(pod))
+
+    def finished() -> str | None:
+        phase = e2e_cluster.kubectl_json("get", "pod", "reach-api", "-n", e2e_namespace)
+        value = phase["status"].get("phase")
+        return str(value) if value in ("Succeeded", "Failed") else None
+
+    phase = e2e_cluster.wait_until("pod reach-api to finish", finished, timeout=120)
+    logs = e2e_cluster.kubectl("logs", "reach-api", "-n", e2e_namespace)
+    assert (phase, logs.strip()) == ("Succeeded", "connected")
+
+
 def _events_for(e2e_cluster: ClusterHandle, namespace: str, pod: str) -> list[dict[str, Any]]:
     events = e2e_cluster.kubectl_json(
         "get", "events", "-n", namespace, "--field-selector", f"involvedObject.name={pod}"
