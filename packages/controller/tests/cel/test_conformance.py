@@ -325,6 +325,51 @@ CASES: list[Case] = [
         ),
     ),
     Case("semver_invalid", "semver('1.2').major() == 1", err(RT, "semver")),
+    # ---------------------------------------------------------------- IP and CIDR libraries
+    Case("ip_in_cidr", "cidr('10.0.0.0/8').containsIP(ip('10.1.2.3'))"),
+    Case("ip_string_in_cidr", "cidr('10.0.0.0/8').containsIP('10.1.2.3')"),
+    Case("ip_family", "ip('127.0.0.1').family() == 4 && ip('::1').family() == 6"),
+    Case(
+        "is_ip",
+        conj(
+            "isIP('1.2.3.4')",
+            "!isIP('1.2.3.04')",
+            "!isIP('::ffff:1.2.3.4')",
+            "!isIP('fe80::1%eth0')",
+        ),
+    ),
+    Case("ip_invalid", "ip('x').family() == 4", err(RT, "parse error")),
+    Case("cidr_masked", "cidr('10.1.2.3/8').masked() == cidr('10.0.0.0/8')"),
+    Case("cidr_prefix_length", "cidr('10.0.0.0/8').prefixLength() == 8"),
+    Case(
+        "cidr_contains_cidr",
+        conj(
+            "cidr('10.0.0.0/8').containsCIDR('10.1.0.0/16')",
+            "!cidr('10.0.0.0/16').containsCIDR(cidr('10.0.0.0/8'))",
+        ),
+    ),
+    Case("is_cidr", "isCIDR('10.0.0.0/8') && !isCIDR('10.0.0.0/33') && !isCIDR('10.0.0.0')"),
+    Case(
+        "ip_classification",
+        conj(
+            "ip('127.0.0.1').isLoopback()",
+            "ip('0.0.0.0').isUnspecified()",
+            "ip('192.168.0.1').isGlobalUnicast()",
+            "!ip('255.255.255.255').isGlobalUnicast()",
+            "ip('fe80::1').isLinkLocalUnicast()",
+            "ip('224.0.0.1').isLinkLocalMulticast()",
+        ),
+    ),
+    Case(
+        "ip_canonical_and_string",
+        conj(
+            "ip.isCanonical('2001:db8::1')",
+            "!ip.isCanonical('2001:DB8::1')",
+            "string(ip('::1')) == '::1'",
+            "string(cidr('10.0.0.0/8')) == '10.0.0.0/8'",
+        ),
+    ),
+    Case("cidr_ip", "cidr('10.0.0.1/8').ip() == ip('10.0.0.1')"),
     # ---------------------------------------------------------------- optionals
     Case("optional_of", "optional.of(1).hasValue() && optional.of(2).value() == 2"),
     Case("optional_none", "!optional.none().hasValue() && optional.none().orValue(5) == 5"),

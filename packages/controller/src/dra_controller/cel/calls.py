@@ -9,6 +9,7 @@ from dra_api_types import Quantity, Version
 
 from .device import CelDevice, DomainMap
 from .errors import CelRuntimeError
+from .network import CIDR, CIDR_TYPE, IP, IP_TYPE
 from .overloads import DEVICE, OPTIONAL, QUANTITY, SEMVER
 from .runtime import COST_LIMIT, Fn, Frame, charge
 from .syntax import UInt
@@ -30,6 +31,8 @@ PY_TYPES: Final[dict[str, tuple[type, ...]]] = {
     OPTIONAL: (Optional,),
     "type": (CelType,),
     DEVICE: (CelDevice,),
+    IP_TYPE: (IP,),
+    CIDR_TYPE: (CIDR,),
 }
 
 

@@ -2,7 +2,7 @@
 
 The set is upstream's base environment as DRA uses it: the CEL standard functions,
 ``ext.Strings`` (version 2), ``ext.Sets``, ``ext.Lists`` (version 3), the Kubernetes
-list, regex, quantity and semver (version 1) libraries, optional values, and DRA's
+list, regex, quantity, semver (version 1), IP and CIDR libraries, optional values, and DRA's
 ``includes``.
 Macros (``has``, ``all``, ``exists``, ``exists_one``, ``map``, ``filter``, ``sortBy``,
 ``cel.bind``, ``optMap``, ``optFlatMap``, two-variable comprehensions) and operators
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from . import lib_dra, lib_kubernetes, lib_lists, lib_standard, lib_strings
+from . import lib_dra, lib_kubernetes, lib_lists, lib_network, lib_standard, lib_strings
 from .lib_lists import sorted_by_keys
 from .overloads import DYN, FUNCTIONS, OPTIONAL, QUANTITY, SEMVER, Overload
 from .values import TYPES, CelType
@@ -21,7 +21,7 @@ from .values import TYPES, CelType
 #: Identifiers that name types (``type(x) == int``).
 TYPE_IDENTS: Final[dict[str, CelType]] = dict(TYPES)
 
-LIBRARIES: Final = (lib_standard, lib_strings, lib_lists, lib_kubernetes, lib_dra)
+LIBRARIES: Final = (lib_standard, lib_strings, lib_lists, lib_kubernetes, lib_network, lib_dra)
 
 __all__ = [
     "DYN",

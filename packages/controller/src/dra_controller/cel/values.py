@@ -14,6 +14,7 @@ from dra_api_types import Quantity, Version
 
 from .device import CelDevice, DomainMap
 from .errors import CelRuntimeError
+from .network import CIDR, CIDR_TYPE, IP, IP_TYPE
 from .syntax import INT64_MAX, INT64_MIN, UINT64_MAX, UInt
 
 
@@ -76,6 +77,8 @@ TYPE_NAMES: Final[dict[type, str]] = {
     Optional: "optional_type",
     CelType: "type",
     CelDevice: "kubernetes.DRADevice",
+    IP: IP_TYPE,
+    CIDR: CIDR_TYPE,
 }
 TYPES: Final[dict[str, CelType]] = {
     name: CelType(name)
