@@ -62,11 +62,12 @@ class GoComponent:
     tags: tuple[str, ...] = ()
     ldflags: tuple[str, ...] = ("-s", "-w")
     aliases: tuple[str, ...] = field(default=())
+    source_dir: Path | None = None
 
     @property
     def module_dir(self) -> Path:
-        """The directory holding this component's go.mod."""
-        return GOBUILD_DIR / self.name
+        """The directory holding this component's go.mod (``gobuild/<name>`` by default)."""
+        return self.source_dir if self.source_dir is not None else GOBUILD_DIR / self.name
 
     def cache_key(self) -> str:
         """Directory name in the cache: name, version and a hash of inputs and flags."""
@@ -255,7 +256,9 @@ def build_component(
         log_path = staging / "build.log"
         label = f"{component.name} {component.version}"
         progress(f"[dra-e2e build] {label}: resolving modules (first run downloads them)")
+        resolve_started = time.monotonic()
         total = _count_deps(go, component, env)
+        resolve_s = time.monotonic() - resolve_started
         cmd = ["nice", "-n", "10", str(go), "build", "-v", "-trimpath"]
         if component.tags:
             cmd += ["-tags", ",".join(component.tags)]
@@ -264,19 +267,24 @@ def build_component(
             # A single main package would otherwise be named after its import path.
             cmd[-1] = str(staging / component.outputs[0])
         cmd += list(component.packages)
-        progress(f"[dra-e2e build] {label}: go build of {total} packages -> {final}")
+        progress(
+            f"[dra-e2e build] {label}: modules resolved in {_fmt_elapsed(resolve_s)}; "
+            f"go build of {total} packages -> {final}"
+        )
         started = time.monotonic()
         compiled = 0
         last_report = started
-        with log_path.open("w") as log:
-            proc = subprocess.Popen(
+        with (
+            log_path.open("w") as log,
+            subprocess.Popen(
                 cmd,
                 cwd=component.module_dir,
                 env=env,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
-            )
+            ) as proc,
+        ):
             assert proc.stdout is not None
             for line in proc.stdout:
                 log.write(line)
@@ -286,8 +294,8 @@ def build_component(
                 if now - last_report >= _PROGRESS_EVERY_S:
                     last_report = now
                     progress(
-                        f"[dra-e2e build] {label}: {compiled}/{total or '?'} packages compiled "
-                        f"(cached ones are skipped), {_fmt_elapsed(now - started)} elapsed"
+                        f"[dra-e2e build] {label}: compiled {compiled} of {total or '?'} packages "
+                        f"(Go build cache hits are not listed), {_fmt_elapsed(now - started)}"
                     )
             returncode = proc.wait()
         if returncode != 0:
