@@ -136,3 +136,13 @@ def test_selectors_are_independent_of_cel_python_parser_state() -> None:
         assert compile_selector("device.driver.startsWith('gpu') && 1 < 2").matches(_gpu())
     finally:
         celpy.celparser.CELParser.CEL_PARSER = None
+
+
+def test_compile_errors_are_cached_but_raised_fresh_each_time() -> None:
+    with pytest.raises(CelCompileError) as first:
+        compile_selector("device.nope == 1")
+    with pytest.raises(CelCompileError) as second:
+        compile_selector("device.nope == 1")
+    assert first.value is not second.value
+    assert str(first.value) == str(second.value)
+    assert second.value.position == first.value.position == 0

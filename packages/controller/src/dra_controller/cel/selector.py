@@ -180,8 +180,12 @@ _lock = threading.Lock()
 
 
 @lru_cache(maxsize=4096)
-def _compile_cached(expression: str) -> CompiledSelector:
-    return _compile(expression)
+def _compile_cached(expression: str) -> CompiledSelector | CelCompileError:
+    # Failures are cached too: a broken class selector is asked about for every device.
+    try:
+        return _compile(expression)
+    except CelCompileError as err:
+        return err
 
 
 def _compile(expression: str) -> CompiledSelector:
@@ -216,7 +220,12 @@ def compile_selector(expression: str) -> CompiledSelector:
     statically not a bool, and expressions longer than upstream's limit.
     """
     with _lock:
-        return _compile_cached(expression)
+        result = _compile_cached(expression)
+    if isinstance(result, CelCompileError):
+        raise CelCompileError(
+            result.message, expression=result.expression, position=result.position
+        )
+    return result
 
 
 __all__ = ["MAX_EXPRESSION_LENGTH", "CelCostLimitError", "CompiledSelector", "compile_selector"]
