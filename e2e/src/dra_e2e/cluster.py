@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -196,6 +197,9 @@ class Cluster:
             self._up(progress)
         except BaseException:
             progress(self.failure_report())
+            kept = self.save_logs()
+            if kept is not None:
+                progress(f"[dra-e2e] component logs kept in {kept}")
             self.down(progress=progress)
             raise
 
@@ -618,6 +622,19 @@ class Cluster:
         """Every component log file, in start order."""
         return [Path(p.log) for p in self.processes()]
 
+    def save_logs(self, *, target_root: Path | None = None) -> Path | None:
+        """Copy every component log out of the state directory (which ``down`` deletes).
+
+        The copy goes to ``$DRA_E2E_LOGS_DIR`` (default: the temp directory) under a
+        timestamped name; returns it, or None when there are no logs yet.
+        """
+        if not self.logs_dir.is_dir():
+            return None
+        root = target_root or Path(os.environ.get("DRA_E2E_LOGS_DIR", tempfile.gettempdir()))
+        target = root / f"dra-e2e-logs-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        shutil.copytree(self.logs_dir, target, dirs_exist_ok=True)
+        return target
+
     def failure_report(self, *, lines: int = 30) -> str:
         """The tail of every component's log, for printing when something failed."""
         parts = [f"[dra-e2e] component logs under {self.logs_dir}:"]
@@ -659,8 +676,9 @@ class Cluster:
             leftovers += [f"cgroup {p}" for p in hostcleanup.remove_cgroup_tree(node.cgroup_root)]
         net = hostnet.cluster_net(state.slot)
         hostnet.remove_service_dnat(net)
-        for node in state.nodes:
-            hostnet.delete_bridge(net.node(node.index))
+        # Node 0's bridge exists from the start of ``up`` (the API server binds it).
+        for index in {0} | {node.index for node in state.nodes}:
+            hostnet.delete_bridge(net.node(index))
         leftovers += [f"mount {m}" for m in hostcleanup.unmount_all_under(self.state_dir)]
         leftovers += [f"process {p}" for p in self.own_pids()]
         if not leftovers:

@@ -15,9 +15,7 @@ no per-test timeout applies), with progress on the terminal. Set
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,8 +25,6 @@ import pytest
 from dra_e2e.build import all_built, ensure_binaries
 from dra_e2e.cluster import Cluster
 from dra_e2e.handle import ClusterHandle, default_kubectl
-
-_LOGS_KEPT_ENV = "DRA_E2E_LOGS_DIR"
 
 
 def _say(config: pytest.Config, message: str) -> None:
@@ -59,15 +55,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         ensure_binaries(progress=lambda msg: _say(session.config, msg))
 
 
-def _keep_logs(cluster: Cluster) -> Path | None:
-    target_root = Path(os.environ.get(_LOGS_KEPT_ENV, tempfile.gettempdir()))
-    target = target_root / f"dra-e2e-logs-{time.strftime('%Y%m%d-%H%M%S')}"
-    if not cluster.logs_dir.is_dir():
-        return None
-    shutil.copytree(cluster.logs_dir, target)
-    return target
-
-
 @pytest.fixture(scope="session")
 def e2e_cluster(request: pytest.FixtureRequest) -> Iterator[ClusterHandle]:
     """The cluster under test (see the module docstring)."""
@@ -89,7 +76,7 @@ def e2e_cluster(request: pytest.FixtureRequest) -> Iterator[ClusterHandle]:
         failed = request.session.testsfailed > 0
         if failed:
             _say(config, cluster.failure_report())
-            kept = _keep_logs(cluster)
+            kept = cluster.save_logs()
             if kept is not None:
                 _say(config, f"[dra-e2e] component logs kept in {kept}")
         if os.environ.get("DRA_E2E_KEEP"):
