@@ -84,7 +84,8 @@ def test_explain_shows_quantity_values() -> None:
     )
     assert selector.explain(_gpu()) == (
         "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80Gi')) >= 0 is false "
-        "(device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80Gi')) = -1)"
+        "(device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80Gi')) = -1, "
+        "device.capacity['gpu.nvidia.com'].memory = quantity(\"40Gi\"))"
     )
 
 

@@ -130,12 +130,17 @@ def _why(text: str, compiled: Compiled, frame: Frame) -> str:
         if node.function == "!_":
             return f"{_src(text, node.args[0])} is true"
         if node.function in _RELATIONS and len(compiled.children) == 2:
-            left, right = compiled.children
-            shown = [
-                f"{_src(text, side.node)} = {_render(_evaluate(side, frame)[0])}"
-                for side in (left, right)
-                if not side.is_const
-            ]
+            shown: list[str] = []
+            for side in compiled.children:
+                if side.is_const:
+                    continue
+                shown.append(f"{_src(text, side.node)} = {_render(_evaluate(side, frame)[0])}")
+                # For x.compareTo(y) >= 0, the value of x is what the reader needs.
+                if isinstance(side.node, Call) and side.node.target is not None:
+                    receiver = side.children[0] if side.children else None
+                    if receiver is not None and not receiver.is_const:
+                        value = _render(_evaluate(receiver, frame)[0])
+                        shown.append(f"{_src(text, receiver.node)} = {value}")
             suffix = f" ({', '.join(shown)})" if shown else ""
             return f"{_src(text, node)} is false{suffix}"
     if isinstance(node, Call) and node.target is not None and compiled.children:
