@@ -116,6 +116,8 @@ CASES: list[Case] = [
     Case("ternary_false_branch", "1 > 2 ? false : true"),
     Case("ternary_non_bool_condition", f"{A}.type ? true : false", err(RT, "no such overload")),
     Case("and_with_int_compile_error", "true && 1", err(CE, "no matching overload")),
+    Case("ternary_branch_types_differ", "(true ? 1 : 'a') == 1", err(CE, "no matching overload")),
+    Case("ternary_dyn_branch", "(true ? 1 : dyn('a')) == 1"),
     # ---------------------------------------------------------------- arithmetic
     Case("precedence", "2 + 3 * 4 == 14"),
     Case("int_division_truncates", "7 / 2 == 3 && -7 / 2 == -3"),

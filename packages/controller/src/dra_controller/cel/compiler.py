@@ -587,6 +587,13 @@ class Compiler:
                 f"'({cond.type}, {then.type}, {other.type})'",
                 cond.node,
             )
+        branch_types = {then.type, other.type}
+        if len(branch_types) == 2 and not branch_types & {DYN, "null_type"}:
+            raise self.error(
+                f"found no matching overload for '_?_:_' applied to "
+                f"'({cond.type}, {then.type}, {other.type})'",
+                node,
+            )
         cf, tf, of = cond.fn, then.fn, other.fn
 
         def conditional(frame: Frame) -> Any:
