@@ -679,6 +679,7 @@ class Cluster:
         # Node 0's bridge exists from the start of ``up`` (the API server binds it).
         for index in {0} | {node.index for node in state.nodes}:
             hostnet.delete_bridge(net.node(index))
+            hostcleanup.remove_cni_results(net.node(index).bridge)
         leftovers += [f"mount {m}" for m in hostcleanup.unmount_all_under(self.state_dir)]
         leftovers += [f"process {p}" for p in self.own_pids()]
         if not leftovers:

@@ -137,7 +137,9 @@ def cni_config(node: NodeNet, paths: NodePaths) -> dict[str, Any]:
     """A bridge + host-local network on the node's private /24; nothing leaves the host."""
     return {
         "cniVersion": "1.0.0",
-        "name": "dra-e2e",
+        # The network name prefixes libcni's host-wide result cache files
+        # (/var/lib/cni/results/<name>-<container>-<ifname>); unique per node.
+        "name": node.bridge,
         "plugins": [
             {
                 "type": "bridge",

@@ -99,3 +99,18 @@ def unmount_all_under(directory: Path) -> list[Path]:
         for mount_point in mounts:
             subprocess.run(["umount", "-l", str(mount_point)], capture_output=True, check=False)
     return mounts_under(directory)
+
+
+CNI_RESULTS_DIR = Path("/var/lib/cni/results")
+
+
+def remove_cni_results(network: str) -> int:
+    """Delete libcni's cached results of ``network``; return how many were removed.
+
+    They are left behind when pods were swept rather than torn down by the runtime.
+    """
+    removed = 0
+    for path in CNI_RESULTS_DIR.glob(f"{network}-*"):
+        path.unlink(missing_ok=True)
+        removed += 1
+    return removed

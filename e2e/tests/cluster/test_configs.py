@@ -48,6 +48,7 @@ def test_address_plan_is_private_and_distinct_per_node_and_slot() -> None:
 def test_cni_config_uses_existing_bridge_without_masquerade(tmp_path: Path) -> None:
     node = hostnet.cluster_net(7).node(1)
     cni = configs.cni_config(node, configs.NodePaths(tmp_path))
+    assert cni["name"] == node.bridge
     bridge = cni["plugins"][0]
     assert bridge["bridge"] == node.bridge
     assert bridge["ipMasq"] is False
