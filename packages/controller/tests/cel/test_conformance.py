@@ -94,6 +94,10 @@ CASES: list[Case] = [
     Case("has_capacity", f"has({C}.memory)"),
     Case("domain_in_attributes", "'gpu.nvidia.com' in device.attributes"),
     Case("unknown_domain_not_in_attributes", "'nope.example.com' in device.attributes", False),
+    Case(
+        "optional_domain_lookup_finds_every_domain",
+        "device.attributes[?'nope.example.com'].value().size() == 0",
+    ),
     Case("undefined_device_field", "device.nope == 1", err(CE, "undefined field 'nope'")),
     Case("undeclared_variable", "devices.driver == 'x'", err(CE, "undeclared reference")),
     Case("string_attribute_compared_to_int", f"{A}.type == 1", False),

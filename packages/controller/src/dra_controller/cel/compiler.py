@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from .calls import PY_TYPES, direct_call, invoke, relation_with_number
 from .comprehensions import comprehension_body
-from .device import CelDevice
+from .device import CelDevice, DomainMap
 from .errors import CelCompileError, CelCostLimitError, CelRuntimeError
 from .library import (
     DYN,
@@ -381,6 +381,10 @@ class Compiler:
                     if type(key) not in (int, UInt):
                         raise no_overload("_[?_]", value, key)
                     return NONE
+                if type(value) is DomainMap and type(key) is str:
+                    # Upstream's attribute/capacity maps "find" every domain (an unknown
+                    # one as an empty map), so an optional lookup always has a value.
+                    return Optional(value[key])
                 if isinstance(value, dict):
                     if map_contains(value, key):
                         return Optional(index_value(value, key))
