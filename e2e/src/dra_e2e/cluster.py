@@ -463,6 +463,20 @@ class Cluster:
             process=record,
         )
 
+    def _container_ids(self, node: NodeState) -> list[str]:
+        """Ids of the node's containers (sandboxes included); [] if containerd is gone."""
+        if not node.paths.containerd_socket.exists():
+            return []
+        try:
+            proc = subprocess.run(
+                [str(self.bins.ctr), "--address", str(node.paths.containerd_socket),
+                 "--namespace", "k8s.io", "containers", "list", "--quiet"],
+                capture_output=True, text=True, timeout=30, check=False,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            return []
+        return proc.stdout.split() if proc.returncode == 0 else []
+
     def _ctr_ok(self, node: NodeState) -> bool:
         proc = subprocess.run(
             [str(self.bins.ctr), "--address", str(node.paths.containerd_socket), "version"],
@@ -660,7 +674,9 @@ class Cluster:
         for node in state.nodes:
             if (rec := records.get(f"kubelet-{node.name}")) is not None:
                 stop(rec)
+        sandboxes: dict[int, list[str]] = {}
         for node in state.nodes:
+            sandboxes[node.index] = self._container_ids(node)
             if (rec := records.get(f"containerd-{node.name}")) is not None:
                 stop(rec)
         # Shims re-parent to init and keep containers alive; both are this cluster's
@@ -679,7 +695,9 @@ class Cluster:
         # Node 0's bridge exists from the start of ``up`` (the API server binds it).
         for index in {0} | {node.index for node in state.nodes}:
             hostnet.delete_bridge(net.node(index))
-            hostcleanup.remove_cni_results(net.node(index).bridge)
+            hostcleanup.remove_cni_results(
+                network=net.node(index).bridge, container_ids=sandboxes.get(index, [])
+            )
         leftovers += [f"mount {m}" for m in hostcleanup.unmount_all_under(self.state_dir)]
         leftovers += [f"process {p}" for p in self.own_pids()]
         if not leftovers:

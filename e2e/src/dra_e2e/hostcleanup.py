@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 CGROUP_FS = Path("/sys/fs/cgroup")
@@ -104,13 +105,17 @@ def unmount_all_under(directory: Path) -> list[Path]:
 CNI_RESULTS_DIR = Path("/var/lib/cni/results")
 
 
-def remove_cni_results(network: str) -> int:
-    """Delete libcni's cached results of ``network``; return how many were removed.
+def remove_cni_results(*, network: str, container_ids: Iterable[str] = ()) -> int:
+    """Delete libcni's cached results of ``network`` and of the given sandboxes.
 
-    They are left behind when pods were swept rather than torn down by the runtime.
+    They are left behind when pods were swept rather than torn down by the
+    runtime; containerd's loopback network ("cni-loopback") is shared by name, so
+    its entries are matched by sandbox id. Returns how many files were removed.
     """
+    patterns = [f"{network}-*", *(f"*-{cid}-*" for cid in container_ids)]
     removed = 0
-    for path in CNI_RESULTS_DIR.glob(f"{network}-*"):
-        path.unlink(missing_ok=True)
-        removed += 1
+    for pattern in patterns:
+        for path in CNI_RESULTS_DIR.glob(pattern):
+            path.unlink(missing_ok=True)
+            removed += 1
     return removed
