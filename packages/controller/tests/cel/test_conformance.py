@@ -331,6 +331,54 @@ CASES: list[Case] = [
         ),
     ),
     Case("semver_invalid", "semver('1.2').major() == 1", err(RT, "semver")),
+    # ---------------------------------------------------------------- timestamps and durations
+    Case("timestamp_parts", "timestamp('2024-01-02T03:04:05.123Z').getFullYear() == 2024"),
+    Case(
+        "timestamp_getters",
+        conj(
+            "timestamp('2024-01-02T03:04:05.123Z').getMonth() == 0",
+            "timestamp('2024-01-02T03:04:05.123Z').getDate() == 2",
+            "timestamp('2024-01-02T03:04:05.123Z').getDayOfMonth() == 1",
+            "timestamp('2024-01-02T03:04:05.123Z').getDayOfYear() == 1",
+            "timestamp('2024-01-02T03:04:05.123Z').getDayOfWeek() == 2",
+            "timestamp('2024-01-02T03:04:05.123Z').getMilliseconds() == 123",
+        ),
+    ),
+    Case("timestamp_time_zone", "timestamp('2024-01-02T03:04:05Z').getHours('+05:30') == 8"),
+    Case(
+        "timestamp_arithmetic",
+        conj(
+            "timestamp('2024-01-02T03:04:05Z') - timestamp('2024-01-02T03:04:00Z')"
+            " == duration('5s')",
+            "timestamp('2024-01-02T03:04:05Z') + duration('1h')"
+            " == timestamp('2024-01-02T04:04:05Z')",
+        ),
+    ),
+    Case(
+        "timestamp_string",
+        "string(timestamp('2024-01-02T03:04:05+01:00')) == '2024-01-02T02:04:05Z'",
+    ),
+    Case(
+        "timestamp_int",
+        "int(timestamp('1970-01-01T00:01:00Z')) == 60 && timestamp(60) > timestamp(0)",
+    ),
+    Case("timestamp_invalid", "timestamp('yesterday') == timestamp(0)", err(RT, "RFC 3339")),
+    Case(
+        "duration_parse_and_getters",
+        "duration('1h30m').getMinutes() == 90 && duration('-1.5h').getMinutes() == -90",
+    ),
+    Case(
+        "duration_string", "string(duration('1.5s')) == '1.5s' && duration('1s') < duration('2s')"
+    ),
+    Case(
+        "duration_invalid", "duration('5 minutes') == duration('5m')", err(RT, "invalid duration")
+    ),
+    Case("sort_durations", "[duration('2s'), duration('1s')].sort()[0] == duration('1s')"),
+    Case(
+        "timestamp_plus_int_compile_error",
+        "timestamp(0) + 1 == timestamp(1)",
+        err(CE, "no matching overload"),
+    ),
     # ---------------------------------------------------------------- IP and CIDR libraries
     Case("ip_in_cidr", "cidr('10.0.0.0/8').containsIP(ip('10.1.2.3'))"),
     Case("ip_string_in_cidr", "cidr('10.0.0.0/8').containsIP('10.1.2.3')"),

@@ -13,6 +13,7 @@ from .network import CIDR, CIDR_TYPE, IP, IP_TYPE
 from .overloads import DEVICE, OPTIONAL, QUANTITY, SEMVER
 from .runtime import COST_LIMIT, Fn, Frame, charge
 from .syntax import UInt
+from .temporal import DURATION_TYPE, TIMESTAMP_TYPE, Duration, Timestamp
 from .values import NUMBER_CLASSES, CelType, Optional, no_overload
 
 #: Python classes standing for each static CEL type, for runtime argument checks.
@@ -33,6 +34,8 @@ PY_TYPES: Final[dict[str, tuple[type, ...]]] = {
     DEVICE: (CelDevice,),
     IP_TYPE: (IP,),
     CIDR_TYPE: (CIDR,),
+    TIMESTAMP_TYPE: (Timestamp,),
+    DURATION_TYPE: (Duration,),
 }
 
 

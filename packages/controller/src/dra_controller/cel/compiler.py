@@ -31,6 +31,7 @@ from .overloads import DEVICE
 from .regex import compile_regex
 from .runtime import COST_LIMIT, Fn, Frame, charge, node_count
 from .syntax import Call, Const, Ident, Index, ListLit, MapLit, Node, Select, UInt
+from .temporal import DURATION_TYPE, TIMESTAMP_TYPE
 from .values import (
     DEVICE_FIELDS,
     NONE,
@@ -59,7 +60,12 @@ from .values import (
 
 BOOL: Final = "bool"
 NUMERIC: Final = frozenset(("int", "uint", "double"))
-ORDERED: Final = NUMERIC | {"string", "bytes", "bool"}
+ORDERED: Final = NUMERIC | {"string", "bytes", "bool", TIMESTAMP_TYPE, DURATION_TYPE}
+#: Mixed-type arithmetic CEL defines: timestamp/duration combinations.
+_TIME_ARITHMETIC: Final = {
+    "_+_": {(TIMESTAMP_TYPE, DURATION_TYPE), (DURATION_TYPE, TIMESTAMP_TYPE)},
+    "_-_": {(TIMESTAMP_TYPE, DURATION_TYPE)},
+}
 
 _SIZED: Final = (str, bytes, list)
 
@@ -738,18 +744,22 @@ class Compiler:
                 ok = (lt in NUMERIC and rt in NUMERIC) or (lt == rt and lt in ORDERED)
             else:
                 allowed = {
-                    "_+_": {"int", "uint", "double", "string", "bytes", "list"},
-                    "_-_": {"int", "uint", "double"},
+                    "_+_": {"int", "uint", "double", "string", "bytes", "list", DURATION_TYPE},
+                    "_-_": {"int", "uint", "double", DURATION_TYPE, TIMESTAMP_TYPE},
                     "_*_": {"int", "uint", "double"},
                     "_/_": {"int", "uint", "double"},
                     "_%_": {"int", "uint"},
                 }[name]
-                ok = lt == rt and lt in allowed
+                ok = (lt == rt and lt in allowed) or (lt, rt) in _TIME_ARITHMETIC.get(name, ())
             if not ok:
                 raise self.error(
                     f"found no matching overload for '{name}' applied to '({lt}, {rt})'", node
                 )
         static = BOOL if is_relation else (lt if lt == rt else DYN)
+        if name == "_-_" and lt == rt == TIMESTAMP_TYPE:
+            static = DURATION_TYPE
+        elif {lt, rt} == {TIMESTAMP_TYPE, DURATION_TYPE}:
+            static = TIMESTAMP_TYPE
         lf, rf = left.fn, right.fn
         if is_relation and right.is_const and type(right.value) in NUMBER_CLASSES:
             fast = relation_with_number(name, lf, right.value)

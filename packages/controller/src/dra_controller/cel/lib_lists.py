@@ -4,17 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cmp_to_key
-from typing import Any
+from typing import Any, Final
 
 from dra_api_types import Quantity, Version
 
 from .errors import CelRuntimeError
 from .overloads import DYN, OPTIONAL, define, list_cost
 from .syntax import UINT64_MAX, UInt
+from .temporal import Duration, Timestamp
 from .values import NONE, Optional, cel_equals, check_int, compare, type_name
 
-
 # --------------------------------------------------------------------- lists (k8s)
+_ORDERED_CLASSES: Final = (str, bytes, bool, Version, Quantity, Timestamp, Duration)
+
+
 def _require_comparable(items: list[Any], what: str) -> None:
     if not items:
         return
@@ -23,7 +26,7 @@ def _require_comparable(items: list[Any], what: str) -> None:
     for x in items:
         if type(x) is not first and not (first in numeric and type(x) in numeric):
             raise CelRuntimeError(f"{what}: list elements must have the same comparable type")
-    if first not in numeric and first not in (str, bytes, bool, Version, Quantity):
+    if first not in numeric and first not in _ORDERED_CLASSES:
         raise CelRuntimeError(f"{what}: elements of type {type_name(items[0])} are not ordered")
 
 

@@ -1,6 +1,7 @@
 """The functions of the DRA CEL environment.
 
-The set is upstream's base environment as DRA uses it: the CEL standard functions,
+The set is upstream's base environment as DRA uses it: the CEL standard functions
+(timestamps and durations included),
 ``ext.Strings`` (version 2), ``ext.Sets``, ``ext.Lists`` (version 3), the Kubernetes
 list, regex, quantity, semver (version 1), IP and CIDR libraries, optional values, and DRA's
 ``includes``.
@@ -13,7 +14,15 @@ from __future__ import annotations
 
 from typing import Final
 
-from . import lib_dra, lib_kubernetes, lib_lists, lib_network, lib_standard, lib_strings
+from . import (
+    lib_dra,
+    lib_kubernetes,
+    lib_lists,
+    lib_network,
+    lib_standard,
+    lib_strings,
+    lib_time,
+)
 from .lib_lists import sorted_by_keys
 from .overloads import DYN, FUNCTIONS, OPTIONAL, QUANTITY, SEMVER, Overload
 from .values import TYPES, CelType
@@ -21,7 +30,15 @@ from .values import TYPES, CelType
 #: Identifiers that name types (``type(x) == int``).
 TYPE_IDENTS: Final[dict[str, CelType]] = dict(TYPES)
 
-LIBRARIES: Final = (lib_standard, lib_strings, lib_lists, lib_kubernetes, lib_network, lib_dra)
+LIBRARIES: Final = (
+    lib_standard,
+    lib_time,
+    lib_strings,
+    lib_lists,
+    lib_kubernetes,
+    lib_network,
+    lib_dra,
+)
 
 __all__ = [
     "DYN",

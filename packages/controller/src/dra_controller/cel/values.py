@@ -16,6 +16,7 @@ from .device import CelDevice, DomainMap
 from .errors import CelRuntimeError
 from .network import CIDR, CIDR_TYPE, IP, IP_TYPE
 from .syntax import INT64_MAX, INT64_MIN, UINT64_MAX, UInt
+from .temporal import DURATION_TYPE, TIMESTAMP_TYPE, Duration, Timestamp
 
 
 class CelType:
@@ -79,6 +80,8 @@ TYPE_NAMES: Final[dict[type, str]] = {
     CelDevice: "kubernetes.DRADevice",
     IP: IP_TYPE,
     CIDR: CIDR_TYPE,
+    Timestamp: TIMESTAMP_TYPE,
+    Duration: DURATION_TYPE,
 }
 TYPES: Final[dict[str, CelType]] = {
     name: CelType(name)
@@ -229,6 +232,12 @@ def add(a: Any, b: Any) -> Any:
             return check_uint(a + b)
         if ta is list:
             return a + b
+        if ta is Duration:
+            return Duration(a.ns + b.ns)
+    if ta is Timestamp and tb is Duration:
+        return Timestamp(a.ns + b.ns)
+    if ta is Duration and tb is Timestamp:
+        return Timestamp(a.ns + b.ns)
     raise no_overload("_+_", a, b)
 
 
@@ -242,6 +251,12 @@ def subtract(a: Any, b: Any) -> Any:
             return a - b
         if ta is UInt:
             return check_uint(a - b)
+        if ta is Duration:
+            return Duration(a.ns - b.ns)
+        if ta is Timestamp:
+            return Duration(a.ns - b.ns)
+    if ta is Timestamp and tb is Duration:
+        return Timestamp(a.ns - b.ns)
     raise no_overload("_-_", a, b)
 
 
@@ -308,7 +323,7 @@ def logical_not(a: Any) -> bool:
     raise no_overload("!_", a)
 
 
-_ORDERED: Final = frozenset((str, bytes, bool))
+_ORDERED: Final = frozenset((str, bytes, bool, Timestamp, Duration))
 
 
 def compare(function: str, a: Any, b: Any) -> int:
