@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dra_e2e import configs, hostcleanup, hostnet, images
+from dra_e2e import commands, configs, hostcleanup, hostnet, images
 from dra_e2e.build import Binaries, binaries, ensure_binaries
 from dra_e2e.errors import (
     ClusterStateError,
@@ -48,8 +48,6 @@ from dra_e2e.versions import KUBERNETES_VERSION, PAUSE_IMAGE, TEST_IMAGE
 Progress = Callable[[str], None]
 STATE_FILE = "cluster.json"
 DEFAULT_STATE_DIR = Path(os.environ.get("TMPDIR", "/tmp")) / "dra-e2e-cluster"
-RESOURCE_API_VERSIONS = ("v1beta1", "v1beta2")
-SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 
 
 def _quiet(_: str) -> None:
@@ -288,56 +286,36 @@ class Cluster:
             gates[name] = value.lower() != "false"
         return gates
 
-    def _start_etcd(self) -> None:
+    @property
+    def control_plane(self) -> commands.ControlPlane:
+        """Addresses and files of the control plane, for the command-line builders."""
         s = self.state
-        client = f"http://127.0.0.1:{s.etcd_port}"
-        peer = f"http://127.0.0.1:{s.etcd_peer_port}"
-        record = self._spawn(
-            "etcd",
-            [
-                str(self.bins.etcd),
-                "--name=dra-e2e",
-                f"--data-dir={self.state_dir / 'etcd'}",
-                f"--listen-client-urls={client}",
-                f"--advertise-client-urls={client}",
-                f"--listen-peer-urls={peer}",
-                f"--initial-advertise-peer-urls={peer}",
-                f"--initial-cluster=dra-e2e={peer}",
-                "--initial-cluster-state=new",
-                # Throwaway data: skip fsync, which dominates etcd latency on shared disks.
-                "--unsafe-no-fsync",
-                "--log-level=warn",
-            ],
+        return commands.ControlPlane(
+            state_dir=self.state_dir,
+            pki_dir=self.pki_dir,
+            kubeconfig_dir=self.state_dir / "kubeconfigs",
+            apiserver_ip=self.apiserver_ip,
+            apiserver_port=s.apiserver_port,
+            etcd_port=s.etcd_port,
+            etcd_peer_port=s.etcd_peer_port,
+            controller_manager_port=s.controller_manager_port,
+            scheduler_port=s.scheduler_port,
+            service_cidr=self.net.service_cidr,
+            feature_gates=s.feature_gates,
         )
-        wait_for("etcd /health", lambda: http_ok(f"{client}/health", expect="true"), process=record)
+
+    def _start_etcd(self) -> None:
+        cp = self.control_plane
+        record = self._spawn("etcd", commands.etcd_argv(self.bins.etcd, cp))
+        wait_for(
+            "etcd /health",
+            lambda: http_ok(f"{cp.etcd_url}/health", expect="true"),
+            process=record,
+        )
 
     def _start_apiserver(self) -> None:
-        s, pki = self.state, self.pki_dir
-        runtime_config = ",".join(f"resource.k8s.io/{v}=true" for v in RESOURCE_API_VERSIONS)
-        argv = [
-            str(self.bins.kube("kube-apiserver")),
-            f"--etcd-servers=http://127.0.0.1:{s.etcd_port}",
-            f"--bind-address={self.apiserver_ip}",
-            f"--advertise-address={self.apiserver_ip}",
-            f"--secure-port={s.apiserver_port}",
-            f"--tls-cert-file={pki / 'apiserver.crt'}",
-            f"--tls-private-key-file={pki / 'apiserver.key'}",
-            f"--client-ca-file={pki / 'ca.crt'}",
-            f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
-            f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
-            # Node names do not resolve; logs/exec go to the node IP.
-            "--kubelet-preferred-address-types=InternalIP",
-            f"--service-account-key-file={pki / 'sa.pub'}",
-            f"--service-account-signing-key-file={pki / 'sa.key'}",
-            f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
-            f"--service-cluster-ip-range={self.net.service_cidr}",
-            "--authorization-mode=Node,RBAC",
-            "--allow-privileged=true",
-            f"--runtime-config={runtime_config}",
-            f"--feature-gates={configs.feature_gate_arg(s.feature_gates)}",
-            "--profiling=false",
-            "--v=1",
-        ]
+        pki = self.pki_dir
+        argv = commands.apiserver_argv(self.bins.kube("kube-apiserver"), self.control_plane)
         record = self._spawn("kube-apiserver", argv)
         ctx = tls_context(ca=pki / "ca.crt", cert=pki / "admin.crt", key=pki / "admin.key")
         wait_for(
@@ -347,38 +325,12 @@ class Cluster:
             timeout=120,
         )
 
-    def _control_plane_argv(self, component: str, kubeconfig: Path, port: int) -> list[str]:
-        return [
-            str(self.bins.kube(component)),
-            f"--kubeconfig={kubeconfig}",
-            f"--authentication-kubeconfig={kubeconfig}",
-            f"--authorization-kubeconfig={kubeconfig}",
-            "--bind-address=127.0.0.1",
-            f"--secure-port={port}",
-            "--leader-elect=false",
-            f"--feature-gates={configs.feature_gate_arg(self.state.feature_gates)}",
-            "--v=1",
-        ]
-
     def _start_controller_manager(self) -> None:
-        s, pki = self.state, self.pki_dir
-        argv = self._control_plane_argv(
-            "kube-controller-manager",
-            self.state_dir / "kubeconfigs" / "controller-manager.kubeconfig",
-            s.controller_manager_port,
+        binary = self.bins.kube("kube-controller-manager")
+        record = self._spawn(
+            "kube-controller-manager", commands.controller_manager_argv(binary, self.control_plane)
         )
-        argv += [
-            "--use-service-account-credentials=true",
-            f"--service-account-private-key-file={pki / 'sa.key'}",
-            f"--root-ca-file={pki / 'ca.crt'}",
-            f"--cluster-signing-cert-file={pki / 'ca.crt'}",
-            f"--cluster-signing-key-file={pki / 'ca.key'}",
-            f"--service-cluster-ip-range={self.net.service_cidr}",
-            "--allocate-node-cidrs=false",
-            "--controllers=*",
-        ]
-        record = self._spawn("kube-controller-manager", argv)
-        url = f"https://127.0.0.1:{s.controller_manager_port}/healthz"
+        url = f"https://127.0.0.1:{self.state.controller_manager_port}/healthz"
         wait_for(
             "kube-controller-manager /healthz",
             lambda: http_ok(url, context=tls_context(ca=None)),
@@ -386,14 +338,9 @@ class Cluster:
         )
 
     def _start_scheduler(self) -> None:
-        s = self.state
-        argv = self._control_plane_argv(
-            "kube-scheduler",
-            self.state_dir / "kubeconfigs" / "scheduler.kubeconfig",
-            s.scheduler_port,
-        )
-        record = self._spawn("kube-scheduler", argv)
-        url = f"https://127.0.0.1:{s.scheduler_port}/healthz"
+        binary = self.bins.kube("kube-scheduler")
+        record = self._spawn("kube-scheduler", commands.scheduler_argv(binary, self.control_plane))
+        url = f"https://127.0.0.1:{self.state.scheduler_port}/healthz"
         wait_for(
             "kube-scheduler /healthz",
             lambda: http_ok(url, context=tls_context(ca=None)),
@@ -555,16 +502,15 @@ class Cluster:
         )
         record = self._spawn(
             f"kubelet-{node.name}",
-            [
-                str(self.bins.kube("kubelet")),
-                f"--config={paths.kubelet_config}",
-                f"--kubeconfig={kubeconfig}",
-                f"--root-dir={paths.kubelet_root}",
-                f"--cert-dir={node_pki}",
-                f"--hostname-override={node.name}",
-                f"--node-ip={net.node_ip}",
-                "--v=2",
-            ],
+            commands.kubelet_argv(
+                self.bins.kube("kubelet"),
+                config=paths.kubelet_config,
+                kubeconfig=kubeconfig,
+                root_dir=paths.kubelet_root,
+                cert_dir=node_pki,
+                node_name=node.name,
+                node_ip=net.node_ip,
+            ),
         )
         wait_for(
             f"node {node.name} Ready",
