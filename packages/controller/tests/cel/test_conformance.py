@@ -424,6 +424,24 @@ CASES: list[Case] = [
         ),
     ),
     Case("cidr_ip", "cidr('10.0.0.1/8').ip() == ip('10.0.0.1')"),
+    # ---------------------------------------------------------------- URL library
+    Case(
+        "url_parts",
+        conj(
+            "url('https://example.com:80/path?k=v').getScheme() == 'https'",
+            "url('https://example.com:80/path').getHost() == 'example.com:80'",
+            "url('https://example.com:80/path').getHostname() == 'example.com'",
+            "url('https://example.com:80/path').getPort() == '80'",
+            "url('https://example.com/path').getEscapedPath() == '/path'",
+        ),
+    ),
+    Case("url_ipv6_host", "url('https://[::1]:80/').getHostname() == '::1'"),
+    Case("url_query", "url('https://example.com/p?k=v&k=w').getQuery() == {'k': ['v', 'w']}"),
+    Case(
+        "is_url",
+        conj("isURL('/absolute')", "!isURL('relative')", "!isURL('https://a b/')"),
+    ),
+    Case("url_invalid", "url('https://example.com:8x/').getPort() == ''", err(RT, "invalid port")),
     # ---------------------------------------------------------------- optionals
     Case("optional_of", "optional.of(1).hasValue() && optional.of(2).value() == 2"),
     Case("optional_none", "!optional.none().hasValue() && optional.none().orValue(5) == 5"),

@@ -14,6 +14,7 @@ from .overloads import DEVICE, OPTIONAL, QUANTITY, SEMVER
 from .runtime import COST_LIMIT, Fn, Frame, charge
 from .syntax import UInt
 from .temporal import DURATION_TYPE, TIMESTAMP_TYPE, Duration, Timestamp
+from .urls import URL, URL_TYPE
 from .values import NUMBER_CLASSES, CelType, Optional, no_overload
 
 #: Python classes standing for each static CEL type, for runtime argument checks.
@@ -36,6 +37,7 @@ PY_TYPES: Final[dict[str, tuple[type, ...]]] = {
     CIDR_TYPE: (CIDR,),
     TIMESTAMP_TYPE: (Timestamp,),
     DURATION_TYPE: (Duration,),
+    URL_TYPE: (URL,),
 }
 
 

@@ -3,7 +3,7 @@
 The set is upstream's base environment as DRA uses it: the CEL standard functions
 (timestamps and durations included),
 ``ext.Strings`` (version 2), ``ext.Sets``, ``ext.Lists`` (version 3), the Kubernetes
-list, regex, quantity, semver (version 1), IP and CIDR libraries, optional values, and DRA's
+list, regex, quantity, semver (version 1), IP, CIDR and URL libraries, optional values, and DRA's
 ``includes``.
 Macros (``has``, ``all``, ``exists``, ``exists_one``, ``map``, ``filter``, ``sortBy``,
 ``cel.bind``, ``optMap``, ``optFlatMap``, two-variable comprehensions) and operators
@@ -22,6 +22,7 @@ from . import (
     lib_standard,
     lib_strings,
     lib_time,
+    lib_url,
 )
 from .lib_lists import sorted_by_keys
 from .overloads import DYN, FUNCTIONS, OPTIONAL, QUANTITY, SEMVER, Overload
@@ -37,6 +38,7 @@ LIBRARIES: Final = (
     lib_lists,
     lib_kubernetes,
     lib_network,
+    lib_url,
     lib_dra,
 )
 

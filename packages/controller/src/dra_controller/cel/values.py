@@ -17,6 +17,7 @@ from .errors import CelRuntimeError
 from .network import CIDR, CIDR_TYPE, IP, IP_TYPE
 from .syntax import INT64_MAX, INT64_MIN, UINT64_MAX, UInt
 from .temporal import DURATION_TYPE, TIMESTAMP_TYPE, Duration, Timestamp
+from .urls import URL, URL_TYPE
 
 
 class CelType:
@@ -82,6 +83,7 @@ TYPE_NAMES: Final[dict[type, str]] = {
     CIDR: CIDR_TYPE,
     Timestamp: TIMESTAMP_TYPE,
     Duration: DURATION_TYPE,
+    URL: URL_TYPE,
 }
 TYPES: Final[dict[str, CelType]] = {
     name: CelType(name)
