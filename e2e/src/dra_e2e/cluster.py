@@ -19,11 +19,10 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dra_e2e import commands, configs, hostcleanup, hostnet, images
+from dra_e2e import commands, configs, hostcleanup, hostnet, images, teardown
 from dra_e2e.build import Binaries, binaries, ensure_binaries
 from dra_e2e.errors import (
     ClusterStateError,
@@ -36,67 +35,20 @@ from dra_e2e.pki import CertificateAuthority, write_service_account_keys
 from dra_e2e.process import (
     ProcessRecord,
     is_running,
-    kill_pids,
     pids_referencing,
     spawn,
-    stop,
     tail,
 )
 from dra_e2e.readiness import free_port, http_ok, tls_context, wait_for
-from dra_e2e.versions import KUBERNETES_VERSION, PAUSE_IMAGE, TEST_IMAGE
+from dra_e2e.state import STATE_FILE, ClusterState, NodeState
+from dra_e2e.versions import PAUSE_IMAGE, TEST_IMAGE
 
 Progress = Callable[[str], None]
-STATE_FILE = "cluster.json"
 DEFAULT_STATE_DIR = Path(os.environ.get("TMPDIR", "/tmp")) / "dra-e2e-cluster"
 
 
 def _quiet(_: str) -> None:
     return None
-
-
-@dataclass
-class NodeState:
-    """One kubelet node: its network, ports, cgroup root and state layout."""
-
-    name: str
-    index: int
-    root: str
-    kubelet_port: int
-    healthz_port: int
-    cgroup_root: str
-
-    @property
-    def paths(self) -> configs.NodePaths:
-        """Filesystem layout under the cluster state directory."""
-        return configs.NodePaths(Path(self.root))
-
-
-@dataclass
-class ClusterState:
-    """Everything ``down``/``status`` need, persisted as ``cluster.json``."""
-
-    state_dir: str
-    slot: int
-    kubernetes_version: str = KUBERNETES_VERSION
-    apiserver_port: int = 0
-    etcd_port: int = 0
-    etcd_peer_port: int = 0
-    controller_manager_port: int = 0
-    scheduler_port: int = 0
-    feature_gates: dict[str, bool] = field(default_factory=dict)
-    nodes: list[NodeState] = field(default_factory=list)
-    processes: list[dict[str, Any]] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        """Plain data for ``cluster.json``."""
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ClusterState:
-        """Inverse of ``to_json``."""
-        nodes = [NodeState(**n) for n in data.get("nodes", [])]
-        fields = {k: v for k, v in data.items() if k != "nodes"}
-        return cls(nodes=nodes, **fields)
 
 
 class Cluster:
@@ -410,7 +362,7 @@ class Cluster:
             process=record,
         )
 
-    def _container_ids(self, node: NodeState) -> list[str]:
+    def container_ids(self, node: NodeState) -> list[str]:
         """Ids of the node's containers (sandboxes included); [] if containerd is gone."""
         if not node.paths.containerd_socket.exists():
             return []
@@ -611,79 +563,14 @@ class Cluster:
         """Stop everything this cluster started and delete its state; return leftovers."""
         if not self.exists():
             raise ClusterStateError(self.state_dir, f"no {STATE_FILE}: nothing to tear down")
-        state = self.state
-        records = {r.name: r for r in self.processes()}
-        for name in ("kube-controller-manager", "kube-scheduler"):
-            if name in records:
-                stop(records[name])
-        self._drain_pods(records, progress)
-        for node in state.nodes:
-            if (rec := records.get(f"kubelet-{node.name}")) is not None:
-                stop(rec)
-        sandboxes: dict[int, list[str]] = {}
-        for node in state.nodes:
-            sandboxes[node.index] = self._container_ids(node)
-            if (rec := records.get(f"containerd-{node.name}")) is not None:
-                stop(rec)
-        # Shims re-parent to init and keep containers alive; both are this cluster's
-        # alone: shims name our socket path, containers sit in our cgroup subtree.
-        kill_pids(self.own_pids())
-        for node in state.nodes:
-            hostcleanup.kill_cgroup_tree(node.cgroup_root)
-        for rec in reversed(list(records.values())):
-            stop(rec)
-        kill_pids(self.own_pids())
-        leftovers: list[str] = []
-        for node in state.nodes:
-            leftovers += [f"cgroup {p}" for p in hostcleanup.remove_cgroup_tree(node.cgroup_root)]
-        net = hostnet.cluster_net(state.slot)
-        hostnet.remove_service_dnat(net)
-        # Node 0's bridge exists from the start of ``up`` (the API server binds it).
-        for index in {0} | {node.index for node in state.nodes}:
-            hostnet.delete_bridge(net.node(index))
-            hostcleanup.remove_cni_results(
-                network=net.node(index).bridge, container_ids=sandboxes.get(index, [])
-            )
-        leftovers += [f"mount {m}" for m in hostcleanup.unmount_all_under(self.state_dir)]
-        leftovers += [f"process {p}" for p in self.own_pids()]
-        if not leftovers:
-            shutil.rmtree(self.state_dir, ignore_errors=True)
-        hostnet.release_slot(state.slot, self.state_dir)
+        leftovers = teardown.teardown(self, progress=progress)
         self._state = None
-        progress(
-            "[dra-e2e] cluster down"
-            + (f"; leftovers: {', '.join(leftovers)}" if leftovers else ", nothing left behind")
-        )
         return leftovers
 
     def own_pids(self) -> list[int]:
         """Live processes of this cluster: our binaries naming our state directory."""
         dirs = [self.bins.kube_dir, self.bins.etcd_dir, self.bins.containerd_dir]
         return pids_referencing(str(self.state_dir), executables_under=dirs)
-
-    def _drain_pods(self, records: dict[str, ProcessRecord], progress: Progress) -> None:
-        """Let the kubelets stop pods (CNI DEL, DRA unprepare) before the sweep."""
-        api = records.get("kube-apiserver")
-        if api is None or not is_running(api) or not self.state.nodes:
-            return
-        try:
-            self.kubectl(
-                "delete", "pods", "--all", "--all-namespaces", "--grace-period=1", "--wait=false",
-                timeout=30,
-            )  # fmt: skip
-        except (KubectlError, subprocess.TimeoutExpired) as exc:
-            progress(f"[dra-e2e] could not delete pods before teardown: {exc}")
-            return
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                left = self.kubectl("get", "pods", "-A", "-o", "name", timeout=15).split()
-            except (KubectlError, subprocess.TimeoutExpired):
-                return
-            if not left:
-                return
-            time.sleep(1)
-        progress("[dra-e2e] pods still terminating after 30s; sweeping them")
 
 
 def _runc() -> str:
