@@ -152,10 +152,6 @@ class Compiler:
         """A compile error located at ``node``."""
         return CelCompileError(message, expression=self.text, position=node.start)
 
-    def source(self, node: Node) -> str:
-        """The source text of a node."""
-        return self.text[node.start : node.end]
-
     def _const(self, node: Node, value: Any) -> Compiled:
         static = _STATIC_TYPES.get(type(value), type_name(value))
         return Compiled(_const_fn(value), static, node, is_const=True, value=value)

@@ -264,13 +264,6 @@ class _Builder:
         s, e = self.span(tree)
         return Call(s, e, "_?_:_", None, tuple(self.build(k) for k in kids))
 
-    def _binary_chain(self, tree: lark.Tree[Any], op: str) -> Node:
-        kids = tree.children
-        if len(kids) == 1:
-            return self.build(kids[0])
-        s, e = self.span(tree)
-        return Call(s, e, op, None, (self.build(kids[0]), self.build(kids[1])))
-
     def _conditionalor(self, tree: lark.Tree[Any]) -> Node:
         return self._logical_chain(tree, "_||_")
 
