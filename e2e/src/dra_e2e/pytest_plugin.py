@@ -24,7 +24,10 @@ import pytest
 
 from dra_e2e.build import all_built, ensure_binaries
 from dra_e2e.cluster import Cluster
+from dra_e2e.errors import E2EError
 from dra_e2e.handle import ClusterHandle, default_kubectl
+
+_BUILD_ERROR = pytest.StashKey[E2EError]()
 
 
 def _say(config: pytest.Config, message: str) -> None:
@@ -52,7 +55,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if session.config.option.collectonly or not _wants_local_cluster(session.items):
         return
     if not all_built():
-        ensure_binaries(progress=lambda msg: _say(session.config, msg))
+        try:
+            ensure_binaries(progress=lambda msg: _say(session.config, msg))
+        except E2EError as exc:
+            # Other suites still run; every e2e test errors with this message.
+            session.config.stash[_BUILD_ERROR] = exc
+            _say(session.config, f"[dra-e2e] building the cluster binaries failed: {exc}")
 
 
 @pytest.fixture(scope="session")
@@ -64,6 +72,9 @@ def e2e_cluster(request: pytest.FixtureRequest) -> Iterator[ClusterHandle]:
         _say(config, f"[dra-e2e] using the existing cluster in KUBECONFIG={external}")
         yield ClusterHandle(kubeconfig=Path(external), kubectl_path=default_kubectl())
         return
+    build_error = config.stash.get(_BUILD_ERROR, None)
+    if build_error is not None:
+        raise build_error
     state_dir = Path(tempfile.mkdtemp(prefix="dra-e2e-"))
     cluster = Cluster(state_dir)
     cluster.up(progress=lambda msg: _say(config, msg))

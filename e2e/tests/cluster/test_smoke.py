@@ -73,6 +73,11 @@ def test_dra_api_is_served(e2e_cluster: ClusterHandle) -> None:
     kinds = e2e_cluster.kubectl("api-resources", "--api-group=resource.k8s.io", "-o", "name")
     for resource in ("deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates"):
         assert f"{resource}.resource.k8s.io" in kinds.split()
+    if e2e_cluster.local is not None:
+        # The local cluster turns on every BETA DRA gate, including the one that is
+        # off by default in 1.36 (DeviceTaintRule, served from v1beta2).
+        assert "devicetaintrules.resource.k8s.io" in kinds.split()
+        assert e2e_cluster.local.state.feature_gates.get("DRADeviceTaintRules") is True
 
 
 @pytest.mark.parametrize("host_network", [False, True], ids=["pod-network", "host-network"])
