@@ -228,6 +228,7 @@ CASES: list[Case] = [
     Case("format_hex", "'%x'.format([255]) == 'ff'"),
     # ---------------------------------------------------------------- lists
     Case("in_list", f"2 in [1, 2] && !(3 in [1, 2]) && {A}.index in [0, 1]"),
+    Case("in_constant_numbers", "2u in [1, 2] && 2.0 in [2] && !(true in [1])"),
     Case("in_map", "'a' in {'a': 1} && !('b' in {'a': 1})"),
     Case("list_index", "[1, 2, 3][1] == 2"),
     Case("list_index_out_of_bounds", "[1][5] == 1", err(RT, "index out of bounds")),

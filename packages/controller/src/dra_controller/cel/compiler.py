@@ -723,6 +723,20 @@ class Compiler:
                 return type(value) is str and value in members
 
             return self._fold(node, BOOL, in_strings, (item, container))
+        if (
+            container.is_const
+            and type(container.value) is list
+            and all(type(x) in NUMBER_CLASSES for x in container.value)
+        ):
+            # Numbers compare by value across int/uint/double, as Python's set lookup
+            # does (1 == 1.0 == 1u); bools are excluded by the type check.
+            numbers = frozenset(container.value)
+
+            def in_numbers(frame: Frame) -> Any:
+                value = itf(frame)
+                return type(value) in NUMBER_CLASSES and value in numbers
+
+            return self._fold(node, BOOL, in_numbers, (item, container))
 
         def in_fn(frame: Frame) -> Any:
             return cel_in(itf(frame), cf(frame))
