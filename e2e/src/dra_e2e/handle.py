@@ -11,6 +11,7 @@ import json
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,16 +61,26 @@ class ClusterHandle:
         return self.kubectl(*args, input_text=manifest)
 
     def wait_until(
-        self, what: str, check: Any, *, timeout: float = 60.0, interval: float = 1.0
+        self,
+        what: str,
+        check: Callable[[], Any],
+        *,
+        timeout: float = 60.0,
+        interval: float = 1.0,
     ) -> Any:
-        """Poll ``check()`` until it returns a truthy value, which is returned."""
+        """Poll ``check()`` until it returns a truthy value, which is returned.
+
+        kubectl failures and timeouts inside ``check`` count as "not yet"; the last
+        one is named in the error if the wait times out.
+        """
         deadline = time.monotonic() + timeout
         last_error: Exception | None = None
         while time.monotonic() < deadline:
+            result: Any = None
             try:
                 result = check()
             except (KubectlError, subprocess.TimeoutExpired) as exc:
-                last_error, result = exc, None
+                last_error = exc
             if result:
                 return result
             time.sleep(interval)
