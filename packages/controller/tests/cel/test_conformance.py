@@ -443,6 +443,21 @@ CASES: list[Case] = [
         conj("isURL('/absolute')", "!isURL('relative')", "!isURL('https://a b/')"),
     ),
     Case("url_invalid", "url('https://example.com:8x/').getPort() == ''", err(RT, "invalid port")),
+    # ---------------------------------------------------------------- format library
+    Case("format_valid_label", f"!format.dns1123Label().validate({A}.type).hasValue()"),
+    Case("format_invalid_label", "format.dns1123Label().validate('Bad_Name').hasValue()"),
+    Case(
+        "format_named",
+        "format.named('uuid').hasValue() && !format.named('no-such-format').hasValue()",
+    ),
+    Case(
+        "format_qualified_name_and_label_value",
+        conj(
+            "format.qualifiedName().validate('example.com/name') == optional.none()",
+            "format.labelValue().validate('') == optional.none()",
+            "format.dns1123LabelPrefix().validate('my-') == optional.none()",
+        ),
+    ),
     # ---------------------------------------------------------------- optionals
     Case("optional_of", "optional.of(1).hasValue() && optional.of(2).value() == 2"),
     Case("optional_none", "!optional.none().hasValue() && optional.none().orValue(5) == 5"),

@@ -9,6 +9,7 @@ from dra_api_types import Quantity, Version
 
 from .device import CelDevice, DomainMap
 from .errors import CelRuntimeError
+from .formats import FORMAT_TYPE, NamedFormat
 from .network import CIDR, CIDR_TYPE, IP, IP_TYPE
 from .overloads import DEVICE, OPTIONAL, QUANTITY, SEMVER
 from .runtime import COST_LIMIT, Fn, Frame, charge
@@ -38,6 +39,7 @@ PY_TYPES: Final[dict[str, tuple[type, ...]]] = {
     TIMESTAMP_TYPE: (Timestamp,),
     DURATION_TYPE: (Duration,),
     URL_TYPE: (URL,),
+    FORMAT_TYPE: (NamedFormat,),
 }
 
 

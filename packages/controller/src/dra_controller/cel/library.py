@@ -3,8 +3,8 @@
 The set is upstream's base environment as DRA uses it: the CEL standard functions
 (timestamps and durations included),
 ``ext.Strings`` (version 2), ``ext.Sets``, ``ext.Lists`` (version 3), the Kubernetes
-list, regex, quantity, semver (version 1), IP, CIDR and URL libraries, optional values, and DRA's
-``includes``.
+list, regex, quantity, semver (version 1), IP, CIDR, URL and format libraries,
+optional values, and DRA's ``includes``.
 Macros (``has``, ``all``, ``exists``, ``exists_one``, ``map``, ``filter``, ``sortBy``,
 ``cel.bind``, ``optMap``, ``optFlatMap``, two-variable comprehensions) and operators
 live in the compiler. Importing this module registers every function.
@@ -16,6 +16,7 @@ from typing import Final
 
 from . import (
     lib_dra,
+    lib_format,
     lib_kubernetes,
     lib_lists,
     lib_network,
@@ -39,6 +40,7 @@ LIBRARIES: Final = (
     lib_kubernetes,
     lib_network,
     lib_url,
+    lib_format,
     lib_dra,
 )
 

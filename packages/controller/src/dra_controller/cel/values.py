@@ -14,6 +14,7 @@ from dra_api_types import Quantity, Version
 
 from .device import CelDevice, DomainMap
 from .errors import CelRuntimeError
+from .formats import FORMAT_TYPE, NamedFormat
 from .network import CIDR, CIDR_TYPE, IP, IP_TYPE
 from .syntax import INT64_MAX, INT64_MIN, UINT64_MAX, UInt
 from .temporal import DURATION_TYPE, TIMESTAMP_TYPE, Duration, Timestamp
@@ -84,6 +85,7 @@ TYPE_NAMES: Final[dict[type, str]] = {
     Timestamp: TIMESTAMP_TYPE,
     Duration: DURATION_TYPE,
     URL: URL_TYPE,
+    NamedFormat: FORMAT_TYPE,
 }
 TYPES: Final[dict[str, CelType]] = {
     name: CelType(name)
