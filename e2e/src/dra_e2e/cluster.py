@@ -26,6 +26,7 @@ from dra_e2e import commands, configs, hostcleanup, hostnet, images, teardown
 from dra_e2e.build import Binaries, binaries, ensure_binaries
 from dra_e2e.errors import (
     ClusterStateError,
+    ComponentError,
     E2EError,
     KubectlError,
     ToolMissingError,
@@ -232,6 +233,11 @@ class Cluster:
             check=False,
         )
         gates = configs.parse_beta_gates(proc.stdout + proc.stderr)
+        if not gates:
+            # A changed --help format would otherwise silently turn the betas off.
+            raise ComponentError(
+                "kube-apiserver", "no BETA DRA feature gates found in --help output"
+            )
         extra = os.environ.get("DRA_E2E_FEATURE_GATES", "")
         for item in filter(None, (s.strip() for s in extra.split(","))):
             name, _, value = item.partition("=")
@@ -377,11 +383,15 @@ class Cluster:
         return proc.stdout.split() if proc.returncode == 0 else []
 
     def _ctr_ok(self, node: NodeState) -> bool:
-        proc = subprocess.run(
-            [str(self.bins.ctr), "--address", str(node.paths.containerd_socket), "version"],
-            capture_output=True,
-            check=False,
-        )
+        try:
+            proc = subprocess.run(
+                [str(self.bins.ctr), "--address", str(node.paths.containerd_socket), "version"],
+                capture_output=True,
+                timeout=10,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return False
         return proc.returncode == 0
 
     def _import_base_images(self, node: NodeState) -> None:
@@ -406,9 +416,10 @@ class Cluster:
         if not targets:
             raise ClusterStateError(self.state_dir, f"no node named {node!r}")
         for target in targets:
-            refs = images.import_image(
+            imported = images.import_image(
                 archive, ctr=self.bins.ctr, containerd_socket=target.paths.containerd_socket
             )
+            refs += [ref for ref in imported if ref not in refs]
         return refs
 
     def _start_kubelet(self, node: NodeState) -> None:
@@ -442,7 +453,6 @@ class Cluster:
             configs.kubelet_config(
                 paths=paths,
                 node=net,
-                net=self.net,
                 ca_cert=ca.pair.cert,
                 serving_cert=serving.cert,
                 serving_key=serving.key,

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from dra_e2e.hostnet import ClusterNet, NodeNet
+from dra_e2e.hostnet import NodeNet
 from dra_e2e.versions import PAUSE_IMAGE
 
 CNI_BIN_DIRS = ("/usr/lib/cni", "/opt/cni/bin")
@@ -172,7 +172,6 @@ def kubelet_config(
     *,
     paths: NodePaths,
     node: NodeNet,
-    net: ClusterNet,
     ca_cert: Path,
     serving_cert: Path,
     serving_key: Path,
@@ -231,7 +230,6 @@ def kubelet_config(
         "shutdownGracePeriod": "0s",
         "featureGates": feature_gates,
     }
-    del net  # the node needs nothing cluster-wide beyond the DNAT done by the harness
     return yaml.safe_dump(config, sort_keys=False)
 
 

@@ -77,7 +77,6 @@ def test_kubelet_config_allows_cgroup_v1_and_binds_the_node_ip(tmp_path: Path) -
     text = configs.kubelet_config(
         paths=configs.NodePaths(tmp_path),
         node=net.node(0),
-        net=net,
         ca_cert=tmp_path / "ca.crt",
         serving_cert=tmp_path / "s.crt",
         serving_key=tmp_path / "s.key",
