@@ -363,7 +363,14 @@ CASES: list[Case] = [
         "timestamp_int",
         "int(timestamp('1970-01-01T00:01:00Z')) == 60 && timestamp(60) > timestamp(0)",
     ),
-    Case("timestamp_invalid", "timestamp('yesterday') == timestamp(0)", err(RT, "RFC 3339")),
+    Case(
+        "timestamp_invalid_literal", "timestamp('yesterday') == timestamp(0)", err(CE, "RFC 3339")
+    ),
+    Case(
+        "timestamp_invalid_runtime",
+        "['yesterday'].all(t, timestamp(t) > timestamp(0))",
+        err(RT, "RFC 3339"),
+    ),
     Case(
         "duration_parse_and_getters",
         "duration('1h30m').getMinutes() == 90 && duration('-1.5h').getMinutes() == -90",
@@ -372,7 +379,9 @@ CASES: list[Case] = [
         "duration_string", "string(duration('1.5s')) == '1.5s' && duration('1s') < duration('2s')"
     ),
     Case(
-        "duration_invalid", "duration('5 minutes') == duration('5m')", err(RT, "invalid duration")
+        "duration_invalid_literal",
+        "duration('5 minutes') == duration('5m')",
+        err(CE, "invalid duration"),
     ),
     Case("sort_durations", "[duration('2s'), duration('1s')].sort()[0] == duration('1s')"),
     Case(

@@ -31,7 +31,7 @@ from .overloads import DEVICE
 from .regex import compile_regex
 from .runtime import COST_LIMIT, Fn, Frame, charge, node_count
 from .syntax import Call, Const, Ident, Index, ListLit, MapLit, Node, Select, UInt
-from .temporal import DURATION_TYPE, TIMESTAMP_TYPE
+from .temporal import DURATION_TYPE, TIMESTAMP_TYPE, Duration, Timestamp
 from .values import (
     DEVICE_FIELDS,
     NONE,
@@ -125,6 +125,11 @@ _MACROS: Final = frozenset(
         "optFlatMap",
     )
 )
+
+_LITERAL_CHECKED: Final[dict[str, Callable[[str], Any]]] = {
+    "duration": Duration.parse,
+    "timestamp": Timestamp.parse,
+}
 
 _BINARY_OPS: Final[dict[str, Callable[[Any, Any], Any]]] = {
     "_+_": add,
@@ -994,6 +999,8 @@ class Compiler:
             raise self.error(
                 f"found no matching overload for '{name}' applied to '{applied}'", node
             )
+        if name in _LITERAL_CHECKED and len(all_args) == 1 and all_args[0].is_const:
+            self._check_literal(name, all_args[0])
         if name == "matches" and all_args[1].is_const and type(all_args[1].value) is str:
             fast = self._matches_constant(node, all_args)
             if fast is not None:
@@ -1003,6 +1010,16 @@ class Compiler:
         static_result = result_types.pop() if len(result_types) == 1 else DYN
         fn = self._call_fn(name, candidates, fns, static)
         return self._fold(node, static_result, fn, all_args)
+
+    def _check_literal(self, name: str, arg: Compiled) -> None:
+        """Upstream's AST validators reject bad duration and timestamp literals at compile
+        time (ValidateDurationLiterals, ValidateTimestampLiterals)."""
+        if type(arg.value) is not str:
+            return
+        try:
+            _LITERAL_CHECKED[name](arg.value)
+        except CelRuntimeError as err:
+            raise self.error(err.message, arg.node) from None
 
     def _matches_constant(self, node: Call, args: tuple[Compiled, ...]) -> Compiled | None:
         """``s.matches('<constant>')``: compile the pattern once, here."""
