@@ -146,4 +146,4 @@ def test_compile_errors_are_cached_but_raised_fresh_each_time() -> None:
         compile_selector("device.nope == 1")
     assert first.value is not second.value
     assert str(first.value) == str(second.value)
-    assert second.value.position == first.value.position == 0
+    assert second.value.position == first.value.position == len("device.")

@@ -311,7 +311,12 @@ class Compiler:
             return Compiled(opt_select, OPTIONAL, node, children=(operand,))
         if operand.type == DEVICE:
             if name not in DEVICE_FIELDS:
-                raise self.error(f"undefined field '{name}'", node)
+                # Point at the field name, the part that is wrong.
+                raise CelCompileError(
+                    f"undefined field '{name}'",
+                    expression=self.text,
+                    position=node.end - len(name),
+                )
             return self._device_field(node, operand, name)
         if operand.type not in (DYN, "map", OPTIONAL):
             raise self.error(f"type '{operand.type}' does not support field selection", node)
