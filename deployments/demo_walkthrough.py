@@ -245,8 +245,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         kubectl = Kubectl(default_kubectl(), Path(external))
         try:
             walkthrough(kubectl)
+        except DemoFailed as exc:
+            print(f"\ndemo failed: {exc}", file=sys.stderr)
+            return 1
         finally:
             _cleanup(kubectl)
+        print("\nDone: the pod got a GPU through DRA.")
         return 0
 
     from dra_e2e.build import ensure_binaries
