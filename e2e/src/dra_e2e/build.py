@@ -245,7 +245,7 @@ def build_component(
 ) -> Path:
     """Build one component into the cache unless present; return its directory."""
     final = component_dir(component, root=root)
-    with _locked(final.with_suffix(".lock")):
+    with _locked(final.with_name(final.name + ".lock")):
         if (final / ".complete").is_file():
             return final
         go = find_go()
