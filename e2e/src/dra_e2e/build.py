@@ -206,9 +206,11 @@ def _locked(path: Path) -> Iterator[None]:
 
 def _go_env(go: Path) -> dict[str, str]:
     env = dict(os.environ)
+    # "auto": an older local Go fetches the toolchain go.mod asks for from the
+    # module proxy instead of failing.
+    env.setdefault("GOTOOLCHAIN", "auto")
     env.update(
         {
-            "GOTOOLCHAIN": "local",
             "CGO_ENABLED": "0",
             "GOFLAGS": "-mod=readonly -buildvcs=false",
             "PATH": f"{go.parent}:{env.get('PATH', '')}",
