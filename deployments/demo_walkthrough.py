@@ -269,7 +269,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             _build_and_import(cluster.import_image, Path(tmp))
         (node_status,) = cluster.status()["nodes"].values()
         _install(cluster.kubeconfig, node_status)
-        walkthrough(kubectl)
+        try:
+            walkthrough(kubectl)
+        finally:
+            if not args.keep:
+                _cleanup(kubectl)
     except (DemoFailed, subprocess.CalledProcessError) as exc:
         print(f"\ndemo failed: {exc}", file=sys.stderr)
         print(cluster.failure_report(), file=sys.stderr)
