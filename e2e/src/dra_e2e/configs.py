@@ -125,6 +125,7 @@ state = {q(str(paths.containerd_state))}
         runtime_type = "io.containerd.runc.v2"
         [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
           BinaryName = {q(runc)}
+          Root = {q(str(base / "runc"))}
           SystemdCgroup = false
     [plugins."io.containerd.cri.v1.runtime".cni]
       bin_dirs = [{cni_bins}]
@@ -228,6 +229,8 @@ def kubelet_config(
         "syncFrequency": "10s",
         "nodeStatusUpdateFrequency": "5s",
         "shutdownGracePeriod": "0s",
+        # Default /var/log/pods is shared host-wide; keep this node's logs in its state.
+        "podLogsDir": str(paths.root / "pod-logs"),
         "featureGates": feature_gates,
     }
     return yaml.safe_dump(config, sort_keys=False)

@@ -119,3 +119,25 @@ def remove_cni_results(*, network: str, container_ids: Iterable[str] = ()) -> in
             path.unlink(missing_ok=True)
             removed += 1
     return removed
+
+
+CONTAINER_LOG_LINKS = Path("/var/log/containers")
+
+
+def remove_container_log_links(state_dir: Path) -> int:
+    """Remove the kubelet's /var/log/containers symlinks that point into ``state_dir``.
+
+    That directory is hard-coded in the kubelet; its links are normally removed
+    with the containers, but not for containers that were swept.
+    """
+    prefix = str(state_dir.resolve()) + "/"
+    removed = 0
+    for link in CONTAINER_LOG_LINKS.glob("*.log"):
+        try:
+            target = os.readlink(link)
+        except OSError:
+            continue
+        if target.startswith(prefix):
+            link.unlink(missing_ok=True)
+            removed += 1
+    return removed

@@ -61,6 +61,7 @@ def teardown(cluster: Cluster, *, progress: Progress) -> list[str]:
         hostcleanup.remove_cni_results(
             network=net.node(index).bridge, container_ids=sandboxes.get(index, [])
         )
+    hostcleanup.remove_container_log_links(cluster.state_dir)
     leftovers += [f"mount {m}" for m in hostcleanup.unmount_all_under(cluster.state_dir)]
     leftovers += [f"process {p}" for p in cluster.own_pids()]
     if not leftovers:

@@ -65,7 +65,11 @@ def test_containerd_config_enables_cdi_and_runc_cgroupfs(tmp_path: Path) -> None
     assert runtime["enable_cdi"] is True
     assert runtime["cdi_spec_dirs"] == [str(paths.cdi_dir)]
     runc = runtime["containerd"]["runtimes"]["runc"]
-    assert runc["options"] == {"BinaryName": "/usr/sbin/runc", "SystemdCgroup": False}
+    assert runc["options"] == {
+        "BinaryName": "/usr/sbin/runc",
+        "Root": str(tmp_path / "containerd" / "runc"),
+        "SystemdCgroup": False,
+    }
     grpc = config["plugins"]["io.containerd.server.v1.grpc"]
     assert grpc["address"] == str(paths.containerd_socket)
     images = config["plugins"]["io.containerd.cri.v1.images"]
@@ -92,6 +96,7 @@ def test_kubelet_config_allows_cgroup_v1_and_binds_the_node_ip(tmp_path: Path) -
     assert config["readOnlyPort"] == 0
     assert config["authentication"]["anonymous"]["enabled"] is False
     assert config["featureGates"] == {"DRAAdminAccess": True}
+    assert config["podLogsDir"] == str(tmp_path / "pod-logs")
 
 
 def test_cache_key_tracks_version_and_flags() -> None:
