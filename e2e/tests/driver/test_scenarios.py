@@ -303,6 +303,59 @@ def test_demo_gpu_test6_time_slicing_is_refused_per_claim(driver: Driver) -> Non
                 assert _uuid_of(driver, node, device) in a100s
 
 
+def _wait_for_event(
+    cluster: ClusterHandle, pod_name: str, namespace: str, needle: str, *, timeout: float = 180
+) -> str:
+    def found() -> str:
+        for event in events_for(cluster, "Pod", pod_name, namespace):
+            if needle in event:
+                return event
+        return ""
+
+    return str(
+        cluster.wait_until(f"event {needle!r} on {namespace}/{pod_name}", found, timeout=timeout)
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "namespace", "pod_name", "strategy"),
+    [
+        ("quickstart_v1_gpu-test5.yaml", "gpu-test5", "pod0", "TimeSlicing"),
+        ("quickstart_v1_gpu-test-mps.yaml", "gpu-test-mps", "test-pod", "MPS"),
+    ],
+)
+def test_demo_sharing_configs_are_refused_per_claim(
+    driver: Driver, spec: str, namespace: str, pod_name: str, strategy: str
+) -> None:
+    """Until GPU sharing lands, a claim asking for it is allocated but its prepare fails with
+    an error naming the strategy, and the pod waits instead of running unshared."""
+    cluster, manifest = driver.cluster, _demo(spec)
+    with applied(cluster, manifest, namespaces=_namespaces(manifest)):
+        event = _wait_for_event(cluster, pod_name, namespace, f"sharing strategy {strategy}")
+        assert "not supported" in event
+        assert pod(cluster, pod_name, namespace)["status"]["phase"] == "Pending"
+
+
+def test_demo_gpu_test4_mig_devices_are_not_offered_on_full_gpu_nodes(driver: Driver) -> None:
+    """gpu-test4 asks for MIG devices; a node whose fake GPUs have MIG disabled publishes none,
+    so the scheduler keeps its pods Pending and says why."""
+    cluster, manifest = driver.cluster, _demo("quickstart_v1_gpu-test4.yaml")
+    assert not any(
+        d["attributes"]["type"]["string"] == "mig"
+        for d in driver.devices(_node_of(driver)).values()
+    )
+    with applied(cluster, manifest, namespaces=_namespaces(manifest)):
+        pods = cluster.wait_until(
+            "gpu-test4's pods",
+            lambda: cluster.kubectl_json("get", "pods", "-n", "gpu-test4")["items"],
+            timeout=60,
+        )
+        first = pods[0]["metadata"]["name"]
+        event = _wait_for_event(cluster, first, "gpu-test4", "FailedScheduling")
+        assert "cannot allocate all claims" in event
+        assert pod(cluster, first, "gpu-test4")["status"]["phase"] == "Pending"
+
+
 def test_demo_gpu_test7_two_claims_give_two_gpus(driver: Driver) -> None:
     cluster, manifest = driver.cluster, _demo("quickstart_gpu-test7.yaml")
     with applied(cluster, manifest, namespaces=_namespaces(manifest)):
