@@ -8,6 +8,7 @@
     e2e-cluster add-node                   start one more kubelet node
     e2e-cluster import-image ARCHIVE [--node NAME]   import an OCI/Docker archive
     e2e-cluster build                      only build/refresh the binary cache
+    e2e-cluster list                       clusters on this machine (e.g. leaked by a crash)
 
 The state directory defaults to $DRA_E2E_STATE_DIR or /tmp/dra-e2e-cluster.
 """
@@ -20,10 +21,11 @@ import os
 import sys
 from pathlib import Path
 
+from dra_e2e import hostnet
 from dra_e2e.build import ensure_binaries
 from dra_e2e.cluster import DEFAULT_STATE_DIR, Cluster
 from dra_e2e.errors import E2EError
-from dra_e2e.process import tail
+from dra_e2e.process import is_running, tail
 
 
 def _progress(message: str) -> None:
@@ -51,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument("archive", type=Path)
     imp.add_argument("--node", help="only this node (default: every node)")
     sub.add_parser("build", help="build the pinned binaries into the cache")
+    sub.add_parser("list", help="list the clusters on this machine and whether they run")
     return parser
 
 
@@ -87,6 +90,14 @@ def run(argv: list[str]) -> int:
                 print(Path(record.log).read_text(errors="replace"), end="")
             else:
                 print(tail(record.log, lines=args.lines), end="")
+    elif args.command == "list":
+        for slot, state_dir in sorted(hostnet.slot_owners().items()):
+            other = Cluster(state_dir)
+            if not other.exists():
+                print(f"slot {slot}\t{state_dir}\t(no state)")
+                continue
+            running = sum(is_running(p) for p in other.processes())
+            print(f"slot {slot}\t{state_dir}\t{running}/{len(other.processes())} processes")
     elif args.command == "add-node":
         node = cluster.add_node(progress=_progress)
         print(node.name)

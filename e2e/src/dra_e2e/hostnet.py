@@ -102,6 +102,19 @@ def allocate_slot(state_dir: Path) -> int:
     raise ClusterStateError(state_dir, f"all {MAX_SLOTS} network slots in {SLOT_DIR} are taken")
 
 
+def slot_owners() -> dict[int, Path]:
+    """Every allocated slot and the state directory that holds it."""
+    owners: dict[int, Path] = {}
+    for marker in sorted(SLOT_DIR.glob("slot-*")):
+        try:
+            owners[int(marker.name.split("-", 1)[1])] = Path(
+                json.loads(marker.read_text())["state_dir"]
+            )
+        except (ValueError, KeyError, OSError):
+            continue
+    return owners
+
+
 def release_slot(slot: int, state_dir: Path) -> None:
     """Give the slot back if ``state_dir`` still owns it."""
     with _slot_lock():

@@ -54,6 +54,11 @@ def test_cli_up_add_node_status_logs_down_leaves_nothing(e2e_cluster: ClusterHan
             "e2e-node-1": True,
         }
         assert all(p["running"] for p in info["processes"].values())
+        listed = _cli(state_dir, "list").stdout
+        assert any(
+            line.split("\t")[1:] == [str(state_dir), "8/8 processes"]
+            for line in listed.splitlines()
+        ), listed
         logs = _cli(state_dir, "logs", "kube-apiserver", "--lines", "3")
         assert logs.stdout.startswith("===== kube-apiserver: ")
         cluster = Cluster(state_dir)
