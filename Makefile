@@ -3,7 +3,7 @@ SHELL := /bin/bash
 UV := scripts/uv
 PACKAGES := $(wildcard packages/*) e2e
 
-.PHONY: help install lint typecheck pytest test demo bench proto
+.PHONY: help install lint typecheck pytest test demo validate-demo bench proto
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -16,13 +16,18 @@ lint: install ## ruff lint and format check
 
 typecheck: install ## mypy --strict over every package's sources and tests
 	@set -e; for p in $(PACKAGES); do echo "mypy $$p"; $(UV) run --frozen mypy $$p/src $$p/tests; done
+	$(UV) run --frozen mypy bench images deployments/demo_walkthrough.py scripts/demo.py
+	$(UV) run --frozen mypy packages/*/bench
 
 pytest: install ## the test suites of every package, e2e included
 	$(UV) run --frozen pytest $(PYTEST_ARGS)
 
 test: lint typecheck pytest ## everything CI runs: lint, strict typing, all tests
 
-demo: install ## the main job: a demo on fake GPUs
+demo: install ## the main job: a local cluster, the chart on fake GPUs, the seed walkthrough
+	$(UV) run --frozen python deployments/demo_walkthrough.py $(DEMO_ARGS)
+
+validate-demo: install ## offline: validate and summarise the seed and NVIDIA demo objects
 	$(UV) run --frozen python scripts/demo.py
 
 bench: install ## benchmarks (on demand; BENCH=name filters), each printing ratios against a named baseline
