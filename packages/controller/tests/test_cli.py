@@ -39,6 +39,7 @@ def pinned(node: str) -> dict[str, Any]:
 
 CLASS_CONFIG = {
     "source": "FromClass",
+    "requests": ["gpu"],
     "opaque": {
         "driver": "gpu.nvidia.com",
         "parameters": {

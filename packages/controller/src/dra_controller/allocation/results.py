@@ -125,10 +125,6 @@ def build_allocation(
             sub = selected_subrequests.get(r)
             if sub is not None and sub.full_name in names:
                 config.append({"source": "FromClaim", "requests": names, **_body(cfg)})
-    for entry in config:
-        # A config for every request is written with the "empty means all" form.
-        if len(entry.get("requests") or []) == len(claim.requests):
-            entry.pop("requests", None)
     if config:
         devices["config"] = config
     result: dict[str, Any] = {"devices": devices}
