@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from dra_kubelet_plugin.sockets import SocketPaths
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import Message
 
@@ -230,14 +231,22 @@ class PluginDirs:
         """The checkpoint file."""
         return self.plugin_dir / "checkpoint.json"
 
+    def sockets(self, pod_uid: str = "") -> SocketPaths:
+        """The plugin's socket paths (per-pod names with ``pod_uid``)."""
+        return SocketPaths.build(
+            driver_name=DRIVER,
+            registrar_dir=self.registrar,
+            plugins_dir=self.plugins,
+            pod_uid=pod_uid or None,
+        )
+
     def registration_socket(self, pod_uid: str = "") -> Path:
         """Where the registration socket is."""
-        name = f"{DRIVER}-{pod_uid}-reg.sock" if pod_uid else f"{DRIVER}-reg.sock"
-        return self.registrar / name
+        return self.sockets(pod_uid).registration
 
     def dra_socket(self, pod_uid: str = "") -> Path:
         """Where the DRA socket is."""
-        return self.plugin_dir / (f"dra-{pod_uid}.sock" if pod_uid else "dra.sock")
+        return self.sockets(pod_uid).dra
 
 
 class PluginProcess:

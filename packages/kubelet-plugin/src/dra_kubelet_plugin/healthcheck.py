@@ -14,6 +14,7 @@ import grpc
 import grpc.aio
 
 from dra_kubelet_plugin._proto import dra_v1_pb2, grpc_health_v1_pb2, pluginregistration_v1_pb2
+from dra_kubelet_plugin.sockets import short_socket_path
 
 __all__ = ["HealthcheckServer", "probe_sockets"]
 
@@ -23,23 +24,25 @@ log = logging.getLogger(__name__)
 async def probe_sockets(*, registration: Path, dra: Path, timeout_s: float = 5.0) -> str | None:
     """Dial both sockets; return ``None`` when healthy, else what failed."""
     try:
-        async with grpc.aio.insecure_channel(f"unix://{registration}") as channel:
-            get_info = channel.unary_unary(
-                "/pluginregistration.Registration/GetInfo",
-                request_serializer=pluginregistration_v1_pb2.InfoRequest.SerializeToString,
-                response_deserializer=pluginregistration_v1_pb2.PluginInfo.FromString,
-            )
-            await get_info(pluginregistration_v1_pb2.InfoRequest(), timeout=timeout_s)
+        with short_socket_path(registration) as reg_path:
+            async with grpc.aio.insecure_channel(f"unix://{reg_path}") as channel:
+                get_info = channel.unary_unary(
+                    "/pluginregistration.Registration/GetInfo",
+                    request_serializer=pluginregistration_v1_pb2.InfoRequest.SerializeToString,
+                    response_deserializer=pluginregistration_v1_pb2.PluginInfo.FromString,
+                )
+                await get_info(pluginregistration_v1_pb2.InfoRequest(), timeout=timeout_s)
     except (TimeoutError, grpc.aio.AioRpcError) as exc:
         return f"registration socket {registration}: {exc}"
     try:
-        async with grpc.aio.insecure_channel(f"unix://{dra}") as channel:
-            prepare = channel.unary_unary(
-                "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources",
-                request_serializer=dra_v1_pb2.NodePrepareResourcesRequest.SerializeToString,
-                response_deserializer=dra_v1_pb2.NodePrepareResourcesResponse.FromString,
-            )
-            await prepare(dra_v1_pb2.NodePrepareResourcesRequest(), timeout=timeout_s)
+        with short_socket_path(dra) as dra_path:
+            async with grpc.aio.insecure_channel(f"unix://{dra_path}") as channel:
+                prepare = channel.unary_unary(
+                    "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources",
+                    request_serializer=dra_v1_pb2.NodePrepareResourcesRequest.SerializeToString,
+                    response_deserializer=dra_v1_pb2.NodePrepareResourcesResponse.FromString,
+                )
+                await prepare(dra_v1_pb2.NodePrepareResourcesRequest(), timeout=timeout_s)
     except (TimeoutError, grpc.aio.AioRpcError) as exc:
         return f"DRA socket {dra}: {exc}"
     return None

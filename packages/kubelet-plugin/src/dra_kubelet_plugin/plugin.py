@@ -34,7 +34,12 @@ from dra_kubelet_plugin.publisher import SlicePublisher
 from dra_kubelet_plugin.registration import RegistrationServer, supported_versions
 from dra_kubelet_plugin.settings import DRIVER_NAME, Settings
 from dra_kubelet_plugin.slices import SliceSpec, build_resource_slices
-from dra_kubelet_plugin.sockets import SocketPaths, remove_stale_socket
+from dra_kubelet_plugin.sockets import (
+    SocketPaths,
+    bind_unix,
+    check_kubelet_dialable,
+    remove_stale_socket,
+)
 from dra_kubelet_plugin.state import DeviceState
 
 __all__ = ["KubeletPlugin", "open_devices", "render_resource_slices"]
@@ -120,6 +125,11 @@ class KubeletPlugin:
             plugins_dir=s.plugins_dir,
             pod_uid=s.pod_uid or None,
         )
+        # Fail before touching any state: a socket the kubelet cannot dial is never registered.
+        check_kubelet_dialable(
+            paths.registration.absolute(), setting="--kubelet-registrar-directory-path"
+        )
+        check_kubelet_dialable(paths.dra.resolve(), setting="--kubelet-plugins-directory-path")
         edits: EditsProvider
         if s.device_backend == "fake":
             edits = FakeEdits(s.plugin_dir / "claims")
@@ -154,7 +164,7 @@ class KubeletPlugin:
         server.add_generic_rpc_handlers(tuple(handlers))
         paths.dra.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_socket(paths.dra)
-        server.add_insecure_port(f"unix://{paths.dra.resolve()}")
+        bind_unix(server, paths.dra.resolve())
         await server.start()
         cleanups.append(lambda: server.stop(grace=5.0))
         log.info("DRA services serving", extra={"event": "dra_serving", "socket": str(paths.dra)})

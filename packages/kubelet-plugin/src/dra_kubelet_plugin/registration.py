@@ -18,7 +18,7 @@ import grpc
 import grpc.aio
 
 from dra_kubelet_plugin._proto import pluginregistration_v1_pb2 as pb
-from dra_kubelet_plugin.sockets import remove_stale_socket
+from dra_kubelet_plugin.sockets import bind_unix, remove_stale_socket
 
 __all__ = ["DRA_PLUGIN_TYPE", "RegistrationServer", "supported_versions"]
 
@@ -70,7 +70,7 @@ class RegistrationServer:
         remove_stale_socket(self.socket_path)
         server = grpc.aio.server()
         server.add_generic_rpc_handlers((self._handler(),))
-        server.add_insecure_port(f"unix://{self.socket_path}")
+        bind_unix(server, self.socket_path)
         await server.start()
         self._server = server
         log.info(
