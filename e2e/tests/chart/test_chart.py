@@ -198,8 +198,9 @@ def test_nvml_backend_is_privileged_and_reads_the_driver_root(render: Render) ->
     assert container["securityContext"] == {"privileged": True}
     assert "--device-backend=nvml" in container["args"]
     assert "--nvidia-driver-root=/run/nvidia/driver" in container["args"]
+    assert "--container-driver-root=/driver-root" in container["args"]
     mounts = {m["name"]: m for m in container["volumeMounts"]}
-    assert mounts["driver-root"]["mountPath"] == "/run/nvidia/driver"
+    assert mounts["driver-root"]["mountPath"] == "/driver-root"
     assert mounts["driver-root"]["readOnly"] is True
     volumes = {v["name"]: v for v in _pod_spec(objects)["volumes"]}
     assert volumes["driver-root"]["hostPath"]["path"] == "/run/nvidia/driver"
@@ -211,11 +212,27 @@ def test_nvml_backend_is_privileged_and_reads_the_driver_root(render: Render) ->
     assert "feature.node.kubernetes.io/pci-10de.present" in keys
 
 
-def test_host_installed_driver_is_mounted_beside_the_container_root(render: Render) -> None:
-    container = _container(render())
-    assert "--nvidia-driver-root=/driver-root" in container["args"]
+@pytest.mark.parametrize(
+    ("root", "host_root"),
+    [
+        ("/", "/"),
+        ("/run/nvidia/driver", "/run/nvidia/driver"),
+        ("/run/nvidia/driver/", "/run/nvidia/driver"),
+    ],
+)
+def test_cdi_specs_name_host_driver_paths_the_plugin_reads_below_driver_root(
+    render: Render, root: str, host_root: str
+) -> None:
+    # CDI specs are resolved by the container runtime on the host: --nvidia-driver-root must be
+    # the host path, and --container-driver-root where the plugin sees the same files.
+    objects = render({"nvidiaDriverRoot": root})
+    container = _container(objects)
+    args = [a for a in container["args"] if "driver-root" in a]
+    assert args == [f"--nvidia-driver-root={host_root}", "--container-driver-root=/driver-root"]
     mounts = {m["name"]: m for m in container["volumeMounts"]}
     assert mounts["driver-root"]["mountPath"] == "/driver-root"
+    volumes = {v["name"]: v for v in _pod_spec(objects)["volumes"]}
+    assert volumes["driver-root"]["hostPath"]["path"] == root
 
 
 def test_security_context_values_override_the_default_key_by_key(render: Render) -> None:
@@ -275,11 +292,13 @@ def test_flags_follow_the_values(render: Render) -> None:
     assert volumes["cdi"] == "/etc/cdi"
 
 
-def test_per_pod_sockets_only_when_plugin_pods_overlap(render: Render) -> None:
+def test_per_pod_sockets_whatever_the_update_strategy(render: Render) -> None:
     def env_names(sets: dict[str, str]) -> set[str]:
         return {e["name"] for e in _container(render(sets))["env"]}
 
-    assert "POD_UID" not in env_names({})
+    assert "POD_UID" in env_names({})
+    (pod_uid,) = [e for e in _container(render({}))["env"] if e["name"] == "POD_UID"]
+    assert pod_uid["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.uid"}}
     surge = {
         "kubeletPlugin.updateStrategy.rollingUpdate.maxSurge": "1",
         "kubeletPlugin.updateStrategy.rollingUpdate.maxUnavailable": "0",
