@@ -6,6 +6,7 @@
     e2e-cluster kubeconfig [--state-dir DIR]   print the admin kubeconfig path
     e2e-cluster logs [COMPONENT] [--lines N]   tail of one or every component log
     e2e-cluster add-node                   start one more kubelet node
+    e2e-cluster restart-kubelet --node NAME [--graceful]   kill a kubelet (SIGKILL) and restart it
     e2e-cluster import-image ARCHIVE [--node NAME]   import an OCI/Docker archive
     e2e-cluster build                      only build/refresh the binary cache
     e2e-cluster list                       clusters on this machine (e.g. leaked by a crash)
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -49,6 +51,13 @@ def _parser() -> argparse.ArgumentParser:
     logs.add_argument("component", nargs="?", help="e.g. kube-apiserver, kubelet-e2e-node-0")
     logs.add_argument("--lines", type=int, default=50, help="lines per log (0: whole file)")
     sub.add_parser("add-node", help="start one more kubelet node")
+    restart = sub.add_parser(
+        "restart-kubelet", help="kill a node's kubelet and start it again; wait until Ready"
+    )
+    restart.add_argument("--node", required=True, help="node name, e.g. e2e-node-0")
+    restart.add_argument(
+        "--graceful", action="store_true", help="SIGTERM instead of SIGKILL (a crash)"
+    )
     imp = sub.add_parser("import-image", help="import an OCI/Docker image archive")
     imp.add_argument("archive", type=Path)
     imp.add_argument("--node", help="only this node (default: every node)")
@@ -101,6 +110,10 @@ def run(argv: list[str]) -> int:
     elif args.command == "add-node":
         node = cluster.add_node(progress=_progress)
         print(node.name)
+    elif args.command == "restart-kubelet":
+        sig = signal.SIGTERM if args.graceful else signal.SIGKILL
+        record = cluster.restart_kubelet(args.node, sig=sig, progress=_progress)
+        print(record.pid)
     elif args.command == "import-image":
         for ref in cluster.import_image(args.archive, node=args.node):
             print(ref)

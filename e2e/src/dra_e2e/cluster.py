@@ -12,9 +12,11 @@ each node's containerd root and kubelet root, and one log file per component.
 
 from __future__ import annotations
 
+import calendar
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -37,6 +39,7 @@ from dra_e2e.process import (
     ProcessRecord,
     is_running,
     pids_referencing,
+    signal_and_wait,
     spawn,
     tail,
 )
@@ -482,6 +485,79 @@ class Cluster:
             interval=1.0,
         )
 
+    def respawn(self, name: str, *, sig: signal.Signals = signal.SIGKILL) -> ProcessRecord:
+        """Stop the recorded daemon ``name`` with ``sig`` and start it again, same command line.
+
+        The new process appends to the same log and replaces the old record in ``cluster.json``
+        (so ``down`` stops the new one). Nothing else is touched: a kubelet's pods keep running
+        in containerd, as on a real node whose kubelet crashed.
+        """
+        records = [ProcessRecord.from_json(p) for p in self.state.processes]
+        index = next((i for i, r in enumerate(records) if r.name == name), None)
+        if index is None:
+            raise ClusterStateError(self.state_dir, f"no process named {name!r}")
+        old = records[index]
+        signal_and_wait(old, sig)
+        env = None
+        if name.startswith("containerd-"):
+            env = dict(os.environ)
+            env["PATH"] = (
+                f"{self.bins.containerd_dir}:{env.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}"
+            )
+        new = spawn(name, old.argv, log=Path(old.log), env=env)
+        self.state.processes[index] = new.to_json()
+        self._save()
+        return new
+
+    def restart_kubelet(
+        self,
+        node: str,
+        *,
+        sig: signal.Signals = signal.SIGKILL,
+        timeout: float = 120.0,
+        progress: Progress = _quiet,
+    ) -> ProcessRecord:
+        """Kill a node's kubelet (SIGKILL by default: a crash) and start it again.
+
+        Returns once the new kubelet answers ``/healthz`` and has posted a Ready node status
+        after the restart, so callers see the restarted kubelet, not the stale Ready condition
+        the old one left behind (the API server keeps it until the node lease expires).
+        """
+        target = next((n for n in self.state.nodes if n.name == node), None)
+        if target is None:
+            raise ClusterStateError(self.state_dir, f"no node named {node!r}")
+        restarted_at = time.time()
+        record = self.respawn(f"kubelet-{node}", sig=sig)
+        progress(f"[dra-e2e] {node}: kubelet killed with {sig.name}, restarted (pid {record.pid})")
+        wait_for(
+            f"kubelet /healthz of {node}",
+            lambda: http_ok(f"http://127.0.0.1:{target.healthz_port}/healthz"),
+            process=record,
+            timeout=timeout,
+        )
+        wait_for(
+            f"node {node} Ready after the kubelet restart",
+            lambda: self._ready_since(node, restarted_at),
+            process=record,
+            timeout=timeout,
+            interval=1.0,
+        )
+        progress(f"[dra-e2e] {node}: Ready again")
+        return record
+
+    def _ready_since(self, name: str, since: float) -> bool:
+        """Whether node ``name`` is Ready with a heartbeat at or after ``since`` (epoch s)."""
+        try:
+            data = json.loads(self.kubectl("get", "node", name, "-o", "json", timeout=15))
+        except (KubectlError, subprocess.TimeoutExpired, json.JSONDecodeError):
+            return False
+        for cond in data.get("status", {}).get("conditions", []):
+            if cond.get("type") == "Ready":
+                beat = _epoch(cond.get("lastHeartbeatTime", ""))
+                # Timestamps have whole seconds: a beat in the restart's second counts.
+                return cond.get("status") == "True" and beat >= int(since)
+        return False
+
     # ----- queries -----------------------------------------------------------------
     def kubectl(self, *args: str, input_text: str | None = None, timeout: float = 60) -> str:
         """Run kubectl against this cluster as cluster-admin; return stdout."""
@@ -581,6 +657,15 @@ class Cluster:
         """Live processes of this cluster: our binaries naming our state directory."""
         dirs = [self.bins.kube_dir, self.bins.etcd_dir, self.bins.containerd_dir]
         return pids_referencing(str(self.state_dir), executables_under=dirs)
+
+
+def _epoch(timestamp: str) -> float:
+    """Seconds since the epoch of an RFC 3339 ``...Z`` timestamp; 0 if unparsable."""
+    try:
+        parsed = time.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        return 0.0
+    return float(calendar.timegm(parsed))
 
 
 def _runc() -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from typing import Any
 from dra_e2e.build import KUBE, binaries, is_built
 from dra_e2e.cluster import Cluster
 from dra_e2e.errors import ClusterStateError, E2EError, KubectlError, ToolMissingError
+from dra_e2e.process import ProcessRecord
 
 
 def default_kubectl() -> Path:
@@ -103,3 +105,16 @@ class ClusterHandle:
                 self.kubeconfig, "import_image needs the local e2e cluster (not $KUBECONFIG)"
             )
         return self.local.import_image(archive, node=node)
+
+    def restart_kubelet(self, node: str, *, graceful: bool = False) -> ProcessRecord:
+        """Kill a node's kubelet (SIGKILL, or SIGTERM when ``graceful``) and start it again.
+
+        Returns once the node is Ready again with a status from the new kubelet. Only the
+        local cluster's kubelets can be restarted from here.
+        """
+        if self.local is None:
+            raise ClusterStateError(
+                self.kubeconfig, "restart_kubelet needs the local e2e cluster (not $KUBECONFIG)"
+            )
+        sig = signal.SIGTERM if graceful else signal.SIGKILL
+        return self.local.restart_kubelet(node, sig=sig)

@@ -130,6 +130,25 @@ def stop(record: ProcessRecord, *, timeout: float = 15.0) -> bool:
     return True
 
 
+def signal_and_wait(record: ProcessRecord, sig: signal.Signals, *, timeout: float = 15.0) -> bool:
+    """Send ``sig`` to the recorded process and wait until it is gone; True if it was running.
+
+    For crash tests (SIGKILL: no cleanup at all). A process still alive after ``timeout`` is
+    SIGKILLed, so the caller can always start a replacement.
+    """
+    if not is_running(record):
+        reap_children()
+        return False
+    _signal(record.pid, sig)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        reap_children()
+        if not is_running(record):
+            return True
+        time.sleep(0.05)
+    return stop(record, timeout=0)
+
+
 def _signal(pid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)

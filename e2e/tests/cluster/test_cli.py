@@ -31,6 +31,16 @@ def test_commands_on_a_missing_cluster_fail_cleanly(tmp_path: Path, command: str
 def test_help_lists_every_command() -> None:
     result = _cli("--help")
     assert result.returncode == 0
-    commands = ("up", "down", "status", "kubeconfig", "logs", "add-node", "import-image", "list")
+    commands = (
+        "up",
+        "down",
+        "status",
+        "kubeconfig",
+        "logs",
+        "add-node",
+        "restart-kubelet",
+        "import-image",
+        "list",
+    )
     for command in commands:
         assert command in result.stdout
