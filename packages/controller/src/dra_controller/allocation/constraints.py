@@ -61,11 +61,17 @@ class MatchAttribute(Constraint):
 
 
 class DistinctAttribute(Constraint):
-    """All devices must have different values of the attribute."""
+    """Devices must have different values of the attribute, as the kube-scheduler checks it.
+
+    The kube-scheduler (1.36) remembers one value per request (the last device added for it)
+    and forgets it when any device of that request is removed, so a request with several
+    devices is only checked against its latest one. Choices must equal the scheduler's, so
+    this tracks the same way; the differential e2e test found the difference.
+    """
 
     def __init__(self, spec: ConstraintSpec) -> None:
         super().__init__(spec)
-        self.values: dict[tuple[str, str, str], AttrValue] = {}
+        self.values: dict[str, AttrValue] = {}
 
     def add(self, request: str, subrequest: str, dev: DeviceInfo) -> bool:
         """See Constraint.add."""
@@ -76,13 +82,13 @@ class DistinctAttribute(Constraint):
             return False
         if any(existing == value for existing in self.values.values()):
             return False
-        self.values[dev.id] = value
+        self.values[request] = value
         return True
 
-    def remove(self, request: str, subrequest: str, dev: DeviceInfo) -> None:
-        """See Constraint.remove."""
+    def remove(self, request: str, subrequest: str, dev: DeviceInfo) -> None:  # noqa: ARG002
+        """See Constraint.remove: drops the request's value, as the scheduler does."""
         if self.applies(request, subrequest):
-            self.values.pop(dev.id, None)
+            self.values.pop(request, None)
 
 
 def build_constraint(spec: ConstraintSpec) -> Constraint | None:
