@@ -479,6 +479,94 @@ def test_plugin_restart_republishes_slices_and_keeps_prepared_claims(
         _assert_unprepared(driver, node, claim_uid)
 
 
+def _checkpoint_claims(driver: Driver, node: str) -> dict[str, Any]:
+    """The plugin checkpoint's claims (uid -> entry) of a local node."""
+    doc = json.loads((driver.plugin_dir(node) / "checkpoint.json").read_text())
+    return dict(doc.get("claims", {}))
+
+
+def _cdi_specs_of(driver: Driver, node: str, claim_uid: str) -> dict[str, str]:
+    """File name -> content of the CDI specs that mention a claim."""
+    return {
+        p.name: p.read_text()
+        for p in sorted(driver.cdi_dir(node).iterdir())
+        if p.is_file() and claim_uid in p.read_text()
+    }
+
+
+def _container_state(cluster: ClusterHandle, name: str, namespace: str) -> tuple[str, int]:
+    (status,) = pod(cluster, name, namespace)["status"]["containerStatuses"]
+    return str(status["containerID"]), int(status["restartCount"])
+
+
+def test_kubelet_crash_and_restart_republishes_slices_without_losing_or_doubling_preparation(
+    driver: Driver, e2e_namespace: str
+) -> None:
+    cluster, node = driver.cluster, _node_of(driver)
+    if cluster.local is None or not driver.local:
+        pytest.skip("restarting a kubelet needs the local e2e cluster")
+    selector = "device.attributes['gpu.nvidia.com'].type == 'gpu'"
+    manifest = _claim_pod("holder", e2e_namespace, selector)
+    second = _claim_pod("second", e2e_namespace, selector)
+    with applied(cluster, manifest):
+        wait_running(cluster, "holder", e2e_namespace)
+        (claim,) = pod_claims(cluster, "holder", e2e_namespace).values()
+        claim_uid = claim["metadata"]["uid"]
+        (held,) = allocated_devices(claim)
+        held_uuid = _uuid_of(driver, node, held)
+        before = {d: _uuid_of(driver, node, d) for d in driver.devices(node)}
+        old_slices = {s["metadata"]["name"] for s in driver.slices(node)}
+        entry = _checkpoint_claims(driver, node)[claim_uid]
+        specs = _cdi_specs_of(driver, node, claim_uid)
+        assert entry["state"] == "PrepareCompleted"
+        assert len(specs) == 1, specs
+        container = _container_state(cluster, "holder", e2e_namespace)
+
+        # A crash: SIGKILL, no cleanup. Returns once the new kubelet reported the node Ready.
+        cluster.restart_kubelet(node)
+
+        # The new kubelet wipes every slice of its node at start; the plugin must publish
+        # the same devices again (new objects: the wiped ones are gone).
+        def republished() -> bool:
+            slices = driver.slices(node)
+            names = {s["metadata"]["name"] for s in slices}
+            devices = {
+                d["name"]: d["attributes"]["uuid"]["string"]
+                for s in slices
+                for d in s["spec"].get("devices", [])
+            }
+            return bool(names) and not names & old_slices and devices == before
+
+        cluster.wait_until("slices wiped and republished", republished, timeout=180, interval=2)
+
+        # The running pod was neither restarted nor re-prepared into a second state.
+        assert _container_state(cluster, "holder", e2e_namespace) == container
+        assert pod(cluster, "holder", e2e_namespace)["status"]["phase"] == "Running"
+        claims_after = _checkpoint_claims(driver, node)
+        assert claims_after[claim_uid] == entry, "checkpoint entry unchanged"
+        holders = [
+            uid
+            for uid, c in claims_after.items()
+            if any(d["deviceName"] == held for d in c["devices"])
+        ]
+        assert holders == [claim_uid], f"{held} prepared for {holders}"
+        assert _cdi_specs_of(driver, node, claim_uid) == specs, "CDI spec unchanged, no duplicate"
+
+        # The restarted kubelet still prepares new claims, on a different GPU.
+        with applied(cluster, second):
+            wait_running(cluster, "second", e2e_namespace)
+            (claim2,) = pod_claims(cluster, "second", e2e_namespace).values()
+            claim2_uid = claim2["metadata"]["uid"]
+            (other,) = allocated_devices(claim2)
+            assert other != held
+            assert _gpus_in_log(cluster, "second", e2e_namespace, "ctr") == [before[other]]
+            assert _gpus_in_log(cluster, "holder", e2e_namespace, "ctr") == [held_uuid]
+            assert set(_checkpoint_claims(driver, node)) >= {claim_uid, claim2_uid}
+        _assert_unprepared(driver, node, claim2_uid)
+        assert claim_uid in _checkpoint_claims(driver, node), "the first claim stays prepared"
+    _assert_unprepared(driver, node, claim_uid)
+
+
 def test_rendered_manifests_pass_server_side_validation(driver: Driver) -> None:
     rendered = run_helm(
         helm_path(),
