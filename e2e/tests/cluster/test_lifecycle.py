@@ -1,4 +1,5 @@
-"""``e2e-cluster`` end to end on a private cluster: up, two nodes, status, logs, down.
+"""``e2e-cluster`` end to end on a private cluster: up, two nodes, kubelet restart, status, logs,
+down.
 
 ``down`` must leave nothing behind: no process, bridge, DNAT chain, cgroup,
 mount, slot or state directory.
@@ -45,6 +46,13 @@ def test_cli_up_add_node_status_logs_down_leaves_nothing(e2e_cluster: ClusterHan
         added = _cli(state_dir, "add-node")
         assert added.returncode == 0, added.stderr
         assert added.stdout.strip() == "e2e-node-1"
+        old_kubelet = _kubelet(state_dir, "e2e-node-1")
+        restarted = _cli(state_dir, "restart-kubelet", "--node", "e2e-node-1")
+        assert restarted.returncode == 0, restarted.stderr
+        new_kubelet = _kubelet(state_dir, "e2e-node-1")
+        assert restarted.stdout.strip() == str(new_kubelet.pid)
+        assert not is_running(old_kubelet)
+        assert is_running(new_kubelet)
         status = _cli(state_dir, "status")
         assert status.returncode == 0, status.stdout + status.stderr
         info = json.loads(status.stdout)
@@ -71,6 +79,11 @@ def test_cli_up_add_node_status_logs_down_leaves_nothing(e2e_cluster: ClusterHan
     assert down.returncode == 0, down.stderr
     assert "nothing left behind" in down.stderr
     _assert_nothing_left(cluster, records, net, bridges, cgroups)
+
+
+def _kubelet(state_dir: Path, node: str) -> ProcessRecord:
+    (record,) = [p for p in Cluster(state_dir).processes() if p.name == f"kubelet-{node}"]
+    return record
 
 
 def _assert_nothing_left(
