@@ -1,0 +1,425 @@
+"""Differential testing of ``kubectl dra allocate`` against the real kube-scheduler.
+
+A :class:`Scenario` is a set of DeviceClasses and ResourceSlices for a made-up driver plus a
+sequence of pods, each with its ResourceClaims. :func:`run_scenario` creates the objects on the
+cluster, lets the real scheduler allocate the pods' claims one pod after the other, and after
+each pod gives ``kubectl-dra allocate`` the same objects: the classes, slices and nodes, the
+claims of earlier pods as the scheduler allocated them (they hold their devices), and this
+pod's claims as they were created, before allocation. The allocations must be equal, except
+for what the scheduler makes up per run (``allocationTimestamp``, random ``shareID``).
+
+No kubelet plugin serves the made-up drivers, so the pods never start; the scheduler still
+allocates and binds them. Everything a scenario creates is labelled with its run id and deleted
+afterwards (pods forcibly, since they are stuck before their containers start).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dra_e2e.errors import KubectlError
+from dra_e2e.handle import ClusterHandle
+from dra_e2e.versions import TEST_IMAGE
+
+KUBECTL_DRA = Path(sys.executable).parent / "kubectl-dra"
+RUN_LABEL = "dra-e2e-differential"
+ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Names:
+    """The names one scenario run uses: unique per run, since classes and slices are global."""
+
+    scenario: str
+    run_id: str
+    node: str
+    namespace: str
+
+    @property
+    def driver(self) -> str:
+        """The made-up driver (also the DeviceClass name)."""
+        return f"diff-{self.scenario}-{self.run_id}.example.com"
+
+    def slice_name(self, suffix: str) -> str:
+        """A ResourceSlice name for this run."""
+        return f"diff-{self.scenario}-{self.run_id}-{suffix}"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """What to create: classes and slices, then pods (each a list of claims) in order.
+
+    ``requires`` names the fields a feature gate must let through the apiserver, as
+    ``slices:<path>`` into the created slices or ``claims:<path>`` into the claims of all pods
+    in order (e.g. ``slices:0.spec.sharedCounters``); if one is dropped the scenario is skipped.
+    """
+
+    name: str
+    classes: Callable[[Names], list[Obj]]
+    slices: Callable[[Names], list[Obj]]
+    pods: Callable[[Names], list[list[Obj]]]
+    requires: tuple[str, ...] = ()
+    admin_namespace: bool = False
+    # Pods (by index) the scheduler must find unschedulable; None: whatever it finds.
+    unschedulable: tuple[int, ...] | None = ()
+
+
+@dataclass
+class PodOutcome:
+    """One pod's claims: what the scheduler wrote and what kubectl-dra computed."""
+
+    pod: str
+    node: str | None  # None: the scheduler found the pod unschedulable
+    scheduler: dict[str, Obj] = field(default_factory=dict)
+    ours: dict[str, Obj] = field(default_factory=dict)
+
+
+class ScenarioSkipped(Exception):
+    """The cluster's feature gates drop a field this scenario needs."""
+
+
+def device_class(names: Names, *, extra_cel: str | None = None, config: Any = None) -> Obj:
+    """The scenario's DeviceClass: the driver's devices, optionally narrowed, with a config."""
+    selectors = [{"cel": {"expression": f'device.driver == "{names.driver}"'}}]
+    if extra_cel:
+        selectors.append({"cel": {"expression": extra_cel}})
+    spec: Obj = {"selectors": selectors}
+    if config is not None:
+        spec["config"] = [{"opaque": {"driver": names.driver, "parameters": config}}]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": names.driver},
+        "spec": spec,
+    }
+
+
+def resource_slice(
+    names: Names,
+    suffix: str,
+    *,
+    devices: list[Obj] | None = None,
+    shared_counters: list[Obj] | None = None,
+    slice_count: int = 1,
+    generation: int = 1,
+    node_selector: Obj | None = None,
+) -> Obj:
+    """A slice in the pool named after the node (node-local unless ``node_selector``)."""
+    spec: Obj = {
+        "driver": names.driver,
+        "pool": {"name": names.node, "generation": generation, "resourceSliceCount": slice_count},
+    }
+    if node_selector is not None:
+        spec["nodeSelector"] = node_selector
+    else:
+        spec["nodeName"] = names.node
+    if devices is not None:
+        spec["devices"] = devices
+    if shared_counters is not None:
+        spec["sharedCounters"] = shared_counters
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": names.slice_name(suffix)},
+        "spec": spec,
+    }
+
+
+def claim(names: Names, name: str, requests: list[Obj], **devices: Any) -> Obj:
+    """A ResourceClaim; ``devices`` adds ``constraints``/``config`` next to the requests."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": names.namespace},
+        "spec": {"devices": {"requests": requests, **devices}},
+    }
+
+
+def exactly(names: Names, name: str, *, selectors: tuple[str, ...] = (), **extra: Any) -> Obj:
+    """A request for devices of the scenario's class (count, allocationMode... in ``extra``)."""
+    body: Obj = {"deviceClassName": names.driver, **extra}
+    if selectors:
+        body["selectors"] = [{"cel": {"expression": s}} for s in selectors]
+    return {"name": name, "exactly": body}
+
+
+def pod_manifest(names: Names, pod: str, claims: list[str]) -> Obj:
+    """A pod using the claims; it never starts, no plugin serves the driver."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod,
+            "namespace": names.namespace,
+            "labels": {RUN_LABEL: names.run_id},
+        },
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": TEST_IMAGE,
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": ["sleep", "3600"],
+                    "resources": {"claims": [{"name": f"c{i}"} for i in range(len(claims))]},
+                }
+            ],
+            "resourceClaims": [
+                {"name": f"c{i}", "resourceClaimName": c} for i, c in enumerate(claims)
+            ],
+        },
+    }
+
+
+def _labelled(obj: Obj, run_id: str) -> Obj:
+    out = copy.deepcopy(obj)
+    out["metadata"].setdefault("labels", {})[RUN_LABEL] = run_id
+    return out
+
+
+def _create(cluster: ClusterHandle, objs: list[Obj], run_id: str) -> list[Obj]:
+    """Create the objects; return them as the apiserver stored them, in order."""
+    if not objs:
+        return []
+    body = {"apiVersion": "v1", "kind": "List", "items": [_labelled(o, run_id) for o in objs]}
+    text = cluster.kubectl("create", "-f", "-", "-o", "json", input_text=json.dumps(body))
+    # kubectl prints one JSON document per created object, back to back.
+    decoder = json.JSONDecoder()
+    items: list[Obj] = []
+    pos = 0
+    while pos < len(text):
+        if text[pos].isspace():
+            pos += 1
+            continue
+        obj, pos = decoder.raw_decode(text, pos)
+        items.extend(obj["items"] if obj.get("kind") == "List" else [obj])
+    if len(items) != len(objs):
+        raise AssertionError(f"created {len(objs)} objects, kubectl printed {len(items)}")
+    return items
+
+
+def _lookup(obj: Any, path: str) -> Any:
+    for part in path.split("."):
+        if isinstance(obj, list):
+            obj = obj[int(part)] if part.isdigit() and int(part) < len(obj) else None
+        elif isinstance(obj, dict):
+            obj = obj.get(part)
+        else:
+            return None
+    return obj
+
+
+def normalized(allocation: Obj) -> Obj:
+    """An allocation without what the scheduler makes up per run."""
+    out = copy.deepcopy(allocation)
+    out.pop("allocationTimestamp", None)
+    for result in out.get("devices", {}).get("results", []):
+        # Upstream draws a random UUID; ours is deterministic. Both must be present.
+        if "shareID" in result:
+            result["shareID"] = "<present>"
+    return out
+
+
+def _pod_failure(cluster: ClusterHandle, namespace: str, pod: str) -> str:
+    try:
+        data = cluster.kubectl_json("get", "pod", pod, "-n", namespace)
+    except KubectlError as exc:
+        return str(exc)
+    conditions = data.get("status", {}).get("conditions", [])
+    return json.dumps(conditions)
+
+
+UNSCHEDULABLE_GRACE_S = 3.0
+
+
+def _marked_unschedulable(pod: Obj) -> bool:
+    for cond in pod.get("status", {}).get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            return bool(cond.get("reason") == "Unschedulable")
+    return False
+
+
+def _wait_scheduled(
+    cluster: ClusterHandle, namespace: str, pod: str, claims: list[str]
+) -> tuple[str | None, dict[str, Obj]]:
+    """Wait for the scheduler's verdict on the pod: (node, its claims allocated) or (None, {}).
+
+    A pod counts as unschedulable only if it stays so for a grace period with its claims
+    unallocated: the scheduler's first attempt may race with its informers seeing the new
+    slices, and it retries when they arrive.
+    """
+    unschedulable_at: list[float] = []
+
+    def check() -> tuple[str | None, dict[str, Obj]] | None:
+        data = cluster.kubectl_json("get", "pod", pod, "-n", namespace)
+        node = data.get("spec", {}).get("nodeName")
+        found: dict[str, Obj] = {}
+        for name in claims:
+            obj = cluster.kubectl_json("get", "resourceclaim", name, "-n", namespace)
+            if obj.get("status", {}).get("allocation"):
+                found[name] = obj
+        if node and len(found) == len(claims):
+            return node, found
+        if node or found or not _marked_unschedulable(data):
+            unschedulable_at.clear()
+            return None
+        if not unschedulable_at:
+            unschedulable_at.append(time.monotonic())
+        if time.monotonic() - unschedulable_at[0] >= UNSCHEDULABLE_GRACE_S:
+            return None, {}
+        return None
+
+    try:
+        result: tuple[str | None, dict[str, Obj]] = cluster.wait_until(
+            f"the scheduler to decide on pod {namespace}/{pod} (claims {claims})",
+            check,
+            timeout=60,
+            interval=0.5,
+        )
+    except Exception as exc:
+        raise AssertionError(
+            f"{exc}; pod conditions: {_pod_failure(cluster, namespace, pod)}"
+        ) from exc
+    return result
+
+
+def run_kubectl_dra(workdir: Path, objects: list[Obj], claims: list[str]) -> Obj:
+    """``kubectl-dra allocate -o json`` on the objects for the named claims (NS/NAME)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / f"input-{uuid.uuid4().hex[:6]}.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    args = [str(KUBECTL_DRA), "allocate", "-f", str(path), "-o", "json"]
+    for key in claims:
+        args += ["--claim", key]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
+    if proc.returncode not in (0, 1):
+        raise AssertionError(
+            f"kubectl-dra allocate failed (exit {proc.returncode}) on {path}: {proc.stderr}"
+        )
+    result: Obj = json.loads(proc.stdout)
+    return result
+
+
+def _delete_all(cluster: ClusterHandle, names: Names) -> None:
+    selector = f"{RUN_LABEL}={names.run_id}"
+    cluster.kubectl(
+        "delete", "pods", "-n", names.namespace, "-l", selector,
+        "--grace-period=0", "--force", "--ignore-not-found", "--wait=true", timeout=120,
+    )  # fmt: skip
+    cluster.kubectl(
+        "delete", "resourceclaims", "-n", names.namespace, "-l", selector,
+        "--ignore-not-found", "--wait=true", timeout=120,
+    )  # fmt: skip
+    cluster.kubectl(
+        "delete", "resourceslices,deviceclasses", "-l", selector, "--ignore-not-found",
+        "--wait=true", timeout=120,
+    )  # fmt: skip
+
+
+@contextmanager
+def scenario_objects(cluster: ClusterHandle, names: Names) -> Iterator[None]:
+    """Delete everything labelled with the run id afterwards, pods before their claims."""
+    try:
+        yield
+    finally:
+        _delete_all(cluster, names)
+
+
+def target_node(cluster: ClusterHandle) -> str:
+    """The first schedulable node by name: the one the scenario's slices are published on."""
+    data = cluster.kubectl_json("get", "nodes")
+    for node in sorted(data["items"], key=lambda n: n["metadata"]["name"]):
+        taints = node.get("spec", {}).get("taints") or []
+        if node.get("spec", {}).get("unschedulable"):
+            continue
+        if any(t.get("effect") in ("NoSchedule", "NoExecute") for t in taints):
+            continue
+        return str(node["metadata"]["name"])
+    raise AssertionError("no schedulable node in the cluster")
+
+
+def _check_kept(scenario: Scenario, kind: str, created: list[Obj]) -> None:
+    for path in scenario.requires:
+        which, _, rest = path.partition(":")
+        position = rest.split(".", 1)[0]
+        if which != kind or (position.isdigit() and int(position) >= len(created)):
+            continue
+        if _lookup(created, rest) is None:
+            raise ScenarioSkipped(
+                f"the apiserver dropped {kind} field {rest!r} (feature gate off?)"
+            )
+
+
+def run_scenario(
+    cluster: ClusterHandle, scenario: Scenario, *, namespace: str, workdir: Path
+) -> list[PodOutcome]:
+    """Run the scenario on the cluster and through kubectl-dra; return both per pod."""
+    names = Names(
+        scenario=scenario.name,
+        run_id=uuid.uuid4().hex[:6],
+        node=target_node(cluster),
+        namespace=namespace,
+    )
+    if scenario.admin_namespace:
+        cluster.kubectl("label", "namespace", namespace, f"{ADMIN_ACCESS_LABEL}=true")
+    outcomes: list[PodOutcome] = []
+    with scenario_objects(cluster, names):
+        classes = _create(cluster, scenario.classes(names), names.run_id)
+        slices = _create(cluster, scenario.slices(names), names.run_id)
+        _check_kept(scenario, "slices", slices)
+        nodes: list[Obj] = cluster.kubectl_json("get", "nodes")["items"]
+        allocated_before: list[Obj] = []
+        claims_so_far: list[Obj] = []
+        for index, pod_claims in enumerate(scenario.pods(names)):
+            created = _create(cluster, pod_claims, names.run_id)
+            claims_so_far += created
+            _check_kept(scenario, "claims", claims_so_far)
+            pod = f"diff-{scenario.name}-{index}"
+            claim_names = [c["metadata"]["name"] for c in created]
+            cluster.kubectl(
+                "create",
+                "-f",
+                "-",
+                input_text=json.dumps(pod_manifest(names, pod, claim_names)),
+            )
+            node, by_scheduler = _wait_scheduled(cluster, namespace, pod, claim_names)
+            keys = [f"{namespace}/{n}" for n in claim_names]
+            report = run_kubectl_dra(
+                workdir,
+                [*classes, *slices, *nodes, *allocated_before, *created],
+                keys,
+            )
+            outcome = PodOutcome(pod=pod, node=node)
+            for name, key in zip(claim_names, keys, strict=True):
+                mine = report.get("claims", {}).get(key, {"allocated": False, "missing": True})
+                if node is None:
+                    # Neither the scheduler's message nor our reasons are compared, only
+                    # that no allocation was found.
+                    outcome.scheduler[key] = {"allocated": False}
+                    outcome.ours[key] = (
+                        {"allocated": False} if mine.get("allocated") is False else mine
+                    )
+                    continue
+                outcome.scheduler[key] = {
+                    "allocated": True,
+                    "node": node,
+                    "allocation": normalized(by_scheduler[name]["status"]["allocation"]),
+                }
+                if "allocation" in mine:
+                    mine = {**mine, "allocation": normalized(mine["allocation"])}
+                outcome.ours[key] = mine
+            outcomes.append(outcome)
+            allocated_before += by_scheduler.values()
+    return outcomes

@@ -1,0 +1,515 @@
+"""``kubectl dra allocate`` against the real kube-scheduler: same objects, same devices.
+
+Each scenario creates a DeviceClass and ResourceSlices for a made-up driver on one node, then
+pods with ResourceClaims one after the other; the real scheduler allocates them, and
+``kubectl-dra allocate`` gets the same objects (earlier pods' claims as allocated, this pod's
+claims as created). The whole allocation must be equal: results (request, driver, pool,
+device, admin access, consumed capacity), configs, node selector, and the node.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+
+import pytest
+from dra_e2e.handle import ClusterHandle
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from differential_support import (
+    Names,
+    Obj,
+    Scenario,
+    ScenarioSkipped,
+    claim,
+    device_class,
+    exactly,
+    resource_slice,
+    run_scenario,
+)
+
+pytestmark = pytest.mark.e2e
+
+
+def _attrs(**values: object) -> Obj:
+    """Device attributes in v1 form, typed by the Python value (str starting 'v' = version)."""
+    out: Obj = {}
+    for name, value in values.items():
+        if isinstance(value, bool):
+            out[name] = {"bool": value}
+        elif isinstance(value, int):
+            out[name] = {"int": value}
+        elif isinstance(value, str) and value.startswith("v"):
+            out[name] = {"version": value[1:]}
+        else:
+            out[name] = {"string": value}
+    return out
+
+
+def _dev(name: str, *, memory: str | None = None, **attributes: object) -> Obj:
+    dev: Obj = {"name": name, "attributes": _attrs(**attributes)}
+    if memory is not None:
+        dev["capacity"] = {"memory": {"value": memory}}
+    return dev
+
+
+def _attr(n: Names, name: str) -> str:
+    """A CEL reference to one of the driver's attributes."""
+    return f'device.attributes["{n.driver}"].{name}'
+
+
+# ---------------------------------------------------------------- scenarios
+
+
+def _plain() -> Scenario:
+    # The class narrows to a100s; the request narrows further by index: the first fit is
+    # neither the first device nor the first a100.
+    def classes(n: Names) -> list[Obj]:
+        return [
+            device_class(n, extra_cel=f'{_attr(n, "model")} == "a100"', config={"from": "class"})
+        ]
+
+    def slices(n: Names) -> list[Obj]:
+        devices = [
+            _dev("gpu-0", model="t4", index=0),
+            _dev("gpu-1", model="a100", index=1),
+            _dev("gpu-2", model="a100", index=2),
+            _dev("gpu-3", model="t4", index=3),
+            _dev("gpu-4", model="a100", index=4),
+        ]
+        return [resource_slice(n, "s", devices=devices)]
+
+    def pods(n: Names) -> list[list[Obj]]:
+        requests = [
+            exactly(n, "first"),
+            exactly(n, "late", selectors=(f"{_attr(n, 'index')} >= 2",)),
+        ]
+        config = [{"requests": ["late"], "opaque": {"driver": n.driver, "parameters": {"x": 1}}}]
+        return [[claim(n, "plain", requests, config=config)]]
+
+    return Scenario("plain", classes, slices, pods)
+
+
+def _cel_quantity() -> Scenario:
+    # Quantity compareTo on capacity (different suffixes) and semver comparison together.
+    def slices(n: Names) -> list[Obj]:
+        devices = [
+            _dev("gpu-0", memory="16Gi", driverVersion="v2.0.0"),
+            _dev("gpu-1", memory="80Gi", driverVersion="v1.4.9"),
+            _dev("gpu-2", memory="40960Mi", driverVersion="v2.1.0"),
+            _dev("gpu-3", memory="85899345920", driverVersion="v1.10.0"),
+            _dev("gpu-4", memory="141Gi", driverVersion="v3.0.0"),
+        ]
+        return [resource_slice(n, "s", devices=devices)]
+
+    def pods(n: Names) -> list[list[Obj]]:
+        selector = (
+            f'device.capacity["{n.driver}"].memory.compareTo(quantity("40Gi")) > 0 && '
+            f'{_attr(n, "driverVersion")}.isGreaterThan(semver("1.5.0"))'
+        )
+        return [[claim(n, "big", [exactly(n, "gpus", selectors=(selector,), count=2)])]]
+
+    return Scenario("cel-quantity", lambda n: [device_class(n)], slices, pods)
+
+
+def _match_attribute() -> Scenario:
+    # Two slices in one pool. The first pair on NUMA 0 has no NIC on NUMA 0, so the search
+    # must backtrack to the pair on NUMA 1.
+    def slices(n: Names) -> list[Obj]:
+        first = [
+            _dev("gpu-0", kind="gpu", numa=0),
+            _dev("gpu-1", kind="gpu", numa=1),
+            _dev("nic-0", kind="nic", numa=2),
+        ]
+        second = [
+            _dev("gpu-2", kind="gpu", numa=1),
+            _dev("gpu-3", kind="gpu", numa=0),
+            _dev("nic-1", kind="nic", numa=1),
+        ]
+        return [
+            resource_slice(n, "a", devices=first, slice_count=2),
+            resource_slice(n, "b", devices=second, slice_count=2),
+        ]
+
+    def pods(n: Names) -> list[list[Obj]]:
+        requests = [
+            exactly(n, "gpus", selectors=(f'{_attr(n, "kind")} == "gpu"',), count=2),
+            exactly(n, "nic", selectors=(f'{_attr(n, "kind")} == "nic"',)),
+        ]
+        constraints = [{"matchAttribute": f"{n.driver}/numa"}]
+        return [[claim(n, "numa", requests, constraints=constraints)]]
+
+    return Scenario("match-attribute", lambda n: [device_class(n)], slices, pods)
+
+
+def _distinct_attribute() -> Scenario:
+    def slices(n: Names) -> list[Obj]:
+        devices = [
+            _dev("gpu-0", switch="sw0"),
+            _dev("gpu-1", switch="sw0"),
+            _dev("gpu-2", switch="sw1"),
+            _dev("gpu-3", switch="sw1"),
+            _dev("gpu-4", switch="sw2"),
+        ]
+        return [resource_slice(n, "s", devices=devices)]
+
+    def pods(n: Names) -> list[list[Obj]]:
+        requests = [exactly(n, "a", count=2), exactly(n, "b")]
+        constraints = [{"distinctAttribute": f"{n.driver}/switch"}]
+        return [[claim(n, "spread", requests, constraints=constraints)]]
+
+    return Scenario(
+        "distinct-attribute",
+        lambda n: [device_class(n)],
+        slices,
+        pods,
+        requires=("claims:0.spec.devices.constraints.0.distinctAttribute",),
+    )
+
+
+def _first_available() -> Scenario:
+    # Two h100s are wanted first but only one exists; the a100 alternative is taken, and
+    # configs name the chosen subrequest.
+    def classes(n: Names) -> list[Obj]:
+        return [device_class(n, config={"from": "class"})]
+
+    def slices(n: Names) -> list[Obj]:
+        devices = [
+            _dev("gpu-0", model="a100"),
+            _dev("gpu-1", model="h100"),
+            _dev("gpu-2", model="a100"),
+        ]
+        return [resource_slice(n, "s", devices=devices)]
+
+    def pods(n: Names) -> list[list[Obj]]:
+        model = _attr(n, "model")
+        gpu = {
+            "name": "gpu",
+            "firstAvailable": [
+                {
+                    "name": "two-h100",
+                    "deviceClassName": n.driver,
+                    "count": 2,
+                    "selectors": [{"cel": {"expression": f'{model} == "h100"'}}],
+                },
+                {
+                    "name": "one-a100",
+                    "deviceClassName": n.driver,
+                    "selectors": [{"cel": {"expression": f'{model} == "a100"'}}],
+                },
+            ],
+        }
+        config = [
+            {"requests": ["gpu/one-a100"], "opaque": {"driver": n.driver, "parameters": {"s": 1}}},
+            {"requests": ["gpu/two-h100"], "opaque": {"driver": n.driver, "parameters": {"s": 2}}},
+            {"opaque": {"driver": n.driver, "parameters": {"all": True}}},
+        ]
+        return [[claim(n, "prio", [gpu, exactly(n, "any")], config=config)]]
+
+    return Scenario("first-available", classes, slices, pods)
+
+
+def _all_mode() -> Scenario:
+    # All healthy devices to one claim; the pod's second claim gets what is left.
+    def slices(n: Names) -> list[Obj]:
+        devices = [
+            _dev("gpu-0", healthy=True),
+            _dev("gpu-1", healthy=False),
+            _dev("gpu-2", healthy=True),
+            _dev("gpu-3", healthy=True),
+        ]
+        return [resource_slice(n, "s", devices=devices)]
+
+    def pods(n: Names) -> list[list[Obj]]:
+        everything = exactly(n, "all", selectors=(_attr(n, "healthy"),), allocationMode="All")
+        return [[claim(n, "all-healthy", [everything]), claim(n, "rest", [exactly(n, "one")])]]
+
+    return Scenario("all-mode", lambda n: [device_class(n)], slices, pods)
+
+
+def _held_by_other_claims() -> Scenario:
+    # Three pods in turn: each one's first choice is held by an earlier pod's claim.
+    def slices(n: Names) -> list[Obj]:
+        devices = [_dev(f"gpu-{i}", rack="r1" if i in (0, 3) else "r2") for i in range(5)]
+        return [resource_slice(n, "s", devices=devices)]
+
+    def pods(n: Names) -> list[list[Obj]]:
+        rack = _attr(n, "rack")
+        return [
+            [claim(n, "first", [exactly(n, "gpu")])],
+            [claim(n, "second", [exactly(n, "gpus", count=2)])],
+            [claim(n, "third", [exactly(n, "gpu", selectors=(f'{rack} == "r1"',))])],
+            # Both r1 devices are held now: unschedulable for both.
+            [claim(n, "fourth", [exactly(n, "gpu", selectors=(f'{rack} == "r1"',))])],
+        ]
+
+    return Scenario("held", lambda n: [device_class(n)], slices, pods, unschedulable=(3,))
+
+
+def _admin_access() -> Scenario:
+    # An admin-access claim may take a device another claim holds; a normal one may not.
+    def slices(n: Names) -> list[Obj]:
+        return [resource_slice(n, "s", devices=[_dev(f"gpu-{i}") for i in range(3)])]
+
+    def pods(n: Names) -> list[list[Obj]]:
+        return [
+            [claim(n, "user", [exactly(n, "gpus", count=2)])],
+            [claim(n, "monitor", [exactly(n, "gpu", adminAccess=True)])],
+            [claim(n, "late", [exactly(n, "gpu")])],
+        ]
+
+    return Scenario(
+        "admin-access",
+        lambda n: [device_class(n)],
+        slices,
+        pods,
+        requires=("claims:1.spec.devices.requests.0.exactly.adminAccess",),
+        admin_namespace=True,
+    )
+
+
+def _partitionable() -> Scenario:
+    # Counters in their own slice (the 1.35+ layout). Half of gpu-0 taken by one claim blocks
+    # the full gpu-0 for the pod's other claim, which gets gpu-1; a later half fits in gpu-0.
+    def slices(n: Names) -> list[Obj]:
+        counters = [
+            {"name": f"gpu-{g}-mem", "counters": {"memory": {"value": "40Gi"}}} for g in (0, 1)
+        ]
+        devices: list[Obj] = []
+        for g in (0, 1):
+            whole = _dev(f"gpu-{g}", kind="full")
+            whole["consumesCounters"] = [
+                {"counterSet": f"gpu-{g}-mem", "counters": {"memory": {"value": "40Gi"}}}
+            ]
+            devices.append(whole)
+            for h in (0, 1):
+                half = _dev(f"gpu-{g}-half-{h}", kind="half")
+                half["consumesCounters"] = [
+                    {"counterSet": f"gpu-{g}-mem", "counters": {"memory": {"value": "20Gi"}}}
+                ]
+                devices.append(half)
+        return [
+            resource_slice(n, "counters", shared_counters=counters, slice_count=2),
+            resource_slice(n, "devices", devices=devices, slice_count=2),
+        ]
+
+    def pods(n: Names) -> list[list[Obj]]:
+        kind = _attr(n, "kind")
+        half = exactly(n, "half", selectors=(f'{kind} == "half"',))
+        full = exactly(n, "full", selectors=(f'{kind} == "full"',))
+        return [
+            [claim(n, "half", [half]), claim(n, "full", [full])],
+            [claim(n, "another-half", [half])],
+        ]
+
+    return Scenario(
+        "partitionable",
+        lambda n: [device_class(n)],
+        slices,
+        pods,
+        requires=("slices:0.spec.sharedCounters", "slices:1.spec.devices.0.consumesCounters"),
+    )
+
+
+def _node_selector() -> Scenario:
+    # A pool that names its node by label selector, not nodeName: the allocation carries
+    # the slice's selector, and only the node with that hostname label fits.
+    def slices(n: Names) -> list[Obj]:
+        selector = {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {"key": "kubernetes.io/hostname", "operator": "In", "values": [n.node]}
+                    ]
+                }
+            ]
+        }
+        devices = [_dev("gpu-0"), _dev("gpu-1")]
+        return [resource_slice(n, "s", devices=devices, node_selector=selector)]
+
+    def pods(n: Names) -> list[list[Obj]]:
+        return [[claim(n, "by-label", [exactly(n, "gpu")])]]
+
+    return Scenario("node-selector", lambda n: [device_class(n)], slices, pods)
+
+
+def _taints() -> Scenario:
+    # A NoSchedule taint keeps gpu-0 from the claim without a toleration; the tolerating
+    # claim of the same pod takes it.
+    def slices(n: Names) -> list[Obj]:
+        tainted = _dev("gpu-0")
+        tainted["taints"] = [
+            {"key": "example.com/degraded", "value": "ecc", "effect": "NoSchedule"}
+        ]
+        return [resource_slice(n, "s", devices=[tainted, _dev("gpu-1"), _dev("gpu-2")])]
+
+    def pods(n: Names) -> list[list[Obj]]:
+        toleration = {"key": "example.com/degraded", "operator": "Exists", "effect": "NoSchedule"}
+        return [
+            [
+                claim(n, "strict", [exactly(n, "gpu")]),
+                claim(n, "tolerant", [exactly(n, "gpu", tolerations=[toleration])]),
+            ]
+        ]
+
+    return Scenario(
+        "taints",
+        lambda n: [device_class(n)],
+        slices,
+        pods,
+        requires=("slices:0.spec.devices.0.taints",),
+    )
+
+
+def _consumable_capacity() -> Scenario:
+    # One shareable device; requests are rounded up to the policy's step and share it.
+    def slices(n: Names) -> list[Obj]:
+        shared = _dev("gpu-0")
+        shared["allowMultipleAllocations"] = True
+        shared["capacity"] = {
+            "memory": {
+                "value": "80Gi",
+                "requestPolicy": {
+                    "default": "10Gi",
+                    "validRange": {"min": "10Gi", "step": "10Gi"},
+                },
+            }
+        }
+        return [resource_slice(n, "s", devices=[shared, _dev("gpu-1")])]
+
+    def pods(n: Names) -> list[list[Obj]]:
+        memory = {"requests": {"memory": "25Gi"}}
+        return [
+            [
+                claim(n, "rounded", [exactly(n, "gpu", capacity=memory)]),
+                claim(n, "default", [exactly(n, "gpu")]),
+            ],
+            [claim(n, "rest", [exactly(n, "gpu", capacity={"requests": {"memory": "40Gi"}})])],
+            # gpu-0 is full and gpu-1 has no memory capacity to consume.
+            [claim(n, "more", [exactly(n, "gpu", capacity={"requests": {"memory": "10Gi"}})])],
+        ]
+
+    return Scenario(
+        "consumable",
+        lambda n: [device_class(n)],
+        slices,
+        pods,
+        requires=("slices:0.spec.devices.0.allowMultipleAllocations",),
+        unschedulable=(2,),
+    )
+
+
+def _random(seed: int) -> Scenario:
+    """A seeded mix on twelve devices: five pods in turn, each with one or two claims of one or
+    two requests (counts, selectors, prioritized lists, constraints); later pods find devices
+    held, and some find none (whichever the scheduler says, kubectl-dra must agree)."""
+    rng = random.Random(seed)
+    devices = [
+        (f"gpu-{i}", rng.choice(["a100", "h100"]), rng.randint(0, 1), rng.choice(["40Gi", "80Gi"]))
+        for i in range(12)
+    ]
+    selectors = [
+        'model == "a100"',
+        'model == "h100"',
+        "numa == 1",
+        'memory.compareTo(quantity("64Gi")) >= 0',
+    ]
+    pod_specs: list[list[list[tuple[str, int, list[str]]]]] = []
+    constraints: dict[tuple[int, int], str] = {}
+    for p in range(5):
+        claims = []
+        for c in range(rng.randint(1, 2)):
+            requests = []
+            for _ in range(rng.randint(1, 2)):
+                kind = rng.choice(["exact", "exact", "first"])
+                picked = [rng.choice(selectors)] if rng.random() < 0.6 else []
+                requests.append((kind, rng.choice([1, 1, 2]), picked))
+            claims.append(requests)
+            if len(requests) > 1 or requests[0][1] > 1:
+                roll = rng.random()
+                if roll < 0.3:
+                    constraints[(p, c)] = "matchAttribute"
+                elif roll < 0.5:
+                    constraints[(p, c)] = "distinctAttribute"
+        pod_specs.append(claims)
+
+    def cel(n: Names, expr: str) -> str:
+        if expr.startswith("memory"):
+            return f'device.capacity["{n.driver}"].{expr}'
+        return f'device.attributes["{n.driver}"].{expr}'
+
+    def slices(n: Names) -> list[Obj]:
+        devs = [
+            _dev(name, memory=mem, model=model, numa=numa) for name, model, numa, mem in devices
+        ]
+        return [resource_slice(n, "s", devices=devs)]
+
+    def pods(n: Names) -> list[list[Obj]]:
+        out: list[list[Obj]] = []
+        for p, claims in enumerate(pod_specs):
+            objs = []
+            for c, requests in enumerate(claims):
+                reqs: list[Obj] = []
+                for r, (kind, count, sel) in enumerate(requests):
+                    exprs = tuple(cel(n, e) for e in sel)
+                    if kind == "exact":
+                        reqs.append(exactly(n, f"r{r}", selectors=exprs, count=count))
+                        continue
+                    first = exactly(n, "first", selectors=exprs, count=count)["exactly"]
+                    reqs.append(
+                        {
+                            "name": f"r{r}",
+                            "firstAvailable": [
+                                {"name": "first", **first},
+                                {"name": "fallback", "deviceClassName": n.driver},
+                            ],
+                        }
+                    )
+                extra: Obj = {}
+                if (p, c) in constraints:
+                    extra["constraints"] = [{constraints[(p, c)]: f"{n.driver}/numa"}]
+                objs.append(claim(n, f"p{p}-c{c}", reqs, **extra))
+            out.append(objs)
+        return out
+
+    return Scenario(f"random-{seed}", lambda n: [device_class(n)], slices, pods, unschedulable=None)
+
+
+SCENARIOS = [
+    _plain(),
+    _cel_quantity(),
+    _match_attribute(),
+    _distinct_attribute(),
+    _first_available(),
+    _all_mode(),
+    _held_by_other_claims(),
+    _admin_access(),
+    _partitionable(),
+    _node_selector(),
+    _taints(),
+    _consumable_capacity(),
+    *(_random(seed) for seed in (1, 2, 3)),
+]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
+def test_kubectl_dra_allocates_like_the_scheduler(
+    scenario: Scenario, e2e_cluster: ClusterHandle, e2e_namespace: str, tmp_path: Path
+) -> None:
+    try:
+        outcomes = run_scenario(e2e_cluster, scenario, namespace=e2e_namespace, workdir=tmp_path)
+    except ScenarioSkipped as exc:
+        pytest.skip(f"{scenario.name}: {exc}")
+    assert outcomes, "the scenario ran no pod"
+    if scenario.unschedulable is not None:
+        # The scenario is meant to exercise these outcomes: the scheduler must agree.
+        refused = tuple(i for i, o in enumerate(outcomes) if o.node is None)
+        assert refused == scenario.unschedulable, f"pods the scheduler refused: {refused}"
+    for outcome in outcomes:
+        assert outcome.ours == outcome.scheduler, (
+            f"pod {outcome.pod}: kubectl-dra disagrees with the kube-scheduler\n"
+            f"kubectl-dra:    {json.dumps(outcome.ours, sort_keys=True)}\n"
+            f"kube-scheduler: {json.dumps(outcome.scheduler, sort_keys=True)}"
+        )
