@@ -72,8 +72,9 @@ class Scenario:
     pods: Callable[[Names], list[list[Obj]]]
     requires: tuple[str, ...] = ()
     admin_namespace: bool = False
-    # Pods (by index) the scheduler must find unschedulable; None: whatever it finds.
-    unschedulable: tuple[int, ...] | None = ()
+    # Pods (by index) the scheduler must refuse, with the reason ("Unschedulable",
+    # "SchedulerError"); None: whatever it decides (kubectl-dra must agree either way).
+    refused: dict[int, str] | None = field(default_factory=dict)
 
 
 @dataclass
@@ -81,7 +82,8 @@ class PodOutcome:
     """One pod's claims: what the scheduler wrote and what kubectl-dra computed."""
 
     pod: str
-    node: str | None  # None: the scheduler found the pod unschedulable
+    node: str | None  # None: the scheduler refused the pod
+    refused: str | None
     scheduler: dict[str, Obj] = field(default_factory=dict)
     ours: dict[str, Obj] = field(default_factory=dict)
 
@@ -114,17 +116,23 @@ def resource_slice(
     shared_counters: list[Obj] | None = None,
     slice_count: int = 1,
     generation: int = 1,
-    node_selector: Obj | None = None,
+    pool: str | None = None,
+    node_selection: Obj | None = None,
 ) -> Obj:
-    """A slice in the pool named after the node (node-local unless ``node_selector``)."""
+    """A slice in the pool named after the node (default), on that node (default).
+
+    ``node_selection`` replaces ``nodeName`` (``{"allNodes": True}``, ``{"nodeSelector":
+    ...}`` or ``{"perDeviceNodeSelection": True}``).
+    """
     spec: Obj = {
         "driver": names.driver,
-        "pool": {"name": names.node, "generation": generation, "resourceSliceCount": slice_count},
+        "pool": {
+            "name": pool or names.node,
+            "generation": generation,
+            "resourceSliceCount": slice_count,
+        },
     }
-    if node_selector is not None:
-        spec["nodeSelector"] = node_selector
-    else:
-        spec["nodeName"] = names.node
+    spec.update(node_selection if node_selection is not None else {"nodeName": names.node})
     if devices is not None:
         spec["devices"] = devices
     if shared_counters is not None:
@@ -241,28 +249,40 @@ def _pod_failure(cluster: ClusterHandle, namespace: str, pod: str) -> str:
     return json.dumps(conditions)
 
 
-UNSCHEDULABLE_GRACE_S = 3.0
+REFUSAL_GRACE_S = 3.0
 
 
-def _marked_unschedulable(pod: Obj) -> bool:
+REFUSALS = ("Unschedulable", "SchedulerError")
+
+
+def _refusal(pod: Obj) -> str | None:
+    """Why the scheduler refused the pod so far: ``Unschedulable``, ``SchedulerError``."""
     for cond in pod.get("status", {}).get("conditions") or []:
         if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
-            return bool(cond.get("reason") == "Unschedulable")
-    return False
+            reason = cond.get("reason")
+            return reason if reason in REFUSALS else None
+    return None
 
 
-def _wait_scheduled(
-    cluster: ClusterHandle, namespace: str, pod: str, claims: list[str]
-) -> tuple[str | None, dict[str, Obj]]:
-    """Wait for the scheduler's verdict on the pod: (node, its claims allocated) or (None, {}).
+@dataclass(frozen=True)
+class Verdict:
+    """The scheduler's decision on a pod: bound with its claims allocated, or refused."""
 
-    A pod counts as unschedulable only if it stays so for a grace period with its claims
-    unallocated: the scheduler's first attempt may race with its informers seeing the new
-    slices, and it retries when they arrive.
+    node: str | None
+    claims: dict[str, Obj]
+    refused: str | None = None  # "Unschedulable" or "SchedulerError" (e.g. a CEL error)
+
+
+def _wait_scheduled(cluster: ClusterHandle, namespace: str, pod: str, claims: list[str]) -> Verdict:
+    """Wait for the scheduler's verdict on the pod.
+
+    A refusal counts only if it holds for a grace period with the claims unallocated: the
+    scheduler's first attempt may race with its informers seeing the new slices, and it
+    retries when they arrive.
     """
-    unschedulable_at: list[float] = []
+    refused_at: list[tuple[str, float]] = []
 
-    def check() -> tuple[str | None, dict[str, Obj]] | None:
+    def check() -> Verdict | None:
         data = cluster.kubectl_json("get", "pod", pod, "-n", namespace)
         node = data.get("spec", {}).get("nodeName")
         found: dict[str, Obj] = {}
@@ -271,18 +291,19 @@ def _wait_scheduled(
             if obj.get("status", {}).get("allocation"):
                 found[name] = obj
         if node and len(found) == len(claims):
-            return node, found
-        if node or found or not _marked_unschedulable(data):
-            unschedulable_at.clear()
+            return Verdict(node=node, claims=found)
+        reason = _refusal(data)
+        if node or found or reason is None:
+            refused_at.clear()
             return None
-        if not unschedulable_at:
-            unschedulable_at.append(time.monotonic())
-        if time.monotonic() - unschedulable_at[0] >= UNSCHEDULABLE_GRACE_S:
-            return None, {}
+        if not refused_at or refused_at[0][0] != reason:
+            refused_at[:] = [(reason, time.monotonic())]
+        if time.monotonic() - refused_at[0][1] >= REFUSAL_GRACE_S:
+            return Verdict(node=None, claims={}, refused=reason)
         return None
 
     try:
-        result: tuple[str | None, dict[str, Obj]] = cluster.wait_until(
+        result: Verdict = cluster.wait_until(
             f"the scheduler to decide on pod {namespace}/{pod} (claims {claims})",
             check,
             timeout=60,
@@ -295,8 +316,11 @@ def _wait_scheduled(
     return result
 
 
-def run_kubectl_dra(workdir: Path, objects: list[Obj], claims: list[str]) -> Obj:
-    """``kubectl-dra allocate -o json`` on the objects for the named claims (NS/NAME)."""
+def run_kubectl_dra(workdir: Path, objects: list[Obj], claims: list[str]) -> tuple[int, Obj]:
+    """``kubectl-dra allocate -o json`` on the objects for the named claims (NS/NAME).
+
+    Returns the exit code and the report (``{"error": stderr}`` on exit 2).
+    """
     workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / f"input-{uuid.uuid4().hex[:6]}.json"
     path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
@@ -304,12 +328,14 @@ def run_kubectl_dra(workdir: Path, objects: list[Obj], claims: list[str]) -> Obj
     for key in claims:
         args += ["--claim", key]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
+    if proc.returncode == 2:
+        return 2, {"error": proc.stderr.strip()}
     if proc.returncode not in (0, 1):
         raise AssertionError(
             f"kubectl-dra allocate failed (exit {proc.returncode}) on {path}: {proc.stderr}"
         )
     result: Obj = json.loads(proc.stdout)
-    return result
+    return proc.returncode, result
 
 
 def _delete_all(cluster: ClusterHandle, names: Names) -> None:
@@ -348,6 +374,37 @@ def target_node(cluster: ClusterHandle) -> str:
             continue
         return str(node["metadata"]["name"])
     raise AssertionError("no schedulable node in the cluster")
+
+
+def _compared(verdict: Verdict, name: str, key: str, code: int, report: Obj) -> tuple[Obj, Obj]:
+    """What is compared for one claim: (the scheduler's, kubectl-dra's).
+
+    Refusals compare only their kind (an error, or nothing fits), not the messages.
+    """
+    if code == 2:
+        mine: Obj = {"error": True, "stderr": report["error"]}
+    else:
+        mine = report.get("claims", {}).get(key, {"allocated": False, "missing": True})
+        if "allocation" in mine:
+            mine = {**mine, "allocation": normalized(mine["allocation"])}
+        elif mine.get("allocated") is False and "missing" not in mine:
+            mine = {"allocated": False}
+    if verdict.refused == "SchedulerError":
+        theirs: Obj = {"error": True}
+        if code == 2:
+            mine = {"error": True}
+        return theirs, mine
+    return _scheduler_view(verdict, name), mine
+
+
+def _scheduler_view(verdict: Verdict, name: str) -> Obj:
+    if verdict.node is None:
+        return {"allocated": False}
+    return {
+        "allocated": True,
+        "node": verdict.node,
+        "allocation": normalized(verdict.claims[name]["status"]["allocation"]),
+    }
 
 
 def _check_kept(scenario: Scenario, kind: str, created: list[Obj]) -> None:
@@ -394,32 +451,18 @@ def run_scenario(
                 "-",
                 input_text=json.dumps(pod_manifest(names, pod, claim_names)),
             )
-            node, by_scheduler = _wait_scheduled(cluster, namespace, pod, claim_names)
+            verdict = _wait_scheduled(cluster, namespace, pod, claim_names)
             keys = [f"{namespace}/{n}" for n in claim_names]
-            report = run_kubectl_dra(
+            code, report = run_kubectl_dra(
                 workdir,
                 [*classes, *slices, *nodes, *allocated_before, *created],
                 keys,
             )
-            outcome = PodOutcome(pod=pod, node=node)
+            outcome = PodOutcome(pod=pod, node=verdict.node, refused=verdict.refused)
             for name, key in zip(claim_names, keys, strict=True):
-                mine = report.get("claims", {}).get(key, {"allocated": False, "missing": True})
-                if node is None:
-                    # Neither the scheduler's message nor our reasons are compared, only
-                    # that no allocation was found.
-                    outcome.scheduler[key] = {"allocated": False}
-                    outcome.ours[key] = (
-                        {"allocated": False} if mine.get("allocated") is False else mine
-                    )
-                    continue
-                outcome.scheduler[key] = {
-                    "allocated": True,
-                    "node": node,
-                    "allocation": normalized(by_scheduler[name]["status"]["allocation"]),
-                }
-                if "allocation" in mine:
-                    mine = {**mine, "allocation": normalized(mine["allocation"])}
-                outcome.ours[key] = mine
+                outcome.scheduler[key], outcome.ours[key] = _compared(
+                    verdict, name, key, code, report
+                )
             outcomes.append(outcome)
-            allocated_before += by_scheduler.values()
+            allocated_before += verdict.claims.values()
     return outcomes

@@ -245,7 +245,7 @@ def _held_by_other_claims() -> Scenario:
             [claim(n, "fourth", [exactly(n, "gpu", selectors=(f'{rack} == "r1"',))])],
         ]
 
-    return Scenario("held", lambda n: [device_class(n)], slices, pods, unschedulable=(3,))
+    return Scenario("held", lambda n: [device_class(n)], slices, pods, refused={3: "Unschedulable"})
 
 
 def _admin_access() -> Scenario:
@@ -327,12 +327,97 @@ def _node_selector() -> Scenario:
             ]
         }
         devices = [_dev("gpu-0"), _dev("gpu-1")]
-        return [resource_slice(n, "s", devices=devices, node_selector=selector)]
+        return [resource_slice(n, "s", devices=devices, node_selection={"nodeSelector": selector})]
 
     def pods(n: Names) -> list[list[Obj]]:
         return [[claim(n, "by-label", [exactly(n, "gpu")])]]
 
     return Scenario("node-selector", lambda n: [device_class(n)], slices, pods)
+
+
+def _pools() -> Scenario:
+    # Pool rules together: of the node's pool only the newest generation counts; an
+    # incomplete pool (one of two slices published) is skipped although it sorts first; a
+    # network-attached pool (allNodes) sorts before the node's and serves the first request.
+    def slices(n: Names) -> list[Obj]:
+        return [
+            resource_slice(n, "old", devices=[_dev("old-0"), _dev("old-1")], generation=1),
+            resource_slice(n, "new", devices=[_dev("new-0"), _dev("new-1")], generation=2),
+            resource_slice(
+                n, "partial", devices=[_dev("partial-0")], pool="a-incomplete", slice_count=2
+            ),
+            resource_slice(
+                n,
+                "fabric",
+                devices=[_dev("fabric-0", kind="nic")],
+                pool="b-fabric",
+                node_selection={"allNodes": True},
+            ),
+        ]
+
+    def pods(n: Names) -> list[list[Obj]]:
+        local = f'!has(device.attributes["{n.driver}"].kind)'
+        nic = f'has(device.attributes["{n.driver}"].kind)'
+        return [
+            [claim(n, "mixed", [exactly(n, "any"), exactly(n, "local", selectors=(local,))])],
+            [claim(n, "fabric-only", [exactly(n, "nic", selectors=(nic,))])],
+        ]
+
+    return Scenario(
+        "pools", lambda n: [device_class(n)], slices, pods, refused={1: "Unschedulable"}
+    )
+
+
+def _per_device_node_selection() -> Scenario:
+    # One slice whose devices each name their node selection: one on this node, one on
+    # every node, one on a node that does not exist.
+    def slices(n: Names) -> list[Obj]:
+        elsewhere = _dev("elsewhere")
+        elsewhere["nodeName"] = f"{n.node}-absent"
+        here = _dev("here")
+        here["nodeName"] = n.node
+        everywhere = _dev("everywhere")
+        everywhere["allNodes"] = True
+        return [
+            resource_slice(
+                n,
+                "s",
+                devices=[elsewhere, everywhere, here],
+                pool="per-device",
+                node_selection={"perDeviceNodeSelection": True},
+            )
+        ]
+
+    def pods(n: Names) -> list[list[Obj]]:
+        return [[claim(n, "two", [exactly(n, "gpus", count=2)])]]
+
+    return Scenario(
+        "per-device-nodes",
+        lambda n: [device_class(n)],
+        slices,
+        pods,
+        requires=("slices:0.spec.perDeviceNodeSelection",),
+    )
+
+
+def _cel_runtime_error() -> Scenario:
+    # The selector reads an attribute gpu-0 lacks: a CEL runtime error aborts the attempt
+    # (the scheduler reports an error, kubectl-dra exits 2), it is not "no match". The class
+    # selector is fine, so a later claim with a guarded selector still allocates.
+    def slices(n: Names) -> list[Obj]:
+        return [resource_slice(n, "s", devices=[_dev("gpu-0"), _dev("gpu-1", model="a100")])]
+
+    def pods(n: Names) -> list[list[Obj]]:
+        model = _attr(n, "model")
+        guarded = f'has({model}) && {model} == "a100"'
+        return [
+            [claim(n, "unguarded", [exactly(n, "gpu", selectors=(f'{model} == "a100"',))])],
+            [claim(n, "guarded", [exactly(n, "gpu", selectors=(guarded,))])],
+        ]
+
+    return Scenario(
+        "cel-error", lambda n: [device_class(n)], slices, pods, refused={0: "SchedulerError"}
+    )
 
 
 def _taints() -> Scenario:
@@ -397,7 +482,7 @@ def _consumable_capacity() -> Scenario:
         slices,
         pods,
         requires=("slices:0.spec.devices.0.allowMultipleAllocations",),
-        unschedulable=(2,),
+        refused={2: "Unschedulable"},
     )
 
 
@@ -474,7 +559,7 @@ def _random(seed: int) -> Scenario:
             out.append(objs)
         return out
 
-    return Scenario(f"random-{seed}", lambda n: [device_class(n)], slices, pods, unschedulable=None)
+    return Scenario(f"random-{seed}", lambda n: [device_class(n)], slices, pods, refused=None)
 
 
 SCENARIOS = [
@@ -488,6 +573,9 @@ SCENARIOS = [
     _admin_access(),
     _partitionable(),
     _node_selector(),
+    _pools(),
+    _per_device_node_selection(),
+    _cel_runtime_error(),
     _taints(),
     _consumable_capacity(),
     *(_random(seed) for seed in (1, 2, 3)),
@@ -503,10 +591,10 @@ def test_kubectl_dra_allocates_like_the_scheduler(
     except ScenarioSkipped as exc:
         pytest.skip(f"{scenario.name}: {exc}")
     assert outcomes, "the scenario ran no pod"
-    if scenario.unschedulable is not None:
+    if scenario.refused is not None:
         # The scenario is meant to exercise these outcomes: the scheduler must agree.
-        refused = tuple(i for i, o in enumerate(outcomes) if o.node is None)
-        assert refused == scenario.unschedulable, f"pods the scheduler refused: {refused}"
+        refused = {i: o.refused for i, o in enumerate(outcomes) if o.refused is not None}
+        assert refused == scenario.refused, f"pods the scheduler refused: {refused}"
     for outcome in outcomes:
         assert outcome.ours == outcome.scheduler, (
             f"pod {outcome.pod}: kubectl-dra disagrees with the kube-scheduler\n"
