@@ -562,6 +562,110 @@ def _random(seed: int) -> Scenario:
     return Scenario(f"random-{seed}", lambda n: [device_class(n)], slices, pods, refused=None)
 
 
+def _random_partitions(seed: int) -> Scenario:
+    """A seeded mix on partitionable GPUs (six, each whole or as two halves sharing its
+    counters), some halves tainted: requests with counts, selectors, tolerations,
+    prioritized lists, All mode and request-scoped constraints, five pods in turn."""
+    rng = random.Random(seed)
+    models = {g: rng.choice(["a100", "h100"]) for g in range(6)}
+    halves = [f"gpu-{g}-half-{h}" for g in range(6) for h in (0, 1)]
+    tainted = {name for name in halves if rng.random() < 0.25}
+    selectors = ['kind == "half"', 'kind == "full"', "numa == 0", 'model == "a100"']
+    toleration = {"key": "example.com/ecc", "operator": "Exists"}
+    plan: list[list[Obj]] = []
+    for _ in range(5):
+        claims = []
+        for _ in range(rng.randint(1, 2)):
+            requests = []
+            for r in range(rng.randint(1, 2)):
+                requests.append(
+                    {
+                        "name": f"r{r}",
+                        "prioritized": rng.random() < 0.25,
+                        "all": rng.random() < 0.05,
+                        "count": rng.choice([1, 1, 2]),
+                        "selector": rng.choice(selectors) if rng.random() < 0.7 else None,
+                        "tolerate": rng.random() < 0.3,
+                    }
+                )
+            constraint = None
+            if rng.random() < 0.4:
+                constraint = {
+                    "kind": rng.choice(["matchAttribute", "distinctAttribute"]),
+                    "scoped": len(requests) > 1 and rng.random() < 0.5,
+                }
+            claims.append({"requests": requests, "constraint": constraint})
+        plan.append(claims)
+
+    def slices(n: Names) -> list[Obj]:
+        counters = [
+            {"name": f"gpu-{g}-mem", "counters": {"memory": {"value": "40Gi"}}} for g in range(6)
+        ]
+        out = [resource_slice(n, "counters", shared_counters=counters, slice_count=3)]
+        for part, gpus in (("devices-a", (0, 1, 2)), ("devices-b", (3, 4, 5))):
+            devices = []
+            for g in gpus:
+                for name, kind, amount in (
+                    (f"gpu-{g}", "full", "40Gi"),
+                    (f"gpu-{g}-half-0", "half", "20Gi"),
+                    (f"gpu-{g}-half-1", "half", "20Gi"),
+                ):
+                    dev = _dev(name, kind=kind, numa=g % 2, model=models[g])
+                    dev["consumesCounters"] = [
+                        {"counterSet": f"gpu-{g}-mem", "counters": {"memory": {"value": amount}}}
+                    ]
+                    if name in tainted:
+                        dev["taints"] = [
+                            {"key": "example.com/ecc", "value": "1", "effect": "NoSchedule"}
+                        ]
+                    devices.append(dev)
+            out.append(resource_slice(n, part, devices=devices, slice_count=3))
+        return out
+
+    def request(n: Names, spec: Obj) -> Obj:
+        body: Obj = {"deviceClassName": n.driver}
+        if spec["selector"]:
+            body["selectors"] = [{"cel": {"expression": f"{_attr(n, spec['selector'])}"}}]
+        if spec["all"] and spec["selector"]:
+            body["allocationMode"] = "All"
+        else:
+            body["count"] = spec["count"]
+        if spec["tolerate"]:
+            body["tolerations"] = [toleration]
+        if spec["prioritized"]:
+            fallback: Obj = {"name": "fallback", "deviceClassName": n.driver}
+            if spec["tolerate"]:
+                fallback["tolerations"] = [toleration]
+            return {"name": spec["name"], "firstAvailable": [{"name": "first", **body}, fallback]}
+        return {"name": spec["name"], "exactly": body}
+
+    def pods(n: Names) -> list[list[Obj]]:
+        out: list[list[Obj]] = []
+        for p, claims in enumerate(plan):
+            objs = []
+            for c, spec in enumerate(claims):
+                extra: Obj = {}
+                con = spec["constraint"]
+                if con is not None:
+                    entry: Obj = {con["kind"]: f"{n.driver}/numa"}
+                    if con["scoped"]:
+                        entry["requests"] = ["r0"]
+                    extra["constraints"] = [entry]
+                reqs = [request(n, r) for r in spec["requests"]]
+                objs.append(claim(n, f"p{p}-c{c}", reqs, **extra))
+            out.append(objs)
+        return out
+
+    return Scenario(
+        f"random-partitions-{seed}",
+        lambda n: [device_class(n)],
+        slices,
+        pods,
+        requires=("slices:0.spec.sharedCounters", "slices:1.spec.devices.0.consumesCounters"),
+        refused=None,
+    )
+
+
 SCENARIOS = [
     _plain(),
     _cel_quantity(),
@@ -579,6 +683,7 @@ SCENARIOS = [
     _taints(),
     _consumable_capacity(),
     *(_random(seed) for seed in (1, 2, 3)),
+    *(_random_partitions(seed) for seed in (1, 2, 3)),
 ]
 
 
