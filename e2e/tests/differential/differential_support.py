@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -264,6 +264,14 @@ def _refusal(pod: Obj) -> str | None:
     return None
 
 
+def _waits_for_binding(claims: Iterable[Obj]) -> bool:
+    return any(
+        result.get("bindingConditions")
+        for obj in claims
+        for result in obj["status"]["allocation"]["devices"].get("results", [])
+    )
+
+
 @dataclass(frozen=True)
 class Verdict:
     """The scheduler's decision on a pod: bound with its claims allocated, or refused."""
@@ -292,6 +300,10 @@ def _wait_scheduled(cluster: ClusterHandle, namespace: str, pod: str, claims: li
                 found[name] = obj
         if node and len(found) == len(claims):
             return Verdict(node=node, claims=found)
+        nominated = data.get("status", {}).get("nominatedNodeName")
+        if nominated and len(found) == len(claims) and _waits_for_binding(found.values()):
+            # Allocated; binding waits (in PreBind) for conditions no driver will set.
+            return Verdict(node=nominated, claims=found)
         reason = _refusal(data)
         if node or found or reason is None:
             refused_at.clear()

@@ -420,6 +420,45 @@ def _cel_runtime_error() -> Scenario:
     )
 
 
+def _binding_conditions() -> Scenario:
+    # Devices that need binding conditions: the scheduler allocates them (the results carry
+    # the conditions) and then waits for a driver that never comes, so the pod stays
+    # unbound. A network-attached device (allNodes) that binds to its node makes the
+    # allocation node-specific.
+    def slices(n: Names) -> list[Obj]:
+        def attached(name: str) -> Obj:
+            dev = _dev(name)
+            dev["bindingConditions"] = ["attached"]
+            dev["bindingFailureConditions"] = ["failed"]
+            dev["bindsToNode"] = True
+            return dev
+
+        return [
+            resource_slice(
+                n,
+                "fabric",
+                devices=[attached("fabric-0")],
+                pool="a-fabric",
+                node_selection={"allNodes": True},
+            ),
+            resource_slice(n, "local", devices=[attached("gpu-0"), _dev("gpu-1")]),
+        ]
+
+    def pods(n: Names) -> list[list[Obj]]:
+        return [
+            [claim(n, "fabric", [exactly(n, "any")])],
+            [claim(n, "two", [exactly(n, "gpus", count=2)])],
+        ]
+
+    return Scenario(
+        "binding-conditions",
+        lambda n: [device_class(n)],
+        slices,
+        pods,
+        requires=("slices:0.spec.devices.0.bindingConditions",),
+    )
+
+
 def _taints() -> Scenario:
     # A NoSchedule taint keeps gpu-0 from the claim without a toleration; the tolerating
     # claim of the same pod takes it.
@@ -680,6 +719,7 @@ SCENARIOS = [
     _pools(),
     _per_device_node_selection(),
     _cel_runtime_error(),
+    _binding_conditions(),
     _taints(),
     _consumable_capacity(),
     *(_random(seed) for seed in (1, 2, 3)),
