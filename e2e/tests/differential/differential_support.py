@@ -72,6 +72,8 @@ class Scenario:
     pods: Callable[[Names], list[list[Obj]]]
     requires: tuple[str, ...] = ()
     admin_namespace: bool = False
+    # Other cluster-scoped objects the allocation depends on (e.g. DeviceTaintRules).
+    extra: Callable[[Names], list[Obj]] = lambda _names: []
     # Pods (by index) the scheduler must refuse, with the reason ("Unschedulable",
     # "SchedulerError"); None: whatever it decides (kubectl-dra must agree either way).
     refused: dict[int, str] | None = field(default_factory=dict)
@@ -250,6 +252,7 @@ def _pod_failure(cluster: ClusterHandle, namespace: str, pod: str) -> str:
 
 
 REFUSAL_GRACE_S = 3.0
+EXTRA_SETTLE_S = 2.0
 
 
 REFUSALS = ("Unschedulable", "SchedulerError")
@@ -350,7 +353,7 @@ def run_kubectl_dra(workdir: Path, objects: list[Obj], claims: list[str]) -> tup
     return proc.returncode, result
 
 
-def _delete_all(cluster: ClusterHandle, names: Names) -> None:
+def _delete_all(cluster: ClusterHandle, names: Names, extra_kinds: list[str]) -> None:
     selector = f"{RUN_LABEL}={names.run_id}"
     cluster.kubectl(
         "delete", "pods", "-n", names.namespace, "-l", selector,
@@ -360,19 +363,21 @@ def _delete_all(cluster: ClusterHandle, names: Names) -> None:
         "delete", "resourceclaims", "-n", names.namespace, "-l", selector,
         "--ignore-not-found", "--wait=true", timeout=120,
     )  # fmt: skip
+    kinds = ",".join(["resourceslices", "deviceclasses", *extra_kinds])
     cluster.kubectl(
-        "delete", "resourceslices,deviceclasses", "-l", selector, "--ignore-not-found",
-        "--wait=true", timeout=120,
+        "delete", kinds, "-l", selector, "--ignore-not-found", "--wait=true", timeout=120,
     )  # fmt: skip
 
 
 @contextmanager
-def scenario_objects(cluster: ClusterHandle, names: Names) -> Iterator[None]:
+def scenario_objects(
+    cluster: ClusterHandle, names: Names, extra_kinds: list[str]
+) -> Iterator[None]:
     """Delete everything labelled with the run id afterwards, pods before their claims."""
     try:
         yield
     finally:
-        _delete_all(cluster, names)
+        _delete_all(cluster, names, extra_kinds)
 
 
 def target_node(cluster: ClusterHandle) -> str:
@@ -444,10 +449,16 @@ def run_scenario(
     if scenario.admin_namespace:
         cluster.kubectl("label", "namespace", namespace, f"{ADMIN_ACCESS_LABEL}=true")
     outcomes: list[PodOutcome] = []
-    with scenario_objects(cluster, names):
+    extra_objects = scenario.extra(names)
+    extra_kinds = sorted({f"{o['kind'].lower()}s" for o in extra_objects})
+    with scenario_objects(cluster, names, extra_kinds):
         classes = _create(cluster, scenario.classes(names), names.run_id)
         slices = _create(cluster, scenario.slices(names), names.run_id)
         _check_kept(scenario, "slices", slices)
+        extras = _create(cluster, extra_objects, names.run_id)
+        if extras:
+            # The scheduler learns of them through an informer; give it a moment.
+            time.sleep(EXTRA_SETTLE_S)
         nodes: list[Obj] = cluster.kubectl_json("get", "nodes")["items"]
         allocated_before: list[Obj] = []
         claims_so_far: list[Obj] = []
@@ -467,7 +478,7 @@ def run_scenario(
             keys = [f"{namespace}/{n}" for n in claim_names]
             code, report = run_kubectl_dra(
                 workdir,
-                [*classes, *slices, *nodes, *allocated_before, *created],
+                [*classes, *slices, *extras, *nodes, *allocated_before, *created],
                 keys,
             )
             outcome = PodOutcome(pod=pod, node=verdict.node, refused=verdict.refused)

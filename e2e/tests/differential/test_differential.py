@@ -400,6 +400,40 @@ def _per_device_node_selection() -> Scenario:
     )
 
 
+def _taint_rules() -> Scenario:
+    # DeviceTaintRules taint devices without touching their slices: a NoSchedule rule on
+    # gpu-0 (by driver, pool and device) and an effect-None rule on gpu-1. The claim without
+    # a toleration takes gpu-1; the next pod's tolerating claim takes gpu-0.
+    def slices(n: Names) -> list[Obj]:
+        return [resource_slice(n, "s", devices=[_dev(f"gpu-{i}") for i in range(3)])]
+
+    def rules(n: Names) -> list[Obj]:
+        def rule(suffix: str, selector: Obj, effect: str) -> Obj:
+            return {
+                "apiVersion": "resource.k8s.io/v1beta2",
+                "kind": "DeviceTaintRule",
+                "metadata": {"name": n.slice_name(suffix)},
+                "spec": {
+                    "deviceSelector": selector,
+                    "taint": {"key": "example.com/maintenance", "value": "x", "effect": effect},
+                },
+            }
+
+        return [
+            rule("block", {"driver": n.driver, "pool": n.node, "device": "gpu-0"}, "NoSchedule"),
+            rule("note", {"driver": n.driver, "device": "gpu-1"}, "None"),
+        ]
+
+    def pods(n: Names) -> list[list[Obj]]:
+        toleration = {"key": "example.com/maintenance", "operator": "Exists"}
+        return [
+            [claim(n, "plain", [exactly(n, "gpu")])],
+            [claim(n, "tolerant", [exactly(n, "gpu", tolerations=[toleration])])],
+        ]
+
+    return Scenario("taint-rules", lambda n: [device_class(n)], slices, pods, extra=rules)
+
+
 def _cel_runtime_error() -> Scenario:
     # The selector reads an attribute gpu-0 lacks: a CEL runtime error aborts the attempt
     # (the scheduler reports an error, kubectl-dra exits 2), it is not "no match". The class
@@ -721,6 +755,7 @@ SCENARIOS = [
     _cel_runtime_error(),
     _binding_conditions(),
     _taints(),
+    _taint_rules(),
     _consumable_capacity(),
     *(_random(seed) for seed in (1, 2, 3)),
     *(_random_partitions(seed) for seed in (1, 2, 3)),

@@ -137,4 +137,15 @@ def case_objects(case: Mapping[str, Any]) -> list[dict[str, Any]]:
     objects += [resource_slice(s) for s in case.get("slices", [])]
     objects += [resource_claim(c) for c in case.get("claims", [])]
     objects += [node(n) for n in case.get("nodes", [])]
+    objects += [device_taint_rule(r) for r in case.get("taintRules", [])]
     return objects
+
+
+def device_taint_rule(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A resource.k8s.io/v1beta2 DeviceTaintRule from ``{name, selector, taint}``."""
+    return {
+        "apiVersion": "resource.k8s.io/v1beta2",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": spec["name"]},
+        "spec": {"deviceSelector": dict(spec.get("selector") or {}), "taint": dict(spec["taint"])},
+    }

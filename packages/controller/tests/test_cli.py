@@ -276,3 +276,46 @@ def test_allocate_with_an_already_allocated_claim_of_the_pod() -> None:
     assert report["team-b/holder-1"]["node"] == "node-a"
     assert report["team-a/waiting"]["allocated"] is False
     assert all(r.startswith("node node-a:") for r in report["team-a/waiting"]["reasons"])
+
+
+def test_allocate_applies_device_taint_rules() -> None:
+    # The kube-scheduler honours DeviceTaintRules (found by the e2e differential test).
+    objects = [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": "x"},
+            "spec": {"selectors": [{"cel": {"expression": 'device.driver == "x.example.com"'}}]},
+        },
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": "s"},
+            "spec": {
+                "driver": "x.example.com",
+                "nodeName": "n1",
+                "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "d0"}, {"name": "d1"}],
+            },
+        },
+        {
+            "apiVersion": "resource.k8s.io/v1beta2",
+            "kind": "DeviceTaintRule",
+            "metadata": {"name": "maint-d0"},
+            "spec": {
+                "deviceSelector": {"driver": "x.example.com", "device": "d0"},
+                "taint": {"key": "maint", "effect": "NoSchedule"},
+            },
+        },
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "c", "namespace": "ns"},
+            "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "x"}}]}},
+        },
+    ]
+    stdin = json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
+    proc = run("allocate", "-f", "-", "-o", "json", stdin=stdin)
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads(proc.stdout)["claims"]["ns/c"]["allocation"]["devices"]["results"]
+    assert [r["device"] for r in results] == ["d1"]

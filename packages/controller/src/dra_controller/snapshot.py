@@ -12,6 +12,7 @@ from dra_api_types.errors import ValidationError
 from .allocation.errors import AllocationError
 from .allocation.model import ClaimInfo, ClassInfo, SliceInfo, parse_claim, parse_class, parse_slice
 from .allocation.nodes import NodeInfo
+from .allocation.taint_rules import apply_taint_rules
 from .inputs import Document
 
 RESOURCE_API = "resource.k8s.io/v1"
@@ -45,8 +46,19 @@ def lenient_plain(data: Mapping[str, Any], *, where: str) -> dict[str, Any]:
 
 
 def build_snapshot(docs: Sequence[Document]) -> Snapshot:
-    """Sort documents by kind; objects other tools care about are ignored."""
+    """Sort documents by kind; objects other tools care about are ignored.
+
+    DeviceTaintRules (any ``resource.k8s.io`` version) add their taints to the slices'
+    devices, as the kube-scheduler does.
+    """
     snap = Snapshot()
+    rules = [
+        doc.data
+        for doc in docs
+        if isinstance(doc.data, Mapping)
+        and doc.data.get("kind") == "DeviceTaintRule"
+        and str(doc.data.get("apiVersion", "")).startswith("resource.k8s.io/")
+    ]
     for doc in docs:
         data = doc.data
         if not isinstance(data, Mapping):
@@ -61,7 +73,7 @@ def build_snapshot(docs: Sequence[Document]) -> Snapshot:
             if kind == "DeviceClass":
                 snap.classes.append(parse_class(plain))
             elif kind == "ResourceSlice":
-                snap.slices.append(parse_slice(plain))
+                snap.slices.append(parse_slice(apply_taint_rules(plain, rules)))
             else:
                 snap.claims.append(parse_claim(plain))
     return snap

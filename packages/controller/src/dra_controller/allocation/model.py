@@ -15,6 +15,7 @@ from typing import Any
 
 from .errors import AllocationError
 from .quantities import Amount, parse_quantity
+from .taint_rules import apply_taint_rules
 
 RawObject = Mapping[str, Any]
 DeviceID = tuple[str, str, str]
@@ -531,17 +532,21 @@ def parse_claim(obj: RawObject) -> ClaimInfo:
 def parse_objects(
     objects: Sequence[RawObject],
 ) -> tuple[list[ClassInfo], list[SliceInfo], list[ClaimInfo], list[RawObject]]:
-    """Sort v1 JSON objects by kind into classes, slices, claims and nodes."""
+    """Sort v1 JSON objects by kind into classes, slices, claims and nodes.
+
+    DeviceTaintRules are applied to the slices' devices, as the kube-scheduler does.
+    """
     classes: list[ClassInfo] = []
     slices: list[SliceInfo] = []
     claims: list[ClaimInfo] = []
     nodes: list[RawObject] = []
+    rules = [obj for obj in objects if obj.get("kind") == "DeviceTaintRule"]
     for obj in objects:
         kind = obj.get("kind")
         if kind == "DeviceClass":
             classes.append(parse_class(obj))
         elif kind == "ResourceSlice":
-            slices.append(parse_slice(obj))
+            slices.append(parse_slice(apply_taint_rules(obj, rules) if rules else obj))
         elif kind == "ResourceClaim":
             claims.append(parse_claim(obj))
         elif kind == "Node":
