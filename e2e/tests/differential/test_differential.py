@@ -739,6 +739,68 @@ def _random_partitions(seed: int) -> Scenario:
     )
 
 
+def _consumable_policies() -> Scenario:
+    # Request policies and quantity formats: decimal units rounded up to a step, a set of
+    # valid values, and a capacity without a policy (a claim that names no amount takes all).
+    def slices(n: Names) -> list[Obj]:
+        stepped = _dev("stepped", slot=0)
+        stepped["allowMultipleAllocations"] = True
+        stepped["capacity"] = {
+            "bandwidth": {
+                "value": "100G",
+                "requestPolicy": {
+                    "default": "1500M",
+                    "validRange": {"min": "1500M", "max": "60G", "step": "1500M"},
+                },
+            }
+        }
+        valued = _dev("valued", slot=1)
+        valued["allowMultipleAllocations"] = True
+        valued["capacity"] = {
+            "memory": {
+                "value": "32Gi",
+                "requestPolicy": {"default": "1Gi", "validValues": ["1Gi", "4Gi", "16Gi"]},
+            }
+        }
+        plain = _dev("plain", slot=2)
+        plain["allowMultipleAllocations"] = True
+        plain["capacity"] = {"memory": {"value": "8Gi"}}
+        return [resource_slice(n, "s", devices=[stepped, valued, plain])]
+
+    def pods(n: Names) -> list[list[Obj]]:
+        slots = {"stepped": 0, "valued": 1, "plain": 2}
+
+        def on(device: str, **capacity: str) -> list[Obj]:
+            selector = f'device.attributes["{n.driver}"].slot == {slots[device]}'
+            body: Obj = {}
+            if capacity:
+                body["capacity"] = {"requests": capacity}
+            return [exactly(n, "r", selectors=(selector,), **body)]
+
+        return [
+            [
+                claim(n, "two-g", on("stepped", bandwidth="2G")),
+                claim(n, "default-bw", on("stepped")),
+                claim(n, "two-gi", on("valued", memory="2Gi")),
+                claim(n, "default-mem", on("valued")),
+            ],
+            [
+                claim(n, "all-of-plain", on("plain")),
+                claim(n, "big-bw", on("stepped", bandwidth="40G")),
+            ],
+            [claim(n, "more-plain", on("plain", memory="1Gi"))],
+        ]
+
+    return Scenario(
+        "consumable-policies",
+        lambda n: [device_class(n)],
+        slices,
+        pods,
+        requires=("slices:0.spec.devices.0.allowMultipleAllocations",),
+        refused={2: "Unschedulable"},
+    )
+
+
 SCENARIOS = [
     _plain(),
     _cel_quantity(),
@@ -757,6 +819,7 @@ SCENARIOS = [
     _taints(),
     _taint_rules(),
     _consumable_capacity(),
+    _consumable_policies(),
     *(_random(seed) for seed in (1, 2, 3)),
     *(_random_partitions(seed) for seed in (1, 2, 3)),
 ]

@@ -25,12 +25,23 @@ class PickedDevice:
     consumed: Consumption | None
 
 
+_BINARY_SUFFIXES = ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+
+
 def format_quantity(value: Amount, raw: object) -> str:
-    """A quantity as Kubernetes would serialize it (canonical form of its format)."""
+    """A quantity as the apiserver stores it (canonical form of its format).
+
+    ``raw is None`` is a computed value (a rounded request), which the scheduler creates in
+    the binary format; a binary value without an exact binary suffix is written as a plain
+    number, which the apiserver reads back as decimal: "3000000000" is stored as "3G".
+    """
     if raw is None:
-        return format_binary_quantity(value)
+        text = format_binary_quantity(value)
+        if text.endswith(_BINARY_SUFFIXES):
+            return text
+        return _format_decimal_si(value)
     text = str(raw).strip()
-    if any(text.endswith(s) for s in ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")):
+    if text.endswith(_BINARY_SUFFIXES):
         return format_binary_quantity(parse_quantity(text))
     if "e" in text.lower() and not text.endswith("E"):
         return text
