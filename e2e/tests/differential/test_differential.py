@@ -801,6 +801,30 @@ def _consumable_policies() -> Scenario:
     )
 
 
+def _all_mode_with_held_devices() -> Scenario:
+    # All mode needs every matching device: one held by another claim makes it unschedulable,
+    # unless the claim has admin access, which takes them all, held or not.
+    def slices(n: Names) -> list[Obj]:
+        return [resource_slice(n, "s", devices=[_dev(f"gpu-{i}") for i in range(3)])]
+
+    def pods(n: Names) -> list[list[Obj]]:
+        return [
+            [claim(n, "one", [exactly(n, "gpu")])],
+            [claim(n, "everything", [exactly(n, "all", allocationMode="All")])],
+            [claim(n, "audit", [exactly(n, "all", allocationMode="All", adminAccess=True)])],
+        ]
+
+    return Scenario(
+        "all-held",
+        lambda n: [device_class(n)],
+        slices,
+        pods,
+        requires=("claims:2.spec.devices.requests.0.exactly.adminAccess",),
+        admin_namespace=True,
+        refused={1: "Unschedulable"},
+    )
+
+
 SCENARIOS = [
     _plain(),
     _cel_quantity(),
@@ -810,6 +834,7 @@ SCENARIOS = [
     _all_mode(),
     _held_by_other_claims(),
     _admin_access(),
+    _all_mode_with_held_devices(),
     _partitionable(),
     _node_selector(),
     _pools(),
