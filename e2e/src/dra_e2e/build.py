@@ -20,8 +20,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dra_e2e.errors import BuildError, ToolMissingError
-from dra_e2e.versions import CONTAINERD_VERSION, ETCD_VERSION, KUBERNETES_VERSION
+from dra_e2e.errors import BuildError, ToolMissingError, UnknownVersionError
+from dra_e2e.versions import (
+    CONTAINERD_VERSION,
+    ETCD_VERSION,
+    KUBERNETES_VERSION,
+    KUBERNETES_VERSIONS,
+)
 
 Progress = Callable[[str], None]
 
@@ -63,32 +68,62 @@ class GoComponent:
     ldflags: tuple[str, ...] = ("-s", "-w")
     aliases: tuple[str, ...] = field(default=())
     source_dir: Path | None = None
+    # An alternate go.mod (``go build -modfile``; its go.sum sits beside it with the
+    # suffix .sum): one module directory serves several pinned versions.
+    modfile: Path | None = None
 
     @property
     def module_dir(self) -> Path:
         """The directory holding this component's go.mod (``gobuild/<name>`` by default)."""
         return self.source_dir if self.source_dir is not None else GOBUILD_DIR / self.name
 
+    def input_files(self) -> list[Path]:
+        """The files whose content determines the build: sources and module files."""
+        files = sorted(p for p in self.module_dir.iterdir() if p.is_file())
+        if self.modfile is not None:
+            files = [p for p in files if p.name not in ("go.mod", "go.sum")]
+            files += [self.modfile, self.modfile.with_suffix(".sum")]
+        return files
+
+    def go_flags(self) -> list[str]:
+        """Flags every go command on this module needs (the alternate go.mod, if any)."""
+        return [f"-modfile={self.modfile}"] if self.modfile is not None else []
+
     def cache_key(self) -> str:
         """Directory name in the cache: name, version and a hash of inputs and flags."""
         digest = hashlib.sha256()
-        for path in sorted(self.module_dir.iterdir()):
-            if path.is_file():
-                digest.update(path.name.encode())
-                digest.update(path.read_bytes())
+        for path in self.input_files():
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
         for part in (*self.packages, *self.tags, *self.ldflags, *self.outputs, *self.aliases):
             digest.update(part.encode())
         return f"{self.name}-{self.version}-{digest.hexdigest()[:12]}"
 
 
-KUBE = GoComponent(
-    name="kube",
-    version=KUBERNETES_VERSION,
-    packages=(".",),
-    outputs=("kube",),
-    ldflags=_kube_ldflags(KUBERNETES_VERSION),
-    aliases=KUBE_COMPONENTS,
-)
+def kube_component(version: str = KUBERNETES_VERSION) -> GoComponent:
+    """The Kubernetes multi-call binary pinned at one of ``KUBERNETES_VERSIONS``.
+
+    The default version builds from ``gobuild/kube/go.mod``; each other one from
+    ``gobuild/kube/versions/<version>.mod``, with the same ``main.go``.
+    """
+    if version not in KUBERNETES_VERSIONS:
+        known = ", ".join(KUBERNETES_VERSIONS)
+        raise UnknownVersionError(f"Kubernetes {version} is not pinned here (known: {known})")
+    modfile = None
+    if version != KUBERNETES_VERSION:
+        modfile = GOBUILD_DIR / "kube" / "versions" / f"{version}.mod"
+    return GoComponent(
+        name="kube",
+        version=version,
+        packages=(".",),
+        outputs=("kube",),
+        ldflags=_kube_ldflags(version),
+        aliases=KUBE_COMPONENTS,
+        modfile=modfile,
+    )
+
+
+KUBE = kube_component()
 ETCD = GoComponent(
     name="etcd",
     version=ETCD_VERSION,
@@ -112,7 +147,6 @@ CONTAINERD = GoComponent(
         f"-X github.com/containerd/containerd/v2/version.Version={CONTAINERD_VERSION}",
     ),
 )
-COMPONENTS = (KUBE, ETCD, CONTAINERD)
 
 
 @dataclass(frozen=True)
@@ -170,18 +204,26 @@ def is_built(component: GoComponent, *, root: Path | None = None) -> bool:
     return (component_dir(component, root=root) / ".complete").is_file()
 
 
-def binaries(*, root: Path | None = None) -> Binaries:
+def components(kube_version: str = KUBERNETES_VERSION) -> tuple[GoComponent, ...]:
+    """Every component a cluster of the given Kubernetes version needs."""
+    return (kube_component(kube_version), ETCD, CONTAINERD)
+
+
+COMPONENTS = components()
+
+
+def binaries(*, root: Path | None = None, kube_version: str = KUBERNETES_VERSION) -> Binaries:
     """Paths of the cached binaries (which may not exist yet; see ``ensure_binaries``)."""
     return Binaries(
-        kube_dir=component_dir(KUBE, root=root),
+        kube_dir=component_dir(kube_component(kube_version), root=root),
         etcd_dir=component_dir(ETCD, root=root),
         containerd_dir=component_dir(CONTAINERD, root=root),
     )
 
 
-def all_built(*, root: Path | None = None) -> bool:
+def all_built(*, root: Path | None = None, kube_version: str = KUBERNETES_VERSION) -> bool:
     """Whether every component is in the cache."""
-    return all(is_built(c, root=root) for c in COMPONENTS)
+    return all(is_built(c, root=root) for c in components(kube_version))
 
 
 def find_go() -> Path:
@@ -220,7 +262,7 @@ def _go_env(go: Path) -> dict[str, str]:
 
 
 def _count_deps(go: Path, component: GoComponent, env: dict[str, str]) -> int:
-    cmd = [str(go), "list", "-deps"]
+    cmd = [str(go), "list", *component.go_flags(), "-deps"]
     if component.tags:
         cmd += ["-tags", ",".join(component.tags)]
     proc = subprocess.run(
@@ -261,7 +303,7 @@ def build_component(
         resolve_started = time.monotonic()
         total = _count_deps(go, component, env)
         resolve_s = time.monotonic() - resolve_started
-        cmd = ["nice", "-n", "10", str(go), "build", "-v", "-trimpath"]
+        cmd = ["nice", "-n", "10", str(go), "build", *component.go_flags(), "-v", "-trimpath"]
         if component.tags:
             cmd += ["-tags", ",".join(component.tags)]
         cmd += ["-ldflags", " ".join(component.ldflags), "-o", f"{staging}/"]
@@ -317,10 +359,12 @@ def build_component(
         return final
 
 
-def ensure_binaries(*, progress: Progress, root: Path | None = None) -> Binaries:
+def ensure_binaries(
+    *, progress: Progress, root: Path | None = None, kube_version: str = KUBERNETES_VERSION
+) -> Binaries:
     """Build whatever is missing from the cache and return the binary paths."""
-    for component in COMPONENTS:
+    for component in components(kube_version):
         if is_built(component, root=root):
             continue
         build_component(component, progress=progress, root=root)
-    return binaries(root=root)
+    return binaries(root=root, kube_version=kube_version)

@@ -63,3 +63,7 @@ class KubectlError(E2EError):
         self.returncode = returncode
         self.stderr = stderr
         super().__init__(f"kubectl {' '.join(args)} exited {returncode}: {stderr.strip()}")
+
+
+class UnknownVersionError(E2EError):
+    """A component version was asked for that the harness does not pin."""

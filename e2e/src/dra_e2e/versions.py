@@ -6,7 +6,11 @@ hashes those files too, so a bump in either place triggers a rebuild.
 
 from __future__ import annotations
 
-KUBERNETES_VERSION = "v1.36.5"
+KUBERNETES_VERSION = "v1.37.2"
+# Every Kubernetes version the harness can build (``e2e-cluster --kube-version``),
+# newest first; CI builds only the default. Each non-default one has its module
+# file in ``gobuild/kube/versions/``.
+KUBERNETES_VERSIONS = ("v1.37.2", "v1.36.5", "v1.35.4", "v1.34.4")
 ETCD_VERSION = "v3.6.16"
 CONTAINERD_VERSION = "v2.3.7"
 

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 from dra_e2e import configs, hostnet
-from dra_e2e.build import COMPONENTS, KUBE, GoComponent
+from dra_e2e.build import COMPONENTS, KUBE, GoComponent, kube_component
+from dra_e2e.errors import UnknownVersionError
+from dra_e2e.versions import KUBERNETES_VERSION, KUBERNETES_VERSIONS
 
 HELP_SNIPPET = """
       --feature-gates mapStringBool
@@ -112,3 +114,23 @@ def test_cache_key_tracks_version_and_flags() -> None:
     )
     assert bumped.cache_key() != KUBE.cache_key()
     assert bumped.cache_key().startswith("kube-v1.36.99-")
+
+
+def test_every_pinned_kube_version_has_its_own_module_file_and_key() -> None:
+    keys = set()
+    for version in KUBERNETES_VERSIONS:
+        component = kube_component(version)
+        for path in component.input_files():
+            assert path.is_file(), path
+        keys.add(component.cache_key())
+        if version != KUBERNETES_VERSION:
+            assert component.go_flags() == [f"-modfile={component.modfile}"]
+            # The alternate go.mod really pins that version of k8s.io/kubernetes.
+            assert f"k8s.io/kubernetes {version}" in component.input_files()[-2].read_text()
+    assert len(keys) == len(KUBERNETES_VERSIONS)
+    assert kube_component().go_flags() == []
+
+
+def test_unpinned_kube_version_is_a_clear_error() -> None:
+    with pytest.raises(UnknownVersionError, match=r"v1\.30\.0 is not pinned.*v1\.37\.2"):
+        kube_component("v1.30.0")
