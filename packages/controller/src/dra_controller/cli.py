@@ -6,13 +6,14 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import yaml
 
 from .allocate_report import EXIT_ERROR, run_allocate
 from .allocation.errors import AllocationError
-from .allocation.features import Features
+from .allocation.features import KUBE_MINORS, Features, parse_kube_version
 from .inputs import InputError, read_documents
 from .snapshot import build_snapshot
 
@@ -59,6 +60,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="GATE[,GATE=false...]",
         help="feature gates that are on (default: all DRA features)",
     )
+    alloc.add_argument(
+        "--kube-version",
+        default=None,
+        metavar="1.MINOR",
+        help="reproduce the kube-scheduler of this release where releases differ "
+        f"(known: {', '.join(f'1.{m}' for m in KUBE_MINORS)}; default: the newest)",
+    )
     alloc.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
 
     expl = sub.add_parser("explain", help="why a pod's or claim's devices cannot be allocated")
@@ -74,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     expl.add_argument("--node", help="only this node")
     expl.add_argument("--features", default=None, metavar="GATE[,GATE=false...]")
+    expl.add_argument("--kube-version", default=None, metavar="1.MINOR")
     expl.add_argument("--context", help="kubeconfig context (live mode)")
 
     val = sub.add_parser("validate", help="check manifests: schema, CEL, opaque configs")
@@ -83,8 +92,11 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _features(spec: str | None) -> Features:
-    return Features() if spec is None else Features.parse(spec)
+def _features(spec: str | None, kube_version: str | None = None) -> Features:
+    features = Features() if spec is None else Features.parse(spec)
+    if kube_version is not None:
+        features = replace(features, kube_minor=parse_kube_version(kube_version))
+    return features
 
 
 def _dump(report: dict[str, Any], output: str) -> str:
@@ -100,7 +112,7 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
     result = run_allocate(
         snapshot,
         engine=CelEngine(),
-        features=_features(args.features),
+        features=_features(args.features, args.kube_version),
         node=args.node,
         claim_keys=_files(args.claim),
     )
@@ -125,7 +137,11 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     claims = target_claims(snapshot, args.target, args.namespace)
     sys.stdout.write(
         explain(
-            snapshot, claims, engine=CelEngine(), features=_features(args.features), node=args.node
+            snapshot,
+            claims,
+            engine=CelEngine(),
+            features=_features(args.features, args.kube_version),
+            node=args.node,
         )
     )
     return EXIT_OK
