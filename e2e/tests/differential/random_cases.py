@@ -22,6 +22,15 @@ Obj = dict[str, Any]
 API = "resource.k8s.io/v1"
 MODELS = ("a100", "h100", "h200")
 ZONES = ("zone-a", "zone-b")
+GATES = (
+    "DRAPrioritizedList",
+    "DRAAdminAccess",
+    "DRADeviceTaints",
+    "DRAPartitionableDevices",
+    "DRAConsumableCapacity",
+    "DRADeviceBindingConditions",
+    "DRAResourceClaimDeviceStatus",
+)
 
 
 def _attrs(rng: random.Random, index: int) -> Obj:
@@ -367,6 +376,30 @@ class _Builder:
                 }
             )
 
+    def duplicate_device_name(self) -> None:
+        """Now and then an invalid pool: a node slice repeats a device name."""
+        if self.rng.random() > 0.03:
+            return
+        for obj in self.objects:
+            devices = obj.get("spec", {}).get("devices") or []
+            if obj["kind"] == "ResourceSlice" and len(devices) >= 2:
+                devices[-1]["name"] = devices[0]["name"]
+                return
+
+    def features(self) -> str | None:
+        """Mostly every gate on; sometimes a random subset.
+
+        DRAConsumableCapacity stays on, so upstream keeps choosing its "incubating"
+        allocator, the variant ours reproduces; with only stable gates on it switches to
+        the "stable" one, which differs (e.g. no distinctAttribute) and is not modelled.
+        """
+        if self.rng.random() > 0.15:
+            return None
+        return ",".join(
+            gate if gate == "DRAConsumableCapacity" or self.rng.random() < 0.5 else f"{gate}=false"
+            for gate in GATES
+        )
+
 
 def random_case(seed: int) -> OracleCase:
     """The scenario for ``seed``: objects plus the pending claims to allocate together."""
@@ -380,4 +413,6 @@ def random_case(seed: int) -> OracleCase:
     b.taint_rules()
     b.held_claims(classes)
     keys = b.pending_claims(classes)
-    return OracleCase(id=f"seed-{seed}", objects=b.objects, claims=keys)
+    # Drawn last, so that adding them kept the earlier seeds' scenarios as they were.
+    b.duplicate_device_name()
+    return OracleCase(id=f"seed-{seed}", objects=b.objects, claims=keys, features=b.features())

@@ -11,7 +11,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .allocator import Allocated, Allocator, Unsatisfiable
-from .errors import InvalidPoolError
 from .features import Features
 from .model import ClaimInfo, ClassInfo, SliceInfo
 from .nodes import NodeInfo
@@ -80,14 +79,14 @@ class Cluster:
     def allocate(self, claims: Sequence[ClaimInfo], *, node: str | None = None) -> ClusterOutcome:
         """Allocate the claims together on ``node``, or on the first node (by name) that fits.
 
-        Raises ``InvalidPoolError`` when no node fits and invalid pools were seen, like the
-        scheduler surfaces invalid pools only when allocation fails everywhere.
+        Invalid pools make a node unsatisfiable, not an error: the kube-scheduler marks the
+        pod unschedulable ("invalid resource pools were encountered") and waits for the
+        driver to fix its slices; the failures' ``invalid_pools`` say which.
         """
         if node is not None:
             outcome = self.allocate_on(claims, self.node(node))
             if isinstance(outcome, Allocated):
                 return ClusterOutcome(allocated=outcome)
-            self._raise_invalid([outcome])
             return ClusterOutcome(allocated=None, failures=[outcome])
         self.allocator.validate(claims)
         failures: list[Unsatisfiable] = []
@@ -99,18 +98,7 @@ class Cluster:
             if isinstance(outcome, Allocated):
                 return ClusterOutcome(allocated=outcome, failures=failures)
             failures.append(outcome)
-        self._raise_invalid(failures)
         return ClusterOutcome(allocated=None, failures=failures)
-
-    @staticmethod
-    def _raise_invalid(failures: Sequence[Unsatisfiable]) -> None:
-        invalid = sorted({p for f in failures for p in f.invalid_pools})
-        if invalid:
-            raise InvalidPoolError(
-                "invalid resource pools were encountered: " + "; ".join(invalid),
-                object_ref="ResourceSlice",
-                field="spec.devices",
-            )
 
     def commit(self, claims: Sequence[ClaimInfo], allocated: Allocated) -> None:
         """Record the allocations as done (claims' status and the allocated state)."""
