@@ -598,6 +598,52 @@ func runBatch(ctx context.Context, r io.Reader, w io.Writer) error {
 	return scanner.Err()
 }
 
+// runSequence allocates the pending claims of one case one after the other, each
+// alone (one pod each) on the first node that fits, the way a scheduler fills a
+// cluster: each placed claim holds its devices for the next. It prints the wall
+// time and every claim's node, for a side-by-side benchmark with `kubectl dra`.
+func runSequence(ctx context.Context, r io.Reader, w io.Writer) error {
+	var c batchCase
+	if err := json.NewDecoder(r).Decode(&c); err != nil {
+		return fmt.Errorf("sequence input: %w", err)
+	}
+	features, err := parseFeatures(c.Features)
+	if err != nil {
+		return err
+	}
+	in := &input{}
+	for _, raw := range c.Objects {
+		if err := in.addObject(raw); err != nil {
+			return err
+		}
+	}
+	byKey := map[string]*resourceapi.ResourceClaim{}
+	for _, claim := range in.claims {
+		byKey[claimKey(claim)] = claim
+	}
+	placed := make([]string, 0, len(c.Claims))
+	start := time.Now()
+	for _, key := range c.Claims {
+		claim, ok := byKey[key]
+		if !ok {
+			return fmt.Errorf("claim %s not found in the input", key)
+		}
+		out := allocate(ctx, in, []string{key}, c.Node, features)
+		if out.err != nil {
+			return out.err
+		}
+		entry := out.report["claims"].(map[string]any)[key].(map[string]any)
+		if entry["allocated"] != true {
+			placed = append(placed, "")
+			continue
+		}
+		claim.Status.Allocation = entry["allocation"].(*resourceapi.AllocationResult)
+		placed = append(placed, entry["node"].(string))
+	}
+	elapsed := time.Since(start)
+	return json.NewEncoder(w).Encode(map[string]any{"seconds": elapsed.Seconds(), "nodes": placed})
+}
+
 type multiFlag []string
 
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
@@ -612,8 +658,16 @@ func main() {
 	node := flag.String("node", "", "allocate on this node only")
 	featureSpec := flag.String("features", "", "DRA feature gates on (GATE[,GATE=false...], all, none); default: those of kubectl dra allocate")
 	batch := flag.Bool("batch", false, "read cases as JSON lines on stdin, write results as JSON lines")
+	sequence := flag.Bool("sequence", false, "read one case on stdin and allocate its claims one at a time (benchmark)")
 	flag.Parse()
 	ctx := context.Background()
+	if *sequence {
+		if err := runSequence(ctx, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "dra-go-allocate: %v\n", err)
+			os.Exit(exitError)
+		}
+		return
+	}
 	if *batch {
 		if err := runBatch(ctx, os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintf(os.Stderr, "dra-go-allocate: %v\n", err)
