@@ -90,12 +90,13 @@ var bindingConditions, claimDeviceStatus, taintRules bool
 var defaultGates = []string{
 	"DRAPrioritizedList", "DRAAdminAccess", "DRADeviceTaints", "DRAPartitionableDevices",
 	"DRAConsumableCapacity", "DRADeviceBindingConditions", "DRAResourceClaimDeviceStatus",
-	"DRADeviceTaintRules",
 }
 
 func parseFeatures(spec *string) (structured.Features, error) {
 	var f structured.Features
-	bindingConditions, claimDeviceStatus, taintRules = false, false, false
+	// DeviceTaintRules apply whatever --features says, as in `kubectl dra allocate`
+	// (its DeviceTaintRules input is the switch); DRADeviceTaintRules=false turns them off.
+	bindingConditions, claimDeviceStatus, taintRules = false, false, true
 	items := defaultGates
 	if spec != nil {
 		items = strings.Split(*spec, ",")
