@@ -35,6 +35,18 @@ def test_beta_dra_gates_are_enabled_and_alpha_ones_not() -> None:
     }
 
 
+def test_beta_gate_whose_dependency_is_off_is_left_off() -> None:
+    # Kubernetes 1.37: DRAWorkloadResourceClaims is BETA but needs GenericWorkload.
+    help_137 = HELP_SNIPPET.replace(
+        "kube:DRAWorkloadResourceClaims=true|false (ALPHA - default=false)",
+        "kube:DRAWorkloadResourceClaims=true|false (BETA - default=false)\n"
+        "                 kube:GenericWorkload=true|false (BETA - default=false)",
+    )
+    gates = configs.parse_beta_gates(help_137)
+    assert "DRAWorkloadResourceClaims" not in gates
+    assert "DRAAdminAccess" in gates
+
+
 def test_feature_gate_arg_is_sorted() -> None:
     assert configs.feature_gate_arg({"B": True, "A": False}) == "A=false,B=true"
 
