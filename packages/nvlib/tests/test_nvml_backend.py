@@ -4,6 +4,7 @@ over the mock libnvidia-ml.so.)"""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from dra_nvlib import (
     DeviceLibConfig,
     FabricState,
     GpuLostError,
+    GpuNotFoundError,
     HealthEventKind,
     InsufficientResourcesError,
     LibraryLoadError,
@@ -40,6 +42,7 @@ from dra_nvlib.nvml_binding import (
 )
 from dra_nvlib.sysfs import normalize_bus_id, pcie_root
 
+INVALID_ARGUMENT = 2
 NOT_SUPPORTED = 3
 NOT_FOUND = 6
 GPU_IS_LOST = 15
@@ -68,6 +71,10 @@ class FakeNvml:
     def __init__(self, gpus: list[FakeGpu]) -> None:
         self.gpus = gpus
         self.fail_ci = False
+        # NVML v1 records and go-nvml's mock systems carry no profile names.
+        self.unnamed_profiles = False
+        # go-nvml's mock answers an unknown UUID with INVALID_ARGUMENT, NVML with NOT_FOUND.
+        self.unknown_uuid_code = NOT_FOUND
         self.events: list[RawEvent] = []
         self.shutdowns = 0
 
@@ -102,7 +109,7 @@ class FakeNvml:
         for i, gpu in enumerate(self.gpus):
             if gpu.uuid == uuid:
                 return NvmlHandle(i)
-        raise NvmlFailure("nvmlDeviceGetHandleByUUID", NOT_FOUND, "Not Found")
+        raise NvmlFailure("nvmlDeviceGetHandleByUUID", self.unknown_uuid_code, "unknown UUID")
 
     def uuid(self, dev: NvmlHandle) -> str:
         if isinstance(dev, tuple):
@@ -151,6 +158,8 @@ class FakeNvml:
             raise NvmlFailure(
                 "nvmlDeviceGetGpuInstanceProfileInfoV", NOT_SUPPORTED, "Not Supported"
             )
+        if self.unnamed_profiles:
+            return dataclasses.replace(table[profile_index], name="")
         return table[profile_index]
 
     def gi_placements(self, dev: NvmlHandle, profile_id: int) -> list[tuple[int, int]]:
@@ -286,6 +295,22 @@ def test_enumeration_converts_nvml_values(lib: NvmlDeviceLib) -> None:
     assert second.fabric.state is FabricState.COMPLETED
     assert [p.name for p in first.mig_profiles] == ["1g.5gb", "3g.20gb"]
     assert first.mig_profile("3g.20gb").memory_slices == 4
+
+
+def test_unnamed_profiles_get_nvidia_names(lib: NvmlDeviceLib, nvml: FakeNvml) -> None:
+    nvml.unnamed_profiles = True
+    assert [p.name for p in lib.gpus()[0].mig_profiles] == ["1g.5gb", "3g.20gb"]
+
+
+@pytest.mark.parametrize("code", [NOT_FOUND, INVALID_ARGUMENT])
+def test_unknown_uuid_is_gpu_not_found(lib: NvmlDeviceLib, nvml: FakeNvml, code: int) -> None:
+    nvml.unknown_uuid_code = code
+    missing = "GPU-00000000-0000-0000-0000-000000000000"
+    with pytest.raises(GpuNotFoundError) as err:
+        lib.set_mig_mode(missing, enabled=True)
+    assert (err.value.gpu, err.value.operation) == (missing, "set_mig_mode")
+    with pytest.raises(GpuNotFoundError):
+        lib.watch_health([missing])
 
 
 def test_mig_create_list_destroy(lib: NvmlDeviceLib, nvml: FakeNvml) -> None:
