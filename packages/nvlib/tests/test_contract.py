@@ -302,7 +302,7 @@ if CHILD_NVML:
             real.close()
 
 else:
-    # Parent run: one child run of this module per mock profile.
+    # Parent run: one child run of this module per mock system and one over the stub.
 
     def _child_run(label: str, path: Path, extra_env: dict[str, str]) -> None:
         env = {
@@ -333,3 +333,62 @@ else:
         """This module again over tests/nvml_stub (our C stand-in for an A100 node), loaded
         from under a driver root: the nvidia-ml-py/ctypes path end to end."""
         _child_run("stub-a100", nvml_stub_driver_root, {})
+
+
+if GO_MOCK:
+    # Child run over the go-nvml mock only: tests/nvml_stub models one compute instance per
+    # GPU instance, and the fake's API cannot split one.
+
+    def test_gpu_instance_split_into_compute_instances(
+        tmp_path: Path, request: pytest.FixtureRequest
+    ) -> None:
+        """A GPU instance carved into two 1-slice compute instances (as ``nvidia-smi mig
+        -cci`` would) is two MIG devices: own UUIDs and CI ids, one GI, each with its
+        compute instance's SMs; destroying one removes the whole GPU instance."""
+        import ctypes
+
+        import pynvml  # type: ignore[import-untyped]
+
+        lib = _open(f"nvml-{CHILD_NVML}", tmp_path, request)
+        try:
+            uuid = lib.gpus()[0].uuid
+            lib.set_mig_mode(uuid, enabled=True)
+            gpu = lib.gpu(uuid)
+            two = next(p for p in gpu.mig_profiles if p.slice_count == 2)
+            handle = pynvml.nvmlDeviceGetHandleByUUID(uuid.encode())
+            placement = pynvml.c_nvmlGpuInstancePlacement_t()
+            placement.start = two.placements[0].start
+            placement.size = two.placements[0].size
+            gi = pynvml.nvmlDeviceCreateGpuInstanceWithPlacement(
+                handle, two.profile_id, ctypes.byref(placement)
+            )
+            one_slice = None
+            for index in range(9):
+                try:
+                    info = pynvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, index, 0)
+                except pynvml.NVMLError:
+                    continue
+                if info.sliceCount == 1:
+                    one_slice = info
+                    break
+            assert one_slice is not None, "a 2-slice GPU instance offers 1-slice CIs"
+            pynvml.nvmlGpuInstanceCreateComputeInstance(gi, one_slice.id)
+            pynvml.nvmlGpuInstanceCreateComputeInstance(gi, one_slice.id)
+            devices = lib.gpu(uuid).mig_devices
+            assert len(devices) == 2
+            assert len({d.uuid for d in devices}) == 2
+            assert all(MIG_UUID_RE.match(d.uuid) for d in devices)
+            assert len({d.gi_id for d in devices}) == 1
+            assert len({d.ci_id for d in devices}) == 2
+            assert [d.index for d in devices] == [0, 1]
+            for device in devices:
+                assert device.profile_name == two.name
+                assert device.placement == two.placements[0]
+                assert device.memory_bytes == two.memory_bytes
+                assert device.multiprocessor_count == one_slice.multiprocessorCount
+                assert device.multiprocessor_count < two.multiprocessor_count
+            lib.destroy_mig_device(devices[1].uuid)
+            assert lib.gpu(uuid).mig_devices == ()
+            lib.set_mig_mode(uuid, enabled=False)
+        finally:
+            lib.close()

@@ -38,6 +38,7 @@ from dra_nvlib.nvml_binding import (
     RawFabric,
     RawGiInfo,
     RawGiProfile,
+    RawMigAttributes,
     find_library,
 )
 from dra_nvlib.sysfs import normalize_bus_id, pcie_root
@@ -75,6 +76,8 @@ class FakeNvml:
         self.unnamed_profiles = False
         # go-nvml's mock answers an unknown UUID with INVALID_ARGUMENT, NVML with NOT_FOUND.
         self.unknown_uuid_code = NOT_FOUND
+        # SMs nvmlDeviceGetAttributes_v2 reports per MIG device; None: the call is missing.
+        self.mig_sms: int | None = None
         self.events: list[RawEvent] = []
         self.shutdowns = 0
 
@@ -180,6 +183,11 @@ class FakeNvml:
 
     def ci_id(self, mig: NvmlHandle) -> int:
         return 0
+
+    def mig_attributes(self, mig: NvmlHandle) -> RawMigAttributes:
+        if self.mig_sms is None:
+            raise NvmlFailure("nvmlDeviceGetAttributes_v2", 13, "Function Not Found")
+        return RawMigAttributes(self.mig_sms, 3, 1, 19968)
 
     def gpu_instance_by_id(self, dev: NvmlHandle, gi_id: int) -> GiHandle:
         if gi_id not in self._gpu(dev).gis:
@@ -323,6 +331,14 @@ def test_mig_create_list_destroy(lib: NvmlDeviceLib, nvml: FakeNvml) -> None:
     assert (err.value.gpu, err.value.operation) == (gpu, "create_mig_device")
     lib.destroy_mig_device(dev.uuid)
     assert lib.gpu(gpu).mig_devices == ()
+
+
+def test_mig_device_sms_are_its_compute_instance_share(lib: NvmlDeviceLib, nvml: FakeNvml) -> None:
+    gpu = nvml.gpus[1].uuid
+    whole = lib.create_mig_device(gpu, profile_id=9, placement_start=0)
+    assert whole.multiprocessor_count == 42  # no per-device call: the GI profile's count
+    nvml.mig_sms = 14  # one 1-slice compute instance of the 3g GPU instance
+    assert lib.gpu(gpu).mig_devices[0].multiprocessor_count == 14
 
 
 def test_failed_compute_instance_rolls_back_the_gpu_instance(

@@ -333,10 +333,19 @@ class NvmlDeviceLib(DeviceLib):
                     profile_name=profile.name if profile else str(gi.profile_id),
                     placement=MigPlacement(gi.start, gi.size),
                     memory_bytes=self._api.memory_total(mig),
-                    multiprocessor_count=profile.multiprocessor_count if profile else 0,
+                    multiprocessor_count=self._mig_multiprocessors(mig, profile),
                 )
             )
         return tuple(out)
+
+    def _mig_multiprocessors(self, mig: NvmlHandle, profile: MigProfile | None) -> int:
+        """The MIG device's own SMs: a GPU instance split into several compute instances
+        gives each only its compute instance's share, which NVML reports per MIG device;
+        the GPU instance profile's count where the driver lacks the call."""
+        attrs = self._optional(lambda: self._api.mig_attributes(mig))
+        if attrs is not None:
+            return attrs.multiprocessor_count
+        return profile.multiprocessor_count if profile else 0
 
     # -- operations ------------------------------------------------------------------------
 

@@ -7,9 +7,10 @@ package main
 //   - nvmlDeviceGetGpuInstanceById: looked up among the mock device's GPU instances;
 //   - MIG device handles (nvmlDeviceGetMaxMigDeviceCount, nvmlDeviceGetMigDeviceHandleByIndex,
 //     nvmlDeviceGetGpuInstanceId, nvmlDeviceGetComputeInstanceId, and nvmlDeviceGetUUID,
-//     nvmlDeviceGetMemoryInfo, nvmlDeviceGetHandleByUUID on them): one per compute instance
-//     of the mock's GPU instances, as NVML does; the MIG UUID is derived from the parent's
-//     UUID and the GI/CI ids, the memory is the GPU instance profile's;
+//     nvmlDeviceGetMemoryInfo, nvmlDeviceGetAttributes_v2, nvmlDeviceGetHandleByUUID on
+//     them): one per compute instance of the mock's GPU instances, as NVML does; the MIG UUID
+//     is derived from the parent's UUID and the GI/CI ids, the memory is the GPU instance
+//     profile's, the SM and engine counts the compute instance profile's;
 //   - the PCI bus id (nvmlPciInfo_t.busId): the mock's GetPciInfo leaves it empty, its device
 //     record holds one (Device.PciBusID);
 //   - events (nvmlEventSetCreate/Free, nvmlDeviceGetSupportedEventTypes,
@@ -185,6 +186,45 @@ func nvmlDeviceGetMigDeviceHandleByIndex(h C.nvmlHandle_t, index C.uint, mig *C.
 		return ret(nvml.ERROR_NOT_FOUND)
 	}
 	*mig = C.nvmlHandle_t(handleOf(devices[index]))
+	return ret(nvml.SUCCESS)
+}
+
+//export nvmlDeviceGetAttributes_v2
+func nvmlDeviceGetAttributes_v2(h C.nvmlHandle_t, attributes *C.nvmlDeviceAttributes_t) (r C.nvmlReturn_t) {
+	defer guard(&r, "nvmlDeviceGetAttributes_v2")
+	if r, ok := ready(); !ok {
+		return r
+	}
+	m := migOf(uintptr(h))
+	if m == nil {
+		// nvml.h: "currently only supports MIG device handles".
+		if gpuOf(uintptr(h)) != nil {
+			return ret(nvml.ERROR_NOT_SUPPORTED)
+		}
+		return ret(nvml.ERROR_INVALID_ARGUMENT)
+	}
+	if attributes == nil {
+		return ret(nvml.ERROR_INVALID_ARGUMENT)
+	}
+	gip, ok := giProfileByID(m.gpu, m.gi.Info.ProfileId)
+	if !ok {
+		return ret(nvml.ERROR_UNKNOWN)
+	}
+	cip, ok := ciProfileByID(m.gi, m.ci.Info.ProfileId)
+	if !ok {
+		return ret(nvml.ERROR_UNKNOWN)
+	}
+	*attributes = C.nvmlDeviceAttributes_t{
+		multiprocessorCount:       C.uint(cip.MultiprocessorCount),
+		sharedCopyEngineCount:     C.uint(cip.SharedCopyEngineCount),
+		sharedDecoderCount:        C.uint(cip.SharedDecoderCount),
+		sharedEncoderCount:        C.uint(cip.SharedEncoderCount),
+		sharedJpegCount:           C.uint(cip.SharedJpegCount),
+		sharedOfaCount:            C.uint(cip.SharedOfaCount),
+		gpuInstanceSliceCount:     C.uint(gip.SliceCount),
+		computeInstanceSliceCount: C.uint(cip.SliceCount),
+		memorySizeMB:              C.ulonglong(gip.MemorySizeMB),
+	}
 	return ret(nvml.SUCCESS)
 }
 
