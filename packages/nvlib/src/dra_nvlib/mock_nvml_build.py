@@ -185,7 +185,9 @@ def build_mock_nvml(*, source_dir: Path = SOURCE_DIR, root: Path | None = None) 
         library = staging / LIBRARY_NAME
         build = ["nice", "-n", "10", go, "build", "-buildmode=c-shared", "-trimpath"]
         started = time.monotonic()
-        _progress(f"go build -buildmode=c-shared {source_dir} -> {final} (cold: about a minute)")
+        _progress(
+            f"go build -buildmode=c-shared {source_dir} -> {final} (cold: one to three minutes)"
+        )
         _run(
             "first link",
             [*build, "-ldflags", " ".join(LDFLAGS), "-o", str(library), "."],
