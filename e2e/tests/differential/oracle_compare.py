@@ -34,6 +34,9 @@ def python_answer(case: OracleCase) -> OracleResult:
             features=features,
             node=case.node or None,
             claim_keys=case.claims,
+            # Both must find the same answer, however slow a loaded machine is; only a
+            # search upstream gives up on (10 s) may time out here too.
+            timeout_s=120.0,
         )
     except AllocationError as exc:
         return OracleResult(id=case.id, exit=EXIT_ERROR, error=str(exc))

@@ -386,6 +386,34 @@ class _Builder:
                 devices[-1]["name"] = devices[0]["name"]
                 return
 
+    def pod(self, keys: list[str]) -> None:
+        """Sometimes the pod using the claims, with node constraints, and tainted nodes."""
+        rng = self.rng
+        for obj in self.objects:
+            if obj["kind"] == "Node" and rng.random() < 0.15:
+                obj["spec"] = {"taints": [{"key": "example.com/node", "effect": "NoSchedule"}]}
+        if rng.random() > 0.3:
+            return
+        spec: Obj = {
+            "containers": [{"name": "main", "image": "busybox"}],
+            "resourceClaims": [
+                {"name": f"c{i}", "resourceClaimName": key.split("/", 1)[1]}
+                for i, key in enumerate(keys)
+            ],
+        }
+        if rng.random() < 0.5:
+            spec["nodeSelector"] = {"zone": rng.choice(ZONES)}
+        if rng.random() < 0.5:
+            spec["tolerations"] = [{"key": "example.com/node", "operator": "Exists"}]
+        self.objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "pod", "namespace": "default"},
+                "spec": spec,
+            }
+        )
+
     def features(self) -> str | None:
         """Mostly every gate on; sometimes a random subset.
 
@@ -415,4 +443,6 @@ def random_case(seed: int) -> OracleCase:
     keys = b.pending_claims(classes)
     # Drawn last, so that adding them kept the earlier seeds' scenarios as they were.
     b.duplicate_device_name()
-    return OracleCase(id=f"seed-{seed}", objects=b.objects, claims=keys, features=b.features())
+    features = b.features()
+    b.pod(keys)
+    return OracleCase(id=f"seed-{seed}", objects=b.objects, claims=keys, features=features)

@@ -43,6 +43,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/resourceslice/tracker"
@@ -132,6 +133,7 @@ type input struct {
 	claims  []*resourceapi.ResourceClaim
 	nodes   []*v1.Node
 	rules   []*resourceapi.DeviceTaintRule
+	pods    []*v1.Pod
 }
 
 type typeMeta struct {
@@ -198,6 +200,15 @@ func (in *input) addObject(raw json.RawMessage) error {
 			return fmt.Errorf("DeviceTaintRule: %w", err)
 		}
 		in.rules = append(in.rules, obj)
+	case tm.APIVersion == "v1" && tm.Kind == "Pod":
+		obj := &v1.Pod{}
+		if err := decodeInto(raw, obj); err != nil {
+			return fmt.Errorf("Pod: %w", err)
+		}
+		if obj.Namespace == "" {
+			obj.Namespace = "default"
+		}
+		in.pods = append(in.pods, obj)
 	case tm.APIVersion == "v1" && tm.Kind == "Node":
 		obj := &v1.Node{}
 		if err := decodeInto(raw, obj); err != nil {
@@ -460,7 +471,17 @@ func allocate(ctx context.Context, in *input, claimKeys []string, only string, f
 		}
 		return outcome{exit: exitUnsatisfiable, report: map[string]any{"claims": claimsOut}}
 	}
+	pod := podOfClaims(in.pods, wanted)
+	scored := features.PrioritizedList && hasSubRequests(pending)
+	var best struct {
+		score   int64
+		node    *v1.Node
+		results []resourceapi.AllocationResult
+	}
 	for _, node := range nodesToTry(in, only) {
+		if only == "" && pod != nil && !podFits(pod, node) {
+			continue
+		}
 		fits := true
 		for _, c := range done {
 			if sel := c.Status.Allocation.NodeSelector; sel != nil {
@@ -484,13 +505,92 @@ func allocate(ctx context.Context, in *input, claimKeys []string, only string, f
 		case results == nil:
 			continue
 		}
-		for i, c := range pending {
-			result := results[i]
-			claimsOut[claimKey(c)] = map[string]any{"allocated": true, "node": node.Name, "allocation": &result}
+		if scored {
+			// Like the scheduler's Score: the node where earlier subrequests fit wins;
+			// among equal scores the first by name (the scheduler picks one at random).
+			if score := subRequestScore(pending, results); best.node == nil || score > best.score {
+				best.score, best.node, best.results = score, node, results
+			}
+			continue
 		}
-		return outcome{exit: exitAllocated, report: map[string]any{"claims": claimsOut}}
+		return placed(claimsOut, pending, node, results)
+	}
+	if best.node != nil {
+		return placed(claimsOut, pending, best.node, best.results)
 	}
 	return unsatisfiable()
+}
+
+func placed(claimsOut map[string]any, pending []*resourceapi.ResourceClaim, node *v1.Node, results []resourceapi.AllocationResult) outcome {
+	for i, c := range pending {
+		result := results[i]
+		claimsOut[claimKey(c)] = map[string]any{"allocated": true, "node": node.Name, "allocation": &result}
+	}
+	return outcome{exit: exitAllocated, report: map[string]any{"claims": claimsOut}}
+}
+
+func hasSubRequests(claims []*resourceapi.ResourceClaim) bool {
+	for _, c := range claims {
+		for _, r := range c.Spec.Devices.Requests {
+			if len(r.FirstAvailable) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// subRequestScore restates the DynamicResources plugin's computeScore (unexported in
+// k8s.io/kubernetes): a request's subrequest i adds FirstAvailableDeviceRequestMaxSize-i.
+func subRequestScore(claims []*resourceapi.ResourceClaim, results []resourceapi.AllocationResult) int64 {
+	var score int64
+	for i, claim := range claims {
+		picked := sets.New[string]()
+		for _, res := range results[i].Devices.Results {
+			if strings.Contains(res.Request, "/") {
+				picked.Insert(res.Request)
+			}
+		}
+		for _, req := range claim.Spec.Devices.Requests {
+			for j, sub := range req.FirstAvailable {
+				if picked.Has(req.Name + "/" + sub.Name) {
+					score += int64(resourceapi.FirstAvailableDeviceRequestMaxSize - j)
+				}
+			}
+		}
+	}
+	return score
+}
+
+// podOfClaims is the input pod referencing one of the claims by name, if any.
+func podOfClaims(pods []*v1.Pod, claims []*resourceapi.ResourceClaim) *v1.Pod {
+	wanted := sets.New[string]()
+	for _, c := range claims {
+		wanted.Insert(claimKey(c))
+	}
+	for _, pod := range pods {
+		for _, ref := range pod.Spec.ResourceClaims {
+			if ref.ResourceClaimName != nil && wanted.Has(pod.Namespace+"/"+*ref.ResourceClaimName) {
+				return pod
+			}
+		}
+	}
+	return nil
+}
+
+// podFits applies the scheduler's NodeName, NodeAffinity (nodeSelector and required
+// affinity) and TaintToleration filters, with the helpers those plugins use.
+func podFits(pod *v1.Pod, node *v1.Node) bool {
+	if pod.Spec.NodeName != "" && pod.Spec.NodeName != node.Name {
+		return false
+	}
+	if ok, _ := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); !ok {
+		return false
+	}
+	_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, pod.Spec.Tolerations, func(t *v1.Taint) bool {
+		return t.Effect == v1.TaintEffectNoSchedule || t.Effect == v1.TaintEffectNoExecute
+	}, false)
+	return !untolerated
 }
 
 func readFiles(paths []string) (*input, error) {

@@ -12,11 +12,21 @@ RawObject = Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
+class NodeTaint:
+    """A node taint (``spec.taints[]``): pods must tolerate it to be placed there."""
+
+    key: str
+    value: str = ""
+    effect: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class NodeInfo:
-    """A node as far as allocation cares: its name and labels."""
+    """A node as far as allocation cares: its name, labels and taints."""
 
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[NodeTaint, ...] = ()
 
     @classmethod
     def from_dict(cls, obj: RawObject) -> NodeInfo:
@@ -26,7 +36,16 @@ class NodeInfo:
         if not isinstance(name, str) or not name:
             raise AllocationError("node without a name", object_ref="Node", field="metadata.name")
         labels = meta.get("labels") or {}
-        return cls(name=name, labels={str(k): str(v) for k, v in labels.items()})
+        taints = tuple(
+            NodeTaint(
+                key=str(t.get("key") or ""),
+                value=str(t.get("value") or ""),
+                effect=str(t.get("effect") or ""),
+            )
+            for t in (obj.get("spec") or {}).get("taints") or []
+            if isinstance(t, Mapping)
+        )
+        return cls(name=name, labels={str(k): str(v) for k, v in labels.items()}, taints=taints)
 
 
 def node_selector_matches(selector: RawObject, node: NodeInfo, *, where: str) -> bool:
