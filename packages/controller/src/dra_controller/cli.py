@@ -28,7 +28,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kubectl dra",
         description="Dynamic Resource Allocation tools: allocate offline, explain pending "
-        "claims, validate manifests.",
+        "claims, validate and migrate manifests.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -79,6 +79,21 @@ def _parser() -> argparse.ArgumentParser:
     val = sub.add_parser("validate", help="check manifests: schema, CEL, opaque configs")
     val.add_argument(
         "-f", "--filename", action="append", nargs="+", required=True, metavar="FILE_OR_DIR"
+    )
+
+    mig = sub.add_parser(
+        "migrate",
+        help="classic DRA and device-plugin manifests to resource.k8s.io/v1 (notes on stderr)",
+    )
+    mig.add_argument(
+        "-f", "--filename", action="append", nargs="+", required=True, metavar="FILE_OR_DIR"
+    )
+    mig.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
+    mig.add_argument(
+        "--to-claims",
+        action="store_true",
+        help="rewrite device-plugin requests (nvidia.com/gpu: N) to ResourceClaimTemplates "
+        "instead of leaving them to the scheduler's extended-resource mapping",
     )
     return parser
 
@@ -154,10 +169,36 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_migrate(args: argparse.Namespace) -> int:
+    from dra_api_types.codec import dump_all
+
+    from .migrate import migrate_documents
+
+    result = migrate_documents(read_documents(_files(args.filename)), claims=args.to_claims)
+    for where, error in result.errors:
+        sys.stderr.write(f"error: {where}: {error}\n")
+    if result.errors:
+        sys.stderr.write(f"{len(result.errors)} object(s) cannot be migrated; nothing written\n")
+        return EXIT_ERROR
+    for note in result.notes:
+        sys.stderr.write(f"note: {note}\n")
+    if args.output == "json":
+        listing = {"apiVersion": "v1", "kind": "List", "items": result.objects}
+        sys.stdout.write(json.dumps(listing, indent=2) + "\n")
+    elif result.objects:
+        sys.stdout.write(dump_all(result.objects))
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``kubectl-dra``; returns the exit code."""
     args = _parser().parse_args(argv)
-    handlers = {"allocate": _cmd_allocate, "explain": _cmd_explain, "validate": _cmd_validate}
+    handlers = {
+        "allocate": _cmd_allocate,
+        "explain": _cmd_explain,
+        "migrate": _cmd_migrate,
+        "validate": _cmd_validate,
+    }
     try:
         return handlers[args.command](args)
     except (AllocationError, InputError) as exc:

@@ -14,7 +14,7 @@ from dra_api_types import decode_opaque_config
 from dra_api_types.codec import parse_object
 from dra_api_types.errors import ValidationError
 
-from .inputs import Document
+from .inputs import Document, object_label
 
 NVIDIA_DRIVERS = ("gpu.nvidia.com", "compute-domain.nvidia.com")
 
@@ -33,13 +33,6 @@ class Finding:
     def __str__(self) -> str:
         field = f" {self.path}:" if self.path else ""
         return f"{self.where}: {self.object_ref}:{field} {self.message}"
-
-
-def _ref(data: Mapping[str, Any]) -> str:
-    meta = data.get("metadata") or {}
-    name = meta.get("name", "?")
-    ns = meta.get("namespace")
-    return f"{data.get('kind', '?')} {ns + '/' if ns else ''}{name}"
 
 
 def _selectors(obj: Mapping[str, Any], path: str) -> Iterator[tuple[str, str]]:
@@ -85,7 +78,7 @@ def validate_documents(docs: Sequence[Document], *, compile_check: CompileCheck)
         if not isinstance(data, Mapping):
             findings.append(Finding(doc.where, "document", "", "not an object"))
             continue
-        ref = _ref(data)
+        ref = object_label(data)
         try:
             parse_object(data, validate=True)
         except ValidationError as exc:
