@@ -138,7 +138,7 @@ def test_seed_migrated_validates_and_allocates_on_a100_and_h100_not_v100(tmp_pat
     out.write_text(proc.stdout)
     valid = kubectl_dra("validate", "-f", str(out))
     assert valid.returncode == 0, valid.stdout
-    assert valid.stdout.strip() == "5 object(s) valid"
+    assert valid.stdout.strip() == "3 object(s) valid, 2 not checked (Pod: nothing DRA to check)"
     results = {}
     for node in ("node-a100", "node-h100", "node-v100"):
         alloc = kubectl_dra(
@@ -475,3 +475,41 @@ def test_loaded_documents_of_migrated_yaml_equal_the_objects() -> None:
     from dra_api_types.codec import dump_all
 
     assert load_documents(dump_all(result.objects)) == result.objects
+
+
+def test_validate_calls_no_legacy_object_valid_and_points_at_migrate() -> None:
+    proc = kubectl_dra("validate", "-f", str(SEED))
+    assert proc.returncode == 1
+    lines = proc.stdout.splitlines()
+    expected = {
+        "ResourceClass gpu-nvidia-a100: kind:": "resource.k8s.io/v1 DeviceClass",
+        "NvidiaGPUConfig a100-config: kind:": "GpuConfig",
+        "NvidiaGPUConfig shared-gpu-config: kind:": "GpuConfig",
+        "ResourceClaim ml-training/my-gpu-claim: spec.resourceClassName:": "spec.devices.requests",
+        "Pod ?: spec.containers[0].resourceClaims:": "resources.claims",
+    }
+    for head, replaced in expected.items():
+        (line,) = [x for x in lines if head in x]
+        assert replaced in line
+        assert "`kubectl dra migrate -f " in line
+    assert lines[-1] == "5 problem(s) in 6 object(s), 1 not checked (Pod: nothing DRA to check)"
+    assert "valid" not in proc.stdout
+
+
+def test_validate_converts_beta_objects_and_checks_them_like_v1(tmp_path: Path) -> None:
+    good = FIXTURES / "nvidia-v1beta1" / "quickstart_v1beta1_gpu-test1.yaml"
+    proc = kubectl_dra("validate", "-f", str(good))
+    assert proc.returncode == 0, proc.stdout
+    assert proc.stdout.splitlines()[-1].startswith("1 object(s) valid, 3 not checked")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "apiVersion: resource.k8s.io/v1beta1\nkind: ResourceClaim\nmetadata: {name: c}\n"
+        "spec:\n  devices:\n    requests:\n    - {name: g, deviceClassName: gpu.nvidia.com,"
+        " count: -1, selectors: [{cel: {expression: 'device.'}}]}\n"
+    )
+    proc = kubectl_dra("validate", "-f", str(bad))
+    assert proc.returncode == 1
+    assert "ResourceClaim c: spec.devices.requests[0].exactly.count" in proc.stdout
+    assert "spec.devices.requests[0].exactly.selectors[0].cel.expression: CEL compile" in (
+        proc.stdout
+    )

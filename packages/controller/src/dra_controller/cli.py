@@ -159,14 +159,11 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         return None
 
     docs = read_documents(_files(args.filename))
-    findings = validate_documents(docs, compile_check=compile_check)
-    for finding in findings:
+    result = validate_documents(docs, compile_check=compile_check)
+    for finding in result.findings:
         sys.stdout.write(f"{finding}\n")
-    if findings:
-        sys.stdout.write(f"{len(findings)} problem(s) in {len(docs)} object(s)\n")
-        return EXIT_FINDINGS
-    sys.stdout.write(f"{len(docs)} object(s) valid\n")
-    return EXIT_OK
+    sys.stdout.write(f"{result.summary(len(docs))}\n")
+    return EXIT_FINDINGS if result.findings else EXIT_OK
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
