@@ -252,6 +252,8 @@ def test_beta_claims_templates_classes_and_slices_convert_to_v1() -> None:
 
 
 def test_to_claims_rewrites_device_plugin_pods_like_the_scheduler_names_requests() -> None:
+    # Requests are named like the scheduler's: the index among the container's sorted
+    # requests (cpu sorts before nvidia.com/gpu).
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -273,7 +275,7 @@ def test_to_claims_rewrites_device_plugin_pods_like_the_scheduler_names_requests
                 "devices": {
                     "requests": [
                         {
-                            "name": "container-0-request-0",
+                            "name": "container-0-request-1",
                             "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 2},
                         },
                         {
@@ -291,7 +293,7 @@ def test_to_claims_rewrites_device_plugin_pods_like_the_scheduler_names_requests
                 "name": "a",
                 "resources": {
                     "limits": {"cpu": "1"},
-                    "claims": [{"name": "extended-resources", "request": "container-0-request-0"}],
+                    "claims": [{"name": "extended-resources", "request": "container-0-request-1"}],
                 },
             },
             {

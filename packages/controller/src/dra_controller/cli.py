@@ -127,16 +127,32 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     from .allocation.cel_engine import CelEngine
     from .explain_report import explain, parse_target, target_claims
 
+    kind, name = parse_target(args.target)
     if args.filename:
         docs = read_documents(_files(args.filename))
     else:
         from .live import fetch_documents
 
-        kind, name = parse_target(args.target)
         docs = fetch_documents(
             namespace=args.namespace, context=args.context, pod=name if kind == "pod" else None
         )
     snapshot = build_snapshot(docs)
+    from .explain_report import explain_pod, find_pod, needs_pod_explain
+
+    if kind == "pod":
+        pod = find_pod(snapshot, name, args.namespace)
+        if needs_pod_explain(snapshot, pod):
+            sys.stdout.write(
+                explain_pod(
+                    snapshot,
+                    pod,
+                    args.namespace,
+                    engine=CelEngine(),
+                    features=_features(args.features),
+                    node=args.node,
+                )
+            )
+            return EXIT_OK
     claims = target_claims(snapshot, args.target, args.namespace)
     sys.stdout.write(
         explain(

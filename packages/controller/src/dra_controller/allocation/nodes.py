@@ -13,10 +13,15 @@ RawObject = Mapping[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class NodeInfo:
-    """A node as far as allocation cares: its name and labels."""
+    """A node as far as allocation cares: its name, labels and allocatable resources.
+
+    ``allocatable`` (``status.allocatable``, raw quantities) matters only for extended
+    resources, which a device plugin serves on nodes that advertise them.
+    """
 
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
+    allocatable: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, obj: RawObject) -> NodeInfo:
@@ -26,7 +31,12 @@ class NodeInfo:
         if not isinstance(name, str) or not name:
             raise AllocationError("node without a name", object_ref="Node", field="metadata.name")
         labels = meta.get("labels") or {}
-        return cls(name=name, labels={str(k): str(v) for k, v in labels.items()})
+        allocatable = (obj.get("status") or {}).get("allocatable") or {}
+        return cls(
+            name=name,
+            labels={str(k): str(v) for k, v in labels.items()},
+            allocatable={str(k): str(v) for k, v in allocatable.items()},
+        )
 
 
 def node_selector_matches(selector: RawObject, node: NodeInfo, *, where: str) -> bool:

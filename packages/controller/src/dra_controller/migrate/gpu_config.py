@@ -81,9 +81,10 @@ def gpu_requirements(spec: LegacyGpuConfigSpec, *, ref: str, path: str) -> GpuRe
                 field=f"{path}.sharing.maxSharableGPU",
             )
         out.notes.append(
-            f"maxSharableGPU: {shares} -> consumable GPU shares: install the chart with "
-            f"consumableShares={shares} (kubelet plugin --consumable-shares={shares}); each "
-            f"claim then consumes 1 of the {shares} shares of a GPU by default"
+            f"maxSharableGPU: {shares} -> consumable GPU shares: publish GPUs with "
+            f"{shares} shares (chart value consumableShares={shares}, kubelet plugin flag "
+            f"--consumable-shares={shares}); each claim then consumes 1 of a GPU's "
+            f"{shares} shares by default"
         )
     return out
 
@@ -123,7 +124,8 @@ def _sharing(spec: LegacyGpuConfigSpec, *, ref: str, path: str, notes: list[str]
     gate = "TimeSlicingSettings" if strategy == "TimeSlicing" else "MPSSupport"
     kind = "MigDeviceConfig" if spec.mig else "GpuConfig"
     notes.append(
-        f"sharing: {strategy} -> opaque {kind} in the DeviceClass config (the kubelet plugin "
-        f"needs feature gate {gate}=true: chart featureGates.{gate}=true)"
+        f"sharing: {strategy} -> opaque {kind} in the DeviceClass config, applied to every "
+        f"device of the class (NVIDIA's kubelet plugin applies it only with its feature "
+        f"gate {gate}=true)"
     )
     return {"apiVersion": NVIDIA_CONFIG_API, "kind": kind, "sharing": body}

@@ -12,6 +12,8 @@ from typing import Any, Final
 from dra_api_types.errors import ValidationError
 from dra_api_types.legacy import LegacyPodClaim
 
+from ..allocation.errors import AllocationError
+from ..extended_resources import IMPLICIT_PREFIX, pod_extended_requests
 from .errors import MigrationError
 
 #: Where each workload kind keeps its pod spec.
@@ -26,12 +28,10 @@ POD_SPEC_PATHS: Final = {
     "PodTemplate": ("template", "spec"),
     "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
 }
-#: The implicit extended resource name of every DeviceClass (KEP 5004).
-IMPLICIT_PREFIX: Final = "deviceclass.resource.kubernetes.io/"
 #: The chart's DeviceClass gpu.nvidia.com sets extendedResourceName: nvidia.com/gpu.
 CHART_EXTENDED_RESOURCES: Final = {"nvidia.com/gpu": "gpu.nvidia.com"}
 EXTENDED_CLAIM: Final = "extended-resources"
-CONTAINER_GROUPS: Final = (("containers", "container"), ("initContainers", "init-container"))
+CONTAINER_GROUPS: Final = ("initContainers", "containers")
 
 
 def pod_spec_of(obj: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
@@ -82,7 +82,7 @@ def fix_claim_references(spec: dict[str, Any], *, ref: str, path: str) -> list[s
             raw[key] = value
             notes.append(f"{rpath}: source.{key} -> {key}")
         by_name[claim.name] = raw
-    for group, _ in CONTAINER_GROUPS:
+    for group in CONTAINER_GROUPS:
         for c, ctr in enumerate(spec.get(group) or []):
             if not isinstance(ctr, dict) or "resourceClaims" not in ctr:
                 continue
@@ -122,13 +122,14 @@ def fix_claim_references(spec: dict[str, Any], *, ref: str, path: str) -> list[s
 
 @dataclass(frozen=True, slots=True)
 class ExtendedRequest:
-    """One extended resource a container asks for."""
+    """One extended resource a container asks for, and where that container is."""
 
     group: str
     index: int
     container: str
     resource: str
     count: int
+    request_name: str
     device_class: str | None
 
 
@@ -139,61 +140,41 @@ def extended_class(resource: str, mapping: Mapping[str, str]) -> str | None:
     return mapping.get(resource)
 
 
-def _is_device_resource(resource: str, mapping: Mapping[str, str]) -> bool:
-    return (
-        resource in mapping
-        or resource.startswith(IMPLICIT_PREFIX)
-        or resource.startswith("nvidia.com/")
-    )
-
-
-def _count(value: Any, *, ref: str, path: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise MigrationError("must be a whole number", object_ref=ref, field=path)
-    try:
-        count = int(value)
-    except ValueError:
-        raise MigrationError(
-            f"{value!r} is not a whole number", object_ref=ref, field=path
-        ) from None
-    return count
+def _locations(spec: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """(group, index) of every container, init containers first (the scheduler's order)."""
+    return [
+        (group, i)
+        for group in ("initContainers", "containers")
+        for i, _ in enumerate(spec.get(group) or [])
+    ]
 
 
 def extended_requests(
     spec: Mapping[str, Any], mapping: Mapping[str, str], *, ref: str, path: str
 ) -> Iterator[ExtendedRequest]:
-    """Device extended resources the pod spec's containers request (limits or requests)."""
-    for group, _ in CONTAINER_GROUPS:
-        for c, ctr in enumerate(spec.get(group) or []):
-            resources = (ctr or {}).get("resources") or {}
-            limits = resources.get("limits") or {}
-            requests = resources.get("requests") or {}
-            for resource in sorted(set(limits) | set(requests)):
-                if not _is_device_resource(resource, mapping):
-                    continue
-                where = "limits" if resource in limits else "requests"
-                rpath = f'{path}.{group}[{c}].resources.{where}["{resource}"]'
-                count = _count(
-                    (limits if resource in limits else requests)[resource], ref=ref, path=rpath
-                )
-                if resource in limits and resource in requests:
-                    other = _count(requests[resource], ref=ref, path=rpath)
-                    if other != count:
-                        raise MigrationError(
-                            f"requests ({other}) must equal limits ({count}) for an extended "
-                            "resource",
-                            object_ref=ref,
-                            field=rpath,
-                        )
-                if count > 0:
-                    yield ExtendedRequest(
-                        group,
-                        c,
-                        str(ctr.get("name", "")),
-                        resource,
-                        count,
-                        extended_class(resource, mapping),
-                    )
+    """Device extended resources (``nvidia.com/...``, mapped or implicit) the pod requests."""
+    try:
+        found = pod_extended_requests({"metadata": {"name": ref}, "spec": spec})
+    except AllocationError as exc:
+        # The field is relative to a pod; the workload keeps its pod spec at ``path``.
+        relative = exc.field.removeprefix("spec")
+        raise MigrationError(exc.message, object_ref=ref, field=f"{path}{relative}") from exc
+    locations = _locations(spec)
+    for req in found:
+        if not (
+            req.resource in mapping or req.resource.startswith((IMPLICIT_PREFIX, "nvidia.com/"))
+        ):
+            continue
+        group, index = locations[int(req.request_name.split("-")[1])]
+        yield ExtendedRequest(
+            group,
+            index,
+            req.container,
+            req.resource,
+            req.count,
+            req.request_name,
+            extended_class(req.resource, mapping),
+        )
 
 
 def keep_extended_notes(requests: list[ExtendedRequest]) -> list[str]:
@@ -227,7 +208,8 @@ def to_claims(
     """Rewrite device-plugin requests in place into claims; returns the new template.
 
     Requests are named as the scheduler names those of its own claim
-    (``container-<i>-request-<j>``), each container using only its own.
+    (``container-<i>-request-<j>``, see :mod:`dra_controller.extended_resources`), each
+    container using only its own.
     """
     meta = obj.get("metadata") or {}
     name = meta.get("name")
@@ -239,7 +221,6 @@ def to_claims(
         )
     device_requests: list[dict[str, Any]] = []
     notes: list[str] = []
-    per_container: dict[tuple[str, int], int] = {}
     claim_ref = EXTENDED_CLAIM
     template = f"{name}-{EXTENDED_CLAIM}"
     for req in requests:
@@ -250,10 +231,7 @@ def to_claims(
                 object_ref=ref,
                 field=f'{path}.{req.group}[{req.index}].resources.limits["{req.resource}"]',
             )
-        prefix = dict(CONTAINER_GROUPS)[req.group]
-        j = per_container.get((req.group, req.index), 0)
-        per_container[(req.group, req.index)] = j + 1
-        request_name = f"{prefix}-{req.index}-request-{j}"
+        request_name = req.request_name
         device_requests.append(
             {
                 "name": request_name,
