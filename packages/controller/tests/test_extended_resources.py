@@ -276,3 +276,18 @@ def test_nvidia_gpu_full_spec_allocates_offline() -> None:
             "resourceName": "nvidia.com/gpu",
         }
     ]
+
+
+def test_nvidia_mig_spec_maps_its_own_extended_resource_to_its_class() -> None:
+    spec = str(DEMO_SPECS / "extended-resources_mig-1g-12gb.yaml")
+    proc = kubectl_dra(
+        "allocate", "-f", *CLUSTER, str(EXT / "slice-gh200-mig.yaml"), spec, "-o", "json"
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    pod = report["pods"]["extended-resource-mig-1g12gb/mig-1g12gb-pod"]
+    assert pod["node"] == "node-gh200"
+    key = "extended-resource-mig-1g12gb/mig-1g12gb-pod-extended-resources"
+    (result,) = report["claims"][key]["allocation"]["devices"]["results"]
+    assert result["device"] == "gpu-0-mig-1g12gb-19-0"
+    assert result["request"] == "container-0-request-0"
