@@ -106,7 +106,10 @@ def migrate_documents(docs: Sequence[Document], *, claims: bool = False) -> Migr
         for d in docs
         if isinstance(d.data, Mapping) and d.data.get("kind") in ("DeviceClass", "ResourceClass")
     ) | frozenset(mapping.values())
+    failed = {where for where, _ in result.errors}
     for doc in docs:
+        if doc.where in failed:
+            continue
         try:
             objects, notes = _migrate_one(
                 doc, configs, used=used, mapping=mapping, known_classes=known_classes, claims=claims
