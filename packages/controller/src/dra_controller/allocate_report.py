@@ -109,8 +109,8 @@ def _allocate_pods(
     taken: set[str] = set()
     nodes = [node] if node else cluster.node_names()
     for pod in pending_extended_pods(snapshot):
-        ref = (pod.get("metadata") or {}).get("namespace") or "default"
-        own = own_claims(snapshot, pod, ref)
+        namespace = (pod.get("metadata") or {}).get("namespace") or "default"
+        own = own_claims(snapshot, pod, namespace)
         taken.update(c.key for c in own)
         outcome = allocate_pod(snapshot, cluster, pod, own, nodes)
         if outcome.node is not None:
