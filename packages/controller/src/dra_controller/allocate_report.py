@@ -4,6 +4,15 @@ Report shape (exactly)::
 
     {"claims": {"NS/NAME": {"allocated": true, "node": "...", "allocation": {...}}}}
     {"claims": {"NS/NAME": {"allocated": false, "reasons": ["..."]}}}
+
+Pending pods whose containers request extended resources a DeviceClass maps
+(``nvidia.com/gpu: 1``) are allocated first, one by one in input order, each with its own
+claims and the special claim the scheduler would create (``NS/<pod>-extended-resources``);
+they are reported under ``pods``::
+
+    {"pods": {"NS/POD": {"allocated": true, "node": "...",
+                         "extendedResourceClaimStatus": {"resourceClaimName": "...",
+                                                         "requestMappings": [...]}}}}
 """
 
 from __future__ import annotations
@@ -20,6 +29,8 @@ from .allocation.model import ClaimInfo
 from .allocation.nodes import node_selector_matches
 from .allocation.pod_placement import pod_of_claims
 from .allocation.selectors import SelectorEngine
+from .explain_report import own_claims
+from .pod_extended import PodAllocation, allocate_pod, diagnose_plans, pending_extended_pods
 from .snapshot import Snapshot
 
 EXIT_ALLOCATED = 0
@@ -80,9 +91,72 @@ def run_allocate(
         features=features,
         timeout_s=timeout_s,
     )
+    claims_out: dict[str, Any] = {}
+    pods_out: dict[str, Any] = {}
+    if not claim_keys:
+        taken = _allocate_pods(snapshot, cluster, node, claims_out, pods_out)
+        wanted = [c for c in wanted if c.key not in taken]
+    result = _allocate_claims(
+        cluster, wanted, node, claims_out, pods=snapshot.pods, features=features
+    )
+    if not pods_out:
+        return result
+    all_pods = all(p["allocated"] for p in pods_out.values())
+    code = result.exit_code if all_pods else max(result.exit_code, EXIT_UNSATISFIABLE)
+    return AllocateReport({**result.report, "pods": pods_out}, code)
+
+
+def _allocate_pods(
+    snapshot: Snapshot,
+    cluster: Cluster,
+    node: str | None,
+    claims_out: dict[str, Any],
+    pods_out: dict[str, Any],
+) -> set[str]:
+    """Allocate pending extended-resource pods; returns the keys of the claims they used."""
+    taken: set[str] = set()
+    nodes = [node] if node else cluster.node_names()
+    for pod in pending_extended_pods(snapshot):
+        namespace = (pod.get("metadata") or {}).get("namespace") or "default"
+        own = own_claims(snapshot, pod, namespace)
+        taken.update(c.key for c in own)
+        outcome = allocate_pod(snapshot, cluster, pod, own, nodes)
+        if outcome.node is not None:
+            for claim, allocation in zip(outcome.claims, outcome.allocations, strict=True):
+                claims_out[claim.key] = {
+                    "allocated": True,
+                    "node": outcome.node,
+                    "allocation": allocation,
+                }
+        else:
+            outcome.reasons = _pod_reasons(cluster, pod, own, outcome)
+        pods_out[outcome.pod] = outcome.report()
+    return taken
+
+
+def _pod_reasons(
+    cluster: Cluster, pod: Any, own: Sequence[ClaimInfo], outcome: PodAllocation
+) -> list[str]:
+    lines = [f"node {p.node}: {reason}" for p in outcome.failed for reason in p.unfit]
+    if not outcome.failed and not lines:
+        lines.append("no nodes to try: pass Nodes, node-local ResourceSlices or --node NAME")
+    pending = [c for c in own if c.allocation is None]
+    for diag in diagnose_plans(cluster, pod, pending, outcome.failed):
+        lines.extend(f"claim {diag.claim}: {line}" for line in reasons_of(diag))
+    return lines
+
+
+def _allocate_claims(
+    cluster: Cluster,
+    wanted: Sequence[ClaimInfo],
+    node: str | None,
+    claims_out: dict[str, Any],
+    *,
+    pods: Sequence[Mapping[str, Any]],
+    features: Features,
+) -> AllocateReport:
     done = [c for c in wanted if c.allocation is not None]
     pending = [c for c in wanted if c.allocation is None]
-    claims_out: dict[str, Any] = {}
     for claim in done:
         assert claim.allocation is not None
         claims_out[claim.key] = {
@@ -92,7 +166,7 @@ def run_allocate(
         }
     if not pending:
         return AllocateReport({"claims": claims_out}, EXIT_ALLOCATED)
-    pod = pod_of_claims(snapshot.pods, [c.key for c in wanted])
+    pod = pod_of_claims(pods, [c.key for c in wanted])
     nodes = (
         [node]
         if node

@@ -22,11 +22,17 @@ class NodeTaint:
 
 @dataclass(frozen=True, slots=True)
 class NodeInfo:
-    """A node as far as allocation cares: its name, labels and taints."""
+    """A node as far as allocation cares: its name, labels, taints and allocatable resources.
+
+    ``allocatable`` (``status.allocatable``, raw quantities) matters only for extended
+    resources, which a device plugin serves on nodes that advertise them; ``taints`` only
+    for the pod whose claims are allocated (the scheduler's TaintToleration filter).
+    """
 
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[NodeTaint, ...] = ()
+    allocatable: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, obj: RawObject) -> NodeInfo:
@@ -45,7 +51,13 @@ class NodeInfo:
             for t in (obj.get("spec") or {}).get("taints") or []
             if isinstance(t, Mapping)
         )
-        return cls(name=name, labels={str(k): str(v) for k, v in labels.items()}, taints=taints)
+        allocatable = (obj.get("status") or {}).get("allocatable") or {}
+        return cls(
+            name=name,
+            labels={str(k): str(v) for k, v in labels.items()},
+            taints=taints,
+            allocatable={str(k): str(v) for k, v in allocatable.items()},
+        )
 
 
 def node_selector_matches(selector: RawObject, node: NodeInfo, *, where: str) -> bool:
