@@ -81,9 +81,9 @@ need "$UV" "https://docs.astral.sh/uv/"
 # their MIG devices instead and are not counted.
 expected_gpus=1
 if [ "$mode" = fake ]; then
-  expected_gpus="$("$UV" run --frozen --project "$repo" dra-nvlib --backend fake \
+  expected_gpus="$("$UV" run --frozen --all-packages --project "$repo" dra-nvlib --backend fake \
     --fleet "$FAKE_GPUS" --node kind gpus \
-    | "$UV" run --frozen --project "$repo" python -c \
+    | "$UV" run --frozen --all-packages --project "$repo" python -c \
       'import json, sys; print(sum(not g["mig_mode"]["current"] for g in json.load(sys.stdin)))')"
 fi
 
@@ -161,7 +161,7 @@ if [ "$run_tests" = 1 ]; then
   export DRA_E2E_FAKE_GPUS="$FAKE_GPUS"
   export DRA_E2E_NODE_SELECTOR="$gpu_nodes_selector"
   [ "$mode" = gpu ] && export DRA_E2E_DEVICE_BACKEND=nvml
-  (cd "$repo" && "$UV" run --frozen pytest e2e/tests/driver -m e2e -p no:cacheprovider)
+  (cd "$repo" && "$UV" run --frozen --all-packages pytest e2e/tests/driver -m e2e -p no:cacheprovider)
 fi
 
 echo

@@ -248,7 +248,8 @@ def test_up_runs_the_suite_on_the_gpu_nodes_of_its_release(tmp_path: Path) -> No
     assert proc.returncode == 0, proc.stderr
     (suite,) = [c for c in _calls(log) if c["tool"] == "uv"]
     assert suite["args"] == [
-        "run", "--frozen", "pytest", "e2e/tests/driver", "-m", "e2e", "-p", "no:cacheprovider"
+        "run", "--frozen", "--all-packages", "pytest", "e2e/tests/driver", "-m", "e2e",
+        "-p", "no:cacheprovider",
     ]  # fmt: skip
     assert suite["env"]["DRA_E2E_RELEASE"] == "dra-driver-nvidia-gpu/dra-driver-nvidia-gpu"
     assert suite["env"]["DRA_E2E_FAKE_GPUS"] == "4xA100-40GB,4xL4"
