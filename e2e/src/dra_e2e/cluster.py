@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from dra_e2e import commands, configs, hostcleanup, hostnet, images, teardown
+from dra_e2e import commands, configs, hostcleanup, hostnet, image_aliases, images, teardown
 from dra_e2e.build import Binaries, binaries, ensure_binaries
 from dra_e2e.errors import (
     ClusterStateError,
@@ -436,8 +436,10 @@ class Cluster:
         if not targets:
             raise ClusterStateError(self.state_dir, f"no node named {node!r}")
         for target in targets:
-            imported = images.import_image(
-                archive, ctr=self.bins.ctr, containerd_socket=target.paths.containerd_socket
+            socket = target.paths.containerd_socket
+            imported = images.import_image(archive, ctr=self.bins.ctr, containerd_socket=socket)
+            imported += image_aliases.tag_aliases(
+                archive, ctr=self.bins.ctr, containerd_socket=socket
             )
             refs += [ref for ref in imported if ref not in refs]
         return refs
