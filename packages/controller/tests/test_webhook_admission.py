@@ -314,3 +314,22 @@ def test_malformed_reviews_raise_naming_the_field(body: Any, field: str) -> None
     with pytest.raises(AdmissionReviewError) as info:
         review(body)
     assert info.value.field == field
+
+
+def test_updates_that_leave_the_spec_alone_are_admitted() -> None:
+    bad = _claim(
+        _config(GPU, {"apiVersion": NV, "kind": "GpuConfig", "sharing": {"strategy": "X"}})
+    )
+    body = _review(bad, "resourceclaims", op="UPDATE")
+    body["request"]["oldObject"] = {**bad, "metadata": {**bad["metadata"], "finalizers": ["f"]}}
+    # Removing a finalizer of a claim stored before the webhook was installed.
+    assert review(body)["response"]["allowed"] is True
+    good = _claim(_config(GPU, {"apiVersion": NV, "kind": "GpuConfig"}))
+    body["request"]["oldObject"] = good
+    assert review(body)["response"]["allowed"] is False
+
+
+def test_an_object_that_is_not_an_object_is_refused() -> None:
+    status = review(_review(["x"], "resourceclaims"))["response"]["status"]
+    assert status["reason"] == "BadRequest"
+    assert "request.object must be an object, got list" in status["message"]

@@ -161,6 +161,19 @@ def _judge_request(request: Mapping[str, Any]) -> Verdict:
     if obj is None:
         # DELETE (or CONNECT) carries no new object: nothing to validate.
         return Verdict(allowed=True, object_ref=ref)
+    if not isinstance(obj, Mapping):
+        return Verdict(
+            allowed=False,
+            object_ref=ref,
+            reason_message=f"request.object must be an object, got {type(obj).__name__}",
+        )
+    old = request.get("oldObject")
+    unchanged = isinstance(old, Mapping) and old.get("spec") == obj.get("spec")
+    if request.get("operation") == "UPDATE" and unchanged:
+        # Metadata or status only (finalizers, labels): the configs were judged when they
+        # were written. Refusing now would also block removing the finalizer of a claim
+        # stored before the webhook existed, so it could never be deleted.
+        return Verdict(allowed=True, object_ref=ref)
     return judge_object(obj, plural, object_ref=ref)
 
 
