@@ -242,3 +242,23 @@ def test_console_script_serves_until_sigterm(cert: tuple[Path, Path]) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_one_connection_serves_several_reviews(
+    server: WebhookServer, cert: tuple[Path, Path]
+) -> None:
+    conn = _client(cert, server.port)
+    try:
+        for strategy, allowed in (("MPS", True), ("X", False), ("TimeSlicing", True)):
+            body = json.dumps(_review(strategy)).encode()
+            conn.request(
+                "POST",
+                "/validate-resource-claim-parameters",
+                body=body,
+                headers={"Content-Type": "application/json"},
+            )
+            response = conn.getresponse()
+            assert response.version == 11
+            assert json.loads(response.read())["response"]["allowed"] is allowed
+    finally:
+        conn.close()

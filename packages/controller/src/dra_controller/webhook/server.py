@@ -37,6 +37,8 @@ def tls_context(cert_file: Path, key_file: Path) -> ssl.SSLContext:
 
 class _Handler(BaseHTTPRequestHandler):
     server_version = "dra-webhook"
+    # Keep-alive: the API server reuses its connection instead of a TLS handshake per call.
+    protocol_version = "HTTP/1.1"
     # Seconds a client may stall (the TLS handshake included): a slow one holds one thread.
     timeout = 15
 
@@ -44,11 +46,11 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.split("?", 1)[0] == READYZ_PATH:
             self._reply(HTTPStatus.OK, b"ok\n", "text/plain; charset=utf-8")
         else:
-            self._reply(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain; charset=utf-8")
+            self._error(HTTPStatus.NOT_FOUND, "not found")
 
     def do_POST(self) -> None:
         if self.path.split("?", 1)[0] != VALIDATE_PATH:
-            self._reply(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain; charset=utf-8")
+            self._error(HTTPStatus.NOT_FOUND, "not found")
             return
         content_type = self.headers.get("Content-Type", "").split(";", 1)[0].strip()
         if content_type != "application/json":
@@ -84,6 +86,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _error(self, status: HTTPStatus, message: str) -> None:
         _log.warning("%s %s: %s", self.command, self.path, message)
+        # The body may be unread: the connection cannot carry another request.
+        self.close_connection = True
         self._reply(status, (message + "\n").encode(), "text/plain; charset=utf-8")
 
     def _reply(self, status: HTTPStatus, body: bytes, content_type: str) -> None:
