@@ -217,9 +217,7 @@ def test_bad_configs_are_refused_with_the_field_path(
         assert status["reason"] == "Invalid"
         assert status["message"].startswith(f"{who}: 1 config failed to validate: {path}: ")
         assert text in status["message"]
-        (cause,) = status["details"]["causes"]
-        assert cause["field"] == path
-        assert text in cause["message"]
+        assert "details" not in status
 
 
 def test_the_seed_message_names_the_strategy_path() -> None:

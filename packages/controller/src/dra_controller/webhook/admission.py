@@ -97,20 +97,14 @@ class Verdict:
         """The ``response`` of an AdmissionReview carrying this verdict."""
         body: dict[str, Any] = {"uid": uid, "allowed": self.allowed}
         if not self.allowed:
-            details: dict[str, Any] = {"kind": self.object_ref.kind}
-            if self.object_ref.name:
-                details["name"] = self.object_ref.name
-            if self.problems:
-                details["causes"] = [
-                    {"type": "FieldValueInvalid", "field": p.path, "message": p.message}
-                    for p in self.problems
-                ]
+            # No ``details``: kubectl prints an Invalid error that has details as "The
+            # ResourceClaim "x" is invalid" plus causes, dropping the message that names the
+            # webhook; without them it prints the message (as NVIDIA's webhook answers).
             body["status"] = {
                 "status": "Failure",
                 "code": 422 if self.problems else 400,
                 "reason": "Invalid" if self.problems else "BadRequest",
                 "message": self.message,
-                "details": details,
             }
         return body
 
