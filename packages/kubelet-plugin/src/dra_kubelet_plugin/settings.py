@@ -42,6 +42,7 @@ class Settings:
     fake_gpu_state_file: Path | None = None
     healthcheck_port: int = -1
     http_endpoint: str = ""
+    metrics_path: str = "/metrics"
     feature_gates: Mapping[str, bool] = field(default_factory=lambda: dict(FEATURE_GATES))
     kubeconfig: str = ""
     verbosity: int = 0
@@ -99,8 +100,9 @@ _FLAGS: Sequence[tuple[str, str, str, str]] = (
         "--http-endpoint",
         "HTTP_ENDPOINT",
         "",
-        "host:port of the Prometheus /metrics endpoint; empty disables",
+        "host:port of the Prometheus metrics endpoint; empty disables",
     ),
+    ("--metrics-path", "METRICS_PATH", "/metrics", "HTTP path of the metrics on --http-endpoint"),
     ("--feature-gates", "FEATURE_GATES", "", "comma-separated Gate=true|false"),
     ("--kubeconfig", "KUBECONFIG", "", "kubeconfig file; in-cluster config when empty"),
     ("--pod-uid", "POD_UID", "", "this pod's UID: enables rolling-update socket names"),
@@ -236,6 +238,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         fake_gpu_state_file=Path(args.fake_gpu_state_file) if args.fake_gpu_state_file else None,
         healthcheck_port=port,
         http_endpoint=args.http_endpoint,
+        metrics_path="/" + args.metrics_path.strip("/"),
         feature_gates=_parse_gates(args.feature_gates),
         kubeconfig=args.kubeconfig,
         verbosity=args.verbosity,
