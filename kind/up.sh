@@ -100,7 +100,9 @@ fi
 
 if [ "$run_tests" = 1 ]; then
   echo "==> e2e scenarios against $cluster"
-  # The suite uses the release installed above instead of installing its own.
+  # The suite tests this cluster only when asked (it never follows $KUBECONFIG), and uses the
+  # release installed above instead of installing its own.
+  export DRA_E2E_KUBECONFIG="$kubeconfig"
   export DRA_E2E_RELEASE="$namespace/$release"
   export DRA_E2E_FAKE_GPUS="$FAKE_GPUS"
   [ "$mode" = gpu ] && export DRA_E2E_DEVICE_BACKEND=nvml
