@@ -89,6 +89,11 @@ def test_install_prints_the_next_commands(driver: Driver) -> None:
     assert "kubectl get resourceslices" in driver.install_output
     assert "kubectl get deviceclass" in driver.install_output
     assert "GPU backend: fake" in driver.install_output
+    # The NOTES print the seed's objects from the chart's one copy, comments stripped.
+    for line in ("name: single-gpu", "name: gpu-test-pod", "resourceClaimTemplateName: single-gpu"):
+        assert line in driver.install_output
+    manifest = driver.install_output.split("kubectl apply -f -", 1)[1].split("YAML", 1)[0]
+    assert "#" not in manifest
 
 
 def test_plugin_runs_unprivileged(driver: Driver) -> None:
