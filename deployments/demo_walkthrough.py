@@ -34,7 +34,6 @@ Exit status 0 when the pod's log ends with ``GPU allocation successful.`` and it
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
@@ -47,11 +46,10 @@ from dra_e2e.build import ensure_binaries
 from dra_e2e.cluster import Cluster
 from dra_e2e.errors import E2EError, KubectlError
 from dra_e2e.images import build_project_image
-from dra_e2e.kubectl import Kubectl, default_kubectl
+from dra_e2e.kubectl import KUBECONFIG_ENV, Kubectl, asked_kubeconfig, default_kubectl
 from dra_e2e.prerequisites import Purpose
 
 FAKE_GPUS = ("4xGB200",)
-KUBECONFIG_ENV = "DRA_E2E_KUBECONFIG"
 DEMO_NAMESPACE = "dra-demo"
 #: Where the local cluster runs the seed's objects: the article's namespace, verbatim.
 LOCAL_NAMESPACE = "default"
@@ -232,7 +230,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--kubeconfig",
         type=Path,
-        default=os.environ.get(KUBECONFIG_ENV) or None,
         help=f"an existing cluster with the chart installed (default ${KUBECONFIG_ENV}; "
         "$KUBECONFIG is never used)",
     )
@@ -248,8 +245,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        if args.kubeconfig is not None:
-            on_existing_cluster(args.kubeconfig, args.namespace)
+        existing = asked_kubeconfig(args.kubeconfig)
+        if existing is not None:
+            on_existing_cluster(existing, args.namespace)
         else:
             on_local_cluster(keep=args.keep, install=not args.no_install)
     except E2EError as exc:

@@ -1,12 +1,14 @@
 """kubectl against one kubeconfig: the one way the harness, the tests and the demo run kubectl.
 
 The kubeconfig is always passed as ``--kubeconfig``, so an ambient ``$KUBECONFIG`` never
-decides which cluster a command reaches.
+decides which cluster a command reaches; an existing cluster is one named by a ``--kubeconfig``
+flag of the tool or by ``$DRA_E2E_KUBECONFIG`` (:func:`asked_kubeconfig`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -16,8 +18,16 @@ from typing import Any
 from dra_e2e.build import KUBE, binaries, is_built
 from dra_e2e.errors import KubectlError, ToolMissingError
 
+#: Names the existing cluster to use instead of a local one; ``$KUBECONFIG`` never does.
+KUBECONFIG_ENV = "DRA_E2E_KUBECONFIG"
 #: What kubectl prints when the object asked for does not exist.
 _NOT_FOUND = ("NotFound", "not found")
+
+
+def asked_kubeconfig(flag: str | Path | None) -> Path | None:
+    """The kubeconfig of the existing cluster asked for: ``flag``, else ``$DRA_E2E_KUBECONFIG``."""
+    value = flag or os.environ.get(KUBECONFIG_ENV)
+    return Path(value) if value else None
 
 
 def default_kubectl() -> Path:

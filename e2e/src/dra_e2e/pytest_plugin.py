@@ -30,20 +30,18 @@ from dra_e2e.build import all_built, ensure_binaries
 from dra_e2e.cluster import Cluster
 from dra_e2e.errors import E2EError
 from dra_e2e.handle import ClusterHandle
-from dra_e2e.kubectl import default_kubectl
+from dra_e2e.kubectl import KUBECONFIG_ENV, asked_kubeconfig, default_kubectl
 from dra_e2e.prerequisites import Purpose
 from dra_e2e.versions import KUBERNETES_VERSION, resolve_kube_version
 
 _BUILD_ERROR = pytest.StashKey[E2EError]()
-#: The variable that names an existing cluster to test; ``$KUBECONFIG`` never does.
-KUBECONFIG_ENV = "DRA_E2E_KUBECONFIG"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """``--kubeconfig``: test an existing cluster instead of starting a local one."""
     parser.addoption(
         "--kubeconfig",
-        default=os.environ.get(KUBECONFIG_ENV) or None,
+        default=None,
         help=f"e2e tests: use the existing cluster of this kubeconfig (default ${KUBECONFIG_ENV};"
         " without either a local cluster is started; $KUBECONFIG is never used)",
     )
@@ -51,8 +49,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def external_kubeconfig(config: pytest.Config) -> Path | None:
     """The kubeconfig of the existing cluster asked for, or None for a local cluster."""
-    value = config.getoption("kubeconfig")
-    return Path(value) if value else None
+    return asked_kubeconfig(config.getoption("kubeconfig"))
 
 
 def _say(config: pytest.Config, message: str) -> None:
