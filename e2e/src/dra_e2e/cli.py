@@ -102,6 +102,7 @@ def run(argv: list[str]) -> int:
         if args.install:
             preflight.install_missing(purpose, progress=_progress)
         preflight.check(purpose)
+        _progress(f"[dra-e2e] host ready for {args.purpose}: root, Linux, Go and every tool")
     elif args.command == "build":
         bins = ensure_binaries(progress=_progress, kube_version=cluster.kube_version)
         print(bins.kube_dir)
