@@ -16,12 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from dra_e2e import oci_archive
+from dra_e2e import oci_archive, preflight
 from dra_e2e.checkout import REPO
-from dra_e2e.errors import ImageError, ToolMissingError
+from dra_e2e.errors import ImageError
 from dra_e2e.oci_archive import PATH_ENV, LayerBuilder
 
-BUSYBOX = Path("/bin/busybox")
 #: Builds this project's driver image and the walkthrough's workload image.
 BUILD_SCRIPT = REPO / "images" / "build_image.py"
 
@@ -39,10 +38,8 @@ class ImageSpec:
     extra_files: tuple[tuple[str, bytes, int], ...] = ()
 
 
-def _busybox_applets() -> list[str]:
-    if not BUSYBOX.is_file():
-        raise ToolMissingError("busybox", "install the Debian package busybox-static")
-    out = subprocess.run([str(BUSYBOX), "--list"], capture_output=True, text=True, check=True)
+def _busybox_applets(busybox: Path) -> list[str]:
+    out = subprocess.run([str(busybox), "--list"], capture_output=True, text=True, check=True)
     return sorted({a for a in out.stdout.split() if a and "/" not in a and a != "busybox"})
 
 
@@ -52,13 +49,14 @@ def busybox_layer(extra_files: Sequence[tuple[str, bytes, int]] = ()) -> LayerBu
     The extra files go in before the defaults, so that one of them (an ``/etc/passwd``, say)
     takes the place of the default: the layer keeps the first entry of a path.
     """
+    busybox = Path(preflight.require("busybox"))
     layer = LayerBuilder()
     for directory in ("bin", "etc", "tmp", "root", "var", "usr", "proc", "sys", "dev"):
         layer.add_dir(directory, mode=0o1777 if directory == "tmp" else 0o755)
     for path, data, mode in extra_files:
         layer.add_file(path, data, mode=mode)
-    layer.add_file("bin/busybox", BUSYBOX.read_bytes(), mode=0o755)
-    for applet in _busybox_applets():
+    layer.add_file("bin/busybox", busybox.read_bytes(), mode=0o755)
+    for applet in _busybox_applets(busybox):
         layer.add_symlink(f"bin/{applet}", "busybox")
     layer.add_file(
         "etc/passwd",
