@@ -2,14 +2,19 @@
 SHELL := /bin/bash
 UV := scripts/uv
 PACKAGES := $(wildcard packages/*) e2e
+# Go builds the cluster binaries and Helm; Go's own installer leaves it outside PATH.
+export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: help install lint typecheck pytest test demo validate-demo bench proto
+.PHONY: help install prepare lint typecheck pytest test demo validate-demo bench proto
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
 install: ## install the workspace (all packages, dev tools) into .venv from uv.lock
 	@$(UV) sync --all-packages --frozen --quiet
+
+prepare: install ## apt-get install the Debian packages the suites miss; check root, Linux, Go, tools
+	@$(UV) run --frozen e2e-cluster preflight --install --for test
 
 lint: install ## ruff lint and format check
 	$(UV) run --frozen ruff check . && $(UV) run --frozen ruff format --check .
@@ -23,7 +28,7 @@ typecheck: install ## mypy --strict over every package's sources and tests
 pytest: install ## the test suites of every package, e2e included
 	$(UV) run --frozen pytest $(PYTEST_ARGS)
 
-test: lint typecheck pytest ## everything CI runs: lint, strict typing, all tests
+test: prepare lint typecheck pytest ## everything CI runs: lint, strict typing, all tests
 
 demo: install ## the main job: a local cluster, the chart on fake GPUs, the seed walkthrough
 	$(UV) run --frozen python deployments/demo_walkthrough.py $(DEMO_ARGS)

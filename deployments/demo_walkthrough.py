@@ -4,8 +4,16 @@ and a pod that gets one GPU through a ResourceClaimTemplate.
 
     uv run python deployments/demo_walkthrough.py             # bring up, run, tear down
     uv run python deployments/demo_walkthrough.py --keep      # leave the cluster running
-    KUBECONFIG=... uv run python deployments/demo_walkthrough.py   # an existing cluster with
-                                                                   # the chart (kind/up.sh)
+    uv run python deployments/demo_walkthrough.py --kubeconfig PATH   # an existing cluster with
+                                       # the chart (kind/up.sh); or $DRA_E2E_KUBECONFIG
+
+An existing cluster is used only when asked (never the ambient ``$KUBECONFIG``), and there the
+walkthrough runs in a namespace of its own (``--namespace``, default ``dra-demo``), which it
+creates and deletes; the seed's ``default/gpu-test-pod`` is never touched there.
+
+For the local cluster the missing Debian packages are installed first (``apt-get``, only what is
+missing) and the host is checked (seconds; one line with the fix, e.g. ``demo: required tool
+'runc' not found: apt-get install runc``), before the one-off build of the cluster binaries.
 
 Steps, each printed with the command a user would type and its output:
 
@@ -15,7 +23,8 @@ Steps, each printed with the command a user would type and its output:
    (``images/build_image.py``) and imported into the node;
 3. ``helm upgrade --install`` of ``deployments/helm/dra-driver-nvidia-gpu`` with fake GPUs;
 4. ``kubectl get resourceslices`` / ``deviceclass`` (section 2.4 of the article);
-5. the ResourceClaimTemplate ``single-gpu`` and pod ``gpu-test-pod`` of section 3, then
+5. the ResourceClaimTemplate ``single-gpu`` and pod ``gpu-test-pod`` of section 3 (read from the
+   chart's ``files/seed/``, the one copy), then
    ``kubectl get pod -o wide``, ``get resourceclaim``, ``describe resourceclaim``, ``logs``.
 
 Exit status 0 when the pod's log ends with ``GPU allocation successful.`` and its claim reads
@@ -25,9 +34,6 @@ Exit status 0 when the pod's log ends with ``GPU allocation successful.`` and it
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,85 +41,53 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-CHART = REPO / "deployments" / "helm" / "dra-driver-nvidia-gpu"
-HELM = REPO / "deployments" / "tools" / "helm"
-BUILD = REPO / "images" / "build_image.py"
-NAMESPACE = RELEASE = "dra-driver-nvidia-gpu"
-FAKE_GPUS = "4xGB200"
+from dra_e2e import chart, preflight, seed
+from dra_e2e.build import ensure_binaries
+from dra_e2e.cluster import Cluster
+from dra_e2e.errors import E2EError, KubectlError
+from dra_e2e.images import build_project_image
+from dra_e2e.kubectl import KUBECONFIG_ENV, Kubectl, asked_kubeconfig, default_kubectl
+from dra_e2e.prerequisites import Purpose
 
-TEMPLATE = """\
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata:
-  name: single-gpu
-  namespace: default
-spec:
-  spec:
-    devices:
-      requests:
-      - name: gpu
-        exactly:
-          deviceClassName: gpu.nvidia.com
-          allocationMode: ExactCount
-          count: 1
-"""
-POD = """\
-apiVersion: v1
-kind: Pod
-metadata:
-  name: gpu-test-pod
-  namespace: default
-spec:
-  containers:
-  - name: cuda-container
-    image: nvidia/cuda:12.1.0-base-ubuntu22.04
-    command: ["bash", "-c"]
-    args: ["nvidia-smi -L && echo 'GPU allocation successful.' && sleep 3600"]
-    resources:
-      claims:
-      - name: gpu-claim
-  resourceClaims:
-  - name: gpu-claim
-    resourceClaimTemplateName: single-gpu
-"""
+FAKE_GPUS = ("4xGB200",)
+DEMO_NAMESPACE = "dra-demo"
+#: Where the local cluster runs the seed's objects: the article's namespace, verbatim.
+LOCAL_NAMESPACE = "default"
 
 
-class DemoFailed(RuntimeError):
+class DemoFailed(E2EError):
     """A step of the walkthrough did not reach its expected state."""
+
+
+def _say(message: str) -> None:
+    print(message, flush=True)
 
 
 def _step(title: str) -> None:
     print(f"\n\033[1m== {title}\033[0m", flush=True)
 
 
-class Kubectl:
-    """kubectl against one kubeconfig, echoing each user-facing command."""
+class Console:
+    """kubectl in one namespace, echoing each user-facing command and its output."""
 
-    def __init__(self, binary: Path, kubeconfig: Path) -> None:
-        """Use ``binary`` with ``kubeconfig``."""
-        self.binary, self.kubeconfig = binary, kubeconfig
+    def __init__(self, kubectl: Kubectl, namespace: str) -> None:
+        """Run ``kubectl`` in ``namespace`` (no ``-n`` shown for ``default``)."""
+        self.kubectl, self.namespace = kubectl, namespace
+        self._ns = [] if namespace == "default" else ["-n", namespace]
 
     def run(self, *args: str, stdin: str | None = None, show: bool = True) -> str:
-        """Run ``kubectl ARGS``; print the command and its output when ``show``."""
+        """``kubectl ARGS`` in the namespace; print the command and its output when ``show``."""
+        full = [*args, *self._ns]
         if show:
-            print(f"$ kubectl {' '.join(args)}", flush=True)
-        proc = subprocess.run(
-            [str(self.binary), f"--kubeconfig={self.kubeconfig}", *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise DemoFailed(f"kubectl {' '.join(args)}: {proc.stderr.strip()}")
+            _say(f"$ kubectl {' '.join(full)}")
+        out = self.kubectl.run(*full, input_text=stdin)
         if show:
-            print(proc.stdout.rstrip(), flush=True)
-        return proc.stdout
+            _say(out.rstrip())
+        return out
 
     def json(self, *args: str) -> Any:
-        """``kubectl ARGS -o json``, decoded, not printed."""
-        return json.loads(self.run(*args, "-o", "json", show=False))
+        """``kubectl ARGS -o json`` in the namespace, decoded, not printed."""
+        return self.kubectl.json(*args, *self._ns)
 
 
 def _wait(what: str, check: Callable[[], Any], *, timeout: float = 240) -> Any:
@@ -121,7 +95,8 @@ def _wait(what: str, check: Callable[[], Any], *, timeout: float = 240) -> Any:
     while time.monotonic() < deadline:
         try:
             result = check()
-        except DemoFailed:
+        except KubectlError:
+            # Not there yet; a DemoFailed from ``check`` (the pod failed) ends the wait.
             result = None
         if result:
             return result
@@ -131,160 +106,154 @@ def _wait(what: str, check: Callable[[], Any], *, timeout: float = 240) -> Any:
 
 def _build_and_import(import_image: Callable[[Path], object], workdir: Path) -> None:
     for kind in ("driver", "workload"):
-        out = workdir / f"{kind}.tar"
-        print(f"$ python images/build_image.py {kind}", flush=True)
-        subprocess.run([sys.executable, str(BUILD), kind, "--output", str(out)], check=True)
-        import_image(out)
+        _say(f"$ python images/build_image.py {kind}")
+        import_image(build_project_image(kind, workdir / f"{kind}.tar", capture=False))
 
 
-def _install(kubeconfig: Path, node_status: dict[str, Any]) -> None:
-    kubelet_root = Path(node_status["kubelet_root"])
-    sets = [
-        "gpuResourcesEnabledOverride=true",
-        "resources.gpus.enabled=true",
-        "resources.computeDomains.enabled=false",
-        "devices.backend=fake",
-        f"devices.fakeGpus={FAKE_GPUS}",
-        f"kubeletPlugin.kubeletRegistrarDirectoryPath={kubelet_root / 'plugins_registry'}",
-        f"kubeletPlugin.kubeletPluginsDirectoryPath={kubelet_root / 'plugins'}",
-        f"kubeletPlugin.cdiRoot={node_status['cdi_dir']}",
-        "image.pullPolicy=Never",
-    ]
-    args = [
-        "upgrade",
-        "--install",
-        RELEASE,
-        str(CHART),
-        "--namespace",
-        NAMESPACE,
-        "--create-namespace",
-        "--wait",
-        "--timeout",
-        "5m",
-    ]
-    for item in sets:
-        args += ["--set", item]
-    print(f"$ helm {' '.join(args)}", flush=True)
-    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
-    subprocess.run([str(HELM), *args], check=True, env=env)
+def _gpu_slices(shell: Console) -> list[dict[str, Any]]:
+    items = shell.kubectl.json("get", "resourceslices")["items"]
+    return [s for s in items if s["spec"]["driver"] == "gpu.nvidia.com"]
 
 
-def walkthrough(kubectl: Kubectl) -> None:
+def walkthrough(shell: Console, manifest: str) -> None:
     """Sections 2.4 and 3 of the seed article against a cluster with the driver installed."""
+    cluster_wide = Console(shell.kubectl, "default")
     _step("2.4 ResourceSlices: the GPUs the scheduler sees")
-    _wait(
-        "the driver's ResourceSlices",
-        lambda: [
-            s
-            for s in kubectl.json("get", "resourceslices")["items"]
-            if s["spec"]["driver"] == "gpu.nvidia.com"
-        ],
-    )
-    kubectl.run("get", "resourceslices")
-    first = next(
-        s["metadata"]["name"]
-        for s in kubectl.json("get", "resourceslices")["items"]
-        if s["spec"]["driver"] == "gpu.nvidia.com"
-    )
-    kubectl.run("get", "resourceslice", first, "-o", "yaml")
+    _wait("the driver's ResourceSlices", lambda: _gpu_slices(shell))
+    cluster_wide.run("get", "resourceslices")
+    first = _gpu_slices(shell)[0]["metadata"]["name"]
+    cluster_wide.run("get", "resourceslice", first, "-o", "yaml")
     _step("2.4 DeviceClasses")
-    kubectl.run("get", "deviceclass")
-    kubectl.run("get", "deviceclass", "gpu.nvidia.com", "-o", "yaml")
+    cluster_wide.run("get", "deviceclass")
+    cluster_wide.run("get", "deviceclass", "gpu.nvidia.com", "-o", "yaml")
 
-    _step("3.1-3.2 ResourceClaimTemplate single-gpu and pod gpu-test-pod")
-    kubectl.run("apply", "-f", "-", stdin=TEMPLATE + "---\n" + POD)
+    _step(f"3.1-3.2 ResourceClaimTemplate {seed.TEMPLATE_NAME} and pod {seed.POD_NAME}")
+    shell.run("apply", "-f", "-", stdin=manifest)
 
     def running() -> bool:
-        status = kubectl.json("get", "pod", "gpu-test-pod", "-n", "default")["status"]
+        status = shell.json("get", "pod", seed.POD_NAME)["status"]
         if status.get("phase") == "Failed":
-            raise DemoFailed(f"gpu-test-pod failed: {status}")
+            raise DemoFailed(f"{seed.POD_NAME} failed: {status}")
         return bool(status.get("phase") == "Running")
 
-    _wait("gpu-test-pod to run", running)
+    _wait(f"{seed.POD_NAME} to run", running)
     _step("3.3 Verify")
-    kubectl.run("get", "pod", "gpu-test-pod", "-o", "wide")
-    claims = kubectl.run("get", "resourceclaim")
+    shell.run("get", "pod", seed.POD_NAME, "-o", "wide")
+    claims = shell.run("get", "resourceclaim")
     name = next(
         line.split()[0]
         for line in claims.splitlines()[1:]
-        if line.startswith("gpu-test-pod-gpu-claim-")
+        if line.startswith(f"{seed.POD_NAME}-gpu-claim-")
     )
-    kubectl.run("describe", "resourceclaim", name)
+    shell.run("describe", "resourceclaim", name)
 
     def finished_log() -> str:
-        out = kubectl.run("logs", "gpu-test-pod", show=False)
+        out = shell.run("logs", seed.POD_NAME, show=False)
         return out if "successful" in out else ""
 
     logs = _wait("the pod's log", finished_log, timeout=60)
-    print("$ kubectl logs gpu-test-pod")
-    print(logs.rstrip(), flush=True)
+    shell.run("logs", seed.POD_NAME)
     state = next(line.split()[1] for line in claims.splitlines()[1:] if line.startswith(name))
     if state != "allocated,reserved" or not logs.rstrip().endswith("GPU allocation successful."):
         raise DemoFailed(f"claim {name} is {state!r}; log: {logs!r}")
 
 
-def _cleanup(kubectl: Kubectl) -> None:
-    kubectl.run(
-        "delete", "pod", "gpu-test-pod", "--grace-period=1", "--ignore-not-found", show=False
+def on_existing_cluster(kubeconfig: Path, namespace: str) -> None:
+    """The walkthrough on a cluster with the chart installed, in a namespace it creates."""
+    kubectl = Kubectl(default_kubectl(), kubeconfig)
+    if kubectl.exists("namespace", namespace):
+        raise DemoFailed(
+            f"namespace {namespace} already exists on the cluster of {kubeconfig}; "
+            "the demo runs only in a namespace of its own: pass --namespace NEW-NAME"
+        )
+    _say(f"$ kubectl create namespace {namespace}")
+    kubectl.run("create", "namespace", namespace)
+    try:
+        _wait(
+            f"the default service account of {namespace}",
+            lambda: kubectl.exists("serviceaccount", "default", "-n", namespace),
+            timeout=60,
+        )
+        walkthrough(Console(kubectl, namespace), seed.manifests_in(namespace))
+    finally:
+        # Only what the demo created: its namespace, with the template and the pod in it.
+        _say(f"$ kubectl delete namespace {namespace} --wait=false")
+        kubectl.run("delete", "namespace", namespace, "--wait=false")
+
+
+def _install(cluster: Cluster) -> None:
+    (node_status,) = cluster.status()["nodes"].values()
+    sets = chart.local_values(
+        kubelet_root=Path(node_status["kubelet_root"]),
+        cdi_dir=Path(node_status["cdi_dir"]),
+        fake_gpus=FAKE_GPUS,
     )
-    kubectl.run("delete", "resourceclaimtemplate", "single-gpu", "--ignore-not-found", show=False)
+    _say(chart.install(cluster.kubeconfig, sets, echo=_say).rstrip())
+
+
+def on_local_cluster(*, keep: bool, install: bool = True) -> None:
+    """Start a local cluster, install the chart, run the walkthrough; tear down what started."""
+    if install:
+        preflight.install_missing(Purpose.E2E, progress=_say)
+    preflight.check(Purpose.E2E)
+    _step("1. A local Kubernetes cluster (binaries built once into ~/.cache/dra-e2e)")
+    ensure_binaries(progress=_say)
+    state_dir = Path(tempfile.mkdtemp(prefix="dra-demo-"))
+    cluster = Cluster(state_dir)
+    # A failed `up` tears down what it started itself; from here on the cluster is ours to stop.
+    cluster.up(progress=_say, build=False)
+    try:
+        shell = Console(Kubectl(cluster.bins.kubectl, cluster.kubeconfig), LOCAL_NAMESPACE)
+        shell.run("get", "nodes", "-o", "wide")
+        _step("2. The driver image, built without a registry, and the chart on fake GPUs")
+        with tempfile.TemporaryDirectory(prefix="dra-demo-images-") as tmp:
+            _build_and_import(cluster.import_image, Path(tmp))
+        _install(cluster)
+        walkthrough(shell, seed.manifests())
+    except E2EError:
+        print(cluster.failure_report(), file=sys.stderr)
+        raise
+    finally:
+        if keep:
+            _say(f"\nThe cluster is still up: kubectl --kubeconfig {cluster.kubeconfig} get pods")
+            _say(f"Stop it with: e2e-cluster --state-dir {state_dir} down")
+        else:
+            cluster.down(progress=_say)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point."""
+    """Entry point: exit status 0 when the pod got its GPU; 1 with one line on a failure."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--keep", action="store_true", help="leave the local cluster running")
+    parser.add_argument(
+        "--kubeconfig",
+        type=Path,
+        help=f"an existing cluster with the chart installed (default ${KUBECONFIG_ENV}; "
+        "$KUBECONFIG is never used)",
+    )
+    parser.add_argument(
+        "--no-install",
+        action="store_true",
+        help="local cluster: only check the host, do not apt-get install missing packages",
+    )
+    parser.add_argument(
+        "--namespace",
+        default=DEMO_NAMESPACE,
+        help="on an existing cluster: the new namespace to run in (default %(default)s)",
+    )
     args = parser.parse_args(argv)
-
-    external = os.environ.get("KUBECONFIG")
-    if external:
-        from dra_e2e.handle import default_kubectl
-
-        kubectl = Kubectl(default_kubectl(), Path(external))
-        try:
-            walkthrough(kubectl)
-        except DemoFailed as exc:
-            print(f"\ndemo failed: {exc}", file=sys.stderr)
-            return 1
-        finally:
-            _cleanup(kubectl)
-        print("\nDone: the pod got a GPU through DRA.")
-        return 0
-
-    from dra_e2e.build import ensure_binaries
-    from dra_e2e.cluster import Cluster
-
-    _step("1. A local Kubernetes cluster (binaries built once into ~/.cache/dra-e2e)")
-    ensure_binaries(progress=lambda msg: print(msg, flush=True))
-    state_dir = Path(tempfile.mkdtemp(prefix="dra-demo-"))
-    cluster = Cluster(state_dir)
     try:
-        cluster.up(progress=lambda msg: print(msg, flush=True))
-        kubectl = Kubectl(cluster.bins.kubectl, cluster.kubeconfig)
-        kubectl.run("get", "nodes", "-o", "wide")
-        _step("2. The driver image, built without a registry, and the chart on fake GPUs")
-        with tempfile.TemporaryDirectory(prefix="dra-demo-images-") as tmp:
-            _build_and_import(cluster.import_image, Path(tmp))
-        (node_status,) = cluster.status()["nodes"].values()
-        _install(cluster.kubeconfig, node_status)
-        try:
-            walkthrough(kubectl)
-        finally:
-            if not args.keep:
-                _cleanup(kubectl)
-    except (DemoFailed, subprocess.CalledProcessError) as exc:
-        print(f"\ndemo failed: {exc}", file=sys.stderr)
-        print(cluster.failure_report(), file=sys.stderr)
-        return 1
-    finally:
-        if args.keep:
-            print(f"\nThe cluster is still up: export KUBECONFIG={cluster.kubeconfig}")
-            print(f"Stop it with: e2e-cluster --state-dir {state_dir} down")
+        existing = asked_kubeconfig(args.kubeconfig)
+        if existing is not None:
+            on_existing_cluster(existing, args.namespace)
         else:
-            cluster.down(progress=lambda msg: print(msg, flush=True))
-    print("\nDone: the pod got a GPU through DRA.")
+            on_local_cluster(keep=args.keep, install=not args.no_install)
+    except E2EError as exc:
+        print(f"demo: {exc}", file=sys.stderr)
+        return 1
+    _say("\nDone: the pod got a GPU through DRA.")
     return 0
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import app_stage as app
 import debian_layer as debian
-from oci_archive import ImageConfig, LayerBuilder, write_archive
+from dra_e2e.oci_archive import PATH_ENV, ImageConfig, LayerBuilder, write_archive
 
 REPO = Path(__file__).resolve().parent.parent
 CHART = REPO / "deployments" / "helm" / "dra-driver-nvidia-gpu" / "Chart.yaml"
@@ -63,7 +63,6 @@ DRIVER_PACKAGES = (
     "libstdc++6",
 )
 WORKLOAD_PACKAGES = ("bash", "busybox-static", "base-files")
-PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 def app_version() -> str:

@@ -154,8 +154,8 @@ done
 
 if [ "$run_tests" = 1 ]; then
   echo "==> e2e scenarios against $cluster"
-  # The suite uses the release installed above instead of installing its own, and the GPU nodes
-  # only.
+  # The suite tests this cluster only when asked (it never follows $KUBECONFIG), uses the
+  # release installed above instead of installing its own, and the GPU nodes only.
   export DRA_E2E_KUBECONFIG="$kubeconfig"
   export DRA_E2E_RELEASE="$namespace/$release"
   export DRA_E2E_FAKE_GPUS="$FAKE_GPUS"

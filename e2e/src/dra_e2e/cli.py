@@ -10,6 +10,8 @@
     e2e-cluster import-image ARCHIVE [--node NAME]   import an OCI/Docker archive
     e2e-cluster build                      only build/refresh the binary cache
     e2e-cluster list                       clusters on this machine (e.g. leaked by a crash)
+    e2e-cluster preflight [--install] [--for cluster|e2e|test]   check the host's tools (and
+                                           apt-get install the missing ones) in seconds
 
 The state directory defaults to $DRA_E2E_STATE_DIR or /tmp/dra-e2e-cluster.
 """
@@ -23,10 +25,11 @@ import signal
 import sys
 from pathlib import Path
 
-from dra_e2e import hostnet
+from dra_e2e import hostnet, preflight
 from dra_e2e.build import ensure_binaries
 from dra_e2e.cluster import DEFAULT_STATE_DIR, Cluster
 from dra_e2e.errors import E2EError
+from dra_e2e.prerequisites import Purpose
 from dra_e2e.process import is_running, tail
 from dra_e2e.versions import KUBERNETES_VERSION, KUBERNETES_VERSIONS, resolve_kube_version
 
@@ -73,6 +76,19 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument("--node", help="only this node (default: every node)")
     sub.add_parser("build", help="build the pinned binaries into the cache")
     sub.add_parser("list", help="list the clusters on this machine and whether they run")
+    check = sub.add_parser(
+        "preflight", help="check root, Linux, Go and the host tools before any long build"
+    )
+    check.add_argument(
+        "--install", action="store_true", help="first apt-get install the missing Debian packages"
+    )
+    check.add_argument(
+        "--for",
+        dest="purpose",
+        choices=[p.name.lower() for p in Purpose],
+        default="cluster",
+        help="cluster: `up`; e2e: the demo and the e2e suites; test: every suite",
+    )
     return parser
 
 
@@ -81,7 +97,13 @@ def run(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     kube_version = resolve_kube_version(args.kube_version) if args.kube_version else None
     cluster = Cluster(args.state_dir, kube_version=kube_version)
-    if args.command == "build":
+    if args.command == "preflight":
+        purpose = Purpose[args.purpose.upper()]
+        if args.install:
+            preflight.install_missing(purpose, progress=_progress)
+        preflight.check(purpose)
+        _progress(f"[dra-e2e] host ready for {args.purpose}: root, Linux, Go and every tool")
+    elif args.command == "build":
         bins = ensure_binaries(progress=_progress, kube_version=cluster.kube_version)
         print(bins.kube_dir)
         print(bins.etcd_dir)

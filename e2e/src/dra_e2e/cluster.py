@@ -24,17 +24,26 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from dra_e2e import commands, configs, hostcleanup, hostnet, image_aliases, images, teardown
+from dra_e2e import (
+    commands,
+    configs,
+    hostcleanup,
+    hostnet,
+    image_aliases,
+    images,
+    preflight,
+    teardown,
+)
 from dra_e2e.build import Binaries, binaries, ensure_binaries
 from dra_e2e.errors import (
     ClusterStateError,
     ComponentError,
-    E2EError,
     KubectlError,
-    ToolMissingError,
 )
 from dra_e2e.kubeconfig import write_kubeconfig
+from dra_e2e.kubectl import Kubectl
 from dra_e2e.pki import CertificateAuthority, write_service_account_keys
+from dra_e2e.prerequisites import Purpose
 from dra_e2e.process import (
     ProcessRecord,
     is_running,
@@ -152,7 +161,7 @@ class Cluster:
     # ----- up ----------------------------------------------------------------------
     def up(self, *, progress: Progress = _quiet, build: bool = True) -> None:
         """Start the control plane and one node; on failure print logs and tear down."""
-        _preflight()
+        preflight.check(Purpose.CLUSTER)
         if self.exists():
             raise ClusterStateError(self.state_dir, "a cluster is already up here (run down first)")
         version = self.kube_version
@@ -368,7 +377,9 @@ class Cluster:
     def _start_containerd(self, node: NodeState) -> None:
         paths = node.paths
         paths.containerd_config.parent.mkdir(parents=True, exist_ok=True)
-        paths.containerd_config.write_text(configs.containerd_config(paths, runc=_runc()))
+        paths.containerd_config.write_text(
+            configs.containerd_config(paths, runc=preflight.require("runc"))
+        )
         env = dict(os.environ)
         # containerd finds its shim on PATH.
         env["PATH"] = (
@@ -580,13 +591,9 @@ class Cluster:
     # ----- queries -----------------------------------------------------------------
     def kubectl(self, *args: str, input_text: str | None = None, timeout: float = 60) -> str:
         """Run kubectl against this cluster as cluster-admin; return stdout."""
-        cmd = [str(self.bins.kubectl), f"--kubeconfig={self.kubeconfig}", *args]
-        proc = subprocess.run(
-            cmd, input=input_text, capture_output=True, text=True, timeout=timeout, check=False
+        return Kubectl(self.bins.kubectl, self.kubeconfig).run(
+            *args, input_text=input_text, timeout=timeout
         )
-        if proc.returncode != 0:
-            raise KubectlError(list(args), proc.returncode, proc.stderr)
-        return proc.stdout
 
     def _kubectl_ok(self, *args: str) -> bool:
         try:
@@ -685,26 +692,6 @@ def _epoch(timestamp: str) -> float:
     except ValueError:
         return 0.0
     return float(calendar.timegm(parsed))
-
-
-def _runc() -> str:
-    path = shutil.which("runc") or ("/usr/sbin/runc" if Path("/usr/sbin/runc").exists() else None)
-    if path is None:
-        raise ToolMissingError("runc", "install the Debian package runc")
-    return path
-
-
-def _preflight() -> None:
-    if os.geteuid() != 0:
-        raise E2EError("e2e-cluster must run as root (it starts a kubelet and containerd)")
-    _runc()
-    if not any(Path(d, "bridge").exists() for d in configs.CNI_BIN_DIRS):
-        raise ToolMissingError("CNI bridge plugin", "install containernetworking-plugins")
-    for tool in ("ip", "iptables", "umount"):
-        if shutil.which(tool) is None:
-            raise ToolMissingError(tool, "install iproute2 / iptables / mount")
-    if not images.BUSYBOX.exists():
-        raise ToolMissingError("busybox", "install the Debian package busybox-static")
 
 
 def _prepare_cgroup_root(name: str) -> None:

@@ -27,6 +27,18 @@ class ToolMissingError(E2EError):
         super().__init__(f"required tool {tool!r} not found: {hint}")
 
 
+class PrerequisiteError(E2EError):
+    """The host lacks something before anything starts: root, Linux, a tool, a Go version.
+
+    ``problem`` and ``fix`` make one line together, printed without a traceback.
+    """
+
+    def __init__(self, problem: str, fix: str) -> None:
+        self.problem = problem
+        self.fix = fix
+        super().__init__(f"{problem}: {fix}")
+
+
 class ComponentError(E2EError):
     """A cluster component failed to start, exited, or never became ready."""
 

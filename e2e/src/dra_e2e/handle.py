@@ -1,15 +1,13 @@
 """What e2e tests hold: a cluster reachable through a kubeconfig.
 
 Either the local cluster this harness started (``local`` is set and images can be
-imported into its nodes) or any existing cluster named by ``$KUBECONFIG`` (for
-example a kind cluster), so the same tests run against both.
+imported into its nodes) or an existing cluster asked for with ``--kubeconfig`` /
+``$DRA_E2E_KUBECONFIG`` (for example a kind cluster), so the same tests run against both.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -18,20 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dra_e2e.build import KUBE, binaries, is_built
 from dra_e2e.cluster import Cluster
-from dra_e2e.errors import ClusterStateError, E2EError, KubectlError, ToolMissingError
+from dra_e2e.errors import ClusterStateError, E2EError, KubectlError
+from dra_e2e.kubectl import Kubectl
 from dra_e2e.process import ProcessRecord
-
-
-def default_kubectl() -> Path:
-    """The cached kubectl if built, else ``kubectl`` on PATH."""
-    if is_built(KUBE):
-        return binaries().kubectl
-    found = shutil.which("kubectl")
-    if found is None:
-        raise ToolMissingError("kubectl", "run `e2e-cluster build` or install kubectl")
-    return Path(found)
 
 
 @dataclass
@@ -42,19 +30,22 @@ class ClusterHandle:
     kubectl_path: Path
     local: Cluster | None = None
 
+    @property
+    def client(self) -> Kubectl:
+        """kubectl bound to this cluster's kubeconfig."""
+        return Kubectl(self.kubectl_path, self.kubeconfig)
+
     def kubectl(self, *args: str, input_text: str | None = None, timeout: float = 60) -> str:
         """Run kubectl against the cluster; return stdout, raise KubectlError on failure."""
-        cmd = [str(self.kubectl_path), f"--kubeconfig={self.kubeconfig}", *args]
-        proc = subprocess.run(
-            cmd, input=input_text, capture_output=True, text=True, timeout=timeout, check=False
-        )
-        if proc.returncode != 0:
-            raise KubectlError(list(args), proc.returncode, proc.stderr)
-        return proc.stdout
+        return self.client.run(*args, input_text=input_text, timeout=timeout)
 
     def kubectl_json(self, *args: str, timeout: float = 60) -> Any:
         """Run ``kubectl ... -o json`` and decode the output."""
-        return json.loads(self.kubectl(*args, "-o", "json", timeout=timeout))
+        return self.client.json(*args, timeout=timeout)
+
+    def exists(self, *args: str) -> bool:
+        """Whether ``kubectl get ARGS`` finds the object."""
+        return self.client.exists(*args)
 
     def apply(self, manifest: str, *, namespace: str | None = None) -> str:
         """``kubectl apply -f -`` of a YAML/JSON manifest string."""
@@ -106,7 +97,7 @@ class ClusterHandle:
         """
         if self.local is None:
             raise ClusterStateError(
-                self.kubeconfig, "import_image needs the local e2e cluster (not $KUBECONFIG)"
+                self.kubeconfig, "import_image needs the local e2e cluster (not --kubeconfig)"
             )
         return self.local.import_image(archive, node=node)
 
@@ -118,7 +109,7 @@ class ClusterHandle:
         """
         if self.local is None:
             raise ClusterStateError(
-                self.kubeconfig, "restart_kubelet needs the local e2e cluster (not $KUBECONFIG)"
+                self.kubeconfig, "restart_kubelet needs the local e2e cluster (not --kubeconfig)"
             )
         sig = signal.SIGTERM if graceful else signal.SIGKILL
         return self.local.restart_kubelet(node, sig=sig)

@@ -2,14 +2,16 @@
 
 Loaded automatically (``pytest11`` entry point). Fixtures:
 
-* ``e2e_cluster`` (session): a :class:`~dra_e2e.handle.ClusterHandle`. Uses the
-  cluster named by ``$KUBECONFIG`` when set; otherwise brings up a local cluster
-  in a fresh state directory and tears it down at the end of the session.
+* ``e2e_cluster`` (session): a :class:`~dra_e2e.handle.ClusterHandle`. Uses an
+  existing cluster only when asked (``pytest --kubeconfig PATH`` or
+  ``$DRA_E2E_KUBECONFIG``; never the ambient ``$KUBECONFIG``); otherwise brings up a
+  local cluster in a fresh state directory and tears it down at the end of the session.
 * ``e2e_namespace`` (function): a fresh namespace, deleted after the test.
 
 ``DRA_E2E_KUBE_VERSION`` (e.g. ``1.36``) picks another pinned Kubernetes version.
-Missing binaries are built right after collection, before any test starts (so
-no per-test timeout applies), with progress on the terminal. Set
+For the local cluster the host is checked first (``dra_e2e.preflight``: seconds, one
+line with the fix), then missing binaries are built right after collection, before
+any test starts (so no per-test timeout applies), with progress on the terminal. Set
 ``DRA_E2E_KEEP=1`` to leave the local cluster running after the session.
 """
 
@@ -23,13 +25,31 @@ from pathlib import Path
 
 import pytest
 
+from dra_e2e import preflight
 from dra_e2e.build import all_built, ensure_binaries
 from dra_e2e.cluster import Cluster
 from dra_e2e.errors import E2EError
-from dra_e2e.handle import ClusterHandle, default_kubectl
+from dra_e2e.handle import ClusterHandle
+from dra_e2e.kubectl import KUBECONFIG_ENV, asked_kubeconfig, default_kubectl
+from dra_e2e.prerequisites import Purpose
 from dra_e2e.versions import KUBERNETES_VERSION, resolve_kube_version
 
 _BUILD_ERROR = pytest.StashKey[E2EError]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """``--kubeconfig``: test an existing cluster instead of starting a local one."""
+    parser.addoption(
+        "--kubeconfig",
+        default=None,
+        help=f"e2e tests: use the existing cluster of this kubeconfig (default ${KUBECONFIG_ENV};"
+        " without either a local cluster is started; $KUBECONFIG is never used)",
+    )
+
+
+def external_kubeconfig(config: pytest.Config) -> Path | None:
+    """The kubeconfig of the existing cluster asked for, or None for a local cluster."""
+    return asked_kubeconfig(config.getoption("kubeconfig"))
 
 
 def _say(config: pytest.Config, message: str) -> None:
@@ -51,15 +71,22 @@ def _kube_version() -> str:
     return resolve_kube_version(os.environ.get("DRA_E2E_KUBE_VERSION") or KUBERNETES_VERSION)
 
 
-def _wants_local_cluster(items: list[pytest.Item]) -> bool:
-    return not os.environ.get("KUBECONFIG") and any(
-        item.get_closest_marker("e2e") for item in items
+def _wants_local_cluster(session: pytest.Session) -> bool:
+    return external_kubeconfig(session.config) is None and any(
+        item.get_closest_marker("e2e") for item in session.items
     )
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Build missing binaries once, outside any test's timeout."""
-    if session.config.option.collectonly or not _wants_local_cluster(session.items):
+    """Check the host, then build missing binaries once, outside any test's timeout."""
+    if session.config.option.collectonly or not _wants_local_cluster(session):
+        return
+    try:
+        preflight.check(Purpose.E2E)
+    except E2EError as exc:
+        # Other suites still run; every e2e test errors with this one line.
+        session.config.stash[_BUILD_ERROR] = exc
+        _say(session.config, f"[dra-e2e] {exc}")
         return
     if not all_built(kube_version=_kube_version()):
         try:
@@ -67,7 +94,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                 progress=lambda msg: _say(session.config, msg), kube_version=_kube_version()
             )
         except E2EError as exc:
-            # Other suites still run; every e2e test errors with this message.
             session.config.stash[_BUILD_ERROR] = exc
             _say(session.config, f"[dra-e2e] building the cluster binaries failed: {exc}")
 
@@ -76,10 +102,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def e2e_cluster(request: pytest.FixtureRequest) -> Iterator[ClusterHandle]:
     """The cluster under test (see the module docstring)."""
     config = request.config
-    external = os.environ.get("KUBECONFIG")
-    if external:
-        _say(config, f"[dra-e2e] using the existing cluster in KUBECONFIG={external}")
-        yield ClusterHandle(kubeconfig=Path(external), kubectl_path=default_kubectl())
+    external = external_kubeconfig(config)
+    if external is not None:
+        _say(config, f"[dra-e2e] using the existing cluster of --kubeconfig {external}")
+        yield ClusterHandle(kubeconfig=external, kubectl_path=default_kubectl())
         return
     build_error = config.stash.get(_BUILD_ERROR, None)
     if build_error is not None:

@@ -69,7 +69,7 @@ def _up(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
 def test_scripts_pass_shellcheck(script: Path) -> None:
     shellcheck = shutil.which("shellcheck")
-    assert shellcheck, "shellcheck is installed by .ci/prepare"
+    assert shellcheck, "shellcheck is installed by make prepare"
     proc = subprocess.run([shellcheck, str(script)], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import io
 import json
 import shutil
 import subprocess
@@ -37,20 +39,28 @@ def test_layout_and_digests_are_consistent(archive: Path) -> None:
     manifest = json.loads(blobs[f"blobs/sha256/{desc['digest'].split(':')[1]}"])
     config = json.loads(blobs[f"blobs/sha256/{manifest['config']['digest'].split(':')[1]}"])
     assert config["config"]["Cmd"] == ["/bin/echo", "hi"]
-    layer_digest = manifest["layers"][0]["digest"]
-    assert config["rootfs"]["diff_ids"] == [layer_digest]
+    layer = blobs[f"blobs/sha256/{manifest['layers'][0]['digest'].split(':')[1]}"]
+    diff_id = "sha256:" + hashlib.sha256(gzip.decompress(layer)).hexdigest()
+    assert config["rootfs"]["diff_ids"] == [diff_id]
+    assert "docker.io/dra-e2e/unit:1.0" in json.loads(blobs["manifest.json"])[0]["RepoTags"]
 
 
 def test_layer_has_busybox_and_applets() -> None:
     layer = images.busybox_layer(extra_files=(("/etc/motd", b"hi\n", 0o644),))
-    import io
-
-    with tarfile.open(fileobj=io.BytesIO(layer)) as tar:
+    with tarfile.open(fileobj=io.BytesIO(layer.tar_bytes())) as tar:
         names = set(tar.getnames())
         sh = tar.getmember("bin/sh")
+        tmp = tar.getmember("tmp")
     assert {"bin/busybox", "bin/sleep", "etc/passwd", "etc/motd"} <= names
     assert sh.issym()
     assert sh.linkname == "busybox"
+    assert tmp.mode == 0o1777
+
+
+def test_extra_files_replace_the_defaults() -> None:
+    passwd = b"root:x:0:0::/:/bin/sh\n"
+    layer = images.busybox_layer(extra_files=(("/etc/passwd", passwd, 0o644),))
+    assert layer.file_data("etc/passwd") == passwd
 
 
 @pytest.mark.podman

@@ -3,7 +3,8 @@ for pods, claims and slices.
 
 Against the local e2e cluster the driver image and the stand-in workload images are built
 without a registry (images/build_image.py) and imported into the nodes, and the chart is
-installed with the node's kubelet and CDI directories. Against a cluster in ``$KUBECONFIG`` with
+installed (``dra_e2e.chart``, as the demo does) with the node's kubelet and CDI directories.
+Against an existing cluster (``--kubeconfig`` / ``$DRA_E2E_KUBECONFIG``) with
 ``DRA_E2E_RELEASE=<namespace>/<release>`` set (kind/up.sh does this), the installed release is
 used as it is.
 """
@@ -14,19 +15,18 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dra_e2e import chart
+from dra_e2e.chart import CHART, NAMESPACE, RELEASE, helm_path, run_helm
+from dra_e2e.errors import KubectlError
 from dra_e2e.handle import ClusterHandle
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "chart"))
-
-from chart_helpers import CHART, REPO, helm_path, run_helm, set_args
+from dra_e2e.images import build_project_image
 
 __all__ = [
     "CHART",
@@ -49,11 +49,8 @@ __all__ = [
 ]
 
 DRIVER = "gpu.nvidia.com"
-NAMESPACE = "dra-driver-nvidia-gpu"
-RELEASE = "dra-driver-nvidia-gpu"
 #: A mixed node: GPUs of 40 GiB (A100) and 24 GiB (L4), so memory selectors split them.
-FAKE_GPUS = os.environ.get("DRA_E2E_FAKE_GPUS", "4xA100-40GB,4xL4")
-BUILD = REPO / "images" / "build_image.py"
+FAKE_GPUS = tuple(os.environ.get("DRA_E2E_FAKE_GPUS", "4xA100-40GB,4xL4").split(","))
 SMI_LINE = re.compile(r"^GPU (\d+): (.+) \(UUID: (GPU-[0-9a-f-]+)\)$")
 
 
@@ -112,23 +109,6 @@ class Driver:
         )
 
 
-def _kubeconfig_env(cluster: ClusterHandle) -> dict[str, str]:
-    return {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
-
-
-def _build_image(kind: str, out: Path) -> Path:
-    proc = subprocess.run(
-        [sys.executable, str(BUILD), kind, "--output", str(out)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=900,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"images/build_image.py {kind} failed:\n{proc.stderr}")
-    return out
-
-
 def install(cluster: ClusterHandle, workdir: Path) -> Driver:
     """Installs the chart on fake GPUs (or adopts ``$DRA_E2E_RELEASE``); waits for slices."""
     nodes = cluster.node_names()
@@ -140,7 +120,7 @@ def install(cluster: ClusterHandle, workdir: Path) -> Driver:
         return driver
     if cluster.local is None:
         raise RuntimeError(
-            "a cluster from $KUBECONFIG needs the driver installed first; set "
+            "an existing cluster (--kubeconfig) needs the driver installed first; set "
             "DRA_E2E_RELEASE=<namespace>/<release> (kind/up.sh does both)"
         )
     status = cluster.local.status()["nodes"]
@@ -149,32 +129,9 @@ def install(cluster: ClusterHandle, workdir: Path) -> Driver:
     (node,) = status
     kubelet_root, cdi_dir = Path(status[node]["kubelet_root"]), Path(status[node]["cdi_dir"])
     for kind in ("driver", "workload"):
-        cluster.import_image(_build_image(kind, workdir / f"{kind}.tar"))
-    sets = {
-        "gpuResourcesEnabledOverride": "true",
-        "devices.backend": "fake",
-        "devices.fakeGpus": "{" + FAKE_GPUS + "}",
-        "kubeletPlugin.kubeletRegistrarDirectoryPath": str(kubelet_root / "plugins_registry"),
-        "kubeletPlugin.kubeletPluginsDirectoryPath": str(kubelet_root / "plugins"),
-        "kubeletPlugin.cdiRoot": str(cdi_dir),
-        # Imported, never pulled: no registry is reachable.
-        "image.pullPolicy": "Never",
-    }
-    out = run_helm(
-        helm_path(),
-        "upgrade",
-        "--install",
-        RELEASE,
-        str(CHART),
-        "--namespace",
-        NAMESPACE,
-        "--create-namespace",
-        "--wait",
-        "--timeout",
-        "5m",
-        *set_args(sets),
-        env=_kubeconfig_env(cluster),
-    )
+        cluster.import_image(build_project_image(kind, workdir / f"{kind}.tar"))
+    sets = chart.local_values(kubelet_root=kubelet_root, cdi_dir=cdi_dir, fake_gpus=FAKE_GPUS)
+    out = chart.install(cluster.kubeconfig, sets)
     driver = Driver(
         cluster,
         NAMESPACE,
@@ -191,14 +148,8 @@ def install(cluster: ClusterHandle, workdir: Path) -> Driver:
 def uninstall(driver: Driver) -> None:
     """Removes a release this session installed."""
     if driver.installed_here:
-        run_helm(
-            helm_path(),
-            "uninstall",
-            driver.release,
-            "--namespace",
-            driver.namespace,
-            "--wait",
-            env=_kubeconfig_env(driver.cluster),
+        chart.uninstall(
+            driver.cluster.kubeconfig, release=driver.release, namespace=driver.namespace
         )
 
 
@@ -294,17 +245,7 @@ def wait_gone(
 
 def exists(cluster: ClusterHandle, *args: str) -> bool:
     """Whether ``kubectl get ARGS`` finds the object."""
-    proc = subprocess.run(
-        [str(cluster.kubectl_path), f"--kubeconfig={cluster.kubeconfig}", "get", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if proc.returncode == 0:
-        return True
-    if "NotFound" in proc.stderr or "not found" in proc.stderr:
-        return False
-    raise RuntimeError(f"kubectl get {' '.join(args)}: {proc.stderr}")
+    return cluster.exists(*args)
 
 
 @contextmanager
@@ -316,23 +257,12 @@ def applied(
     try:
         yield
     finally:
-        subprocess.run(
-            [
-                str(cluster.kubectl_path),
-                f"--kubeconfig={cluster.kubeconfig}",
-                "delete",
-                "-f",
-                "-",
-                "--ignore-not-found",
-                "--grace-period=1",
-                "--wait=true",
-                "--timeout=120s",
-            ],
-            input=manifest,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        # Best effort: a test that failed must still get to report its own error.
+        with suppress(KubectlError, subprocess.TimeoutExpired):
+            cluster.kubectl(
+                "delete", "-f", "-", "--ignore-not-found", "--grace-period=1",
+                "--wait=true", "--timeout=120s", input_text=manifest, timeout=150,
+            )  # fmt: skip
         for ns in namespaces:
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline and exists(cluster, "namespace", ns):

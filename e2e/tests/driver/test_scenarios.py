@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 import yaml
 from dra_api_types import Quantity
+from dra_e2e import seed
+from dra_e2e.checkout import REPO
 from dra_e2e.errors import KubectlError
 from dra_e2e.handle import ClusterHandle
 from dra_nvlib.fleet import load_fleet_spec
@@ -46,8 +48,8 @@ from driver_support import (
 
 pytestmark = pytest.mark.e2e
 
-SPECS = Path("/work/shared/reference/nvidia-demo-specs")
-SEED = Path("/work/shared/seeds/002_0fec738554e607fc.txt")
+# NVIDIA's demo specs, verbatim, as the API types' fixtures keep them.
+SPECS = REPO / "packages" / "api-types" / "tests" / "fixtures" / "nvidia-demo-specs"
 GPU_CLASSES = {"gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com"}
 
 
@@ -75,17 +77,6 @@ def _node_of(driver: Driver) -> str:
     return driver.nodes[0]
 
 
-def _seed_objects() -> tuple[str, str]:
-    """The ResourceClaimTemplate and Pod of the seed article, as written there."""
-    text = SEED.read_text()
-    blocks = re.findall(
-        r"(apiVersion: [^\n]+\nkind: (?:ResourceClaimTemplate|Pod)\n.*?)\n\n", text, re.DOTALL
-    )
-    template = next(b for b in blocks if "kind: ResourceClaimTemplate" in b and "single-gpu" in b)
-    pod_yaml = next(b for b in blocks if "kind: Pod" in b and "gpu-test-pod" in b)
-    return template, pod_yaml
-
-
 def _uuid_of(driver: Driver, node: str, device: str) -> str:
     return str(driver.devices(node)[device]["attributes"]["uuid"]["string"])
 
@@ -100,6 +91,11 @@ def test_install_prints_the_next_commands(driver: Driver) -> None:
     assert "kubectl get resourceslices" in driver.install_output
     assert "kubectl get deviceclass" in driver.install_output
     assert "GPU backend: fake" in driver.install_output
+    # The NOTES print the seed's objects from the chart's one copy, comments stripped.
+    for line in ("name: single-gpu", "name: gpu-test-pod", "resourceClaimTemplateName: single-gpu"):
+        assert line in driver.install_output
+    manifest = driver.install_output.split("kubectl apply -f -", 1)[1].split("YAML", 1)[0]
+    assert "#" not in manifest
 
 
 def test_plugin_runs_unprivileged(driver: Driver) -> None:
@@ -124,7 +120,7 @@ def test_resourceslices_show_the_gpus_with_their_attributes(driver: Driver) -> N
         assert slc["metadata"]["ownerReferences"][0]["kind"] == "Node"
         devices = slc["spec"]["devices"]
         # The counts follow the fleet the release was installed with (kind/up.sh: FAKE_GPUS).
-        fleet = load_fleet_spec(FAKE_GPUS)
+        fleet = load_fleet_spec(",".join(FAKE_GPUS))
         assert len(devices) == fleet.gpu_count
         for device in devices:
             assert re.fullmatch(r"gpu-\d+", device["name"])
@@ -159,9 +155,8 @@ def test_deviceclasses_are_listed(driver: Driver) -> None:
 def test_seed_walkthrough(driver: Driver) -> None:
     """Section 3 of the seed article, verbatim: template single-gpu, pod gpu-test-pod."""
     cluster = driver.cluster
-    template, pod_yaml = _seed_objects()
     node = _node_of(driver)
-    with applied(cluster, template + "\n---\n" + pod_yaml):
+    with applied(cluster, seed.manifests()):
         wait_running(cluster, "gpu-test-pod", "default")
         wide = cluster.kubectl("get", "pod", "gpu-test-pod", "-o", "wide")
         assert "Running" in wide

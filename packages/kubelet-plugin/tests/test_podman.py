@@ -1,6 +1,6 @@
 """The real CDI consumer: podman reads the plugin's spec and sets up the container.
 
-Needs podman and runc (Debian packages, installed by ``.ci/prepare``) and root, because
+Needs podman and runc (Debian packages, installed by ``make prepare``) and root, because
 podman 4.3 reads CDI specs only from /etc/cdi and /var/run/cdi. The image is built locally
 from Debian's busybox-static (no registry is reachable).
 """
@@ -46,10 +46,10 @@ PODMAN_RUN = [
 def image(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A busybox image imported from a local tarball."""
     if shutil.which("podman") is None or shutil.which("runc") is None:
-        pytest.skip("podman/runc not installed (run .ci/prepare)")
+        pytest.skip("podman/runc not installed (run make prepare)")
     busybox = Path("/bin/busybox")
     if not busybox.exists():
-        pytest.skip("busybox-static not installed (run .ci/prepare)")
+        pytest.skip("busybox-static not installed (run make prepare)")
     exists = subprocess.run(["podman", "image", "exists", IMAGE], check=False)
     if exists.returncode == 0:
         return IMAGE

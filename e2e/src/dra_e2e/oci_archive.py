@@ -1,5 +1,8 @@
 """Writes container images as OCI archives without a registry, a daemon or root.
 
+The one archive writer of the repository: the harness's busybox images (``dra_e2e.images``) and
+the driver and workload images (``images/build_image.py``) are both written here.
+
 An archive written here is at the same time an OCI image layout (``oci-layout``, ``index.json``,
 ``blobs/sha256/...``) and a ``docker save`` archive (``manifest.json``), the combined form Docker
 25+ writes itself. So one file loads everywhere users load images: ``ctr -n k8s.io images import``
@@ -25,6 +28,9 @@ from typing import IO
 # 2024-01-01T00:00:00Z: a fixed creation time keeps digests reproducible.
 EPOCH = 1704067200
 CREATED = "2024-01-01T00:00:00Z"
+
+#: The usual search path, for images that set no other.
+PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 MEDIA_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 MEDIA_CONFIG = "application/vnd.oci.image.config.v1+json"
