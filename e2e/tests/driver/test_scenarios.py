@@ -364,6 +364,51 @@ def test_demo_gpu_test7_two_claims_give_two_gpus(driver: Driver) -> None:
         assert seen[0] != seen[1]
 
 
+def test_one_container_with_two_claims_lists_both_gpus(driver: Driver, e2e_namespace: str) -> None:
+    # Each claim's CDI spec carries only its own device: the fake nvidia-smi must still list
+    # both GPUs, as the real one does.
+    cluster, name = driver.cluster, "two-claims"
+    exactly = {"deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount"}
+    docs: list[dict[str, Any]] = [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": f"{name}-{i}", "namespace": e2e_namespace},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}},
+        }
+        for i in (0, 1)
+    ]
+    docs.append(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": e2e_namespace},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "ctr",
+                        "image": "ubuntu:22.04",
+                        "command": ["bash", "-c"],
+                        "args": ["nvidia-smi -L; trap 'exit 0' TERM; sleep 9999 & wait"],
+                        "resources": {"claims": [{"name": "gpu0"}, {"name": "gpu1"}]},
+                    }
+                ],
+                "resourceClaims": [
+                    {"name": f"gpu{i}", "resourceClaimTemplateName": f"{name}-{i}"} for i in (0, 1)
+                ],
+            },
+        }
+    )
+    with applied(cluster, "\n---\n".join(json.dumps(d) for d in docs)):
+        wait_running(cluster, name, e2e_namespace)
+        claims = pod_claims(cluster, name, e2e_namespace).values()
+        node = _node_of(driver)
+        allocated = sorted(_uuid_of(driver, node, d) for c in claims for d in allocated_devices(c))
+        assert len(set(allocated)) == 2
+        seen = _gpus_in_log(cluster, name, e2e_namespace, "ctr")
+        assert sorted(seen) == allocated
+
+
 def test_demo_gpu_test8_one_request_for_two_gpus(driver: Driver) -> None:
     cluster, manifest = driver.cluster, _demo("quickstart_gpu-test8.yaml")
     with applied(cluster, manifest, namespaces=_namespaces(manifest)):

@@ -115,8 +115,8 @@ def test_podman_container_gets_env_device_nodes_and_fake_nvidia_smi(
     assert [d.device_name for d in entry.devices] == ["gpu-1", "gpu-3"]
     env = dict(line.split("=", 1) for line in lines if line.startswith("NVIDIA_FAKE_"))
     gpu1, gpu3 = env["NVIDIA_FAKE_GPU_1_UUID"], env["NVIDIA_FAKE_GPU_3_UUID"]
-    assert env["NVIDIA_FAKE_GPU_UUIDS"] == f"{gpu1},{gpu3}"
-    assert env["NVIDIA_FAKE_GPU_COUNT"] == "2"
+    assert env["NVIDIA_FAKE_SMI_1_0"].startswith(f"{gpu1}|")
+    assert env["NVIDIA_FAKE_SMI_3_0"].startswith(f"{gpu3}|")
     assert env["NVIDIA_FAKE_GPU_1_PRODUCT_NAME"] == "NVIDIA H100 80GB HBM3"
     assert env["NVIDIA_FAKE_GPU_1_MEMORY"].endswith("Mi")
     assert "/dev/nvidia1 character special file" in lines
@@ -124,6 +124,48 @@ def test_podman_container_gets_env_device_nodes_and_fake_nvidia_smi(
     assert f"GPU 0: NVIDIA H100 80GB HBM3 (UUID: {gpu1})" in lines
     assert f"GPU 1: NVIDIA H100 80GB HBM3 (UUID: {gpu3})" in lines
     assert not (CDI_ROOT / f"k8s.gpu.nvidia.com-claim_{uid}.json").exists()
+
+
+def test_podman_container_with_two_claims_lists_both_gpus(
+    image: str, cdi_plugin: PluginProcess, reference: ReferenceProtos
+) -> None:
+    # One container, two claims of one GPU each: as on real GPUs it sees both.
+    claims = [
+        make_claim(name=f"podman-{uuid.uuid4().hex[:6]}", devices=[device])
+        for device in ("gpu-2", "gpu-0")
+    ]
+    refs = []
+    for claim in claims:
+        write_claim(cdi_plugin.dirs.claims, claim)
+        refs.append(("default", claim["metadata"]["name"], claim["metadata"]["uid"]))
+    with cdi_plugin.channel() as ch:
+        response = reference.prepare(ch, refs)
+        try:
+            args = [*PODMAN_RUN]
+            for _, _, uid in refs:
+                assert response.claims[uid].error == ""
+                for device in response.claims[uid].devices:
+                    for cdi_id in device.cdi_device_ids:
+                        args += ["--device", cdi_id]
+            script = "env | grep ^NVIDIA_FAKE_GPU_.*_UUID= | sort; nvidia-smi -L"
+            out = subprocess.run(
+                [*args, image, "/bin/sh", "-c", script],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert out.returncode == 0, out.stderr
+        finally:
+            gone = reference.unprepare(ch, refs)
+    assert all(gone.claims[uid].error == "" for _, _, uid in refs)
+    lines = out.stdout.splitlines()
+    env = dict(line.split("=", 1) for line in lines if line.startswith("NVIDIA_FAKE_"))
+    gpu0, gpu2 = env["NVIDIA_FAKE_GPU_0_UUID"], env["NVIDIA_FAKE_GPU_2_UUID"]
+    smi = [line for line in lines if line.startswith("GPU ")]
+    assert smi == [
+        f"GPU 0: NVIDIA H100 80GB HBM3 (UUID: {gpu0})",
+        f"GPU 1: NVIDIA H100 80GB HBM3 (UUID: {gpu2})",
+    ]
 
 
 def test_podman_refuses_a_device_of_an_unprepared_claim(image: str) -> None:

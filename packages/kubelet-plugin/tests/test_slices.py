@@ -141,7 +141,9 @@ class FakeSliceApi:
     """Test double of the API server's ResourceSlice collection (field selectors, resource
     versions, watch events), standing in for the kube-apiserver until the e2e harness."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, drop_taints: bool = False) -> None:
+        # drop_taints: store slices as a server with the DRADeviceTaints gate off does.
+        self.drop_taints = drop_taints
         self.objects: dict[str, dict[str, Any]] = {}
         self.events: list[dict[str, Any]] = []
         self.lock = threading.Condition()
@@ -188,13 +190,16 @@ class FakeSliceApi:
         raise AssertionError(f"unexpected {method} {path}")
 
     def _store(self, obj: dict[str, Any], kind: str) -> dict[str, Any]:
+        if self.drop_taints:
+            for device in obj["spec"].get("devices") or []:
+                device.pop("taints", None)
         self.counter += 1
         self.writes += 1
         obj["metadata"]["resourceVersion"] = str(self.counter)
         self.objects[obj["metadata"]["name"]] = obj
         self.events.append({"type": kind, "object": obj})
         self.lock.notify_all()
-        return obj
+        return copy.deepcopy(obj)
 
     def delete(self, name: str) -> dict[str, Any]:
         with self.lock:
@@ -269,5 +274,46 @@ def test_publisher_creates_republishes_after_deletion_and_taints_unhealthy_devic
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+    asyncio.run(go())
+
+
+def test_publisher_writes_once_when_the_server_drops_taints(tmp_path: Path) -> None:
+    devices = build_inventory(fake_gpus(tmp_path, "4xH100-80GB"))
+    api = FakeSliceApi(drop_taints=True)
+
+    async def go() -> None:
+        hub = HealthHub("n1")
+        await hub.set_devices(d.name for d in devices)
+        await hub.mark_unhealthy("gpu-1", message="XID 79", taint_key=TAINT_XID, taint_value="79")
+        publisher = SlicePublisher(
+            transport=api, spec=SPEC, devices=lambda: devices, health=hub, metrics=PluginMetrics()
+        )
+        assert publisher.reconcile_once() is True
+        for _ in range(5):
+            assert publisher.reconcile_once() is False
+        assert api.writes == 1
+        (obj,) = api.objects.values()
+        assert obj["spec"]["pool"]["generation"] == 1
+        assert "taints" not in obj["spec"]["devices"][1]
+
+        # Recovery: the server already holds the untainted device, nothing to write.
+        await hub.mark_healthy("gpu-1")
+        assert publisher.reconcile_once() is False
+        # A change of what we send is written, once, though the server drops it again.
+        await hub.mark_unhealthy("gpu-3", message="XID 48", taint_key=TAINT_XID, taint_value="48")
+        assert publisher.reconcile_once() is True
+        assert publisher.reconcile_once() is False
+        assert api.writes == 2
+        assert api.objects[next(iter(api.objects))]["spec"]["pool"]["generation"] == 2
+
+        # Someone else's change of the stored slice is repaired (compared afresh).
+        (name,) = api.objects
+        changed = copy.deepcopy(api.objects[name])
+        changed["spec"]["devices"] = changed["spec"]["devices"][:1]
+        api.request("PUT", f"/apis/resource.k8s.io/v1/resourceslices/{name}", body=changed)
+        assert publisher.reconcile_once() is True
+        assert len(api.objects[name]["spec"]["devices"]) == 4
+        assert publisher.reconcile_once() is False
 
     asyncio.run(go())

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -320,10 +321,51 @@ def test_fake_cdi_spec_carries_env_device_nodes_and_the_fake_nvidia_smi(node: No
     common = spec["containerEdits"]
     (mount,) = common["mounts"]
     assert mount["containerPath"] == "/usr/bin/nvidia-smi"
-    script = Path(mount["hostPath"]).read_text()
-    assert f"GPU 0: NVIDIA H100 80GB HBM3 (UUID: {gpu1.uuid})" in script
-    assert "GPU 1: NVIDIA H100 80GB HBM3" in script
-    assert "GPU 2:" not in script
+    gpu3 = next(d for d in node.devices if d.name == "gpu-3")
+    assert _nvidia_smi_in_container([spec]) == [
+        f"GPU 0: NVIDIA H100 80GB HBM3 (UUID: {gpu1.uuid})",
+        f"GPU 1: NVIDIA H100 80GB HBM3 (UUID: {gpu3.uuid})",
+    ]
+
+
+def _nvidia_smi_in_container(specs: list[dict[str, Any]]) -> list[str]:
+    """``nvidia-smi -L`` in a container given every device of ``specs``, composed as CDI
+    composes edits: env merged by name, the last mount of a path wins."""
+    env: dict[str, str] = {"PATH": "/nonexistent"}
+    script = ""
+    for spec in specs:
+        edits = [spec["containerEdits"], *(d["containerEdits"] for d in spec["devices"])]
+        for edit in edits:
+            env.update(e.split("=", 1) for e in edit.get("env", []))
+            for mount in edit.get("mounts", []):
+                if mount["containerPath"] == "/usr/bin/nvidia-smi":
+                    script = mount["hostPath"]
+    out = subprocess.run(
+        ["/bin/sh", script, "-L"], capture_output=True, text=True, env=env, check=True
+    )
+    return out.stdout.splitlines()
+
+
+def test_fake_nvidia_smi_lists_the_devices_of_every_claim_of_a_container(node: Node) -> None:
+    # One container referencing two claims of one GPU each, and a third claim it does not get.
+    a = node.add(make_claim(name="a", devices=["gpu-2"]))
+    b = node.add(make_claim(name="b", devices=["gpu-0"]))
+    other = node.add(make_claim(name="other", devices=["gpu-1"]))
+
+    async def go() -> None:
+        state = await started(node)
+        results = await state.prepare_claims([a, b, other])
+        assert all(r.error == "" for r in results.values())
+
+    run(go())
+    specs = [json.loads(node.spec_path(ref.uid).read_text()) for ref in (a, b)]
+    gpu = {d.name: d for d in node.devices}
+    expected = [
+        f"GPU 0: NVIDIA H100 80GB HBM3 (UUID: {gpu['gpu-0'].uuid})",
+        f"GPU 1: NVIDIA H100 80GB HBM3 (UUID: {gpu['gpu-2'].uuid})",
+    ]
+    assert _nvidia_smi_in_container(specs) == expected
+    assert _nvidia_smi_in_container(list(reversed(specs))) == expected
 
 
 def test_mig_device_is_prepared_with_its_own_config_type(tmp_path: Path) -> None:
@@ -357,9 +399,10 @@ def test_mig_device_is_prepared_with_its_own_config_type(tmp_path: Path) -> None
         f"NVIDIA_FAKE_{name.upper().replace('-', '_')}_UUID={mig.uuid}"
         in device["containerEdits"]["env"]
     )
-    script = Path(spec["containerEdits"]["mounts"][0]["hostPath"]).read_text()
-    assert f"GPU 0: {parent.product_name} (UUID: {parent.uuid})" in script
-    assert mig.uuid in script
+    assert _nvidia_smi_in_container([spec]) == [
+        f"GPU 0: {parent.product_name} (UUID: {parent.uuid})",
+        f"  MIG {mig.profile_name:<11} Device  0: (UUID: {mig.uuid})",
+    ]
 
 
 def test_checkpoint_write_failure_is_a_per_claim_error_and_nothing_is_half_written(

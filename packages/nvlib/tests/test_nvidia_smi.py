@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 from dra_nvlib import DeviceLib, DeviceLibConfig, FakeDeviceLib, open_device_lib
-from dra_nvlib.nvidia_smi import mig_line, render_nvidia_smi_list, render_nvidia_smi_script
+from dra_nvlib.nvidia_smi import (
+    SMI_ENV_PREFIX,
+    mig_line,
+    nvidia_smi_env,
+    render_env_nvidia_smi_script,
+    render_nvidia_smi_list,
+    render_nvidia_smi_script,
+)
 
 # Lines copied from NVIDIA's MIG user guide examples (`nvidia-smi -L` on A100/H100); the
 # padding of the MIG profile column and the right-aligned device number are the tool's own.
@@ -132,3 +139,73 @@ def test_shell_script_survives_quotes_in_names(tmp_path: Path) -> None:
 
 def test_fake_lib_type(h100_node: DeviceLib) -> None:
     assert isinstance(h100_node, FakeDeviceLib)
+
+
+def _env_shells() -> list[str]:
+    # bash as sh prints `export -p` in its POSIX form, as bash it uses `declare -x`: both.
+    found = _shells()
+    if Path("/bin/bash").exists():
+        found += ["/bin/bash", "/bin/bash --posix"]
+    return found
+
+
+def _run_env_script(tmp_path: Path, shell: str, entries: list[str], *args: str) -> str:
+    script = tmp_path / "nvidia-smi"
+    script.write_text(render_env_nvidia_smi_script())
+    env = {"PATH": "/nonexistent", "OTHER": "x'y\"z"}
+    for entry in entries:
+        name, _, value = entry.partition("=")
+        env[name] = value
+    out = subprocess.run(
+        [*shell.split(), str(script), *args], capture_output=True, text=True, env=env, check=True
+    )
+    return out.stdout
+
+
+@pytest.mark.parametrize("shell", _env_shells())
+def test_env_script_lists_devices_of_every_entry(
+    h100_node: DeviceLib, tmp_path: Path, shell: str
+) -> None:
+    # Entries as two claims add them (one MIG device each of GPU 0, plus the L4): the
+    # listing is the one the real tool prints for the union of the devices.
+    _carve(h100_node)
+    gpus = h100_node.gpus()
+    first, third = gpus[0].mig_devices[0], gpus[0].mig_devices[2]
+    entries = [
+        nvidia_smi_env(gpus[2]),
+        nvidia_smi_env(gpus[0], third),
+        nvidia_smi_env(gpus[0], first),
+    ]
+    out = _run_env_script(tmp_path, shell, entries, "-L")
+    assert out.splitlines() == render_nvidia_smi_list(gpus, {first.uuid, third.uuid, gpus[2].uuid})
+
+
+@pytest.mark.parametrize("shell", _env_shells())
+def test_env_script_lists_whole_gpus_in_enumeration_order(
+    h100_node: DeviceLib, tmp_path: Path, shell: str
+) -> None:
+    gpus = h100_node.gpus()
+    entries = [nvidia_smi_env(g) for g in reversed(gpus)]
+    out = _run_env_script(tmp_path, shell, entries, "--list-gpus")
+    assert out.splitlines() == render_nvidia_smi_list(gpus)
+
+
+def test_env_script_without_entries_prints_nothing(tmp_path: Path) -> None:
+    assert _run_env_script(tmp_path, "/bin/sh", [], "-L") == ""
+
+
+def test_env_script_refuses_other_arguments(tmp_path: Path) -> None:
+    script = tmp_path / "nvidia-smi"
+    script.write_text(render_env_nvidia_smi_script())
+    proc = subprocess.run(["sh", str(script), "-q"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "only -L/--list-gpus" in proc.stderr
+
+
+def test_env_entry_names_are_unique_per_device(h100_node: DeviceLib) -> None:
+    _carve(h100_node)
+    gpus = h100_node.gpus()
+    names = [nvidia_smi_env(g).split("=", 1)[0] for g in gpus]
+    names += [nvidia_smi_env(gpus[0], m).split("=", 1)[0] for m in gpus[0].mig_devices]
+    assert len(set(names)) == len(names) == 6
+    assert all(n.startswith(SMI_ENV_PREFIX) for n in names)

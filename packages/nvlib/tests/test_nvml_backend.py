@@ -384,6 +384,30 @@ def test_health_events(lib: NvmlDeviceLib, nvml: FakeNvml) -> None:
     assert (lost.kind, lost.gpu_uuid) == (HealthEventKind.GPU_LOST, uuid)
 
 
+def test_health_event_of_a_mig_device_names_the_mig_device(
+    lib: NvmlDeviceLib, nvml: FakeNvml
+) -> None:
+    uuid = nvml.gpus[0].uuid
+    nvml.gpus[0].mig = (1, 1)
+    nvml.gpus[0].gis[1] = RawGiInfo(1, 19, 0, 1)
+    nvml.gpus[0].gis[2] = RawGiInfo(2, 19, 1, 1)
+    migs = {m.gi_id: m.uuid for m in lib.gpus()[0].mig_devices}
+    nvml.events.append(RawEvent(uuid, 0x8, 94, 2, 0))
+    nvml.events.append(RawEvent(uuid, 0x8, 94, 5, 0))  # a GI NVML no longer lists
+    nvml.events.append(RawEvent(uuid, 0x8, 79, 0xFFFFFFFF, 0xFFFFFFFF))
+    with lib.watch_health() as watch:
+        on_mig = watch.wait(0.01)
+        unknown = watch.wait(0.01)
+        whole = watch.wait(0.01)
+    assert on_mig is not None
+    assert unknown is not None
+    assert whole is not None
+    assert (on_mig.gi_id, on_mig.ci_id, on_mig.mig_uuid) == (2, 0, migs[2])
+    assert migs[2] != migs[1]
+    assert unknown.mig_uuid is None
+    assert whole.mig_uuid is None
+
+
 def test_close_shuts_nvml_down_once(lib: NvmlDeviceLib, nvml: FakeNvml) -> None:
     lib.close()
     lib.close()

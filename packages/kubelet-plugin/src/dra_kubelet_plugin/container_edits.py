@@ -7,7 +7,11 @@ does not inject every GPU on top. A missing required device node fails the prepa
 
 :class:`FakeEdits` (fake GPUs): environment variables describing the allocated GPUs, a
 ``/dev/nvidiaN`` backed by ``/dev/null`` so tools that look for the node find one, and the
-fake ``nvidia-smi`` from :mod:`dra_nvlib.nvidia_smi` listing the claim's GPUs.
+fake ``nvidia-smi`` from :mod:`dra_nvlib.nvidia_smi`. Every variable is named for its device
+(never for the claim), because CDI merges environment variables by name: a container that gets
+devices of several claims must see all of them, as it would on real GPUs. For the same reason
+the ``nvidia-smi`` script is the same for every claim and reads the devices from the
+per-device ``NVIDIA_FAKE_SMI_*`` variables at run time.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
-from dra_nvlib import render_nvidia_smi_list, render_nvidia_smi_script
+from dra_nvlib import nvidia_smi_env, render_env_nvidia_smi_script
 
 from dra_kubelet_plugin.cdi import ContainerEdits, DeviceNode, Mount
 from dra_kubelet_plugin.errors import ClaimRef, DeviceNodeMissingError
@@ -83,38 +87,41 @@ class FakeEdits:
         self._smi_path = smi_container_path
 
     def device_edits(self, claim: ClaimRef, device: NodeDevice) -> ContainerEdits:  # noqa: ARG002
-        """Env vars naming the device, and its ``/dev/nvidiaN`` backed by ``/dev/null``."""
+        """Env vars naming the device (and its ``nvidia-smi`` entry), and its ``/dev/nvidiaN``
+        backed by ``/dev/null``."""
         token = env_name_of(device.name)
         env = (
             f"NVIDIA_FAKE_{token}_UUID={device.uuid}",
             f"NVIDIA_FAKE_{token}_PRODUCT_NAME={device.gpu.product_name}",
             f"NVIDIA_FAKE_{token}_MEMORY={binary_quantity(device.memory_bytes)}",
+            nvidia_smi_env(device.gpu, device.mig),
         )
         node = DeviceNode(path=f"/dev/nvidia{device.gpu.minor}", host_path="/dev/null")
         return ContainerEdits(env=env, device_nodes=(node,))
 
-    def claim_edits(self, claim: ClaimRef, devices: Sequence[NodeDevice]) -> ContainerEdits:
-        """The claim's GPU list in env, and the fake ``nvidia-smi`` listing exactly them."""
-        visible = [d.uuid for d in devices]
-        gpus = {d.gpu.uuid: d.gpu for d in devices}
-        lines = render_nvidia_smi_list(list(gpus.values()), visible)
+    def claim_edits(
+        self,
+        claim: ClaimRef,
+        devices: Sequence[NodeDevice],  # noqa: ARG002 -- the script reads the devices from env
+    ) -> ContainerEdits:
+        """The fake ``nvidia-smi``, which lists the devices of the container's device edits.
+
+        The script's content is the same for every claim, so when several claims mount it at
+        the same path the one that wins still lists the devices of all of them.
+        """
         directory = self._files.dir_for(claim.uid)
         directory.mkdir(parents=True, exist_ok=True)
         script = directory / "nvidia-smi"
         tmp = directory / ".nvidia-smi.tmp"
-        tmp.write_text(render_nvidia_smi_script(lines))
+        tmp.write_text(render_env_nvidia_smi_script())
         tmp.chmod(0o755)
         os.replace(tmp, script)
-        env = (
-            f"NVIDIA_FAKE_GPU_UUIDS={','.join(visible)}",
-            f"NVIDIA_FAKE_GPU_COUNT={len(visible)}",
-        )
         mount = Mount(
             host_path=str(script),
             container_path=self._smi_path,
             options=("ro", "nosuid", "nodev", "bind"),
         )
-        return ContainerEdits(env=env, mounts=(mount,))
+        return ContainerEdits(mounts=(mount,))
 
     def release(self, claim_uid: str) -> None:
         """Remove the claim's script."""

@@ -24,10 +24,12 @@ __all__ = [
     "ADVERTISED_HEALTH_SERVICES",
     "HEALTH_SERVICE_NAMES",
     "TAINT_GPU_LOST",
+    "TAINT_UNMONITORED",
     "TAINT_XID",
     "DeviceHealth",
     "HealthHub",
     "health_handlers",
+    "stream_status",
 ]
 
 log = logging.getLogger(__name__)
@@ -35,6 +37,8 @@ log = logging.getLogger(__name__)
 #: Taint keys put on unhealthy devices in the ResourceSlice.
 TAINT_XID = "gpu.nvidia.com/xid"
 TAINT_GPU_LOST = "gpu.nvidia.com/gpu-lost"
+#: Health events cannot be watched: the device's health is unknown (effect ``None``, as NVIDIA).
+TAINT_UNMONITORED = "gpu.nvidia.com/unmonitored"
 
 _PACKAGES: dict[str, ModuleType] = {
     "v1alpha1": dra_health_v1alpha1_pb2,
@@ -185,7 +189,7 @@ def _watch(hub: HealthHub, pb: ModuleType) -> Any:
                         device=pb.DeviceIdentifier(
                             pool_name=hub.pool_name, device_name=d.device_name
                         ),
-                        health=pb.HEALTHY if d.healthy else pb.UNHEALTHY,
+                        health=stream_status(pb, d),
                         last_updated_time=d.updated_at,
                         message=d.message,
                     )
@@ -194,3 +198,13 @@ def _watch(hub: HealthHub, pb: ModuleType) -> Any:
             )
 
     return handle
+
+
+def stream_status(pb: ModuleType, health: DeviceHealth) -> Any:
+    """The health stream's status of a device (module ``pb`` of the served API version):
+    HEALTHY, UNHEALTHY, or UNKNOWN for a device whose health is not monitored."""
+    if health.healthy:
+        return pb.HEALTHY
+    if health.taint_key == TAINT_UNMONITORED:
+        return pb.UNKNOWN
+    return pb.UNHEALTHY

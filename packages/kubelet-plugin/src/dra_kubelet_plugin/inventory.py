@@ -2,8 +2,10 @@
 
 Full GPUs are named ``gpu-<minor>``; static MIG devices (already created on a MIG-enabled
 GPU) ``gpu-<minor>-mig-<profile>-<giProfileId>-<placementStart>``, and a MIG-enabled parent
-is not offered as a whole GPU. Device order is deterministic: by GPU minor, then MIG
-placement, so slices and their generation only change when the hardware does.
+is not offered as a whole GPU. A GPU instance split into several compute instances yields one
+device per compute instance, named with a ``-ci<ciId>`` suffix (see :func:`mig_device_name`).
+Device order is deterministic: by GPU minor, then MIG placement and compute instance, so
+slices and their generation only change when the hardware does.
 """
 
 from __future__ import annotations
@@ -76,10 +78,19 @@ def mig_device_name(gpu: GpuInfo, mig: MigDevice) -> str:
     """``gpu-<minor>-mig-<profile>-<giProfileId>-<placementStart>``, a valid DNS label.
 
     The profile name loses its dots and turns other separators into dashes
-    (``1g.10gb+me`` becomes ``1g10gb-me``).
+    (``1g.10gb+me`` becomes ``1g10gb-me``). The placement identifies the GPU instance; when
+    that instance holds several compute instances (``gpu.mig_devices`` lists one entry per
+    compute instance), every one of them gets ``-ci<ciId>`` appended, so their names differ
+    and do not depend on enumeration order. The common single compute instance keeps the
+    plain name, the one published before compute instances were told apart, so existing
+    slices and checkpoints keep their device names.
     """
     profile = re.sub(r"[^a-z0-9]+", "-", mig.profile_name.lower().replace(".", "")).strip("-")
-    return f"gpu-{gpu.minor}-mig-{profile}-{mig.profile_id}-{mig.placement.start}"
+    name = f"gpu-{gpu.minor}-mig-{profile}-{mig.profile_id}-{mig.placement.start}"
+    siblings = sum(1 for other in gpu.mig_devices if other.gi_id == mig.gi_id)
+    if siblings > 1:
+        name += f"-ci{mig.ci_id}"
+    return name
 
 
 def build_inventory(gpus: Iterable[GpuInfo]) -> list[NodeDevice]:
@@ -87,7 +98,7 @@ def build_inventory(gpus: Iterable[GpuInfo]) -> list[NodeDevice]:
     devices: list[NodeDevice] = []
     for gpu in sorted(gpus, key=lambda g: g.minor):
         if gpu.mig_mode.current:
-            for mig in sorted(gpu.mig_devices, key=lambda m: (m.placement.start, m.gi_id)):
+            for mig in sorted(gpu.mig_devices, key=lambda m: (m.placement.start, m.gi_id, m.ci_id)):
                 profile = next(
                     (p for p in gpu.mig_profiles if p.profile_id == mig.profile_id), None
                 )

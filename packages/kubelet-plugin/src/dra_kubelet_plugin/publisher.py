@@ -6,6 +6,13 @@ bumping the pool generation on every change. A watch on the node's slices trigge
 reconcile within seconds when they are deleted (the kubelet wipes a node's slices at its
 start and 30 s after the driver disconnects) or changed; health changes do too, and a
 periodic resync covers a broken watch.
+
+The API server may store less than we send: with the ``DRADeviceTaints`` gate off it drops
+device ``taints``. Comparing the desired slices with the stored ones would then find a
+difference on every reconcile and PUT (and bump the generation) forever, so the publisher
+remembers, per slice, the resourceVersion the server answered our last write with and what we
+sent: a slice nobody changed since, for unchanged desired content, is up to date whatever the
+server kept. A plugin restart forgets this and writes at most once more.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from dra_api_types import ResourceSlice, ValidationError
@@ -50,6 +58,18 @@ def _comparable(slice_spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _parse(raw: dict[str, Any]) -> dict[str, Any] | None:
+    """A slice as the typed model reads it (so stored and sent compare alike), or ``None``."""
+    try:
+        return ResourceSlice.from_dict(raw).to_dict()
+    except ValidationError as exc:
+        log.warning(
+            "ignoring unparsable ResourceSlice",
+            extra={"event": "slice_unparsable", "error": str(exc)},
+        )
+        return None
+
+
 def slices_equal(existing: Sequence[dict[str, Any]], desired: Sequence[dict[str, Any]]) -> bool:
     """Whether the existing slices already publish exactly the desired devices, in one
     generation."""
@@ -62,6 +82,22 @@ def slices_equal(existing: Sequence[dict[str, Any]], desired: Sequence[dict[str,
         _comparable(e.get("spec") or {}) == _comparable(d["spec"])
         for e, d in zip(existing, desired, strict=True)
     )
+
+
+@dataclass(frozen=True)
+class _Written:
+    """What we sent in our last write of one slice, and the version the server stored."""
+
+    resource_version: str
+    sent: dict[str, Any]
+
+
+def _dropped_fields(sent: dict[str, Any], stored: dict[str, Any]) -> list[str]:
+    """Device fields present in ``sent`` but absent from ``stored`` (what the server drops)."""
+    dropped: set[str] = set()
+    for ours, theirs in zip(sent.get("devices") or [], stored.get("devices") or [], strict=False):
+        dropped.update(k for k in ours if k not in theirs)
+    return sorted(dropped)
 
 
 class SlicePublisher:
@@ -88,6 +124,8 @@ class SlicePublisher:
         self._stop = threading.Event()
         self.reconciles = 0
         self._last_generation = 0
+        self._written: dict[str, _Written] = {}
+        self._warned_dropped: set[str] = set()
 
     def trigger(self) -> None:
         """Ask for a reconcile soon."""
@@ -101,19 +139,15 @@ class SlicePublisher:
         data = self._transport.request("GET", _SLICES, query=self._selector())
         items: list[dict[str, Any]] = []
         for raw in data.get("items") or []:
-            try:
-                parsed = ResourceSlice.from_dict(raw)
-            except ValidationError as exc:
-                log.warning(
-                    "ignoring unparsable ResourceSlice",
-                    extra={"event": "slice_unparsable", "error": str(exc)},
-                )
+            parsed = _parse(raw)
+            if parsed is None:
                 continue
             # Guard against a server that ignores the field selector.
-            if parsed.spec.node_name == self._spec.node_name and (
-                parsed.spec.driver == self._spec.driver_name
+            spec = parsed.get("spec") or {}
+            if spec.get("nodeName") == self._spec.node_name and (
+                spec.get("driver") == self._spec.driver_name
             ):
-                items.append(parsed.to_dict())
+                items.append(parsed)
         return sorted(items, key=lambda s: str(s["metadata"].get("name", "")))
 
     def reconcile_once(self) -> bool:
@@ -131,7 +165,9 @@ class SlicePublisher:
             self._spec, self._devices(), generation=current_gen, health=health
         )
         self.reconciles += 1
-        if existing and slices_equal(existing, desired):
+        if existing and (
+            slices_equal(existing, desired) or self._unchanged_since_written(existing, desired)
+        ):
             return False
         desired = build_resource_slices(
             self._spec, self._devices(), generation=current_gen + 1, health=health
@@ -150,13 +186,17 @@ class SlicePublisher:
                     },
                 }
                 name = str(meta["name"])
-                self._transport.request("PUT", f"{_SLICES}/{path_segment(name)}", body=body)
+                stored = self._transport.request(
+                    "PUT", f"{_SLICES}/{path_segment(name)}", body=body
+                )
                 self._metrics.slice_publications.labels(operation="update").inc()
             else:
-                self._transport.request("POST", _SLICES, body=body)
+                stored = self._transport.request("POST", _SLICES, body=body)
                 self._metrics.slice_publications.labels(operation="create").inc()
+            self._remember(body, stored)
         for old in existing[len(desired) :]:
             name = str(old["metadata"]["name"])
+            self._written.pop(name, None)
             try:
                 self._transport.request("DELETE", f"{_SLICES}/{path_segment(name)}")
             except KubeApiError as exc:
@@ -173,6 +213,47 @@ class SlicePublisher:
             },
         )
         return True
+
+    def _unchanged_since_written(
+        self, existing: Sequence[dict[str, Any]], desired: Sequence[dict[str, Any]]
+    ) -> bool:
+        """Whether every existing slice is the one our last write stored (same
+        resourceVersion) and the desired content is what that write sent."""
+        if len(existing) != len(desired):
+            return False
+        for e, d in zip(existing, desired, strict=True):
+            written = self._written.get(str(e["metadata"].get("name", "")))
+            if written is None:
+                return False
+            if written.resource_version != str(e["metadata"].get("resourceVersion", "")):
+                return False
+            if written.sent != _comparable(d["spec"]):
+                return False
+        return True
+
+    def _remember(self, body: dict[str, Any], response: dict[str, Any]) -> None:
+        """Record what the server answered a write of ``body`` with (see module docs)."""
+        stored = _parse(response)
+        if stored is None:
+            return
+        meta = stored["metadata"]
+        name, version = meta.get("name"), meta.get("resourceVersion")
+        if not name or not version:
+            return
+        sent = _comparable(body["spec"])
+        self._written[str(name)] = _Written(resource_version=str(version), sent=sent)
+        dropped = [
+            f
+            for f in _dropped_fields(sent, _comparable(stored.get("spec") or {}))
+            if f not in self._warned_dropped
+        ]
+        if dropped:
+            self._warned_dropped.update(dropped)
+            log.warning(
+                "the API server did not store some device fields of our ResourceSlice "
+                "(a feature gate such as DRADeviceTaints is off?)",
+                extra={"event": "slice_fields_dropped", "slice": name, "fields": dropped},
+            )
 
     async def run(self) -> None:
         """Reconcile now, on every trigger, health change, watch event and resync period."""

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dra_kubelet_plugin.health import TAINT_GPU_LOST, DeviceHealth
+from dra_kubelet_plugin.health import TAINT_GPU_LOST, TAINT_UNMONITORED, DeviceHealth
 from dra_kubelet_plugin.inventory import DeviceType, NodeDevice, brand_name
 
 __all__ = [
@@ -27,6 +27,9 @@ __all__ = [
 
 MAX_DEVICES_PER_SLICE = 128
 MAX_DEVICES_PER_SLICE_WITH_TAINTS = 64
+# A lost GPU evicts its pods; an unmonitored one only informs (NVIDIA's effect ``None``);
+# every other health taint keeps new pods away.
+_TAINT_EFFECTS: dict[str | None, str] = {TAINT_GPU_LOST: "NoExecute", TAINT_UNMONITORED: "None"}
 _BINARY_SUFFIXES: tuple[tuple[str, int], ...] = tuple(
     (suffix, 1 << (10 * power))
     for suffix, power in (("Ei", 6), ("Pi", 5), ("Ti", 4), ("Gi", 3), ("Mi", 2), ("Ki", 1))
@@ -115,7 +118,7 @@ def device_json(device: NodeDevice, health: DeviceHealth | None = None) -> dict[
     if health is not None and not health.healthy and health.taint_key:
         taint: dict[str, object] = {
             "key": health.taint_key,
-            "effect": "NoExecute" if health.taint_key == TAINT_GPU_LOST else "NoSchedule",
+            "effect": _TAINT_EFFECTS.get(health.taint_key, "NoSchedule"),
         }
         if health.taint_value:
             taint["value"] = health.taint_value

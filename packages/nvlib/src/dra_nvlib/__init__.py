@@ -63,7 +63,12 @@ from dra_nvlib.facts import (
 )
 from dra_nvlib.fake_backend import FakeDeviceLib, FakeHealthWatch, FaultKind
 from dra_nvlib.fleet import FleetEntry, FleetSpec, load_fleet_spec, parse_fleet_string
-from dra_nvlib.nvidia_smi import render_nvidia_smi_list, render_nvidia_smi_script
+from dra_nvlib.nvidia_smi import (
+    nvidia_smi_env,
+    render_env_nvidia_smi_script,
+    render_nvidia_smi_list,
+    render_nvidia_smi_script,
+)
 from dra_nvlib.profiles import GPU_MODELS, GpuModel, MigProfileSpec, find_model
 
 __all__ = [
@@ -122,8 +127,10 @@ __all__ = [
     "TimeSliceLevel",
     "find_model",
     "load_fleet_spec",
+    "nvidia_smi_env",
     "open_device_lib",
     "parse_fleet_string",
+    "render_env_nvidia_smi_script",
     "render_nvidia_smi_list",
     "render_nvidia_smi_script",
 ]

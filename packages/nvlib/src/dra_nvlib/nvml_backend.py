@@ -510,8 +510,31 @@ class NvmlHealthWatch(HealthWatch):
             xid=raw.event_data if kind is HealthEventKind.XID else None,
             gi_id=gi,
             ci_id=ci,
+            mig_uuid=self._mig_uuid(raw.gpu_uuid, gi, ci),
             description=f"NVML event 0x{raw.event_type:x} data {raw.event_data}",
         )
+
+    def _mig_uuid(self, gpu_uuid: str, gi: int | None, ci: int | None) -> str | None:
+        """The UUID of the MIG device an event's GI/CI ids name, so that consumers taint only
+        that MIG device; ``None`` for a whole-GPU event or when NVML cannot tell (then the
+        event applies to the whole GPU, the safe side)."""
+        if gi is None:
+            return None
+        try:
+            with self._lock:
+                dev = self._api.device_by_uuid(gpu_uuid)
+                for index in range(self._api.max_mig_device_count(dev)):
+                    try:
+                        mig = self._api.mig_device_by_index(dev, index)
+                    except NvmlFailure as exc:
+                        if exc.code in (NVML_ERROR_NOT_FOUND, NVML_ERROR_INVALID_ARGUMENT):
+                            continue
+                        raise
+                    if self._api.gi_id(mig) == gi and (ci is None or self._api.ci_id(mig) == ci):
+                        return self._api.uuid(mig)
+        except NvmlFailure:
+            return None
+        return None
 
     def close(self) -> None:
         """Free the NVML event set."""
