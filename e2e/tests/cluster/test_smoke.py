@@ -74,10 +74,12 @@ def test_dra_api_is_served(e2e_cluster: ClusterHandle) -> None:
     for resource in ("deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates"):
         assert f"{resource}.resource.k8s.io" in kinds.split()
     if e2e_cluster.local is not None:
-        # The local cluster turns on every BETA DRA gate, including the one that is
-        # off by default in 1.36 (DeviceTaintRule, served from v1beta2).
+        # DeviceTaintRules are served: GA (v1) since 1.37; before, the local cluster turns
+        # on every BETA DRA gate, including DRADeviceTaintRules (off by default in 1.36).
         assert "devicetaintrules.resource.k8s.io" in kinds.split()
-        assert e2e_cluster.local.state.feature_gates.get("DRADeviceTaintRules") is True
+        minor = int(e2e_cluster.local.kube_version.split(".")[1])
+        if minor < 37:
+            assert e2e_cluster.local.state.feature_gates.get("DRADeviceTaintRules") is True
 
 
 @pytest.mark.parametrize("host_network", [False, True], ids=["pod-network", "host-network"])
