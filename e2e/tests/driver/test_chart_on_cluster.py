@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 import uuid
@@ -24,7 +25,16 @@ from dra_e2e.errors import KubectlError
 from dra_e2e.handle import ClusterHandle
 
 sys.path.insert(0, str(Path(__file__).parent))
-from driver_support import DRIVER, Driver, dump_diagnostics, helm_path, install, uninstall
+from driver_support import (
+    CHART,
+    DRIVER,
+    Driver,
+    dump_diagnostics,
+    helm_path,
+    install,
+    run_helm,
+    uninstall,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "chart"))
 from chart_render import render_objects
@@ -325,3 +335,44 @@ def test_init_container_waits_for_the_driver_and_explains(
         assert found["event"] == "driver_found"
         assert found["library"] == f"{root}/usr/lib64/libnvidia-ml.so.1"
         cluster.kubectl("delete", "pod", "prestart", "-n", e2e_namespace, "--wait=true")
+
+
+# --- NVIDIA's feature gates: accepted, never a crash loop (last: it upgrades the release) -----
+
+
+def test_nvidias_feature_gates_start_the_plugin_and_are_logged(driver: Driver) -> None:
+    if not driver.installed_here:
+        pytest.skip("the release was installed by kind/up.sh")
+    gates = {"NVMLDeviceHealthCheck": "true", "MPSSupport": "true", "ContextualLogging": "true"}
+    sets = [arg for name, on in gates.items() for arg in ("--set", f"featureGates.{name}={on}")]
+    run_helm(
+        helm_path(),
+        "upgrade",
+        driver.release,
+        str(CHART),
+        "--namespace",
+        driver.namespace,
+        "--reuse-values",
+        *sets,
+        "--wait",
+        "--timeout",
+        "3m",
+        env={**os.environ, "KUBECONFIG": str(driver.cluster.kubeconfig)},
+    )
+    driver.cluster.kubectl(
+        "rollout",
+        "status",
+        "-n",
+        driver.namespace,
+        f"daemonset/{driver.release}-kubelet-plugin",
+        "--timeout=120s",
+    )
+    pod = _plugin_pod(driver)
+    (status,) = pod["status"]["containerStatuses"]
+    assert status["restartCount"] == 0
+    assert status["ready"] is True
+    log = driver.cluster.kubectl("logs", pod["metadata"]["name"], "-n", driver.namespace)
+    lines = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+    (pending,) = [line for line in lines if line.get("event") == "feature_gates_not_implemented"]
+    assert pending["gates"] == dict.fromkeys(gates, True)
+    driver.wait_for_slices()
