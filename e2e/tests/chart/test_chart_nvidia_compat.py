@@ -198,6 +198,10 @@ def test_the_schema_and_the_chart_list_the_plugins_gates() -> None:
         k: default for k, (default, _) in expected.items()
     }
     assert all(v["type"] == "boolean" for v in schema_gates["properties"].values())
+    for gate in feature_gates.GATES:
+        described = schema_gates["properties"][gate.name]["description"]
+        assert described.startswith(f"{gate.maturity}, {gate.origin}: "), gate.name
+        assert described.endswith("(accepted, not implemented yet)") is not gate.implemented
     table = _chart_gate_table()
     assert {k: (v["default"], v["implemented"]) for k, v in table["gates"].items()} == expected
     assert table["rules"] == [
