@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -285,6 +287,22 @@ def _init_pod(driver: Driver, driver_root: Path, namespace: str) -> dict[str, An
     }
 
 
+@contextmanager
+def _shared_mount(path: Path) -> Iterator[None]:
+    """Make ``path`` a shared mount, as ``/`` is on a systemd node.
+
+    The chart mounts the driver root with HostToContainer propagation (so the GPU Operator's
+    later mount shows), which the runtime only allows on a shared or slave mount; this
+    machine's ``/`` may be private.
+    """
+    subprocess.run(["mount", "--bind", str(path), str(path)], check=True)
+    try:
+        subprocess.run(["mount", "--make-rshared", str(path)], check=True)
+        yield
+    finally:
+        subprocess.run(["umount", "--lazy", str(path)], check=False)
+
+
 def _init_log(cluster: ClusterHandle, namespace: str) -> str:
     try:
         return cluster.kubectl("logs", "prestart", "-c", "init", "-n", namespace)
@@ -298,7 +316,7 @@ def test_init_container_waits_for_the_driver_and_explains(
     if not driver.local:
         pytest.skip("needs the node's file system (the local e2e cluster)")
     cluster = driver.cluster
-    with tempfile.TemporaryDirectory(prefix="e2e-driver-root-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="e2e-driver-root-") as tmp, _shared_mount(Path(tmp)):
         root = Path(tmp)
         cluster.apply(json.dumps(_init_pod(driver, root, e2e_namespace)))
         log = cluster.wait_until(
