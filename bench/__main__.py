@@ -1,4 +1,4 @@
-"""Run every package benchmark (``packages/*/bench/*.py``), or those named on the command line.
+"""Run every benchmark (``packages/*/bench/*.py``, ``e2e/bench/*.py``), or those named.
 
 Each benchmark is a standalone script that prints its own numbers next to a named baseline
 measured in the same run; this runner only finds them and runs them one after another, so a
@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def discover() -> list[Path]:
     """Every benchmark script of the workspace, in a stable order."""
-    return sorted(p for p in ROOT.glob("packages/*/bench/*.py") if not p.name.startswith("_"))
+    found = [*ROOT.glob("packages/*/bench/*.py"), *ROOT.glob("e2e/bench/*.py")]
+    return sorted(p for p in found if not p.name.startswith("_"))
 
 
 def main(argv: list[str]) -> int:

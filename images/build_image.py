@@ -13,8 +13,10 @@ layer that the Dockerfile (``images/Dockerfile``, for users with Docker) also in
 ``workload``: a stand-in for the public images the walkthrough and NVIDIA's demo manifests run
 (``nvidia/cuda:12.1.0-base-ubuntu22.04``, ``ubuntu:22.04``), which no registry serves here: bash
 and busybox from Debian packages, enough for their ``bash -c "nvidia-smi -L; sleep ..."``
-commands. On GPU nodes ``nvidia-smi`` comes from the driver (CDI), on fake nodes from this
-driver's fake backend (CDI as well); neither image ships it. Clusters that can pull the real
+commands. It is named ``docker.io/dra-driver-nvidia-gpu-py/standin-{cuda,ubuntu}:<their tags>``,
+never after the real images; the e2e harness adds the real names inside its own containerd.
+On GPU nodes ``nvidia-smi`` comes from the driver (CDI), on fake nodes from this driver's fake
+backend (CDI as well); neither image ships it. Clusters that can pull the real
 images do not need this one.
 
 Each prints the archive path and its image names, one per line; the archive loads with
@@ -37,10 +39,18 @@ from oci_archive import ImageConfig, LayerBuilder, write_archive
 REPO = Path(__file__).resolve().parent.parent
 CHART = REPO / "deployments" / "helm" / "dra-driver-nvidia-gpu" / "Chart.yaml"
 DRIVER_REPOSITORY = "docker.io/library/dra-driver-nvidia-gpu-py"
-WORKLOAD_NAMES = (
-    "docker.io/nvidia/cuda:12.1.0-base-ubuntu22.04",
-    "docker.io/library/ubuntu:22.04",
-)
+# The stand-in's own names, and the public images it stands in for. It is never named after
+# those: loaded into a user's Docker it would replace their real images. The e2e harness alone
+# tags it under the real names, inside its own containerd (the label below, read by
+# e2e/src/dra_e2e/image_aliases.py), so that the seed's and NVIDIA's manifests run verbatim there.
+STANDS_IN_FOR = {
+    "docker.io/dra-driver-nvidia-gpu-py/standin-cuda:12.1.0-base-ubuntu22.04": (
+        "docker.io/nvidia/cuda:12.1.0-base-ubuntu22.04"
+    ),
+    "docker.io/dra-driver-nvidia-gpu-py/standin-ubuntu:22.04": "docker.io/library/ubuntu:22.04",
+}
+WORKLOAD_NAMES = tuple(STANDS_IN_FOR)
+ALIASES_LABEL = "io.dra-e2e.image.aliases"
 # Debian's interpreter with the standard library, and a POSIX shell for `kubectl exec` and probes.
 # busybox gives `kubectl exec` the usual tools (ls, cat, ps ...) at a megabyte.
 DRIVER_PACKAGES = (
@@ -181,7 +191,10 @@ def build_workload(output: Path, *, cache: Path) -> list[str]:
     config = ImageConfig(
         env=(PATH_ENV,),
         cmd=("bash",),
-        labels={"org.opencontainers.image.description": "stand-in workload image: bash + busybox"},
+        labels={
+            "org.opencontainers.image.description": "stand-in workload image: bash + busybox",
+            ALIASES_LABEL: ",".join(STANDS_IN_FOR.values()),
+        },
     )
     write_archive(
         output,

@@ -28,6 +28,7 @@ from dra_e2e.build import ensure_binaries
 from dra_e2e.cluster import DEFAULT_STATE_DIR, Cluster
 from dra_e2e.errors import E2EError
 from dra_e2e.process import is_running, tail
+from dra_e2e.versions import KUBERNETES_VERSION, KUBERNETES_VERSIONS, resolve_kube_version
 
 
 def _progress(message: str) -> None:
@@ -41,6 +42,15 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         default=Path(os.environ.get("DRA_E2E_STATE_DIR", str(DEFAULT_STATE_DIR))),
         help="cluster state directory (default: $DRA_E2E_STATE_DIR or %(default)s)",
+    )
+    parser.add_argument(
+        "--kube-version",
+        default=os.environ.get("DRA_E2E_KUBE_VERSION", ""),
+        help=(
+            "Kubernetes version for build/up, e.g. 1.36 or v1.36.5; one of "
+            f"{', '.join(KUBERNETES_VERSIONS)} (default: $DRA_E2E_KUBE_VERSION, else "
+            f"{KUBERNETES_VERSION}; other commands use the running cluster's)"
+        ),
     )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("up", help="start the cluster and wait until its node is Ready")
@@ -69,9 +79,10 @@ def _parser() -> argparse.ArgumentParser:
 def run(argv: list[str]) -> int:
     """Execute one CLI command; returns the exit status."""
     args = _parser().parse_args(argv)
-    cluster = Cluster(args.state_dir)
+    kube_version = resolve_kube_version(args.kube_version) if args.kube_version else None
+    cluster = Cluster(args.state_dir, kube_version=kube_version)
     if args.command == "build":
-        bins = ensure_binaries(progress=_progress)
+        bins = ensure_binaries(progress=_progress, kube_version=cluster.kube_version)
         print(bins.kube_dir)
         print(bins.etcd_dir)
         print(bins.containerd_dir)

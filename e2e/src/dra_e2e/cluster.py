@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from dra_e2e import commands, configs, hostcleanup, hostnet, images, teardown
+from dra_e2e import commands, configs, hostcleanup, hostnet, image_aliases, images, teardown
 from dra_e2e.build import Binaries, binaries, ensure_binaries
 from dra_e2e.errors import (
     ClusterStateError,
@@ -45,7 +45,7 @@ from dra_e2e.process import (
 )
 from dra_e2e.readiness import free_port, http_ok, tls_context, wait_for
 from dra_e2e.state import STATE_FILE, ClusterState, NodeState
-from dra_e2e.versions import PAUSE_IMAGE, TEST_IMAGE
+from dra_e2e.versions import KUBERNETES_VERSION, PAUSE_IMAGE, TEST_IMAGE
 
 Progress = Callable[[str], None]
 DEFAULT_STATE_DIR = Path(os.environ.get("TMPDIR", "/tmp")) / "dra-e2e-cluster"
@@ -59,18 +59,32 @@ class Cluster:
     """A cluster rooted at one state directory; see the module docstring."""
 
     def __init__(
-        self, state_dir: Path = DEFAULT_STATE_DIR, *, bins: Binaries | None = None
+        self,
+        state_dir: Path = DEFAULT_STATE_DIR,
+        *,
+        bins: Binaries | None = None,
+        kube_version: str | None = None,
     ) -> None:
         self.state_dir = state_dir.resolve()
         self._bins = bins
         self._state: ClusterState | None = None
+        self._kube_version = kube_version
+
+    @property
+    def kube_version(self) -> str:
+        """The Kubernetes version: as asked, else the running cluster's, else the default."""
+        if self._kube_version is not None:
+            return self._kube_version
+        if self.exists():
+            return self.state.kubernetes_version
+        return KUBERNETES_VERSION
 
     # ----- paths -----------------------------------------------------------------
     @property
     def bins(self) -> Binaries:
         """Binary paths (from the cache)."""
         if self._bins is None:
-            self._bins = binaries()
+            self._bins = binaries(kube_version=self.kube_version)
         return self._bins
 
     @property
@@ -141,11 +155,14 @@ class Cluster:
         _preflight()
         if self.exists():
             raise ClusterStateError(self.state_dir, "a cluster is already up here (run down first)")
+        version = self.kube_version
         if build:
-            self._bins = ensure_binaries(progress=progress)
+            self._bins = ensure_binaries(progress=progress, kube_version=version)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         slot = hostnet.allocate_slot(self.state_dir)
-        self._state = ClusterState(state_dir=str(self.state_dir), slot=slot)
+        self._state = ClusterState(
+            state_dir=str(self.state_dir), slot=slot, kubernetes_version=version
+        )
         self._save()
         try:
             self._up(progress)
@@ -419,8 +436,10 @@ class Cluster:
         if not targets:
             raise ClusterStateError(self.state_dir, f"no node named {node!r}")
         for target in targets:
-            imported = images.import_image(
-                archive, ctr=self.bins.ctr, containerd_socket=target.paths.containerd_socket
+            socket = target.paths.containerd_socket
+            imported = images.import_image(archive, ctr=self.bins.ctr, containerd_socket=socket)
+            imported += image_aliases.tag_aliases(
+                archive, ctr=self.bins.ctr, containerd_socket=socket
             )
             refs += [ref for ref in imported if ref not in refs]
         return refs

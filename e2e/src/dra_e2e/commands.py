@@ -79,6 +79,10 @@ def apiserver_argv(binary: Path, cp: ControlPlane) -> list[str]:
         f"--service-account-signing-key-file={pki / 'sa.key'}",
         f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
         f"--service-cluster-ip-range={cp.service_cidr}",
+        # No kube-proxy: a Service's ClusterIP has no data path, but pod IPs are reachable
+        # from this host. Makes the API server call admission webhooks (and aggregated APIs)
+        # at their Service's endpoint addresses instead of the ClusterIP.
+        "--enable-aggregator-routing=true",
         "--authorization-mode=Node,RBAC",
         "--allow-privileged=true",
         f"--runtime-config={runtime_config}",

@@ -241,6 +241,11 @@ def feature_gate_arg(gates: dict[str, bool]) -> str:
     return ",".join(f"{k}={'true' if v else 'false'}" for k, v in sorted(gates.items()))
 
 
+# Gates that only start together with others outside the DRA prefixes (1.37: workload
+# claims need the GenericWorkload API, which the harness does not serve).
+GATE_DEPENDENCIES: dict[str, tuple[str, ...]] = {"DRAWorkloadResourceClaims": ("GenericWorkload",)}
+
+
 def parse_beta_gates(
     help_text: str, *, prefixes: tuple[str, ...] = ("DRA", "ResourceHealthStatus")
 ) -> dict[str, bool]:
@@ -259,4 +264,8 @@ def parse_beta_gates(
             continue
         if rest.startswith("BETA"):
             gates[name] = True
+    for gate, needs in GATE_DEPENDENCIES.items():
+        if gate in gates and not all(gates.get(dep) for dep in needs):
+            # The apiserver refuses to start with a gate whose dependencies are off.
+            del gates[gate]
     return gates

@@ -8,6 +8,7 @@ example a kind cluster), so the same tests run against both.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -90,8 +91,11 @@ class ClusterHandle:
         raise E2EError(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
 
     def node_names(self) -> list[str]:
-        """Names of the cluster's nodes."""
-        data = self.kubectl_json("get", "nodes")
+        """Names of the cluster's nodes: those matching the label selector
+        ``$DRA_E2E_NODE_SELECTOR`` when set (kind/up.sh names the GPU nodes: a kind control
+        plane is tainted and runs no plugin), otherwise all."""
+        selector = os.environ.get("DRA_E2E_NODE_SELECTOR")
+        data = self.kubectl_json("get", "nodes", *(("-l", selector) if selector else ()))
         return [item["metadata"]["name"] for item in data["items"]]
 
     def import_image(self, archive: Path, *, node: str | None = None) -> list[str]:

@@ -7,6 +7,7 @@ Loaded automatically (``pytest11`` entry point). Fixtures:
   in a fresh state directory and tears it down at the end of the session.
 * ``e2e_namespace`` (function): a fresh namespace, deleted after the test.
 
+``DRA_E2E_KUBE_VERSION`` (e.g. ``1.36``) picks another pinned Kubernetes version.
 Missing binaries are built right after collection, before any test starts (so
 no per-test timeout applies), with progress on the terminal. Set
 ``DRA_E2E_KEEP=1`` to leave the local cluster running after the session.
@@ -26,6 +27,7 @@ from dra_e2e.build import all_built, ensure_binaries
 from dra_e2e.cluster import Cluster
 from dra_e2e.errors import E2EError
 from dra_e2e.handle import ClusterHandle, default_kubectl
+from dra_e2e.versions import KUBERNETES_VERSION, resolve_kube_version
 
 _BUILD_ERROR = pytest.StashKey[E2EError]()
 
@@ -44,6 +46,11 @@ def _say(config: pytest.Config, message: str) -> None:
         reporter.write_line(message)
 
 
+def _kube_version() -> str:
+    """The Kubernetes version of the session's local cluster (``DRA_E2E_KUBE_VERSION``)."""
+    return resolve_kube_version(os.environ.get("DRA_E2E_KUBE_VERSION") or KUBERNETES_VERSION)
+
+
 def _wants_local_cluster(items: list[pytest.Item]) -> bool:
     return not os.environ.get("KUBECONFIG") and any(
         item.get_closest_marker("e2e") for item in items
@@ -54,9 +61,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Build missing binaries once, outside any test's timeout."""
     if session.config.option.collectonly or not _wants_local_cluster(session.items):
         return
-    if not all_built():
+    if not all_built(kube_version=_kube_version()):
         try:
-            ensure_binaries(progress=lambda msg: _say(session.config, msg))
+            ensure_binaries(
+                progress=lambda msg: _say(session.config, msg), kube_version=_kube_version()
+            )
         except E2EError as exc:
             # Other suites still run; every e2e test errors with this message.
             session.config.stash[_BUILD_ERROR] = exc
@@ -76,7 +85,7 @@ def e2e_cluster(request: pytest.FixtureRequest) -> Iterator[ClusterHandle]:
     if build_error is not None:
         raise build_error
     state_dir = Path(tempfile.mkdtemp(prefix="dra-e2e-"))
-    cluster = Cluster(state_dir)
+    cluster = Cluster(state_dir, kube_version=_kube_version())
     cluster.up(progress=lambda msg: _say(config, msg))
     handle = ClusterHandle(
         kubeconfig=cluster.kubeconfig, kubectl_path=cluster.bins.kubectl, local=cluster

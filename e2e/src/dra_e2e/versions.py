@@ -18,3 +18,18 @@ CONTAINERD_VERSION = "v2.3.7"
 # the name containerd's CRI plugin pins as its sandbox image, so nothing is pulled.
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10.1"
 TEST_IMAGE = "docker.io/dra-e2e/busybox:1.35"
+
+
+def resolve_kube_version(text: str) -> str:
+    """The pinned version that ``text`` names: ``v1.36.5``, ``1.36.5``, ``1.36`` or ``v1.36``.
+
+    A minor version alone picks that minor's pinned patch release. An unknown
+    version is returned unchanged, for the build to refuse with the list of known ones.
+    """
+    wanted = text.strip()
+    if not wanted.startswith("v"):
+        wanted = f"v{wanted}"
+    for version in KUBERNETES_VERSIONS:
+        if wanted == version or version.startswith(f"{wanted}."):
+            return version
+    return wanted

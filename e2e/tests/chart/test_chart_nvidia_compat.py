@@ -109,6 +109,7 @@ def test_nvidias_values_render_with_nvidias_meaning(helm: Path) -> None:
     assert gpus["image"] == f"{nvidia['image']['repository']}:0.1.0"
     assert gpus["securityContext"] == {"privileged": True}
     assert "--http-endpoint=:8080" in gpus["args"]
+    assert "--metrics-path=/metrics" in gpus["args"]
     assert "-v=4" in gpus["args"]
     assert gpus["startupProbe"]["grpc"]["port"] == 51516
     (init,) = pod["initContainers"]
@@ -126,10 +127,10 @@ def test_nvidias_values_render_with_nvidias_meaning(helm: Path) -> None:
         ("altProcDevices", "/var/lib/nvml-mock/imex/proc-devices", "altProcDevices"),
         ("consumableShares", "memory", "consumableShares"),
         ("consumableShares", "8", "consumableShares"),
-        ("webhook.enabled", "true", "webhook.enabled"),
         ("kubeletPlugin.networkPolicy.enabled", "true", "kubeletPlugin.networkPolicy.enabled"),
         ("controller.networkPolicy.enabled", "true", "controller.networkPolicy.enabled"),
-        ("kubeletPlugin.metrics.metricsPath", "/prom", "kubeletPlugin.metrics.metricsPath"),
+        ("kubeletPlugin.metrics.metricsPath", "/prom", None),
+        ("webhook.enabled", "true", None),
         ("resources.computeDomains.imex.mode", "hostManaged", None),
         ("controller.leaderElection.enabled", "true", None),
         ("webhook.tls.mode", "secret", None),

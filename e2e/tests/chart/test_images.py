@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dra_e2e.image_aliases import archive_aliases
 
 # --import-mode=importlib gives tests no package: the shared helpers are found by path.
 sys.path.insert(0, str(Path(__file__).parent))
@@ -107,9 +108,10 @@ def test_archive_is_a_valid_oci_layout_and_docker_archive(
     workload_archive: tuple[Path, list[str]],
 ) -> None:
     archive, names = workload_archive
+    # Never the real images' names: `docker load` of this archive must not replace them.
     assert names == [
-        "docker.io/nvidia/cuda:12.1.0-base-ubuntu22.04",
-        "docker.io/library/ubuntu:22.04",
+        "docker.io/dra-driver-nvidia-gpu-py/standin-cuda:12.1.0-base-ubuntu22.04",
+        "docker.io/dra-driver-nvidia-gpu-py/standin-ubuntu:22.04",
     ]
     with tarfile.open(archive) as tar:
         assert json.loads(_read(tar, "oci-layout")) == {"imageLayoutVersion": "1.0.0"}
@@ -131,6 +133,17 @@ def test_archive_is_a_valid_oci_layout_and_docker_archive(
         assert config["rootfs"]["diff_ids"] == diff_ids
         docker = json.loads(_read(tar, "manifest.json"))
         assert docker[0]["RepoTags"] == names
+
+
+def test_only_the_harness_names_the_stand_in_after_the_real_images(
+    workload_archive: tuple[Path, list[str]],
+) -> None:
+    archive, names = workload_archive
+    # What e2e-cluster's import tags inside the node's containerd, so the seed's manifests run.
+    assert archive_aliases(archive) == [
+        (names[0], "docker.io/nvidia/cuda:12.1.0-base-ubuntu22.04"),
+        (names[0], "docker.io/library/ubuntu:22.04"),
+    ]
 
 
 def test_builds_are_reproducible(workload_archive: tuple[Path, list[str]], tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 
@@ -9,8 +10,10 @@ import pytest
 import yaml
 from dra_e2e import configs, hostnet
 from dra_e2e.build import COMPONENTS, KUBE, GoComponent, kube_component
+from dra_e2e.cluster import Cluster
 from dra_e2e.errors import UnknownVersionError
-from dra_e2e.versions import KUBERNETES_VERSION, KUBERNETES_VERSIONS
+from dra_e2e.state import STATE_FILE, ClusterState
+from dra_e2e.versions import KUBERNETES_VERSION, KUBERNETES_VERSIONS, resolve_kube_version
 
 HELP_SNIPPET = """
       --feature-gates mapStringBool
@@ -30,6 +33,18 @@ def test_beta_dra_gates_are_enabled_and_alpha_ones_not() -> None:
         "DRADeviceTaintRules": True,
         "ResourceHealthStatus": True,
     }
+
+
+def test_beta_gate_whose_dependency_is_off_is_left_off() -> None:
+    # Kubernetes 1.37: DRAWorkloadResourceClaims is BETA but needs GenericWorkload.
+    help_137 = HELP_SNIPPET.replace(
+        "kube:DRAWorkloadResourceClaims=true|false (ALPHA - default=false)",
+        "kube:DRAWorkloadResourceClaims=true|false (BETA - default=false)\n"
+        "                 kube:GenericWorkload=true|false (BETA - default=false)",
+    )
+    gates = configs.parse_beta_gates(help_137)
+    assert "DRAWorkloadResourceClaims" not in gates
+    assert "DRAAdminAccess" in gates
 
 
 def test_feature_gate_arg_is_sorted() -> None:
@@ -134,3 +149,27 @@ def test_every_pinned_kube_version_has_its_own_module_file_and_key() -> None:
 def test_unpinned_kube_version_is_a_clear_error() -> None:
     with pytest.raises(UnknownVersionError, match=r"v1\.30\.0 is not pinned.*v1\.37\.2"):
         kube_component("v1.30.0")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1.36", "v1.36.5"),
+        ("v1.36", "v1.36.5"),
+        ("1.37.2", "v1.37.2"),
+        ("v1.34.4", "v1.34.4"),
+        ("1.3", "v1.3"),  # no prefix match on "1.3" -> v1.34/v1.35: minor numbers are whole
+        ("1.99", "v1.99"),
+    ],
+)
+def test_kube_version_shorthands(text: str, expected: str) -> None:
+    assert resolve_kube_version(text) == expected
+
+
+def test_cluster_version_asked_else_state_else_default(tmp_path: Path) -> None:
+    assert Cluster(tmp_path).kube_version == KUBERNETES_VERSION
+    assert Cluster(tmp_path, kube_version="v1.35.4").kube_version == "v1.35.4"
+    state = ClusterState(state_dir=str(tmp_path), slot=0, kubernetes_version="v1.34.4")
+    (tmp_path / STATE_FILE).write_text(json.dumps(state.to_json()))
+    assert Cluster(tmp_path).kube_version == "v1.34.4"
+    assert "kube-v1.34.4-" in str(Cluster(tmp_path).bins.kube_dir)

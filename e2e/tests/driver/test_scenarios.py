@@ -20,11 +20,13 @@ import yaml
 from dra_api_types import Quantity
 from dra_e2e.errors import KubectlError
 from dra_e2e.handle import ClusterHandle
+from dra_nvlib.fleet import load_fleet_spec
 
 sys.path.insert(0, str(Path(__file__).parent))
 from driver_support import (
     CHART,
     DRIVER,
+    FAKE_GPUS,
     Driver,
     allocated_devices,
     applied,
@@ -121,7 +123,9 @@ def test_resourceslices_show_the_gpus_with_their_attributes(driver: Driver) -> N
         assert slc["spec"]["pool"]["name"] == node
         assert slc["metadata"]["ownerReferences"][0]["kind"] == "Node"
         devices = slc["spec"]["devices"]
-        assert len(devices) == 8
+        # The counts follow the fleet the release was installed with (kind/up.sh: FAKE_GPUS).
+        fleet = load_fleet_spec(FAKE_GPUS)
+        assert len(devices) == fleet.gpu_count
         for device in devices:
             assert re.fullmatch(r"gpu-\d+", device["name"])
             attrs = device["attributes"]
@@ -134,7 +138,7 @@ def test_resourceslices_show_the_gpus_with_their_attributes(driver: Driver) -> N
             assert "string" in attrs["architecture"]
             assert "memory" in device["capacity"]
         products = {d["attributes"]["productName"]["string"] for d in devices}
-        assert len(products) == 2, f"a mixed fake node: {products}"
+        assert products == {e.model.product_name for e in fleet.entries}
 
 
 def test_deviceclasses_are_listed(driver: Driver) -> None:

@@ -357,7 +357,7 @@ def test_load_all_raises_on_the_first_invalid_object() -> None:
 
 def test_unknown_kind_in_an_owned_group() -> None:
     with pytest.raises(UnknownKindError) as raised:
-        parse_object({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule"})
+        parse_object({"apiVersion": "resource.k8s.io/v1", "kind": "ResourcePoolStatusRequest"})
     assert raised.value.path == "kind"
 
 

@@ -1,8 +1,8 @@
 """Walk the upstream OpenAPI schema of resource.k8s.io/v1 and the models together.
 
 Fails on any field present in one and absent in the other, typed differently, or required
-upstream but optional in the model. Kubernetes 1.36 alpha additions that the 1.35 document
-lacks are listed in ``ADDED_IN_1_36``.
+upstream but optional in the model. The reference is the OpenAPI document served by the
+Kubernetes 1.37.2 API server; the 1.35 and 1.34 documents must be covered too.
 """
 
 from __future__ import annotations
@@ -17,16 +17,9 @@ from dra_api_types import Quantity, meta_v1, resource_v1
 from pydantic import BaseModel
 
 REFERENCE = Path(__file__).parent / "fixtures" / "openapi"
-OPENAPI_V1 = REFERENCE / "openapi-resource.k8s.io-v1.json"
+OPENAPI_V1 = REFERENCE / "openapi-resource.k8s.io-v1-k8s1.37.json"
+OPENAPI_V1_K8S135 = REFERENCE / "openapi-resource.k8s.io-v1.json"
 OPENAPI_V1_K8S134 = REFERENCE / "openapi-resource.k8s.io-v1-k8s1.34.json"
-
-ADDED_IN_1_36 = {
-    ("Device", "nodeAllocatableResourceMappings"),
-    ("DeviceAttribute", "ints"),
-    ("DeviceAttribute", "bools"),
-    ("DeviceAttribute", "strings"),
-    ("DeviceAttribute", "versions"),
-}
 
 # Schemas outside resource/v1 that resource objects embed, and the models of them.
 EMBEDDED = {
@@ -37,6 +30,7 @@ EMBEDDED = {
     "io.k8s.apimachinery.pkg.apis.meta.v1.OwnerReference",
     "io.k8s.apimachinery.pkg.apis.meta.v1.ManagedFieldsEntry",
     "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta",
+    "io.k8s.apimachinery.pkg.apis.meta.v1.ShardInfo",
     "io.k8s.apimachinery.pkg.apis.meta.v1.Condition",
 }
 # Schemas that are plain JSON values in the models.
@@ -129,7 +123,7 @@ def test_model_matches_openapi_schema(schema_name: str) -> None:
     properties: dict[str, Any] = schema.get("properties", {})
     missing = sorted(set(properties) - set(fields))
     assert not missing, f"{short}: fields in the API but not in the model: {missing}"
-    extra = sorted(set(fields) - set(properties) - {f for (c, f) in ADDED_IN_1_36 if c == short})
+    extra = sorted(set(fields) - set(properties))
     assert not extra, f"{short}: fields in the model but not in the API: {extra}"
     required = set(schema.get("required", []))
     for key, prop in properties.items():
@@ -142,24 +136,41 @@ def test_model_matches_openapi_schema(schema_name: str) -> None:
 def test_every_resource_v1_schema_is_walked() -> None:
     names = {n.rsplit(".", 1)[-1] for n in _walked(OPENAPI_V1)}
     assert {"DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate"} <= names
-    assert len([n for n in _walked(OPENAPI_V1) if ".resource.v1." in n]) == 42
+    assert len([n for n in _walked(OPENAPI_V1) if ".resource.v1." in n]) == 51
 
 
-def test_1_36_additions_are_typed() -> None:
-    mapping = resource_v1.NodeAllocatableResourceMapping.model_fields
-    assert set(mapping) == {"capacity_key", "allocation_multiplier"}
-    for cls, field in ADDED_IN_1_36:
-        model = getattr(resource_v1, cls)
-        assert field in {info.alias or name for name, info in model.model_fields.items()}
+def test_1_37_additions_are_typed() -> None:
+    assert resource_v1.KINDS["DeviceTaintRule"] is resource_v1.DeviceTaintRule
+    rule = resource_v1.DeviceTaintRule.from_dict(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceTaintRule",
+            "metadata": {"name": "maintenance"},
+            "spec": {
+                "deviceSelector": {"driver": "gpu.nvidia.com", "pool": "node-a"},
+                "taint": {"key": "example.com/maintenance", "effect": "NoSchedule"},
+            },
+        }
+    )
+    assert rule.spec.device_selector is not None
+    assert rule.spec.device_selector.pool == "node-a"
+    assert rule.to_dict()["spec"]["taint"] == {
+        "key": "example.com/maintenance",
+        "effect": "NoSchedule",
+    }
+    mapping = resource_v1.NodeAllocatableMapping.model_fields
+    assert set(mapping) == {"capacity_key", "capacity_multiplier", "device_multiplier"}
 
 
 @pytest.mark.parametrize(
-    "schema_name", _walked(OPENAPI_V1_K8S134), ids=lambda n: n.rsplit(".", 1)[-1]
+    ("document", "schema_name"),
+    [(doc, name) for doc in (OPENAPI_V1_K8S134, OPENAPI_V1_K8S135) for name in _walked(doc)],
+    ids=lambda v: v.rsplit(".", 1)[-1] if isinstance(v, str) else v.name,
 )
-def test_models_cover_kubernetes_1_34(schema_name: str) -> None:
-    """Every 1.34 field is modeled too (1.34 is a subset of 1.35 for resource.k8s.io/v1)."""
+def test_models_cover_older_releases(document: Path, schema_name: str) -> None:
+    """Every 1.34 and 1.35 field is modeled too (each is a subset of 1.37 for v1)."""
     model = _model_for(schema_name)
     fields = {info.alias or name: info for name, info in model.model_fields.items()}
-    for key, prop in _schemas(OPENAPI_V1_K8S134)[schema_name].get("properties", {}).items():
+    for key, prop in _schemas(document)[schema_name].get("properties", {}).items():
         assert key in fields, f"{model.__name__}.{key} (1.34) is not modeled"
         _check_type(prop, _strip_optional(fields[key].annotation)[0], f"{model.__name__}.{key}")

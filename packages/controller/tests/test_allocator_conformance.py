@@ -7,6 +7,7 @@ later steps see its devices as allocated.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from allocation_builders import DRIVER, case_objects
 from dra_controller.allocation import errors
 from dra_controller.allocation.cel_engine import CelEngine
 from dra_controller.allocation.cluster import Cluster
-from dra_controller.allocation.features import Features
+from dra_controller.allocation.features import Features, parse_kube_version
 from dra_controller.allocation.model import parse_objects
 from dra_controller.allocation.nodes import NodeInfo
 
@@ -68,6 +69,8 @@ def _run_step(cluster: Cluster, claims: dict[str, Any], step: dict[str, Any]) ->
 def test_conformance(case: dict[str, Any]) -> None:
     classes, slices, claims, nodes = parse_objects(case_objects(case))
     features = Features.parse(case["features"]) if "features" in case else Features()
+    if "kube_version" in case:
+        features = replace(features, kube_minor=parse_kube_version(case["kube_version"]))
     cluster = Cluster(
         classes=classes,
         slices=slices,

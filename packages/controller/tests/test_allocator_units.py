@@ -105,7 +105,7 @@ def test_deadline_aborts_exponential_search() -> None:
     assert "ResourceClaim default/c" in str(info.value)
 
 
-def test_commit_holds_devices_and_skips_full_nodes() -> None:
+def test_commit_holds_devices_and_full_nodes_are_skipped() -> None:
     case = {
         "slices": [
             {"name": f"s{i}", "node": f"n{i}", "devices": [{"name": "g0"}]} for i in range(3)
@@ -124,7 +124,8 @@ def test_commit_holds_devices_and_skips_full_nodes() -> None:
     assert claims[0].allocation is not None
     last = cluster.allocate([claims[3]])
     assert last.allocated is None
-    assert last.skipped_full == 3
+    # Every device held: nothing to look at, so no node is searched.
+    assert last.failures == []
     assert cluster.state.owners[("gpu.example.com", "n1", "g0")] == ["default/c1"]
 
 

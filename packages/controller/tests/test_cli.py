@@ -39,7 +39,6 @@ def pinned(node: str) -> dict[str, Any]:
 
 CLASS_CONFIG = {
     "source": "FromClass",
-    "requests": ["gpu"],
     "opaque": {
         "driver": "gpu.nvidia.com",
         "parameters": {
@@ -96,6 +95,30 @@ def test_allocate_json_exact_shape_claims_allocated_together() -> None:
             },
         }
     }
+
+
+def test_allocate_kube_version_selects_release_behaviour() -> None:
+    # 1.36 keeps the request list of a class config that covers every request; 1.37 drops it.
+    new = run("allocate", "-f", "cluster.yaml", "-f", "claims.yaml", "-o", "json")
+    old = run(
+        "allocate",
+        "-f",
+        "cluster.yaml",
+        "-f",
+        "claims.yaml",
+        "-o",
+        "json",
+        "--kube-version",
+        "1.36",
+    )
+    assert new.returncode == old.returncode == 0, (new.stderr, old.stderr)
+    new_config = json.loads(new.stdout)["claims"]["team-a/single"]["allocation"]["devices"]
+    old_config = json.loads(old.stdout)["claims"]["team-a/single"]["allocation"]["devices"]
+    assert new_config["config"] == [CLASS_CONFIG]
+    assert old_config["config"] == [{**CLASS_CONFIG, "requests": ["gpu"]}]
+    refused = run("allocate", "-f", "cluster.yaml", "--kube-version", "1.30")
+    assert refused.returncode == 2
+    assert "--kube-version: the allocator of Kubernetes 1.30 is not modelled" in refused.stderr
 
 
 def test_allocate_single_claim_takes_first_node_by_name() -> None:
@@ -254,7 +277,7 @@ def test_validate_reports_field_paths() -> None:
 def test_validate_clean_files_exit_0() -> None:
     proc = run("validate", "-f", "cluster.yaml", "claims.yaml", "held.yaml")
     assert proc.returncode == 0, proc.stdout
-    assert proc.stdout.strip().endswith("valid")
+    assert proc.stdout.splitlines()[-1].startswith("8 object(s) valid"), proc.stdout
 
 
 def test_allocate_with_an_already_allocated_claim_of_the_pod() -> None:

@@ -44,7 +44,23 @@ def _api_objects() -> dict[str, Any]:
         "/apis/resource.k8s.io/v1/resourceclaims": {"items": by_kind["ResourceClaim"]},
         "/api/v1/nodes": {"items": by_kind["Node"]},
         "/api/v1/namespaces/team-a/pods/trainer": pod,
+        "/api/v1/namespaces/team-a/pods/plugin-style": PLUGIN_STYLE_POD,
     }
+
+
+#: A pending device-plugin style pod, asking through the implicit extended resource name.
+PLUGIN_STYLE_POD = {
+    "metadata": {"name": "plugin-style", "namespace": "team-a", "uid": "u1"},
+    "spec": {
+        "containers": [
+            {
+                "name": "main",
+                "resources": {"limits": {"deviceclass.resource.kubernetes.io/gpu.nvidia.com": "9"}},
+            }
+        ]
+    },
+    "status": {"phase": "Pending"},
+}
 
 
 @pytest.fixture
@@ -122,3 +138,22 @@ def test_explain_live_missing_pod_exit_2(api_server: str, tmp_path: Path) -> Non
     assert proc.returncode == 2
     assert "/api/v1/namespaces/team-a/pods/nope" in proc.stderr
     assert "404" in proc.stderr
+
+
+def test_explain_pending_extended_resource_pod_live(api_server: str, tmp_path: Path) -> None:
+    env = {"KUBECONFIG": str(_kubeconfig(tmp_path, api_server)), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run(
+        [str(SCRIPT), "explain", "pod/plugin-style", "-n", "team-a"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "Pod team-a/plugin-style: pending; extended resources:"
+    assert "-> DeviceClass gpu.nvidia.com, request container-0-request-0" in lines[1]
+    assert "ResourceClaim team-a/plugin-style-extended-resources: pending" in lines
+    assert "  fits on no node" in lines
+    assert any("needs 9 device(s) of class gpu.nvidia.com" in line for line in lines)

@@ -4,8 +4,9 @@ Run: ``uv run python packages/nvlib/bench/enumeration.py [--calls N]``
 
 Baseline (named ``json-load``): reading and parsing the fake node's state file, the I/O floor
 any enumeration of the fake pays. Each backend row prints its time per call and its ratio to
-that baseline. The NVML rows run in child processes: over NVIDIA's mock libnvidia-ml.so (A100
-profile, 8 GPUs) when the mock can be built, otherwise the row says why it is missing; and
+that baseline. The NVML rows run in child processes: over the mock libnvidia-ml.so built from
+NVIDIA's go-nvml mock systems (dgxa100, 8 GPUs) when it can be built, otherwise the row says
+why it is missing; and
 over tests/nvml_stub (our C stand-in, 8 A100s), which measures the nvidia-ml-py/ctypes cost.
 """
 
@@ -21,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dra_nvlib import DeviceLibConfig, FakeDeviceLib, open_device_lib
-from dra_nvlib.mock_nvml_build import MockNvmlUnavailable, build_mock_nvml
+from dra_nvlib.mock_nvml_build import MockNvmlBuildError, MockNvmlUnavailable, build_mock_nvml
 
 
 def per_call(fn: Callable[[], object], calls: int) -> float:
@@ -76,15 +77,13 @@ def nvml_per_call(library: Path, env: dict[str, str], calls: int) -> tuple[float
 
 
 def mock_nvml_per_call(calls: int) -> tuple[float | None, str]:
-    """Seconds per call over NVIDIA's mock, or None and the reason."""
+    """Seconds per call over the go-nvml mock (dgxa100), or None and the reason."""
     try:
         mock = build_mock_nvml()
-    except (MockNvmlUnavailable, OSError) as exc:
+    except (MockNvmlUnavailable, MockNvmlBuildError, OSError) as exc:
         return None, str(exc).splitlines()[0]
-    seconds, error = nvml_per_call(
-        mock.library, {"MOCK_NVML_CONFIG": str(mock.profile("a100"))}, calls
-    )
-    return seconds, error or "A100 profile"
+    seconds, error = nvml_per_call(mock.library, mock.env("dgxa100"), calls)
+    return seconds, error or "go-nvml dgxa100"
 
 
 def stub_nvml_per_call(calls: int, workdir: Path) -> tuple[float | None, str]:

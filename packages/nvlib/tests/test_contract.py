@@ -1,13 +1,14 @@
-"""The contract every backend honours, run against the fake and against NVML over NVIDIA's
-mock ``libnvidia-ml.so`` (A100 and GB200 profiles).
+"""The contract every backend honours, run against the fake and against NVML over the mock
+``libnvidia-ml.so`` built from NVIDIA's go-nvml mock systems (dgxa100, dgxh100, dgxh200,
+dgxb200; see ``tests/nvml_gomock``).
 
-The mock, a Go c-shared library, reads its profile (``MOCK_NVML_CONFIG``) from the
-environment the process started with, so each mock profile runs this module again in a child
-pytest process (``test_contract_suite_over_mock_nvml``) with that profile set; in the child,
-``DRA_NVLIB_CONTRACT_NVML`` selects the NVML backend as the only backend under test, and the
-fake-versus-NVML shape comparison runs there too. The same child run also goes over
-``tests/nvml_stub`` (our own C stand-in for libnvidia-ml), loaded from a driver root, so the
-nvidia-ml-py/ctypes path is exercised even where NVIDIA's mock cannot be built.
+NVML is loaded once per process and the mock reads its system (``DRA_NVML_MOCK_SYSTEM``) at
+``nvmlInit``, so each mock system runs this module again in a child pytest process
+(``test_contract_suite_over_mock_nvml``); in the child, ``DRA_NVLIB_CONTRACT_NVML`` selects
+the NVML backend as the only backend under test, and the fake-versus-NVML shape comparison
+runs there too. The same child run also goes over ``tests/nvml_stub`` (our own C stand-in
+for libnvidia-ml), kept for what the go-nvml mock does not model: placement conflicts
+(its ``CreateGpuInstanceWithPlacement`` accepts any placement).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol
 
 import pytest
 from dra_nvlib import (
@@ -39,6 +39,7 @@ from dra_nvlib import (
     NotSupportedError,
     open_device_lib,
 )
+from dra_nvlib.mock_nvml_build import MOCK_SYSTEMS, MockNvml
 
 UUID_RE = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 MIG_UUID_RE = re.compile(r"^MIG-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -46,20 +47,26 @@ BDF_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 CLUSTER_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?$")
 
-# Set only in a child run: "<library>-<profile>" (e.g. "mock-a100", "stub-a100") and the
+# Set only in a child run: "<library>-<system>" (e.g. "mock-dgxa100", "stub-a100") and the
 # NVML library file or driver root to load it from.
 CHILD_NVML = os.environ.get("DRA_NVLIB_CONTRACT_NVML")
 CHILD_NVML_PATH = os.environ.get("DRA_NVLIB_CONTRACT_NVML_PATH", "")
 BACKENDS = [f"nvml-{CHILD_NVML}"] if CHILD_NVML else ["fake-a100", "fake-gb200"]
 REPO_ROOT = Path(__file__).resolve().parents[3]
-
-
-class MockNvml(Protocol):
-    """The ``mock_nvml`` fixture's value (see conftest.py)."""
-
-    library: Path
-
-    def profile(self, name: str) -> Path: ...
+GO_MOCK = bool(CHILD_NVML and CHILD_NVML.startswith("mock-"))
+# go-nvml's dgxa100 names its part "Mock NVIDIA A100-SXM4-40GB"; real parts start NVIDIA/Tesla.
+PRODUCT_RE = re.compile(r"^(Mock )?(NVIDIA|Tesla) ")
+# The fake node each NVML library under test is compared with: same part where the fake has
+# it (the fake has no B200; GB200 is the Blackwell part it has).
+FAKE_TWIN = {
+    "mock-dgxa100": "8xA100-40GB",
+    "mock-dgxh100": "8xH100-80GB",
+    "mock-dgxh200": "8xH200",
+    "mock-dgxb200": "4xGB200",
+    "stub-a100": "8xA100-40GB",
+}
+# Where the twin is the same part, its MIG profile names must cover NVML's.
+SAME_PART = {"mock-dgxa100", "mock-dgxh100", "mock-dgxh200", "stub-a100"}
 
 
 @contextlib.contextmanager
@@ -78,7 +85,7 @@ def mock_gaps(lib: DeviceLib) -> Iterator[None]:
 def _open(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> DeviceLib:
     kind, _, profile = name.partition("-")
     if kind == "fake":
-        fleet = {"a100": "8xA100-40GB", "gb200": "4xGB200"}[profile]
+        fleet = {"a100": "8xA100-40GB", "gb200": "4xGB200"}.get(profile, profile)
         return open_device_lib(
             DeviceLibConfig(
                 backend="fake",
@@ -120,7 +127,7 @@ def test_enumeration_reports_typed_well_formed_facts(lib: DeviceLib) -> None:
         assert isinstance(gpu.brand, Brand)
         assert isinstance(gpu.architecture, Architecture)
         assert isinstance(gpu.cuda_compute_capability, CudaComputeCapability)
-        assert gpu.product_name.startswith(("NVIDIA ", "Tesla "))
+        assert PRODUCT_RE.match(gpu.product_name), gpu.product_name
         assert gpu.memory_bytes > 8 * 1024**3
         assert gpu.minor >= 0
         assert gpu.driver_version == driver.driver_version
@@ -136,6 +143,14 @@ def test_lookup_by_uuid_and_unknown_uuid(lib: DeviceLib) -> None:
     with pytest.raises(GpuNotFoundError) as err:
         lib.gpu("GPU-00000000-0000-0000-0000-000000000000")
     assert err.value.gpu == "GPU-00000000-0000-0000-0000-000000000000"
+
+
+def test_operation_on_unknown_uuid_names_the_gpu(lib: DeviceLib) -> None:
+    missing = "GPU-00000000-0000-0000-0000-000000000000"
+    with pytest.raises(GpuNotFoundError) as err:
+        lib.set_compute_mode(missing, ComputeMode.DEFAULT)
+    assert err.value.gpu == missing
+    assert err.value.operation == "set_compute_mode"
 
 
 def test_compute_mode_round_trip(lib: DeviceLib) -> None:
@@ -164,13 +179,12 @@ def test_mig_profiles_are_consistent(lib: DeviceLib) -> None:
         assert profile.multiprocessor_count > 0
 
 
-def test_mig_create_overlap_and_destroy(lib: DeviceLib) -> None:
+def test_mig_create_and_destroy(lib: DeviceLib) -> None:
     with mock_gaps(lib):
         lib.set_mig_mode(lib.gpus()[0].uuid, enabled=True)
     gpu = lib.gpus()[0]
     assert gpu.mig_mode.current
     small = min(gpu.mig_profiles, key=lambda p: (p.memory_slices, p.instance_count * -1))
-    half = next(p for p in gpu.mig_profiles if p.slice_count == 3)
     with mock_gaps(lib):
         device = lib.create_mig_device(gpu.uuid, profile_id=small.profile_id, placement_start=4)
     try:
@@ -178,7 +192,27 @@ def test_mig_create_overlap_and_destroy(lib: DeviceLib) -> None:
         assert device.parent_uuid == gpu.uuid
         assert device.placement.start == 4
         assert device.profile_name == small.name
+        assert device.memory_bytes == small.memory_bytes
+        assert device.multiprocessor_count == small.multiprocessor_count
         assert [m.uuid for m in lib.gpu(gpu.uuid).mig_devices] == [device.uuid]
+    finally:
+        lib.destroy_mig_device(device.uuid)
+    assert lib.gpu(gpu.uuid).mig_devices == ()
+    lib.set_mig_mode(gpu.uuid, enabled=False)
+
+
+def test_mig_placement_conflicts_are_refused(lib: DeviceLib) -> None:
+    if GO_MOCK:
+        pytest.skip(
+            "go-nvml's mock accepts any placement (CreateGpuInstanceWithPlacement does not "
+            "check overlaps); the fake and tests/nvml_stub cover this"
+        )
+    lib.set_mig_mode(lib.gpus()[0].uuid, enabled=True)
+    gpu = lib.gpus()[0]
+    small = min(gpu.mig_profiles, key=lambda p: (p.memory_slices, p.instance_count * -1))
+    half = next(p for p in gpu.mig_profiles if p.slice_count == 3)
+    device = lib.create_mig_device(gpu.uuid, profile_id=small.profile_id, placement_start=4)
+    try:
         with pytest.raises(InsufficientResourcesError) as err:
             lib.create_mig_device(gpu.uuid, profile_id=half.profile_id, placement_start=4)
         assert err.value.gpu == gpu.uuid
@@ -187,13 +221,12 @@ def test_mig_create_overlap_and_destroy(lib: DeviceLib) -> None:
             lib.create_mig_device(gpu.uuid, profile_id=half.profile_id, placement_start=1)
     finally:
         lib.destroy_mig_device(device.uuid)
-    assert lib.gpu(gpu.uuid).mig_devices == ()
     lib.set_mig_mode(gpu.uuid, enabled=False)
 
 
 def test_fabric_on_gb200_only(lib: DeviceLib) -> None:
     for gpu in lib.gpus():
-        if gpu.architecture is Architecture.BLACKWELL:
+        if "GB200" in gpu.product_name:
             assert gpu.fabric is not None
             assert CLUSTER_RE.match(gpu.fabric.cluster_uuid)
             assert isinstance(gpu.fabric.clique_id, int)
@@ -252,24 +285,24 @@ if CHILD_NVML:
     def test_fake_reports_the_same_shape_as_nvml(
         tmp_path: Path, request: pytest.FixtureRequest
     ) -> None:
-        profile = str(CHILD_NVML).split("-", 1)[1]
-        fake = _open(f"fake-{profile}", tmp_path, request)
-        real = _open(f"nvml-{CHILD_NVML}", tmp_path, request)
+        label = str(CHILD_NVML)
+        fake = _open(f"fake-{FAKE_TWIN[label]}", tmp_path, request)
+        real = _open(f"nvml-{label}", tmp_path, request)
         try:
             fake_gpu, real_gpu = fake.gpus()[0], real.gpus()[0]
             assert_same_shape(fake_gpu, real_gpu)
             assert fake_gpu.architecture == real_gpu.architecture
             assert fake_gpu.brand == real_gpu.brand
             assert fake_gpu.cuda_compute_capability == real_gpu.cuda_compute_capability
-            assert fake_gpu.product_name == real_gpu.product_name
-            real_names = {p.name for p in real_gpu.mig_profiles}
-            assert real_names <= {p.name for p in fake_gpu.mig_profiles}
+            if label in SAME_PART:
+                real_names = {p.name for p in real_gpu.mig_profiles}
+                assert real_names <= {p.name for p in fake_gpu.mig_profiles}
         finally:
             fake.close()
             real.close()
 
 else:
-    # Parent run: one child run of this module per mock profile.
+    # Parent run: one child run of this module per mock system and one over the stub.
 
     def _child_run(label: str, path: Path, extra_env: dict[str, str]) -> None:
         env = {
@@ -290,17 +323,72 @@ else:
         sys.stdout.write(proc.stdout)
         assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
 
-    @pytest.mark.parametrize("profile", ["a100", "gb200"])
-    def test_contract_suite_over_mock_nvml(profile: str, mock_nvml: MockNvml) -> None:
-        """This module again, in a child process whose only backend is NVML over NVIDIA's
-        mock library with one of its profiles."""
-        _child_run(
-            f"mock-{profile}",
-            mock_nvml.library,
-            {"MOCK_NVML_CONFIG": str(mock_nvml.profile(profile))},
-        )
+    @pytest.mark.parametrize("system", MOCK_SYSTEMS)
+    def test_contract_suite_over_mock_nvml(system: str, mock_nvml: MockNvml) -> None:
+        """This module again, in a child process whose only backend is NVML over the
+        go-nvml mock library serving one of NVIDIA's mock systems."""
+        _child_run(f"mock-{system}", mock_nvml.library, mock_nvml.env(system))
 
     def test_contract_suite_over_nvml_stub(nvml_stub_driver_root: Path) -> None:
         """This module again over tests/nvml_stub (our C stand-in for an A100 node), loaded
         from under a driver root: the nvidia-ml-py/ctypes path end to end."""
         _child_run("stub-a100", nvml_stub_driver_root, {})
+
+
+if GO_MOCK:
+    # Child run over the go-nvml mock only: tests/nvml_stub models one compute instance per
+    # GPU instance, and the fake's API cannot split one.
+
+    def test_gpu_instance_split_into_compute_instances(
+        tmp_path: Path, request: pytest.FixtureRequest
+    ) -> None:
+        """A GPU instance carved into two 1-slice compute instances (as ``nvidia-smi mig
+        -cci`` would) is two MIG devices: own UUIDs and CI ids, one GI, each with its
+        compute instance's SMs; destroying one removes the whole GPU instance."""
+        import ctypes
+
+        import pynvml  # type: ignore[import-untyped]
+
+        lib = _open(f"nvml-{CHILD_NVML}", tmp_path, request)
+        try:
+            uuid = lib.gpus()[0].uuid
+            lib.set_mig_mode(uuid, enabled=True)
+            gpu = lib.gpu(uuid)
+            two = next(p for p in gpu.mig_profiles if p.slice_count == 2)
+            handle = pynvml.nvmlDeviceGetHandleByUUID(uuid.encode())
+            placement = pynvml.c_nvmlGpuInstancePlacement_t()
+            placement.start = two.placements[0].start
+            placement.size = two.placements[0].size
+            gi = pynvml.nvmlDeviceCreateGpuInstanceWithPlacement(
+                handle, two.profile_id, ctypes.byref(placement)
+            )
+            one_slice = None
+            for index in range(9):
+                try:
+                    info = pynvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, index, 0)
+                except pynvml.NVMLError:
+                    continue
+                if info.sliceCount == 1:
+                    one_slice = info
+                    break
+            assert one_slice is not None, "a 2-slice GPU instance offers 1-slice CIs"
+            pynvml.nvmlGpuInstanceCreateComputeInstance(gi, one_slice.id)
+            pynvml.nvmlGpuInstanceCreateComputeInstance(gi, one_slice.id)
+            devices = lib.gpu(uuid).mig_devices
+            assert len(devices) == 2
+            assert len({d.uuid for d in devices}) == 2
+            assert all(MIG_UUID_RE.match(d.uuid) for d in devices)
+            assert len({d.gi_id for d in devices}) == 1
+            assert len({d.ci_id for d in devices}) == 2
+            assert [d.index for d in devices] == [0, 1]
+            for device in devices:
+                assert device.profile_name == two.name
+                assert device.placement == two.placements[0]
+                assert device.memory_bytes == two.memory_bytes
+                assert device.multiprocessor_count == one_slice.multiprocessorCount
+                assert device.multiprocessor_count < two.multiprocessor_count
+            lib.destroy_mig_device(devices[1].uuid)
+            assert lib.gpu(uuid).mig_devices == ()
+            lib.set_mig_mode(uuid, enabled=False)
+        finally:
+            lib.close()

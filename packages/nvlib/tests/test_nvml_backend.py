@@ -4,6 +4,7 @@ over the mock libnvidia-ml.so.)"""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from dra_nvlib import (
     DeviceLibConfig,
     FabricState,
     GpuLostError,
+    GpuNotFoundError,
     HealthEventKind,
     InsufficientResourcesError,
     LibraryLoadError,
@@ -36,10 +38,12 @@ from dra_nvlib.nvml_binding import (
     RawFabric,
     RawGiInfo,
     RawGiProfile,
+    RawMigAttributes,
     find_library,
 )
 from dra_nvlib.sysfs import normalize_bus_id, pcie_root
 
+INVALID_ARGUMENT = 2
 NOT_SUPPORTED = 3
 NOT_FOUND = 6
 GPU_IS_LOST = 15
@@ -68,6 +72,12 @@ class FakeNvml:
     def __init__(self, gpus: list[FakeGpu]) -> None:
         self.gpus = gpus
         self.fail_ci = False
+        # NVML v1 records and go-nvml's mock systems carry no profile names.
+        self.unnamed_profiles = False
+        # go-nvml's mock answers an unknown UUID with INVALID_ARGUMENT, NVML with NOT_FOUND.
+        self.unknown_uuid_code = NOT_FOUND
+        # SMs nvmlDeviceGetAttributes_v2 reports per MIG device; None: the call is missing.
+        self.mig_sms: int | None = None
         self.events: list[RawEvent] = []
         self.shutdowns = 0
 
@@ -102,7 +112,7 @@ class FakeNvml:
         for i, gpu in enumerate(self.gpus):
             if gpu.uuid == uuid:
                 return NvmlHandle(i)
-        raise NvmlFailure("nvmlDeviceGetHandleByUUID", NOT_FOUND, "Not Found")
+        raise NvmlFailure("nvmlDeviceGetHandleByUUID", self.unknown_uuid_code, "unknown UUID")
 
     def uuid(self, dev: NvmlHandle) -> str:
         if isinstance(dev, tuple):
@@ -151,6 +161,8 @@ class FakeNvml:
             raise NvmlFailure(
                 "nvmlDeviceGetGpuInstanceProfileInfoV", NOT_SUPPORTED, "Not Supported"
             )
+        if self.unnamed_profiles:
+            return dataclasses.replace(table[profile_index], name="")
         return table[profile_index]
 
     def gi_placements(self, dev: NvmlHandle, profile_id: int) -> list[tuple[int, int]]:
@@ -171,6 +183,11 @@ class FakeNvml:
 
     def ci_id(self, mig: NvmlHandle) -> int:
         return 0
+
+    def mig_attributes(self, mig: NvmlHandle) -> RawMigAttributes:
+        if self.mig_sms is None:
+            raise NvmlFailure("nvmlDeviceGetAttributes_v2", 13, "Function Not Found")
+        return RawMigAttributes(self.mig_sms, 3, 1, 19968)
 
     def gpu_instance_by_id(self, dev: NvmlHandle, gi_id: int) -> GiHandle:
         if gi_id not in self._gpu(dev).gis:
@@ -288,6 +305,22 @@ def test_enumeration_converts_nvml_values(lib: NvmlDeviceLib) -> None:
     assert first.mig_profile("3g.20gb").memory_slices == 4
 
 
+def test_unnamed_profiles_get_nvidia_names(lib: NvmlDeviceLib, nvml: FakeNvml) -> None:
+    nvml.unnamed_profiles = True
+    assert [p.name for p in lib.gpus()[0].mig_profiles] == ["1g.5gb", "3g.20gb"]
+
+
+@pytest.mark.parametrize("code", [NOT_FOUND, INVALID_ARGUMENT])
+def test_unknown_uuid_is_gpu_not_found(lib: NvmlDeviceLib, nvml: FakeNvml, code: int) -> None:
+    nvml.unknown_uuid_code = code
+    missing = "GPU-00000000-0000-0000-0000-000000000000"
+    with pytest.raises(GpuNotFoundError) as err:
+        lib.set_mig_mode(missing, enabled=True)
+    assert (err.value.gpu, err.value.operation) == (missing, "set_mig_mode")
+    with pytest.raises(GpuNotFoundError):
+        lib.watch_health([missing])
+
+
 def test_mig_create_list_destroy(lib: NvmlDeviceLib, nvml: FakeNvml) -> None:
     gpu = nvml.gpus[1].uuid
     dev = lib.create_mig_device(gpu, profile_id=9, placement_start=4)
@@ -298,6 +331,14 @@ def test_mig_create_list_destroy(lib: NvmlDeviceLib, nvml: FakeNvml) -> None:
     assert (err.value.gpu, err.value.operation) == (gpu, "create_mig_device")
     lib.destroy_mig_device(dev.uuid)
     assert lib.gpu(gpu).mig_devices == ()
+
+
+def test_mig_device_sms_are_its_compute_instance_share(lib: NvmlDeviceLib, nvml: FakeNvml) -> None:
+    gpu = nvml.gpus[1].uuid
+    whole = lib.create_mig_device(gpu, profile_id=9, placement_start=0)
+    assert whole.multiprocessor_count == 42  # no per-device call: the GI profile's count
+    nvml.mig_sms = 14  # one 1-slice compute instance of the 3g GPU instance
+    assert lib.gpu(gpu).mig_devices[0].multiprocessor_count == 14
 
 
 def test_failed_compute_instance_rolls_back_the_gpu_instance(

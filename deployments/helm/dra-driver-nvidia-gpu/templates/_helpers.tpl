@@ -182,16 +182,10 @@ maskNvidiaDriverParams: the driver's params file is not masked
 {{- if $v.resources.computeDomains.enabled }}
 resources.computeDomains.enabled: only the ComputeDomain DeviceClasses are installed; controller.*, resources.computeDomains.imex.*, kubeletPlugin.containers.computeDomains and kubeletPlugin.metrics.computeDomainHttpEndpoint configure parts not built yet
 {{- end }}
-{{- if (($v.webhook | default dict).enabled) }}
-webhook.enabled: the validating webhook is not built yet
-{{- end }}
 {{- if $v.kubeletPlugin.networkPolicy.enabled }}
 kubeletPlugin.networkPolicy.enabled: no NetworkPolicy is installed
 {{- end }}
 {{- if $v.controller.networkPolicy.enabled }}
 controller.networkPolicy.enabled: no NetworkPolicy is installed
-{{- end }}
-{{- if ne $v.kubeletPlugin.metrics.metricsPath "/metrics" }}
-kubeletPlugin.metrics.metricsPath: the plugin serves metrics on /metrics only
 {{- end }}
 {{- end }}

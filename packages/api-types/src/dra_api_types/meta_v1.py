@@ -17,6 +17,7 @@ __all__ = [
     "NodeSelectorTerm",
     "ObjectMeta",
     "OwnerReference",
+    "ShardInfo",
 ]
 
 
@@ -63,6 +64,12 @@ class ObjectMeta(ApiModel):
     managed_fields: list[ManagedFieldsEntry] | None = None
 
 
+class ShardInfo(ApiModel):
+    """The shard selector a sharded list response was filtered by (1.37 alpha)."""
+
+    selector: str = ""
+
+
 class ListMeta(ApiModel):
     """Metadata of a list response."""
 
@@ -70,6 +77,7 @@ class ListMeta(ApiModel):
     resource_version: str | None = None
     continue_: str | None = Field(default=None, alias="continue")
     remaining_item_count: int | None = None
+    shard_info: ShardInfo | None = None
 
 
 class Condition(ApiModel):

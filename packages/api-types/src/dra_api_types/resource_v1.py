@@ -1,13 +1,16 @@
-"""Models of every kind and nested type of ``resource.k8s.io/v1`` (Kubernetes 1.34-1.36).
+"""Models of every kind and nested type of ``resource.k8s.io/v1`` (Kubernetes 1.34-1.37).
 
 Class names are the Go type names of ``k8s.io/api/resource/v1``; attributes are snake_case
 with the API's camelCase names as aliases (``share_id`` <-> ``shareID``; Python keywords get a
 trailing underscore: ``DeviceAttribute.int_`` <-> ``int``). Every model is lenient (unknown
 fields are kept); the kube-apiserver's rules live in :mod:`dra_api_types.validation`.
 
-Fields added in Kubernetes 1.36 (alpha), beyond the 1.35 OpenAPI document:
-``DeviceAttribute.ints/bools/strings/versions`` (KEP-5491) and
-``Device.nodeAllocatableResourceMappings`` (KEP-5517).
+The schema is that of the Kubernetes 1.37.2 API server (checked against its OpenAPI
+document); 1.34 and 1.35 objects are subsets. 1.37 added ``DeviceTaintRule`` to v1 (GA),
+list attributes ``DeviceAttribute.ints/bools/strings/versions`` (KEP-5491),
+``Device.nodeAllocatableResources`` (KEP-5517; 1.36's alpha ``nodeAllocatableResourceMappings``
+was renamed), derived attributes on requests, counter-consumption compatibility groups,
+``ResourceSliceSpec.partitionTypeAttribute`` and ``skipNodeOperations``.
 """
 
 from __future__ import annotations
@@ -58,16 +61,24 @@ __all__ = [
     "DeviceConfiguration",
     "DeviceConstraint",
     "DeviceCounterConsumption",
+    "DeviceDerivedAttribute",
     "DeviceRequest",
     "DeviceRequestAllocationResult",
     "DeviceSelector",
     "DeviceSubRequest",
     "DeviceTaint",
+    "DeviceTaintRule",
+    "DeviceTaintRuleList",
+    "DeviceTaintRuleSpec",
+    "DeviceTaintRuleStatus",
+    "DeviceTaintSelector",
     "DeviceToleration",
     "ExactDeviceRequest",
     "ListMeta",
     "NetworkDeviceData",
-    "NodeAllocatableResourceMapping",
+    "NodeAllocatableMapping",
+    "NodeAllocatableOverhead",
+    "NodeAllocatableResource",
     "NodeSelector",
     "NodeSelectorRequirement",
     "NodeSelectorTerm",
@@ -254,6 +265,8 @@ class DeviceCounterConsumption(ApiModel):
 
     counter_set: str = ""
     counters: dict[str, Counter] = Field(default_factory=dict)
+    # 1.37 alpha: devices drawing on one counter set co-allocate only if they share a group.
+    compatibility_groups: list[str] | None = None
 
 
 class DeviceTaint(ApiModel):
@@ -265,11 +278,30 @@ class DeviceTaint(ApiModel):
     time_added: str | None = None
 
 
-class NodeAllocatableResourceMapping(ApiModel):
-    """Kubernetes 1.36 alpha (KEP-5517): how a capacity maps to node-allocatable resources."""
+class NodeAllocatableMapping(ApiModel):
+    """How an allocation translates into a node-allocatable quantity (KEP-5517).
+
+    Either per allocated device (``deviceMultiplier``) or per consumed capacity
+    (``capacityKey`` and ``capacityMultiplier``).
+    """
 
     capacity_key: str | None = None
-    allocation_multiplier: Quantity | None = None
+    capacity_multiplier: Quantity | None = None
+    device_multiplier: Quantity | None = None
+
+
+class NodeAllocatableOverhead(ApiModel):
+    """Extra node-allocatable resources an allocation costs, per pod and/or per container."""
+
+    per_container: Quantity | None = None
+    per_pod: Quantity | None = None
+
+
+class NodeAllocatableResource(ApiModel):
+    """The node resource (``cpu``, ``memory``, ...) a device's allocation accounts for."""
+
+    mapping: NodeAllocatableMapping | None = None
+    overhead: NodeAllocatableOverhead | None = None
 
 
 class Device(ApiModel):
@@ -287,8 +319,8 @@ class Device(ApiModel):
     binding_conditions: list[str] | None = None
     binding_failure_conditions: list[str] | None = None
     allow_multiple_allocations: bool | None = None
-    # Kubernetes 1.36 alpha (KEP-5517).
-    node_allocatable_resource_mappings: dict[str, NodeAllocatableResourceMapping] | None = None
+    # Kubernetes 1.37 alpha (KEP-5517).
+    node_allocatable_resources: dict[str, NodeAllocatableResource] | None = None
 
 
 class ResourceSliceSpec(ApiModel):
@@ -302,6 +334,10 @@ class ResourceSliceSpec(ApiModel):
     per_device_node_selection: bool | None = None
     devices: list[Device] | None = None
     shared_counters: list[CounterSet] | None = None
+    # 1.37: the string attribute naming each partitionable device's partition type.
+    partition_type_attribute: str | None = None
+    # 1.37: node-local gRPC operations (e.g. prepare) the kubelet may skip for these devices.
+    skip_node_operations: list[str] | None = None
 
 
 class ResourceSlice(ApiObject):
@@ -349,6 +385,13 @@ class CapacityRequirements(ApiModel):
     requests: dict[str, Quantity] | None = None
 
 
+class DeviceDerivedAttribute(ApiModel):
+    """A virtual attribute computed by CEL per candidate device (1.37 alpha), for constraints."""
+
+    name: str
+    expression: str
+
+
 class ExactDeviceRequest(ApiModel):
     """Devices of one class, all matching the selectors."""
 
@@ -359,6 +402,7 @@ class ExactDeviceRequest(ApiModel):
     admin_access: bool | None = None
     tolerations: list[DeviceToleration] | None = None
     capacity: CapacityRequirements | None = None
+    derived_attributes: list[DeviceDerivedAttribute] | None = None
 
 
 class DeviceSubRequest(ApiModel):
@@ -371,6 +415,7 @@ class DeviceSubRequest(ApiModel):
     count: int | None = None
     tolerations: list[DeviceToleration] | None = None
     capacity: CapacityRequirements | None = None
+    derived_attributes: list[DeviceDerivedAttribute] | None = None
 
 
 class DeviceRequest(ApiModel):
@@ -416,6 +461,7 @@ class DeviceRequestAllocationResult(ApiModel):
     binding_failure_conditions: list[str] | None = None
     share_id: str | None = Field(default=None, alias="shareID")
     consumed_capacity: dict[str, Quantity] | None = None
+    skip_node_operations: list[str] | None = None
 
 
 class DeviceAllocationResult(ApiModel):
@@ -534,6 +580,59 @@ class ResourceClaimTemplateList(ApiObject):
     items: list[ResourceClaimTemplate] = Field(default_factory=list)
 
 
+# ---------------------------------------------------------------------------- DeviceTaintRule
+
+
+class DeviceTaintSelector(ApiModel):
+    """Which devices a DeviceTaintRule taints: each field that is set must match."""
+
+    device: str | None = None
+    driver: str | None = None
+    pool: str | None = None
+
+
+class DeviceTaintRuleSpec(ApiModel):
+    """The devices to taint and the taint."""
+
+    device_selector: DeviceTaintSelector | None = None
+    taint: DeviceTaint
+
+
+class DeviceTaintRuleStatus(ApiModel):
+    """Eviction progress of a DeviceTaintRule (condition ``EvictionInProgress``)."""
+
+    conditions: list[Condition] | None = None
+
+
+class DeviceTaintRule(ApiObject):
+    """Taints devices without touching their slices (GA in 1.37; cluster scoped)."""
+
+    API_VERSION: ClassVar[str] = API_VERSION
+    KIND: ClassVar[str] = "DeviceTaintRule"
+    PLURAL: ClassVar[str] = "devicetaintrules"
+    NAMESPACED: ClassVar[bool] = False
+
+    api_version: str | None = None
+    kind: str | None = None
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: DeviceTaintRuleSpec
+    status: DeviceTaintRuleStatus | None = None
+
+
+class DeviceTaintRuleList(ApiObject):
+    """A list of DeviceTaintRules."""
+
+    API_VERSION: ClassVar[str] = API_VERSION
+    KIND: ClassVar[str] = "DeviceTaintRuleList"
+    PLURAL: ClassVar[str] = "devicetaintrules"
+    NAMESPACED: ClassVar[bool] = False
+
+    api_version: str | None = None
+    kind: str | None = None
+    metadata: ListMeta = Field(default_factory=ListMeta)
+    items: list[DeviceTaintRule]
+
+
 KINDS: dict[str, type[ApiObject]] = {
     cls.KIND: cls
     for cls in (
@@ -545,5 +644,7 @@ KINDS: dict[str, type[ApiObject]] = {
         ResourceClaimList,
         ResourceClaimTemplate,
         ResourceClaimTemplateList,
+        DeviceTaintRule,
+        DeviceTaintRuleList,
     )
 }

@@ -4,11 +4,20 @@ Report shape (exactly)::
 
     {"claims": {"NS/NAME": {"allocated": true, "node": "...", "allocation": {...}}}}
     {"claims": {"NS/NAME": {"allocated": false, "reasons": ["..."]}}}
+
+Pending pods whose containers request extended resources a DeviceClass maps
+(``nvidia.com/gpu: 1``) are allocated first, one by one in input order, each with its own
+claims and the special claim the scheduler would create (``NS/<pod>-extended-resources``);
+they are reported under ``pods``::
+
+    {"pods": {"NS/POD": {"allocated": true, "node": "...",
+                         "extendedResourceClaimStatus": {"resourceClaimName": "...",
+                                                         "requestMappings": [...]}}}}
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,13 +27,18 @@ from .allocation.explain import ClaimDiagnosis, diagnose
 from .allocation.features import Features
 from .allocation.model import ClaimInfo
 from .allocation.nodes import node_selector_matches
+from .allocation.pod_placement import pod_of_claims
 from .allocation.selectors import SelectorEngine
+from .explain_report import own_claims
+from .pod_extended import PodAllocation, allocate_pod, diagnose_plans, pending_extended_pods
 from .snapshot import Snapshot
 
 EXIT_ALLOCATED = 0
 EXIT_UNSATISFIABLE = 1
 EXIT_ERROR = 2
 MAX_NODES_NAMED = 5
+# resource.k8s.io FirstAvailableDeviceRequestMaxSize.
+MAX_SUBREQUESTS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,10 +74,12 @@ def run_allocate(
     features: Features,
     node: str | None = None,
     claim_keys: Sequence[str] = (),
+    timeout_s: float = 10.0,
 ) -> AllocateReport:
     """Allocate the claims together (one pod's claims) and build the report.
 
-    Raises ``AllocationError`` for input the scheduler would reject.
+    Raises ``AllocationError`` for input the scheduler would reject. ``timeout_s`` is the
+    search deadline per node (the kube-scheduler's default filter timeout).
     """
     wanted = select_claims(snapshot, claim_keys)
     cluster = Cluster(
@@ -73,10 +89,74 @@ def run_allocate(
         claims=snapshot.claims,
         engine=engine,
         features=features,
+        timeout_s=timeout_s,
     )
+    claims_out: dict[str, Any] = {}
+    pods_out: dict[str, Any] = {}
+    if not claim_keys:
+        taken = _allocate_pods(snapshot, cluster, node, claims_out, pods_out)
+        wanted = [c for c in wanted if c.key not in taken]
+    result = _allocate_claims(
+        cluster, wanted, node, claims_out, pods=snapshot.pods, features=features
+    )
+    if not pods_out:
+        return result
+    all_pods = all(p["allocated"] for p in pods_out.values())
+    code = result.exit_code if all_pods else max(result.exit_code, EXIT_UNSATISFIABLE)
+    return AllocateReport({**result.report, "pods": pods_out}, code)
+
+
+def _allocate_pods(
+    snapshot: Snapshot,
+    cluster: Cluster,
+    node: str | None,
+    claims_out: dict[str, Any],
+    pods_out: dict[str, Any],
+) -> set[str]:
+    """Allocate pending extended-resource pods; returns the keys of the claims they used."""
+    taken: set[str] = set()
+    nodes = [node] if node else cluster.node_names()
+    for pod in pending_extended_pods(snapshot):
+        namespace = (pod.get("metadata") or {}).get("namespace") or "default"
+        own = own_claims(snapshot, pod, namespace)
+        taken.update(c.key for c in own)
+        outcome = allocate_pod(snapshot, cluster, pod, own, nodes)
+        if outcome.node is not None:
+            for claim, allocation in zip(outcome.claims, outcome.allocations, strict=True):
+                claims_out[claim.key] = {
+                    "allocated": True,
+                    "node": outcome.node,
+                    "allocation": allocation,
+                }
+        else:
+            outcome.reasons = _pod_reasons(cluster, pod, own, outcome)
+        pods_out[outcome.pod] = outcome.report()
+    return taken
+
+
+def _pod_reasons(
+    cluster: Cluster, pod: Any, own: Sequence[ClaimInfo], outcome: PodAllocation
+) -> list[str]:
+    lines = [f"node {p.node}: {reason}" for p in outcome.failed for reason in p.unfit]
+    if not outcome.failed and not lines:
+        lines.append("no nodes to try: pass Nodes, node-local ResourceSlices or --node NAME")
+    pending = [c for c in own if c.allocation is None]
+    for diag in diagnose_plans(cluster, pod, pending, outcome.failed):
+        lines.extend(f"claim {diag.claim}: {line}" for line in reasons_of(diag))
+    return lines
+
+
+def _allocate_claims(
+    cluster: Cluster,
+    wanted: Sequence[ClaimInfo],
+    node: str | None,
+    claims_out: dict[str, Any],
+    *,
+    pods: Sequence[Mapping[str, Any]],
+    features: Features,
+) -> AllocateReport:
     done = [c for c in wanted if c.allocation is not None]
     pending = [c for c in wanted if c.allocation is None]
-    claims_out: dict[str, Any] = {}
     for claim in done:
         assert claim.allocation is not None
         claims_out[claim.key] = {
@@ -86,18 +166,31 @@ def run_allocate(
         }
     if not pending:
         return AllocateReport({"claims": claims_out}, EXIT_ALLOCATED)
+    pod = pod_of_claims(pods, [c.key for c in wanted])
     nodes = (
-        [node] if node else [n for n in cluster.node_names() if _fits_existing(cluster, n, done)]
+        [node]
+        if node
+        else [
+            n
+            for n in cluster.node_names()
+            if _fits_existing(cluster, n, done)
+            and (pod is None or pod.rejects(cluster.node(n)) is None)
+        ]
     )
     if not nodes:
         reason = (
             "no nodes to try: the input has no Node objects and no node-local "
             "ResourceSlices; pass --node NAME"
         )
+        if pod is not None and cluster.node_names():
+            rejected = {pod.rejects(cluster.node(n)) for n in cluster.node_names()} - {None}
+            reason = f"{pod.ref}: no node passes the pod's own constraints: " + "; ".join(
+                sorted(r for r in rejected if r is not None)
+            )
         for claim in pending:
             claims_out[claim.key] = {"allocated": False, "reasons": [reason]}
         return AllocateReport({"claims": claims_out}, EXIT_UNSATISFIABLE)
-    found = _allocate_on_nodes(cluster, pending, nodes)
+    found = _allocate_on_nodes(cluster, pending, nodes, features=features)
     if found is not None:
         node_name, allocations = found
         for claim, allocation in zip(pending, allocations, strict=True):
@@ -110,8 +203,20 @@ def run_allocate(
 
 
 def _allocate_on_nodes(
-    cluster: Cluster, pending: Sequence[ClaimInfo], nodes: Sequence[str]
+    cluster: Cluster, pending: Sequence[ClaimInfo], nodes: Sequence[str], *, features: Features
 ) -> tuple[str, list[dict[str, Any]]] | None:
+    if features.prioritized_list and any(r.first_available for c in pending for r in c.requests):
+        # The scheduler scores the nodes that fit by the subrequests picked there and takes
+        # the best; ties go to the first by name here (the scheduler draws one at random).
+        best: tuple[int, str, list[dict[str, Any]]] | None = None
+        for name in nodes:
+            one = cluster.allocate(pending, node=name)
+            if one.allocated is None:
+                continue
+            score = subrequest_score(pending, one.allocated.allocations)
+            if best is None or score > best[0]:
+                best = (score, name, one.allocated.allocations)
+        return None if best is None else (best[1], best[2])
     if nodes == cluster.node_names():
         result = cluster.allocate(pending)
         if result.allocated is None:
@@ -122,6 +227,26 @@ def _allocate_on_nodes(
         if one.allocated is not None:
             return one.allocated.node, one.allocated.allocations
     return None
+
+
+def subrequest_score(claims: Sequence[ClaimInfo], allocations: Sequence[Mapping[str, Any]]) -> int:
+    """The DynamicResources plugin's node score: earlier ``firstAvailable`` picks score higher.
+
+    Each request with subrequests adds ``8 - i`` when its subrequest ``i`` was allocated (8 is
+    the most subrequests a request may list).
+    """
+    score = 0
+    for claim, allocation in zip(claims, allocations, strict=True):
+        picked = {
+            str(r.get("request", ""))
+            for r in (allocation.get("devices") or {}).get("results") or []
+            if "/" in str(r.get("request", ""))
+        }
+        for req in claim.requests:
+            for i, sub in enumerate(req.first_available):
+                if sub.full_name in picked:
+                    score += MAX_SUBREQUESTS - i
+    return score
 
 
 def _allocated_node(claim: ClaimInfo) -> str:

@@ -6,13 +6,14 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import yaml
 
 from .allocate_report import EXIT_ERROR, run_allocate
 from .allocation.errors import AllocationError
-from .allocation.features import Features
+from .allocation.features import KUBE_MINORS, Features, parse_kube_version
 from .inputs import InputError, read_documents
 from .snapshot import build_snapshot
 
@@ -28,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kubectl dra",
         description="Dynamic Resource Allocation tools: allocate offline, explain pending "
-        "claims, validate manifests.",
+        "claims, validate and migrate manifests.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -59,6 +60,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="GATE[,GATE=false...]",
         help="feature gates that are on (default: all DRA features)",
     )
+    alloc.add_argument(
+        "--kube-version",
+        default=None,
+        metavar="1.MINOR",
+        help="reproduce the kube-scheduler of this release where releases differ "
+        f"(known: {', '.join(f'1.{m}' for m in KUBE_MINORS)}; default: the newest)",
+    )
     alloc.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
 
     expl = sub.add_parser("explain", help="why a pod's or claim's devices cannot be allocated")
@@ -74,17 +82,36 @@ def _parser() -> argparse.ArgumentParser:
     )
     expl.add_argument("--node", help="only this node")
     expl.add_argument("--features", default=None, metavar="GATE[,GATE=false...]")
+    expl.add_argument("--kube-version", default=None, metavar="1.MINOR")
     expl.add_argument("--context", help="kubeconfig context (live mode)")
 
     val = sub.add_parser("validate", help="check manifests: schema, CEL, opaque configs")
     val.add_argument(
         "-f", "--filename", action="append", nargs="+", required=True, metavar="FILE_OR_DIR"
     )
+
+    mig = sub.add_parser(
+        "migrate",
+        help="classic DRA and device-plugin manifests to resource.k8s.io/v1 (notes on stderr)",
+    )
+    mig.add_argument(
+        "-f", "--filename", action="append", nargs="+", required=True, metavar="FILE_OR_DIR"
+    )
+    mig.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
+    mig.add_argument(
+        "--to-claims",
+        action="store_true",
+        help="rewrite device-plugin requests (nvidia.com/gpu: N) to ResourceClaimTemplates "
+        "instead of leaving them to the scheduler's extended-resource mapping",
+    )
     return parser
 
 
-def _features(spec: str | None) -> Features:
-    return Features() if spec is None else Features.parse(spec)
+def _features(spec: str | None, kube_version: str | None = None) -> Features:
+    features = Features() if spec is None else Features.parse(spec)
+    if kube_version is not None:
+        features = replace(features, kube_minor=parse_kube_version(kube_version))
+    return features
 
 
 def _dump(report: dict[str, Any], output: str) -> str:
@@ -100,7 +127,7 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
     result = run_allocate(
         snapshot,
         engine=CelEngine(),
-        features=_features(args.features),
+        features=_features(args.features, args.kube_version),
         node=args.node,
         claim_keys=_files(args.claim),
     )
@@ -112,20 +139,40 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     from .allocation.cel_engine import CelEngine
     from .explain_report import explain, parse_target, target_claims
 
+    kind, name = parse_target(args.target)
     if args.filename:
         docs = read_documents(_files(args.filename))
     else:
         from .live import fetch_documents
 
-        kind, name = parse_target(args.target)
         docs = fetch_documents(
             namespace=args.namespace, context=args.context, pod=name if kind == "pod" else None
         )
     snapshot = build_snapshot(docs)
+    from .explain_report import explain_pod, find_pod, needs_pod_explain
+
+    if kind == "pod":
+        pod = find_pod(snapshot, name, args.namespace)
+        if needs_pod_explain(snapshot, pod):
+            sys.stdout.write(
+                explain_pod(
+                    snapshot,
+                    pod,
+                    args.namespace,
+                    engine=CelEngine(),
+                    features=_features(args.features),
+                    node=args.node,
+                )
+            )
+            return EXIT_OK
     claims = target_claims(snapshot, args.target, args.namespace)
     sys.stdout.write(
         explain(
-            snapshot, claims, engine=CelEngine(), features=_features(args.features), node=args.node
+            snapshot,
+            claims,
+            engine=CelEngine(),
+            features=_features(args.features, args.kube_version),
+            node=args.node,
         )
     )
     return EXIT_OK
@@ -144,20 +191,43 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         return None
 
     docs = read_documents(_files(args.filename))
-    findings = validate_documents(docs, compile_check=compile_check)
-    for finding in findings:
+    result = validate_documents(docs, compile_check=compile_check)
+    for finding in result.findings:
         sys.stdout.write(f"{finding}\n")
-    if findings:
-        sys.stdout.write(f"{len(findings)} problem(s) in {len(docs)} object(s)\n")
-        return EXIT_FINDINGS
-    sys.stdout.write(f"{len(docs)} object(s) valid\n")
+    sys.stdout.write(f"{result.summary(len(docs))}\n")
+    return EXIT_FINDINGS if result.findings else EXIT_OK
+
+
+def _cmd_migrate(args: argparse.Namespace) -> int:
+    from dra_api_types.codec import dump_all
+
+    from .migrate import migrate_documents
+
+    result = migrate_documents(read_documents(_files(args.filename)), claims=args.to_claims)
+    for where, error in result.errors:
+        sys.stderr.write(f"error: {where}: {error}\n")
+    if result.errors:
+        sys.stderr.write(f"{len(result.errors)} object(s) cannot be migrated; nothing written\n")
+        return EXIT_ERROR
+    for note in result.notes:
+        sys.stderr.write(f"note: {note}\n")
+    if args.output == "json":
+        listing = {"apiVersion": "v1", "kind": "List", "items": result.objects}
+        sys.stdout.write(json.dumps(listing, indent=2) + "\n")
+    elif result.objects:
+        sys.stdout.write(dump_all(result.objects))
     return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``kubectl-dra``; returns the exit code."""
     args = _parser().parse_args(argv)
-    handlers = {"allocate": _cmd_allocate, "explain": _cmd_explain, "validate": _cmd_validate}
+    handlers = {
+        "allocate": _cmd_allocate,
+        "explain": _cmd_explain,
+        "migrate": _cmd_migrate,
+        "validate": _cmd_validate,
+    }
     try:
         return handlers[args.command](args)
     except (AllocationError, InputError) as exc:

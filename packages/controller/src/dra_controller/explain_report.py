@@ -11,6 +11,12 @@ from .allocation.explain import ClaimDiagnosis, diagnose
 from .allocation.features import Features
 from .allocation.model import ClaimInfo
 from .allocation.selectors import SelectorEngine
+from .extended_resources import (
+    class_mapping,
+    existing_special_claim,
+    pod_extended_requests,
+    special_claim_name,
+)
 from .snapshot import Snapshot
 
 MAX_NODES_NAMED = 8
@@ -46,14 +52,28 @@ def pod_claim_names(pod: Mapping[str, Any]) -> list[str]:
     return names
 
 
-def target_claims(snapshot: Snapshot, target: str, namespace: str) -> list[ClaimInfo]:
-    """The claims the explain target refers to."""
-    kind, name = parse_target(target)
-    if kind == "resourceclaim":
-        claim = snapshot.claim(f"{namespace}/{name}")
+def own_claims(snapshot: Snapshot, pod: Mapping[str, Any], namespace: str) -> list[ClaimInfo]:
+    """The ResourceClaims a pod references (and the scheduler's claim if it exists)."""
+    name = (pod.get("metadata") or {}).get("name")
+    names = pod_claim_names(pod)
+    special = existing_special_claim(pod, [c.raw for c in snapshot.claims])
+    if special:
+        names.append(special)
+    claims = []
+    for claim_name in names:
+        claim = snapshot.claim(f"{namespace}/{claim_name}")
         if claim is None:
-            raise AllocationError("not found", object_ref=f"ResourceClaim {namespace}/{name}")
-        return [claim]
+            raise AllocationError(
+                f"claim {claim_name} not found (not created yet?)",
+                object_ref=f"Pod {namespace}/{name}",
+                field="spec.resourceClaims",
+            )
+        claims.append(claim)
+    return claims
+
+
+def find_pod(snapshot: Snapshot, name: str, namespace: str) -> Mapping[str, Any]:
+    """The pod of the input, or an AllocationError."""
     pod = next(
         (
             p
@@ -65,16 +85,19 @@ def target_claims(snapshot: Snapshot, target: str, namespace: str) -> list[Claim
     )
     if pod is None:
         raise AllocationError("not found", object_ref=f"Pod {namespace}/{name}")
-    claims = []
-    for claim_name in pod_claim_names(pod):
-        claim = snapshot.claim(f"{namespace}/{claim_name}")
+    return pod
+
+
+def target_claims(snapshot: Snapshot, target: str, namespace: str) -> list[ClaimInfo]:
+    """The claims the explain target refers to."""
+    kind, name = parse_target(target)
+    if kind == "resourceclaim":
+        claim = snapshot.claim(f"{namespace}/{name}")
         if claim is None:
-            raise AllocationError(
-                f"claim {claim_name} not found (not created yet?)",
-                object_ref=f"Pod {namespace}/{name}",
-                field="spec.resourceClaims",
-            )
-        claims.append(claim)
+            raise AllocationError("not found", object_ref=f"ResourceClaim {namespace}/{name}")
+        return [claim]
+    pod = find_pod(snapshot, name, namespace)
+    claims = own_claims(snapshot, pod, namespace)
     if not claims:
         raise AllocationError(
             "pod uses no ResourceClaims",
@@ -150,3 +173,72 @@ def render(diag: ClaimDiagnosis) -> list[str]:
             for r in node_diag.reasons
         )
     return lines
+
+
+def needs_pod_explain(snapshot: Snapshot, pod: Mapping[str, Any]) -> bool:
+    """Whether a pod is pending with extended resources and no scheduler claim yet."""
+    if (pod.get("spec") or {}).get("nodeName"):
+        return False
+    if existing_special_claim(pod, [c.raw for c in snapshot.claims]):
+        return False
+    return bool(pod_extended_requests(pod))
+
+
+def explain_pod(
+    snapshot: Snapshot,
+    pod: Mapping[str, Any],
+    namespace: str,
+    *,
+    engine: SelectorEngine,
+    features: Features,
+    node: str | None = None,
+) -> str:
+    """Why a pending pod with extended resources (``nvidia.com/gpu: N``) fits where it does.
+
+    Per node: served by a device plugin (node allocatable), not servable at all, or by DRA
+    through the claim the scheduler would create, diagnosed like any claim.
+    """
+    from .pod_extended import diagnose_plans, node_plans
+
+    cluster = Cluster(
+        classes=snapshot.classes,
+        slices=snapshot.slices,
+        nodes=snapshot.nodes,
+        claims=snapshot.claims,
+        engine=engine,
+        features=features,
+    )
+    name = (pod.get("metadata") or {}).get("name")
+    mapping = class_mapping(snapshot.classes)
+    lines = [f"Pod {namespace}/{name}: pending; extended resources:"]
+    claim = special_claim_name(pod)
+    for req in pod_extended_requests(pod):
+        served = (
+            f"DeviceClass {mapping[req.resource]}, request {req.request_name} of the claim "
+            f"the scheduler creates ({namespace}/{claim}-<suffix>)"
+            if req.resource in mapping
+            else "no DeviceClass maps it: only a device plugin can serve it"
+        )
+        lines.append(f"  container {req.container}: {req.resource}: {req.count} -> {served}")
+    nodes = [node] if node else cluster.node_names()
+    if not nodes:
+        lines.append(
+            "no nodes known: the input has no Node objects and no node-local "
+            "ResourceSlices (pass --node NAME)"
+        )
+        return "\n".join(lines) + "\n"
+    own = [c for c in own_claims(snapshot, pod, namespace) if c.allocation is None]
+    _, plans = node_plans(snapshot, cluster, pod, nodes)
+    for plan in plans:
+        for reason in plan.unfit:
+            lines.append(f"  does not fit on node {plan.node}: {reason}")
+        if not plan.unfit and plan.device_plugin:
+            lines.append(
+                f"  node {plan.node}: {', '.join(plan.device_plugin)} served by the device "
+                "plugin (node allocatable), not by DRA"
+            )
+        if not plan.unfit and not plan.dra and not own:
+            lines.append(f"  fits on node {plan.node}")
+    for diag in diagnose_plans(cluster, pod, own, plans):
+        lines.extend(render(diag))
+    return "\n".join(lines) + "\n"

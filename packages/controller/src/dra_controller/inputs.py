@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,17 @@ class Document:
     def where(self) -> str:
         """``file[#index]`` for messages."""
         return f"{self.source}#{self.index}"
+
+
+def object_label(data: Any) -> str:
+    """``Kind namespace/name`` of a raw object, for messages (``?`` for what is missing)."""
+    if not isinstance(data, Mapping):
+        return "document"
+    meta = data.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    name = meta.get("name") or meta.get("generateName") or "?"
+    ns = meta.get("namespace")
+    return f"{data.get('kind', '?')} {ns + '/' if ns else ''}{name}"
 
 
 def manifest_files(paths: Iterable[str]) -> list[str]:

@@ -1,7 +1,10 @@
 """``kubectl dra validate``: API schema, CEL compilation and our opaque configs.
 
 Every problem is reported with the document, the object and the field path; checking goes
-on after a problem so that one run lists them all.
+on after a problem so that one run lists them all. Classic DRA objects (removed from
+Kubernetes) are problems that name what replaced them; ``resource.k8s.io`` beta objects are
+converted to v1 and checked like v1. Objects of kinds without anything to check are counted
+as not checked, never as valid.
 """
 
 from __future__ import annotations
@@ -11,10 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from dra_api_types import decode_opaque_config
+from dra_api_types.beta_to_v1 import convert_to_v1, is_convertible_beta
 from dra_api_types.codec import parse_object
 from dra_api_types.errors import ValidationError
+from dra_api_types.legacy import REPLACED_BY, legacy_kind
 
-from .inputs import Document
+from .inputs import Document, object_label
 
 NVIDIA_DRIVERS = ("gpu.nvidia.com", "compute-domain.nvidia.com")
 
@@ -33,13 +38,6 @@ class Finding:
     def __str__(self) -> str:
         field = f" {self.path}:" if self.path else ""
         return f"{self.where}: {self.object_ref}:{field} {self.message}"
-
-
-def _ref(data: Mapping[str, Any]) -> str:
-    meta = data.get("metadata") or {}
-    name = meta.get("name", "?")
-    ns = meta.get("namespace")
-    return f"{data.get('kind', '?')} {ns + '/' if ns else ''}{name}"
 
 
 def _selectors(obj: Mapping[str, Any], path: str) -> Iterator[tuple[str, str]]:
@@ -77,17 +75,80 @@ def _parts(data: Mapping[str, Any]) -> Iterator[tuple[str, str, Mapping[str, Any
         yield from _claim_spec_parts(spec.get("spec") or {}, "spec.spec")
 
 
-def validate_documents(docs: Sequence[Document], *, compile_check: CompileCheck) -> list[Finding]:
-    """All findings for the documents (empty: everything is valid)."""
+@dataclass(slots=True)
+class Validation:
+    """Findings, and the objects that had nothing to check (by kind), which are not valid."""
+
+    findings: list[Finding]
+    unchecked: list[str]
+
+    def summary(self, total: int) -> str:
+        """The last line ``kubectl dra validate`` prints."""
+        skipped = ""
+        if self.unchecked:
+            kinds = ", ".join(sorted(set(self.unchecked)))
+            skipped = f", {len(self.unchecked)} not checked ({kinds}: nothing DRA to check)"
+        if self.findings:
+            return f"{len(self.findings)} problem(s) in {total} object(s){skipped}"
+        return f"{total - len(self.unchecked)} object(s) valid{skipped}"
+
+
+def _legacy_field(kind: str, data: Mapping[str, Any]) -> str:
+    """The field that makes a classic object classic, for the finding."""
+    if kind in ("ResourceClass", "NvidiaGPUConfig"):
+        return "kind"
+    if kind == "Pod":
+        spec = data.get("spec") or {}
+        for i, ref in enumerate(spec.get("resourceClaims") or []):
+            if isinstance(ref, Mapping) and "source" in ref:
+                return f"spec.resourceClaims[{i}].source"
+        for i, ctr in enumerate(spec.get("containers") or []):
+            if isinstance(ctr, Mapping) and "resourceClaims" in ctr:
+                return f"spec.containers[{i}].resourceClaims"
+        return "spec.resourceClaims"
+    spec = data.get("spec") or {}
+    prefix = "spec"
+    if kind == "ResourceClaimTemplate":
+        spec, prefix = spec.get("spec") or {}, "spec.spec"
+    key = next(k for k in ("resourceClassName", "allocationMode", "parametersRef") if k in spec)
+    return f"{prefix}.{key}"
+
+
+def _legacy_finding(doc: Document, kind: str, data: Mapping[str, Any]) -> Finding:
+    what = (
+        "classic DRA claim references (source, per-container resourceClaims) were"
+        if kind == "Pod"
+        else f"classic DRA ({data.get('apiVersion')} {kind}) was"
+    )
+    return Finding(
+        doc.where,
+        object_label(data),
+        _legacy_field(kind, data),
+        f"{what} removed from Kubernetes; replaced by {REPLACED_BY[kind]}: run "
+        f"`kubectl dra migrate -f {doc.source}`",
+    )
+
+
+def validate_documents(docs: Sequence[Document], *, compile_check: CompileCheck) -> Validation:
+    """All findings for the documents, and which ones had nothing to check."""
     findings: list[Finding] = []
+    unchecked: list[str] = []
     for doc in docs:
         data = doc.data
         if not isinstance(data, Mapping):
             findings.append(Finding(doc.where, "document", "", "not an object"))
             continue
-        ref = _ref(data)
+        ref = object_label(data)
+        kind = legacy_kind(data)
+        if kind is not None:
+            findings.append(_legacy_finding(doc, kind, data))
+            continue
         try:
-            parse_object(data, validate=True)
+            if is_convertible_beta(data):
+                data = convert_to_v1(data)
+            if isinstance(parse_object(data, validate=True), dict):
+                unchecked.append(str(data.get("kind") or "?"))
+                continue
         except ValidationError as exc:
             findings.append(Finding(doc.where, ref, exc.path, exc.message))
         except (TypeError, ValueError) as exc:
@@ -102,7 +163,7 @@ def validate_documents(docs: Sequence[Document], *, compile_check: CompileCheck)
                         )
             else:
                 findings.extend(_check_opaque(doc, ref, path, body))
-    return findings
+    return Validation(findings, unchecked)
 
 
 def _check_opaque(doc: Document, ref: str, path: str, cfg: Mapping[str, Any]) -> list[Finding]:

@@ -21,7 +21,7 @@ from dra_kubelet_plugin._proto import dra_v1_pb2, dra_v1beta1_pb2
 from dra_kubelet_plugin.claims import ClaimDriver
 from dra_kubelet_plugin.errors import ClaimRef
 from dra_kubelet_plugin.logs import bind
-from dra_kubelet_plugin.metrics import PluginMetrics
+from dra_kubelet_plugin.metrics import PREPARE, UNPREPARE, PluginMetrics
 
 __all__ = ["DRA_SERVICE_NAMES", "dra_handlers"]
 
@@ -33,20 +33,22 @@ DRA_SERVICE_NAMES = {v: f"k8s.io.kubelet.pkg.apis.dra.{v}.DRAPlugin" for v in _P
 
 
 def dra_handlers(
-    driver: ClaimDriver, metrics: PluginMetrics
+    driver: ClaimDriver, metrics: PluginMetrics, driver_name: str
 ) -> list[grpc.GenericRpcHandler[Any, Any]]:
-    """Return generic handlers serving DRA v1 and v1beta1 with ``driver``."""
+    """Return generic handlers serving DRA v1 and v1beta1 with ``driver``; metrics are
+    labelled with ``driver_name``."""
+    metrics.init_driver(driver_name)
     return [
         grpc.method_handlers_generic_handler(
             DRA_SERVICE_NAMES[version],
             {
                 "NodePrepareResources": grpc.unary_unary_rpc_method_handler(
-                    _prepare(driver, metrics, version, pb),
+                    _prepare(driver, metrics, driver_name, version, pb),
                     request_deserializer=pb.NodePrepareResourcesRequest.FromString,
                     response_serializer=pb.NodePrepareResourcesResponse.SerializeToString,
                 ),
                 "NodeUnprepareResources": grpc.unary_unary_rpc_method_handler(
-                    _unprepare(driver, metrics, version, pb),
+                    _unprepare(driver, metrics, driver_name, version, pb),
                     request_deserializer=pb.NodeUnprepareResourcesRequest.FromString,
                     response_serializer=pb.NodeUnprepareResourcesResponse.SerializeToString,
                 ),
@@ -63,21 +65,29 @@ def _refs(request: Any) -> list[ClaimRef]:
     return [ClaimRef(namespace=c.namespace, name=c.name, uid=c.uid) for c in request.claims]
 
 
-def _prepare(driver: ClaimDriver, metrics: PluginMetrics, version: str, pb: ModuleType) -> Handler:
+def _prepare(
+    driver: ClaimDriver, metrics: PluginMetrics, driver_name: str, version: str, pb: ModuleType
+) -> Handler:
     method = "NodePrepareResources"
 
     async def handle(request: Any, _context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         refs = _refs(request)
-        with _Observe(metrics, method, version, len(refs)):
+        with (
+            _Observe(metrics, method, version, len(refs)) as observed,
+            metrics.claims_in_flight(driver_name, PREPARE, len(refs)),
+        ):
             outcomes = await driver.prepare_claims(refs)
+            elapsed = observed.elapsed()
             response = pb.NodePrepareResourcesResponse()
             for ref in refs:
                 outcome = outcomes[ref.uid]
                 entry = response.claims[ref.uid]
                 if outcome.error:
                     metrics.claim_errors.labels(method=method, reason=outcome.reason).inc()
+                    metrics.claim_failed(driver_name, PREPARE, outcome.reason)
                     entry.error = outcome.error
                     continue
+                metrics.claim_succeeded(driver_name, PREPARE, elapsed)
                 for dev in outcome.devices:
                     out = entry.devices.add(
                         request_names=list(dev.request_names),
@@ -93,20 +103,27 @@ def _prepare(driver: ClaimDriver, metrics: PluginMetrics, version: str, pb: Modu
 
 
 def _unprepare(
-    driver: ClaimDriver, metrics: PluginMetrics, version: str, pb: ModuleType
+    driver: ClaimDriver, metrics: PluginMetrics, driver_name: str, version: str, pb: ModuleType
 ) -> Handler:
     method = "NodeUnprepareResources"
 
     async def handle(request: Any, _context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         refs = _refs(request)
-        with _Observe(metrics, method, version, len(refs)):
+        with (
+            _Observe(metrics, method, version, len(refs)) as observed,
+            metrics.claims_in_flight(driver_name, UNPREPARE, len(refs)),
+        ):
             outcomes = await driver.unprepare_claims(refs)
+            elapsed = observed.elapsed()
             response = pb.NodeUnprepareResourcesResponse()
             for ref in refs:
                 outcome = outcomes[ref.uid]
                 response.claims[ref.uid].error = outcome.error
                 if outcome.error:
                     metrics.claim_errors.labels(method=method, reason=outcome.reason).inc()
+                    metrics.claim_failed(driver_name, UNPREPARE, outcome.reason)
+                else:
+                    metrics.claim_succeeded(driver_name, UNPREPARE, elapsed)
             return response
 
     return handle
@@ -123,12 +140,17 @@ class _Observe:
         self._bind = bind(request_id=uuid.uuid4().hex[:12], method=method, api_version=version)
         self._start = 0.0
 
-    def __enter__(self) -> None:
+    def elapsed(self) -> float:
+        """Seconds since the request started."""
+        return time.perf_counter() - self._start
+
+    def __enter__(self) -> _Observe:
         self._bind.__enter__()
         self._start = time.perf_counter()
         self._metrics.requests.labels(method=self._method, api_version=self._version).inc()
         self._metrics.inflight.labels(method=self._method).inc()
         log.debug("request started", extra={"event": "request_started", "claims": self._n})
+        return self
 
     def __exit__(self, *exc: object) -> None:
         elapsed = time.perf_counter() - self._start

@@ -1,10 +1,56 @@
-"""Prometheus metrics of the plugin, on a registry of its own (served by ``--http-endpoint``)."""
+"""Prometheus metrics of the plugin, on a registry of its own (served by ``--http-endpoint``).
+
+Two families, both always exported:
+
+* NVIDIA's (``nvidia_dra_*``), with the names, labels, types and buckets of NVIDIA's driver
+  (``pkg/metrics``), so operators' dashboards and alerts keep working when they switch:
+  per-claim prepare/unprepare counts, durations and in-flight gauges by ``driver`` and
+  ``operation``; prepared devices by ``node``, ``driver`` and ``device_type``; prepare and
+  unprepare failures by ``driver`` and ``error_type``. As there, a claim is counted in
+  ``nvidia_dra_requests_total`` (and its duration observed) when it succeeded.
+* This plugin's own (``dra_kubelet_plugin_*``): per gRPC call, with our failure reasons, slice
+  writes and checkpoint problems.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from http import HTTPStatus
+from http.server import ThreadingHTTPServer
+from typing import Final
 
-__all__ = ["PluginMetrics"]
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import MetricsHandler
+
+__all__ = [
+    "NVIDIA_DEVICE_TYPES",
+    "NVIDIA_OPERATIONS",
+    "NVIDIA_REQUEST_BUCKETS",
+    "PREPARE",
+    "UNPREPARE",
+    "PluginMetrics",
+    "nvidia_error_type",
+    "serve_metrics",
+]
+
+PREPARE: Final = "prepare"
+UNPREPARE: Final = "unprepare"
+NVIDIA_OPERATIONS: Final = (PREPARE, UNPREPARE)
+#: ``device_type`` values of ``nvidia_dra_prepared_devices`` (NVIDIA's, "unknown" included).
+NVIDIA_DEVICE_TYPES: Final = ("gpu", "mig", "vfio", "unknown")
+#: NVIDIA's ``ExponentialBuckets(0.05, 2, 9)``: 50 ms to 12.8 s.
+NVIDIA_REQUEST_BUCKETS: Final = tuple(0.05 * 2**i for i in range(9))
+
+#: Our failure reasons that NVIDIA's driver reports under an error type of their own.
+_NVIDIA_ERROR_TYPES: Final = {"LockTimeout": "lock_acquire"}
+
+
+def nvidia_error_type(operation: str, reason: str) -> str:
+    """NVIDIA's ``error_type`` of a failed claim: ``lock_acquire`` when the node lock was not
+    acquired, otherwise ``prepare_devices`` / ``unprepare_devices`` (``reason`` is ours)."""
+    return _NVIDIA_ERROR_TYPES.get(reason, f"{operation}_devices")
 
 
 class PluginMetrics:
@@ -13,6 +59,7 @@ class PluginMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         """Register the metrics on ``registry`` (a fresh one by default)."""
         self.registry = registry if registry is not None else CollectorRegistry()
+        self._register_nvidia()
         self.requests = Counter(
             "dra_kubelet_plugin_requests",
             "gRPC requests served, by method and API version",
@@ -59,3 +106,100 @@ class PluginMetrics:
             "Checkpoint files found unusable at start (moved aside)",
             registry=self.registry,
         )
+
+    def _register_nvidia(self) -> None:
+        self.nvidia_requests = Counter(
+            "nvidia_dra_requests",
+            "Total number of DRA prepare and unprepare requests.",
+            ["driver", "operation"],
+            registry=self.registry,
+        )
+        self.nvidia_duration = Histogram(
+            "nvidia_dra_request_duration_seconds",
+            "Duration of DRA prepare and unprepare requests.",
+            ["driver", "operation"],
+            buckets=NVIDIA_REQUEST_BUCKETS,
+            registry=self.registry,
+        )
+        self.nvidia_inflight = Gauge(
+            "nvidia_dra_requests_inflight",
+            "Number of in-flight DRA prepare and unprepare requests.",
+            ["driver", "operation"],
+            registry=self.registry,
+        )
+        self.nvidia_prepared_devices = Gauge(
+            "nvidia_dra_prepared_devices",
+            "Current number of prepared devices by device type.",
+            ["node", "driver", "device_type"],
+            registry=self.registry,
+        )
+        self.nvidia_prepare_errors = Counter(
+            "nvidia_dra_node_prepare_errors",
+            "Total number of failures during DRA node prepare for kubelet plugins.",
+            ["driver", "error_type"],
+            registry=self.registry,
+        )
+        self.nvidia_unprepare_errors = Counter(
+            "nvidia_dra_node_unprepare_errors",
+            "Total number of failures during DRA node unprepare for kubelet plugins.",
+            ["driver", "error_type"],
+            registry=self.registry,
+        )
+
+    def init_driver(self, driver: str) -> None:
+        """Create the zero request series of ``driver``, so the first scrape shows them."""
+        for operation in NVIDIA_OPERATIONS:
+            self.nvidia_requests.labels(driver=driver, operation=operation)
+            self.nvidia_duration.labels(driver=driver, operation=operation)
+            self.nvidia_inflight.labels(driver=driver, operation=operation)
+
+    @contextmanager
+    def claims_in_flight(self, driver: str, operation: str, count: int) -> Iterator[None]:
+        """Count ``count`` claims of ``operation`` in flight while the block runs."""
+        gauge = self.nvidia_inflight.labels(driver=driver, operation=operation)
+        gauge.inc(count)
+        try:
+            yield
+        finally:
+            gauge.dec(count)
+
+    def claim_succeeded(self, driver: str, operation: str, seconds: float) -> None:
+        """One claim's ``operation`` succeeded after ``seconds``."""
+        self.nvidia_requests.labels(driver=driver, operation=operation).inc()
+        self.nvidia_duration.labels(driver=driver, operation=operation).observe(seconds)
+
+    def claim_failed(self, driver: str, operation: str, reason: str) -> None:
+        """One claim's ``operation`` failed with our ``reason`` (a ClaimError's, or another)."""
+        errors = (
+            self.nvidia_prepare_errors if operation == PREPARE else self.nvidia_unprepare_errors
+        )
+        errors.labels(driver=driver, error_type=nvidia_error_type(operation, reason)).inc()
+
+    def set_prepared_devices(self, node: str, driver: str, counts: Mapping[str, int]) -> None:
+        """Set the prepared device gauges of every NVIDIA device type (absent ones to 0)."""
+        for device_type in (*NVIDIA_DEVICE_TYPES, *sorted(set(counts) - set(NVIDIA_DEVICE_TYPES))):
+            self.nvidia_prepared_devices.labels(
+                node=node, driver=driver, device_type=device_type
+            ).set(counts.get(device_type, 0))
+
+
+def serve_metrics(
+    registry: CollectorRegistry, host: str, port: int, path: str = "/metrics"
+) -> ThreadingHTTPServer:
+    """Start serving ``registry`` at ``http://host:port/path`` (other paths: 404) in a thread;
+    call ``shutdown()`` on the result to stop. Port 0 picks a free port."""
+    wanted = "/" + path.strip("/")
+
+    class _Handler(MetricsHandler):
+        def do_GET(self) -> None:  # noqa: N802 (the stdlib handler's method name)
+            if self.path.split("?", 1)[0] != wanted:
+                self.send_error(HTTPStatus.NOT_FOUND, f"metrics are served at {wanted}")
+                return
+            super().do_GET()
+
+    _Handler.registry = registry
+
+    server = ThreadingHTTPServer((host, port), _Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
+    return server

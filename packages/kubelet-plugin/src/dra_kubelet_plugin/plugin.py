@@ -14,7 +14,6 @@ import grpc.aio
 import yaml
 from dra_api_types import ResourceSlice
 from dra_nvlib import DeviceLib, DeviceLibConfig, open_device_lib
-from prometheus_client import start_http_server
 
 from dra_kubelet_plugin.cdi_store import CDIStore
 from dra_kubelet_plugin.checkpoint import CheckpointStore, read_boot_id
@@ -28,7 +27,7 @@ from dra_kubelet_plugin.health_monitor import HealthMonitor
 from dra_kubelet_plugin.healthcheck import HealthcheckServer
 from dra_kubelet_plugin.inventory import NodeDevice, build_inventory
 from dra_kubelet_plugin.kube import KubeTransport, path_segment
-from dra_kubelet_plugin.metrics import PluginMetrics
+from dra_kubelet_plugin.metrics import PluginMetrics, serve_metrics
 from dra_kubelet_plugin.node_lock import NodeLock
 from dra_kubelet_plugin.publisher import SlicePublisher
 from dra_kubelet_plugin.registration import RegistrationServer, supported_versions
@@ -157,7 +156,7 @@ class KubeletPlugin:
         await hub.set_devices(d.name for d in devices)
 
         server = grpc.aio.server()
-        handlers = dra_handlers(state, self.metrics)
+        handlers = dra_handlers(state, self.metrics, DRIVER_NAME)
         health_on = s.gate("DeviceHealthCheck")
         if health_on:
             handlers += health_handlers(hub)
@@ -193,8 +192,8 @@ class KubeletPlugin:
             cleanups.append(self.healthcheck.stop)
         if s.http_endpoint:
             host, _, port = s.http_endpoint.rpartition(":")
-            http_server, _thread = start_http_server(
-                int(port), addr=host or "0.0.0.0", registry=self.metrics.registry
+            http_server = serve_metrics(
+                self.metrics.registry, host or "0.0.0.0", int(port), s.metrics_path
             )
             cleanups.append(http_server.shutdown)
 

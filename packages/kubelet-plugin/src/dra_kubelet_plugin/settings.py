@@ -38,6 +38,7 @@ class Settings:
     fake_gpu_state_file: Path | None = None
     healthcheck_port: int = -1
     http_endpoint: str = ""
+    metrics_path: str = "/metrics"
     feature_gates: Mapping[str, bool] = field(default_factory=lambda: dict(FEATURE_GATES))
     #: The gates named in ``--feature-gates`` (the rest are at their defaults).
     explicit_gates: frozenset[str] = frozenset()
@@ -101,8 +102,9 @@ _FLAGS: Sequence[tuple[str, str, str, str]] = (
         "--http-endpoint",
         "HTTP_ENDPOINT",
         "",
-        "host:port of the Prometheus /metrics endpoint; empty disables",
+        "host:port of the Prometheus metrics endpoint; empty disables",
     ),
+    ("--metrics-path", "METRICS_PATH", "/metrics", "HTTP path of the metrics on --http-endpoint"),
     (
         "--feature-gates",
         "FEATURE_GATES",
@@ -231,6 +233,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         fake_gpu_state_file=Path(args.fake_gpu_state_file) if args.fake_gpu_state_file else None,
         healthcheck_port=port,
         http_endpoint=args.http_endpoint,
+        metrics_path="/" + args.metrics_path.strip("/"),
         feature_gates=gates,
         explicit_gates=explicit,
         kubeconfig=args.kubeconfig,

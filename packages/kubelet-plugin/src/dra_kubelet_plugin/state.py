@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from dra_kubelet_plugin.allocation import PlannedDevice, plan_claim
@@ -53,7 +53,7 @@ from dra_kubelet_plugin.logs import bind
 from dra_kubelet_plugin.metrics import PluginMetrics
 from dra_kubelet_plugin.node_lock import NodeLock
 
-__all__ = ["DeviceState"]
+__all__ = ["DeviceState", "prepared_device_types"]
 
 log = logging.getLogger(__name__)
 
@@ -172,6 +172,12 @@ class DeviceState:
             self._store.save(checkpoint, sync=False)
         self._metrics.prepared_claims.set(len(checkpoint.claims))
         self._metrics.prepared_devices.set(sum(len(c.devices) for c in checkpoint.claims.values()))
+        self._metrics.set_prepared_devices(
+            # The pool is the node: one pool per node, named after it.
+            self.pool_name,
+            self.driver_name,
+            prepared_device_types(checkpoint, self._devices),
+        )
 
     def _drop(self, checkpoint: Checkpoint, uid: str) -> None:
         """Remove a claim's spec and host files, then its entry (caller saves)."""
@@ -502,3 +508,19 @@ class DeviceState:
         """A snapshot of the checkpoint's claims (for diagnostics and tests)."""
         async with self._lock.hold():
             return dict((await self._load()).claims)
+
+
+def prepared_device_types(
+    checkpoint: Checkpoint, devices: Mapping[str, NodeDevice]
+) -> dict[str, int]:
+    """Device type -> how many devices of completely prepared claims have it (NVIDIA's
+    ``nvidia_dra_prepared_devices``); a device this node no longer publishes is ``unknown``."""
+    counts: dict[str, int] = {}
+    for claim in checkpoint.claims.values():
+        if claim.state != ClaimState.PREPARE_COMPLETED:
+            continue
+        for prepared in claim.devices:
+            device = devices.get(prepared.device_name)
+            kind = str(device.type) if device is not None else "unknown"
+            counts[kind] = counts.get(kind, 0) + 1
+    return counts

@@ -1,101 +1,218 @@
-"""Builds NVIDIA's mock ``libnvidia-ml.so`` for tests and benchmarks (not used at run time).
+"""Builds the mock ``libnvidia-ml.so`` over NVIDIA's go-nvml mock systems (tests and
+benchmarks only; never used at run time).
 
-The mock is the Go package ``github.com/NVIDIA/k8s-test-infra/pkg/gpu/mocknvml/bridge``,
-fetched through the Go module proxy and built with ``go build -buildmode=c-shared`` into
-``~/.cache/dra-nvlib/mocknvml-<version>/`` (outside any repository, keyed by version).
-``DRA_NVLIB_MOCKNVML_DIR`` may point at an already built directory holding
-``libnvidia-ml.so.1`` and the module's ``configs/``; ``DRA_NVLIB_MOCKNVML_VERSION`` pins the
-module version (default ``latest``). Its YAML profiles are selected per process with the
-``MOCK_NVML_CONFIG`` environment variable before NVML is initialised.
+The library is our Go program ``packages/nvlib/tests/nvml_gomock`` (its go.mod pins
+``github.com/NVIDIA/go-nvml``), built with ``go build -buildmode=c-shared`` into
+``~/.cache/dra-nvlib/nvml-gomock-<go-nvml version>-<hash>/`` (``$DRA_NVLIB_CACHE`` or
+``$XDG_CACHE_HOME/dra-nvlib`` when set); the hash covers the sources, module files and build
+flags, so a change to any of them builds afresh and other checkouts reuse a finished build.
+A lock file serialises concurrent builds, and a ``.complete`` marker is written last.
+
+go-nvml's own cgo wrappers reference every NVML symbol. ctypes loads with ``RTLD_NOW``, so
+the build links twice: the first link lists the NVML symbols still undefined, the second
+binds each of them (``ld --defsym``) to one function answering
+``NVML_ERROR_FUNCTION_NOT_FOUND`` (``absent.c``) -- what nvidia-ml-py reports for a symbol a
+driver's library lacks.
+
+``DRA_NVML_MOCK_SYSTEM`` (read by the library at ``nvmlInit``) selects the mock system;
+``DRA_NVLIB_MOCKNVML_DIR`` points at an already built directory holding
+``libnvidia-ml.so.1`` instead.
 """
 
 from __future__ import annotations
 
-import json
+import fcntl
+import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+SOURCE_DIR = Path(__file__).resolve().parents[2] / "tests" / "nvml_gomock"
+LIBRARY_NAME = "libnvidia-ml.so.1"
+SYSTEM_ENV = "DRA_NVML_MOCK_SYSTEM"
+# The mock systems of github.com/NVIDIA/go-nvml/pkg/nvml/mock (main.go maps each to its New).
+MOCK_SYSTEMS = ("dgxa100", "dgxh100", "dgxh200", "dgxb200")
+GO_NVML_MODULE = "github.com/NVIDIA/go-nvml"
+ABSENT_FUNCTION = "dra_nvml_gomock_absent"
+CGO_CFLAGS = "-O2 -Wno-deprecated-declarations"
+LDFLAGS = ("-s", "-w")
+BUILD_TIMEOUT_S = 1200
+
 
 class MockNvmlUnavailable(RuntimeError):
-    """The mock could not be fetched or built; the message says why."""
+    """A tool needed to build the mock (Go, a C compiler, nm) is not installed."""
 
 
-MOCK_MODULE = "github.com/NVIDIA/k8s-test-infra"
-MOCK_VERSION = os.environ.get("DRA_NVLIB_MOCKNVML_VERSION", "latest")
-CONFIG_SUBDIR = "pkg/gpu/mocknvml/configs"
+class MockNvmlBuildError(RuntimeError):
+    """``go build`` of the mock failed; ``log`` holds its output."""
+
+    def __init__(self, step: str, log: str) -> None:
+        self.step = step
+        self.log = log
+        super().__init__(f"nvml-gomock {step} failed:\n{log[-3000:]}")
 
 
 @dataclass(frozen=True)
 class MockNvml:
-    """A built mock: the library and the directory of its YAML profiles."""
+    """A built mock library and the environment that selects each mock system."""
 
     library: Path
-    configs: Path
 
-    def profile(self, name: str) -> Path:
-        """``configs/mock-nvml-config-<name>.yaml``."""
-        return self.configs / f"mock-nvml-config-{name}.yaml"
+    @property
+    def systems(self) -> tuple[str, ...]:
+        """The mock systems the library serves."""
+        return MOCK_SYSTEMS
+
+    def env(self, system: str) -> dict[str, str]:
+        """Environment for a process that should see ``system`` (one of ``systems``)."""
+        if system not in MOCK_SYSTEMS:
+            raise ValueError(f"{system!r} is not a go-nvml mock system ({', '.join(MOCK_SYSTEMS)})")
+        return {SYSTEM_ENV: system}
+
+
+def go_nvml_version(source_dir: Path = SOURCE_DIR) -> str:
+    """The go-nvml version pinned in the program's go.mod."""
+    text = (source_dir / "go.mod").read_text()
+    found = re.search(rf"^\s*(?:require\s+)?{re.escape(GO_NVML_MODULE)}\s+(\S+)", text, re.M)
+    if found is None:
+        raise MockNvmlBuildError("reading go.mod", f"no {GO_NVML_MODULE} requirement")
+    return found.group(1)
+
+
+def cache_key(source_dir: Path = SOURCE_DIR) -> str:
+    """``nvml-gomock-<version>-<hash of sources, module files and flags>``."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in source_dir.iterdir() if p.is_file()):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    for part in (CGO_CFLAGS, *LDFLAGS, ABSENT_FUNCTION):
+        digest.update(part.encode())
+    return f"nvml-gomock-{go_nvml_version(source_dir)}-{digest.hexdigest()[:12]}"
+
+
+def cache_root() -> Path:
+    """``$DRA_NVLIB_CACHE``, else ``$XDG_CACHE_HOME/dra-nvlib``, else ``~/.cache/dra-nvlib``."""
+    env = os.environ.get("DRA_NVLIB_CACHE")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "dra-nvlib"
+
+
+def undefined_nvml_symbols(nm_output: str) -> list[str]:
+    """NVML function names listed as undefined by ``nm -D --undefined-only``."""
+    names = set()
+    for line in nm_output.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[-2] == "U" and parts[-1].startswith("nvml"):
+            names.add(parts[-1])
+    return sorted(names)
 
 
 def _progress(message: str) -> None:
-    """Building takes minutes the first time; say what is happening."""
-    sys.stderr.write(f"[mock-nvml] {message}\n")
+    sys.stderr.write(f"[nvml-gomock] {message}\n")
     sys.stderr.flush()
 
 
-def _go(args: list[str], *, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "GOFLAGS": "-mod=mod", "CGO_ENABLED": "1"}
-    return subprocess.run(
-        ["go", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900, check=False
+def _tool(name: str, *fallbacks: str) -> str:
+    for candidate in (shutil.which(name), *fallbacks):
+        if candidate and Path(candidate).is_file():
+            return candidate
+    raise MockNvmlUnavailable(f"{name} is not installed (needed to build the mock NVML)")
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _run(step: str, cmd: list[str], *, cwd: Path, env: dict[str, str]) -> str:
+    proc = subprocess.run(
+        cmd,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT_S,
+        check=False,
     )
+    if proc.returncode != 0:
+        raise MockNvmlBuildError(step, proc.stdout + proc.stderr)
+    return proc.stdout
 
 
-def _download(module: str, version: str) -> Path:
-    _progress(f"go mod download {module}@{version}")
-    proc = _go(["mod", "download", "-json", f"{module}@{version}"])
-    info = json.loads(proc.stdout) if proc.stdout.strip() else {}
-    if proc.returncode != 0 or "Dir" not in info:
-        reason = info.get("Error") or proc.stderr.strip() or f"exit {proc.returncode}"
-        raise MockNvmlUnavailable(f"Go module proxy refused {module}@{version}: {reason}")
-    return Path(info["Dir"])
-
-
-def build_mock_nvml() -> MockNvml:
-    """The built mock (cached per version); MockNvmlUnavailable when it cannot be had."""
+def build_mock_nvml(*, source_dir: Path = SOURCE_DIR, root: Path | None = None) -> MockNvml:
+    """The built mock (from the cache when present); MockNvmlUnavailable without the tools,
+    MockNvmlBuildError when the build fails."""
     prebuilt = os.environ.get("DRA_NVLIB_MOCKNVML_DIR")
     if prebuilt:
-        root = Path(prebuilt)
-        return MockNvml(root / "libnvidia-ml.so.1", root / "configs")
-    if shutil.which("go") is None:
-        raise MockNvmlUnavailable(
-            "the Go toolchain is not installed (needed to build the mock NVML)"
+        return MockNvml(Path(prebuilt) / LIBRARY_NAME)
+    if not (source_dir / "go.mod").is_file():
+        raise MockNvmlUnavailable(f"{source_dir} is missing (not a source checkout)")
+    final = (root or cache_root()) / cache_key(source_dir)
+    if (final / ".complete").is_file():
+        return MockNvml(final / LIBRARY_NAME)
+    go = _tool("go", "/usr/local/go/bin/go")
+    _tool("cc", shutil.which("gcc") or "")
+    nm = _tool("nm")
+    with _locked(final.with_name(final.name + ".lock")):
+        if (final / ".complete").is_file():
+            return MockNvml(final / LIBRARY_NAME)
+        env = {
+            **os.environ,
+            "CGO_ENABLED": "1",
+            "CGO_CFLAGS": CGO_CFLAGS,
+            "GOFLAGS": "-mod=readonly -buildvcs=false",
+            "GOTOOLCHAIN": os.environ.get("GOTOOLCHAIN", "auto"),
+            "PATH": f"{Path(go).parent}:{os.environ.get('PATH', '')}",
+        }
+        staging = final.with_name(final.name + ".partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        library = staging / LIBRARY_NAME
+        build = ["nice", "-n", "10", go, "build", "-buildmode=c-shared", "-trimpath"]
+        started = time.monotonic()
+        _progress(
+            f"go build -buildmode=c-shared {source_dir} -> {final} (cold: one to three minutes)"
         )
-    cache = Path.home() / ".cache" / "dra-nvlib" / f"mocknvml-{MOCK_VERSION}"
-    lib = cache / "libnvidia-ml.so.1"
-    if lib.exists():
-        return MockNvml(lib, cache / "configs")
-    src = _download(MOCK_MODULE, MOCK_VERSION)
-    work = cache / "src"
-    shutil.rmtree(work, ignore_errors=True)
-    shutil.copytree(src, work)
-    bridge = work / "pkg" / "gpu" / "mocknvml" / "bridge"
-    for nested in ("bridge", "engine"):
-        # bridge and engine are nested modules (own go.mod) and so not in the root zip.
-        target = work / "pkg" / "gpu" / "mocknvml" / nested
-        if not (target / "go.mod").exists():
-            sub = _download(f"{MOCK_MODULE}/pkg/gpu/mocknvml/{nested}", MOCK_VERSION)
-            shutil.rmtree(target, ignore_errors=True)
-            shutil.copytree(sub, target)
-    for path in work.rglob("*"):
-        path.chmod(path.stat().st_mode | 0o200)
-    _progress(f"go build -buildmode=c-shared in {bridge} (first run takes a few minutes)")
-    proc = _go(["build", "-buildmode=c-shared", "-o", str(lib), "."], cwd=bridge)
-    if proc.returncode != 0:
-        raise MockNvmlUnavailable(f"building the mock NVML failed: {proc.stderr.strip()[-2000:]}")
-    shutil.copytree(work / CONFIG_SUBDIR, cache / "configs", dirs_exist_ok=True)
-    _progress(f"built {lib}")
-    return MockNvml(lib, cache / "configs")
+        _run(
+            "first link",
+            [*build, "-ldflags", " ".join(LDFLAGS), "-o", str(library), "."],
+            cwd=source_dir,
+            env=env,
+        )
+        symbols = undefined_nvml_symbols(
+            _run("nm", [nm, "-D", "--undefined-only", str(library)], cwd=source_dir, env=env)
+        )
+        response = staging / "absent.rsp"
+        response.write_text("".join(f"--defsym={s}={ABSENT_FUNCTION}\n" for s in symbols))
+        ldflags = " ".join((*LDFLAGS, f"'-extldflags=-Wl,@{response}'"))
+        _run(
+            "second link",
+            [*build, "-ldflags", ldflags, "-o", str(library), "."],
+            cwd=source_dir,
+            env=env,
+        )
+        left = undefined_nvml_symbols(
+            _run("nm", [nm, "-D", "--undefined-only", str(library)], cwd=source_dir, env=env)
+        )
+        if left:
+            raise MockNvmlBuildError("second link", "still undefined: " + ", ".join(left))
+        (staging / ".complete").write_text(f"{go_nvml_version(source_dir)}\n")
+        shutil.rmtree(final, ignore_errors=True)
+        staging.rename(final)
+        _progress(f"built {final / LIBRARY_NAME} in {time.monotonic() - started:.0f}s")
+        return MockNvml(final / LIBRARY_NAME)

@@ -48,6 +48,7 @@ from dra_nvlib.facts import (
     MigProfile,
     TimeSliceLevel,
 )
+from dra_nvlib.mig_profile_names import derived_profile_name
 from dra_nvlib.nvidia_smi_exec import set_timeslice
 from dra_nvlib.nvml_binding import (
     EVENT_DOUBLE_BIT_ECC,
@@ -103,9 +104,19 @@ def format_cuda_version(value: int) -> str:
     return f"{value // 1000}.{(value % 1000) // 10}"
 
 
-def _profile_name(raw: RawGiProfile) -> str:
+def profile_name(raw: RawGiProfile, *, nvml_profile: int, device_memory_bytes: int) -> str:
+    """NVML's name without the ``MIG `` prefix, or one derived from the profile's numbers
+    when NVML gives none (v1 records, NVIDIA's go-nvml mock systems)."""
     name = raw.name.strip()
-    return name[4:] if name.startswith("MIG ") else name
+    name = name[4:] if name.startswith("MIG ") else name
+    if name:
+        return name
+    return derived_profile_name(
+        nvml_profile=nvml_profile,
+        slice_count=raw.slice_count,
+        memory_mib=raw.memory_mib,
+        device_memory_mib=device_memory_bytes // (1024 * 1024),
+    )
 
 
 class NvmlDeviceLib(DeviceLib):
@@ -136,6 +147,16 @@ class NvmlDeviceLib(DeviceLib):
             raise LibraryLoadError(str(library), str(exc)) from exc
         smi = config.nvidia_smi or config.driver_root / "usr" / "bin" / "nvidia-smi"
         return cls(api, sysfs_root=config.sysfs_root, nvidia_smi=smi)
+
+    def _device(self, uuid: str) -> NvmlHandle:
+        """``nvmlDeviceGetHandleByUUID``; a UUID NVML does not know is NOT_FOUND, also where
+        the library answers INVALID_ARGUMENT (go-nvml's mock; NVML for a malformed UUID)."""
+        try:
+            return self._api.device_by_uuid(uuid)
+        except NvmlFailure as exc:
+            if exc.code not in (NVML_ERROR_NOT_FOUND, NVML_ERROR_INVALID_ARGUMENT):
+                raise
+            raise NvmlFailure(exc.function, NVML_ERROR_NOT_FOUND, str(exc)) from exc
 
     @contextlib.contextmanager
     def _op(self, gpu: str, operation: str) -> Iterator[None]:
@@ -238,6 +259,7 @@ class NvmlDeviceLib(DeviceLib):
         )
 
     def _mig_profiles(self, dev: NvmlHandle) -> tuple[MigProfile, ...]:
+        device_memory = self._api.memory_total(dev)
         out: list[MigProfile] = []
         seen: set[int] = set()
         for index in GI_PROFILE_INDICES:
@@ -261,7 +283,7 @@ class NvmlDeviceLib(DeviceLib):
             )
             out.append(
                 MigProfile(
-                    name=_profile_name(raw),
+                    name=profile_name(raw, nvml_profile=index, device_memory_bytes=device_memory),
                     profile_id=raw.profile_id,
                     nvml_profile=index,
                     slice_count=raw.slice_count,
@@ -311,17 +333,26 @@ class NvmlDeviceLib(DeviceLib):
                     profile_name=profile.name if profile else str(gi.profile_id),
                     placement=MigPlacement(gi.start, gi.size),
                     memory_bytes=self._api.memory_total(mig),
-                    multiprocessor_count=profile.multiprocessor_count if profile else 0,
+                    multiprocessor_count=self._mig_multiprocessors(mig, profile),
                 )
             )
         return tuple(out)
+
+    def _mig_multiprocessors(self, mig: NvmlHandle, profile: MigProfile | None) -> int:
+        """The MIG device's own SMs: a GPU instance split into several compute instances
+        gives each only its compute instance's share, which NVML reports per MIG device;
+        the GPU instance profile's count where the driver lacks the call."""
+        attrs = self._optional(lambda: self._api.mig_attributes(mig))
+        if attrs is not None:
+            return attrs.multiprocessor_count
+        return profile.multiprocessor_count if profile else 0
 
     # -- operations ------------------------------------------------------------------------
 
     def set_compute_mode(self, gpu_uuid: str, mode: ComputeMode) -> None:
         """``nvmlDeviceSetComputeMode``."""
         with self._op(gpu_uuid, "set_compute_mode"):
-            self._api.set_compute_mode(self._api.device_by_uuid(gpu_uuid), int(mode))
+            self._api.set_compute_mode(self._device(gpu_uuid), int(mode))
 
     def set_time_slice(self, gpu_uuid: str, level: TimeSliceLevel) -> None:
         """Through ``nvidia-smi compute-policy`` (NVML has no public call for it)."""
@@ -330,7 +361,7 @@ class NvmlDeviceLib(DeviceLib):
     def set_mig_mode(self, gpu_uuid: str, *, enabled: bool) -> MigModeState:
         """``nvmlDeviceSetMigMode``; returns the (current, pending) state afterwards."""
         with self._op(gpu_uuid, "set_mig_mode"):
-            dev = self._api.device_by_uuid(gpu_uuid)
+            dev = self._device(gpu_uuid)
             self._api.set_mig_mode(dev, 1 if enabled else 0)
             current, pending = self._api.mig_mode(dev)
         return MigModeState(current=bool(current), pending=bool(pending))
@@ -351,7 +382,7 @@ class NvmlDeviceLib(DeviceLib):
                 gpu_uuid, op, f"no GPU instance profile id {profile_id}"
             ) from exc
         with self._op(gpu_uuid, op):
-            dev = self._api.device_by_uuid(gpu_uuid)
+            dev = self._device(gpu_uuid)
             gi = self._api.create_gpu_instance(
                 dev, profile_id=profile_id, start=placement_start, size=profile.memory_slices
             )
@@ -376,7 +407,7 @@ class NvmlDeviceLib(DeviceLib):
                 if device.uuid != mig_uuid:
                     continue
                 with self._op(info.uuid, op):
-                    dev = self._api.device_by_uuid(info.uuid)
+                    dev = self._device(info.uuid)
                     gi = self._api.gpu_instance_by_id(dev, device.gi_id)
                     for ci in self._api.compute_instances(gi):
                         self._api.destroy_compute_instance(ci)
@@ -392,7 +423,7 @@ class NvmlDeviceLib(DeviceLib):
         try:
             for uuid in uuids:
                 with self._op(uuid, "watch_health"):
-                    dev = self._api.device_by_uuid(uuid)
+                    dev = self._device(uuid)
                     supported = self._supported_events(dev)
                     mask = supported & (EVENT_XID | EVENT_SINGLE_BIT_ECC | EVENT_DOUBLE_BIT_ECC)
                     if mask:

@@ -95,6 +95,16 @@ class RawGiInfo:
 
 
 @dataclass(frozen=True)
+class RawMigAttributes:
+    """``nvmlDeviceAttributes_t`` of a MIG device: its compute instance's share."""
+
+    multiprocessor_count: int
+    gi_slice_count: int
+    ci_slice_count: int
+    memory_mib: int
+
+
+@dataclass(frozen=True)
 class RawFabric:
     """``nvmlGpuFabricInfo``."""
 
@@ -193,6 +203,9 @@ class NvmlApi(Protocol):
 
     def gi_id(self, mig: NvmlHandle) -> int:
         """``nvmlDeviceGetGpuInstanceId``."""
+
+    def mig_attributes(self, mig: NvmlHandle) -> RawMigAttributes:
+        """``nvmlDeviceGetAttributes_v2`` (MIG device handles only)."""
 
     def ci_id(self, mig: NvmlHandle) -> int:
         """``nvmlDeviceGetComputeInstanceId``."""
@@ -436,6 +449,16 @@ class PynvmlApi:
     def ci_id(self, mig: NvmlHandle) -> int:
         """``nvmlDeviceGetComputeInstanceId``."""
         return int(self._call("nvmlDeviceGetComputeInstanceId", mig))
+
+    def mig_attributes(self, mig: NvmlHandle) -> RawMigAttributes:
+        """``nvmlDeviceGetAttributes_v2`` (MIG device handles only)."""
+        attrs = self._call("nvmlDeviceGetAttributes_v2", mig)
+        return RawMigAttributes(
+            multiprocessor_count=int(attrs.multiprocessorCount),
+            gi_slice_count=int(attrs.gpuInstanceSliceCount),
+            ci_slice_count=int(attrs.computeInstanceSliceCount),
+            memory_mib=int(attrs.memorySizeMB),
+        )
 
     def gpu_instance_by_id(self, dev: NvmlHandle, gi_id: int) -> GiHandle:
         """``nvmlDeviceGetGpuInstanceById``."""

@@ -218,7 +218,7 @@ class _Search:
             self.requests.append(per_claim)
             constraints: list[Constraint] = []
             for i, con_spec in enumerate(claim.constraints):
-                built = build_constraint(con_spec)
+                built = build_constraint(con_spec, kube_minor=self.features.kube_minor)
                 if built is None:
                     raise UnsupportedRequestError(
                         "empty constraint (unsupported constraint type?)",
@@ -289,7 +289,9 @@ class _Search:
                 for dev in pool.candidates:
                     if not self.selectable(data, dev):
                         continue
-                    if self.features.consumable_capacity and not self._capacity_fits(data, dev):
+                    if self.features.consumable_capacity and not self._capacity_fits(
+                        data, dev, static=self.features.kube_minor >= 37
+                    ):
                         continue
                     data.all_devices.append((dev, pool))
             data.num = len(data.all_devices)
@@ -341,12 +343,18 @@ class _Search:
             )
         return cached
 
-    def _capacity_fits(self, data: _Request, dev: DeviceInfo) -> bool:
+    def _capacity_fits(self, data: _Request, dev: DeviceInfo, *, static: bool = False) -> bool:
+        """Whether the request's capacity fits the device.
+
+        ``static`` (the "All" devices of Kubernetes 1.37+) checks the device's capacity
+        alone: a device blocked by what others consume stays among "all" devices, so the
+        request fails in allocateDevice instead of silently asking for fewer devices.
+        """
         fit = cap.fits(
             dev,
             data.spec.capacity_requests,
-            allocated=self.state.capacity.get(dev.id),
-            allocating=self.allocating_capacity.get(dev.id),
+            allocated=None if static else self.state.capacity.get(dev.id),
+            allocating=None if static else self.allocating_capacity.get(dev.id),
         )
         return bool(fit)
 
@@ -414,10 +422,10 @@ class _Search:
         candidates = self.candidates
         allocating = self.allocating
         allocated = self.state.devices
-        # Later devices of this request come after this one: once fewer candidates are
-        # left than devices still needed, no combination can work (pure pruning).
-        last = len(candidates) - (data.num - d) + 1 if self.combinations else len(candidates)
-        for idx in range(start, last):
+        # No pruning by the number of candidates left: upstream looks at every device, and
+        # a selector failing at run time on one of them is an error, which an early stop
+        # would hide (the Go-oracle differential test found this).
+        for idx in range(start, len(candidates)):
             dev, pool = candidates[idx]
             dev_id = dev.id
             if admin:
@@ -583,6 +591,7 @@ class _Search:
                     selected_subrequests=selected,
                     node=self.node,
                     binding=self.features.binding_and_status,
+                    drop_covering_requests=self.features.kube_minor >= 37,
                 )
             )
         return out

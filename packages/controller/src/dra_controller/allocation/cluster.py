@@ -1,8 +1,8 @@
 """A cluster snapshot to allocate against: slices, classes, nodes and allocated claims.
 
-It keeps per-node pools and free-device counts between calls, so that filling a large
-cluster claim after claim does not redo per-node work (the kube-scheduler keeps the same
-kind of snapshot between scheduling cycles).
+It keeps per-node pools between calls, so that filling a large cluster claim after claim
+does not redo per-node work (the kube-scheduler keeps the same kind of snapshot between
+scheduling cycles).
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .allocator import Allocated, Allocator, Unsatisfiable
-from .errors import InvalidPoolError
 from .features import Features
 from .model import MODE_EXACT, ClaimInfo, ClassInfo, DeviceID, SliceInfo
 from .nodes import NodeInfo
@@ -28,13 +27,6 @@ class ClusterOutcome:
 
     allocated: Allocated | None
     failures: list[Unsatisfiable] = field(default_factory=list)
-    skipped_full: int = 0
-
-
-@dataclass(slots=True)
-class _NodeEntry:
-    pools: list[Pool]
-    free: int
 
 
 class Cluster:
@@ -61,12 +53,12 @@ class Cluster:
         self.allocator = Allocator(
             classes=self.classes, engine=engine, features=self.features, timeout_s=timeout_s
         )
-        self._node_cache: dict[str, _NodeEntry] = {}
+        self._node_pools: dict[str, list[Pool]] = {}
+        # Per node: candidate devices nobody holds (a shareable one counts as unbounded),
+        # and per device the nodes that can use it, to keep the counts current on commit.
+        self._free: dict[str, int] = {}
         self._device_nodes: dict[DeviceID, list[str]] = {}
         self._sorted_nodes = sorted(self.nodes)
-        # Nodes before this position have no unallocated device left. Devices are only
-        # ever added to the allocated state, so a full node stays full.
-        self._first_not_full = 0
 
     def node(self, name: str) -> NodeInfo:
         """A known node, or a label-less one of that name."""
@@ -78,24 +70,36 @@ class Cluster:
 
     def pools_for(self, node: NodeInfo) -> list[Pool]:
         """The node's pools (cached)."""
-        return self._entry(node).pools
-
-    def _entry(self, node: NodeInfo) -> _NodeEntry:
-        entry = self._node_cache.get(node.name)
-        if entry is None:
+        pools = self._node_pools.get(node.name)
+        if pools is None:
             pools = self.index.gather_pools(node, self.features)
+            self._node_pools[node.name] = pools
             free = 0
             for pool in pools:
                 for dev in pool.candidates:
                     self._device_nodes.setdefault(dev.id, []).append(node.name)
                     if dev.allow_multiple and self.features.consumable_capacity:
-                        # One shareable device can serve several requests: no bound.
                         free += _UNBOUNDED
                     elif dev.id not in self.state.devices:
                         free += 1
-            entry = _NodeEntry(pools=pools, free=free)
-            self._node_cache[node.name] = entry
-        return entry
+            self._free[node.name] = free
+        return pools
+
+    def _hopeless(self, node: NodeInfo, claims: Sequence[ClaimInfo]) -> bool:
+        """Whether searching the node can only end unsatisfiable, with no error either.
+
+        True when every candidate device of the node is held and every request wants a
+        count of exclusive devices: the search then skips each device as in use before
+        evaluating any selector, so it can neither succeed nor hit a CEL runtime error.
+        ("All" and admin-access requests look at held devices too, so they are searched.)
+        """
+        self.pools_for(node)
+        return self._free[node.name] == 0 and all(
+            spec.mode == MODE_EXACT and not spec.admin_access
+            for claim in claims
+            for req in claim.requests
+            for spec in (req.first_available or ([req.exact] if req.exact else []))
+        )
 
     def allocate_on(self, claims: Sequence[ClaimInfo], node: NodeInfo) -> Allocated | Unsatisfiable:
         """Allocate the claims together on one node."""
@@ -106,75 +110,42 @@ class Cluster:
     def allocate(self, claims: Sequence[ClaimInfo], *, node: str | None = None) -> ClusterOutcome:
         """Allocate the claims together on ``node``, or on the first node (by name) that fits.
 
-        Raises ``InvalidPoolError`` when no node fits and invalid pools were seen, like the
-        scheduler surfaces invalid pools only when allocation fails everywhere.
+        Invalid pools make a node unsatisfiable, not an error: the kube-scheduler marks the
+        pod unschedulable ("invalid resource pools were encountered") and waits for the
+        driver to fix its slices; the failures' ``invalid_pools`` say which.
         """
         if node is not None:
             outcome = self.allocate_on(claims, self.node(node))
             if isinstance(outcome, Allocated):
                 return ClusterOutcome(allocated=outcome)
-            self._raise_invalid([outcome])
             return ClusterOutcome(allocated=None, failures=[outcome])
         self.allocator.validate(claims)
-        needed = _min_exclusive_devices(claims)
         failures: list[Unsatisfiable] = []
-        skipped = 0
-        names = self._sorted_nodes
-        start = self._first_not_full if needed > 0 else 0
-        for position in range(start, len(names)):
-            info = self.nodes[names[position]]
-            entry = self._entry(info)
-            if entry.free < needed:
-                # Fewer unallocated devices than the claims need in any case: skip the
-                # search (the node stays unsatisfiable whatever the search would try).
-                if entry.free <= 0 and position == self._first_not_full:
-                    self._first_not_full += 1
-                skipped += 1
+        # A node with a few free devices, too few for the claims, is still searched: the
+        # search can end in an error there (a CEL runtime error, an "All" request on a
+        # pool being updated), and upstream raises it (the Go-oracle differential test
+        # found this). Only nodes where nothing can be looked at are skipped.
+        for name in self._sorted_nodes:
+            info = self.nodes[name]
+            if self._hopeless(info, claims):
                 continue
             outcome = self.allocate_on(claims, info)
             if isinstance(outcome, Allocated):
-                return ClusterOutcome(
-                    allocated=outcome, failures=failures, skipped_full=skipped + start
-                )
+                return ClusterOutcome(allocated=outcome, failures=failures)
             failures.append(outcome)
-        self._raise_invalid(failures)
-        return ClusterOutcome(allocated=None, failures=failures, skipped_full=skipped + start)
-
-    @staticmethod
-    def _raise_invalid(failures: Sequence[Unsatisfiable]) -> None:
-        invalid = sorted({p for f in failures for p in f.invalid_pools})
-        if invalid:
-            raise InvalidPoolError(
-                "invalid resource pools were encountered: " + "; ".join(invalid),
-                object_ref="ResourceSlice",
-                field="spec.devices",
-            )
+        return ClusterOutcome(allocated=None, failures=failures)
 
     def commit(self, claims: Sequence[ClaimInfo], allocated: Allocated) -> None:
         """Record the allocations as done (claims' status and the allocated state)."""
         for claim, allocation in zip(claims, allocated.allocations, strict=True):
-            newly = [
+            newly = {
                 (r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
                 for r in (allocation.get("devices") or {}).get("results") or []
                 if not r.get("adminAccess") and not r.get("shareID")
-            ]
+            }
             fresh = {dev_id for dev_id in newly if dev_id not in self.state.devices}
             self.state.add_allocation(claim.key, allocation)
             claim.allocation = allocation
             for dev_id in fresh:
                 for node_name in self._device_nodes.get(dev_id, ()):
-                    self._node_cache[node_name].free -= 1
-
-
-def _min_exclusive_devices(claims: Sequence[ClaimInfo]) -> int:
-    """A lower bound on distinct unallocated devices needed (admin access and "All" excluded)."""
-    total = 0
-    for claim in claims:
-        for req in claim.requests:
-            specs = list(req.first_available) or ([req.exact] if req.exact else [])
-            counts = [
-                s.count if s.mode == MODE_EXACT and not s.admin_access and s.count > 0 else 0
-                for s in specs
-            ]
-            total += min(counts) if counts else 0
-    return total
+                    self._free[node_name] -= 1

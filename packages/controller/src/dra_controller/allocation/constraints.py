@@ -61,9 +61,38 @@ class MatchAttribute(Constraint):
 
 
 class DistinctAttribute(Constraint):
-    """Devices must have different values of the attribute, as the kube-scheduler checks it.
+    """Devices must have different values of the attribute (Kubernetes 1.37+).
 
-    The kube-scheduler (1.36) remembers one value per request (the last device added for it)
+    Every device added keeps its value until it is removed again (removals undo the
+    latest addition, as the search backtracks).
+    """
+
+    def __init__(self, spec: ConstraintSpec) -> None:
+        super().__init__(spec)
+        self.values: list[AttrValue] = []
+
+    def add(self, request: str, subrequest: str, dev: DeviceInfo) -> bool:
+        """See Constraint.add."""
+        if not self.applies(request, subrequest):
+            return True
+        value = dev.attributes.get(self.attribute)
+        if value is None or value[0] == "unknown":
+            return False
+        if value in self.values:
+            return False
+        self.values.append(value)
+        return True
+
+    def remove(self, request: str, subrequest: str, dev: DeviceInfo) -> None:  # noqa: ARG002
+        """See Constraint.remove."""
+        if self.applies(request, subrequest):
+            self.values.pop()
+
+
+class DistinctAttributePerRequest(Constraint):
+    """distinctAttribute as the kube-scheduler 1.36 checks it.
+
+    The 1.36 scheduler remembers one value per request (the last device added for it)
     and forgets it when any device of that request is removed, so a request with several
     devices is only checked against its latest one. Choices must equal the scheduler's, so
     this tracks the same way; the differential e2e test found the difference.
@@ -91,10 +120,10 @@ class DistinctAttribute(Constraint):
             self.values.pop(request, None)
 
 
-def build_constraint(spec: ConstraintSpec) -> Constraint | None:
+def build_constraint(spec: ConstraintSpec, *, kube_minor: int) -> Constraint | None:
     """The tracker for a constraint spec, or None for an unknown constraint type."""
     if spec.match_attribute:
         return MatchAttribute(spec)
     if spec.distinct_attribute:
-        return DistinctAttribute(spec)
+        return DistinctAttribute(spec) if kube_minor >= 37 else DistinctAttributePerRequest(spec)
     return None

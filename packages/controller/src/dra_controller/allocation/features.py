@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from .errors import AllocationError
 
@@ -18,9 +18,36 @@ GATE_NAMES: dict[str, str] = {
 }
 
 
+# Kubernetes releases whose allocator behaviour is modelled (``--kube-version``), newest last.
+KUBE_MINORS: tuple[int, ...] = (36, 37)
+LATEST_KUBE_MINOR = KUBE_MINORS[-1]
+
+
+def parse_kube_version(text: str) -> int:
+    """The minor release of ``1.37``, ``v1.36`` or ``1.36.5``; refuses unmodelled ones."""
+    parts = text.strip().lstrip("v").split(".")
+    if len(parts) < 2 or parts[0] != "1" or not parts[1].isdigit():
+        raise AllocationError(
+            f"invalid Kubernetes version {text!r} (expected e.g. 1.37)", field="--kube-version"
+        )
+    minor = int(parts[1])
+    if minor not in KUBE_MINORS:
+        known = ", ".join(f"1.{m}" for m in KUBE_MINORS)
+        raise AllocationError(
+            f"the allocator of Kubernetes 1.{minor} is not modelled (known: {known})",
+            field="--kube-version",
+        )
+    return minor
+
+
 @dataclass(frozen=True, slots=True)
 class Features:
-    """Which optional DRA features the allocator honours (all on: the incubating variant)."""
+    """Which optional DRA features the allocator honours (all on: the incubating variant).
+
+    ``kube_minor`` picks the release whose allocator behaviour is reproduced where
+    releases differ (e.g. 1.37 drops a config's request list when it covers every
+    request, and tracks distinctAttribute per device instead of per request).
+    """
 
     prioritized_list: bool = True
     admin_access: bool = True
@@ -29,6 +56,7 @@ class Features:
     consumable_capacity: bool = True
     device_binding_conditions: bool = True
     resource_claim_device_status: bool = True
+    kube_minor: int = LATEST_KUBE_MINOR
 
     @property
     def binding_and_status(self) -> bool:
@@ -38,7 +66,7 @@ class Features:
     @classmethod
     def none(cls) -> Features:
         """Only the stable core: every optional feature off."""
-        return cls(**{f.name: False for f in fields(cls)})
+        return cls(**dict.fromkeys(GATE_NAMES.values(), False))
 
     @classmethod
     def parse(cls, spec: str) -> Features:
@@ -46,13 +74,13 @@ class Features:
 
         ``all`` enables every feature, ``none`` none (useful with explicit ``Gate=true``).
         """
-        values = {f.name: False for f in fields(cls)}
+        values = dict.fromkeys(GATE_NAMES.values(), False)
         for raw in spec.split(","):
             item = raw.strip()
             if not item or item == "none":
                 continue
             if item == "all":
-                values = {f.name: True for f in fields(cls)}
+                values = dict.fromkeys(GATE_NAMES.values(), True)
                 continue
             name, _, setting = item.partition("=")
             attr = GATE_NAMES.get(name.strip())

@@ -12,11 +12,27 @@ RawObject = Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
+class NodeTaint:
+    """A node taint (``spec.taints[]``): pods must tolerate it to be placed there."""
+
+    key: str
+    value: str = ""
+    effect: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class NodeInfo:
-    """A node as far as allocation cares: its name and labels."""
+    """A node as far as allocation cares: its name, labels, taints and allocatable resources.
+
+    ``allocatable`` (``status.allocatable``, raw quantities) matters only for extended
+    resources, which a device plugin serves on nodes that advertise them; ``taints`` only
+    for the pod whose claims are allocated (the scheduler's TaintToleration filter).
+    """
 
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[NodeTaint, ...] = ()
+    allocatable: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, obj: RawObject) -> NodeInfo:
@@ -26,7 +42,22 @@ class NodeInfo:
         if not isinstance(name, str) or not name:
             raise AllocationError("node without a name", object_ref="Node", field="metadata.name")
         labels = meta.get("labels") or {}
-        return cls(name=name, labels={str(k): str(v) for k, v in labels.items()})
+        taints = tuple(
+            NodeTaint(
+                key=str(t.get("key") or ""),
+                value=str(t.get("value") or ""),
+                effect=str(t.get("effect") or ""),
+            )
+            for t in (obj.get("spec") or {}).get("taints") or []
+            if isinstance(t, Mapping)
+        )
+        allocatable = (obj.get("status") or {}).get("allocatable") or {}
+        return cls(
+            name=name,
+            labels={str(k): str(v) for k, v in labels.items()},
+            taints=taints,
+            allocatable={str(k): str(v) for k, v in allocatable.items()},
+        )
 
 
 def node_selector_matches(selector: RawObject, node: NodeInfo, *, where: str) -> bool:

@@ -113,7 +113,15 @@ class SliceIndex:
                     pools.append(Pool(driver=key[0], name=key[1], incomplete=True))
                     continue
             pools.append(_build_pool(key, slices, all_slices, node, features))
-        return pools
+        # Pools offering devices with binding conditions are tried last (both groups stay
+        # in pool order), so that devices which can be used at once are preferred.
+        return [p for p in pools if not _has_binding_conditions(p)] + [
+            p for p in pools if _has_binding_conditions(p)
+        ]
+
+
+def _has_binding_conditions(pool: Pool) -> bool:
+    return any(dev.binding_conditions for slc in pool.slices for dev in slc.devices)
 
 
 def _slice_relevant(slc: SliceInfo, node: NodeInfo) -> bool:

@@ -109,8 +109,14 @@ def build_allocation(
     selected_subrequests: Mapping[int, RequestSpec],
     node: NodeInfo,
     binding: bool,
+    drop_covering_requests: bool = True,
 ) -> dict[str, Any]:
-    """The AllocationResult of one claim: results, class then claim configs, node selector."""
+    """The AllocationResult of one claim: results, class then claim configs, node selector.
+
+    ``drop_covering_requests`` (Kubernetes 1.37+): a claim config is added once, not once
+    per request it names, and a config whose request list names every request of the
+    claim (or its selected subrequest) loses the list, since empty means all.
+    """
     devices: dict[str, Any] = {"results": [device_result(p, binding=binding) for p in picked]}
     config: list[dict[str, Any]] = []
     class_ranges: dict[str, tuple[int, int]] = {}
@@ -129,13 +135,19 @@ def build_allocation(
         if not names:
             config.append({"source": "FromClaim", **_body(cfg)})
             continue
+        # 1.36 appends the config once per request it names; 1.37 once per config.
         for r, req in enumerate(claim.requests):
-            if req.name in names:
-                config.append({"source": "FromClaim", "requests": names, **_body(cfg)})
-                continue
             sub = selected_subrequests.get(r)
-            if sub is not None and sub.full_name in names:
+            if req.name in names or (sub is not None and sub.full_name in names):
                 config.append({"source": "FromClaim", "requests": names, **_body(cfg)})
+                if drop_covering_requests:
+                    break
+    if drop_covering_requests:
+        for entry in config:
+            if entry.get("requests") and _covers_every_request(
+                entry["requests"], claim, selected_subrequests
+            ):
+                del entry["requests"]
     if config:
         devices["config"] = config
     result: dict[str, Any] = {"devices": devices}
@@ -143,6 +155,19 @@ def build_allocation(
     if selector is not None:
         result["nodeSelector"] = selector
     return result
+
+
+def _covers_every_request(
+    names: Sequence[str], claim: ClaimInfo, selected_subrequests: Mapping[int, RequestSpec]
+) -> bool:
+    for r, req in enumerate(claim.requests):
+        if req.name in names:
+            continue
+        sub = selected_subrequests.get(r)
+        if sub is not None and sub.full_name in names:
+            continue
+        return False
+    return True
 
 
 def _body(cfg: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,102 @@
+"""The upstream structured allocator as a differential oracle (``gobuild/allocator``).
+
+``dra-go-allocate`` links ``k8s.io/dynamic-resource-allocation/structured`` at the
+harness's Kubernetes version and runs it offline on the same input as
+``kubectl dra allocate``, printing the same report. It is built from the Go module
+proxy into the binary cache like the cluster components; :func:`run_batch` feeds it
+many cases through one process.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dra_e2e.build import GOBUILD_DIR, GoComponent, Progress, build_component, component_dir
+from dra_e2e.errors import E2EError
+from dra_e2e.versions import KUBERNETES_VERSION
+
+GO_ALLOCATOR = GoComponent(
+    name="dra-go-allocate",
+    version=KUBERNETES_VERSION,
+    packages=(".",),
+    outputs=("dra-go-allocate",),
+    source_dir=GOBUILD_DIR / "allocator",
+)
+
+
+@dataclass(frozen=True)
+class OracleCase:
+    """One allocation question: objects (v1 JSON), claims to allocate, node, gates."""
+
+    id: str
+    objects: Sequence[Mapping[str, Any]]
+    claims: Sequence[str] = ()
+    node: str = ""
+    # None: the default gates of ``kubectl dra allocate``; else its ``--features`` value.
+    features: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The batch input line of ``dra-go-allocate --batch``."""
+        return {
+            "id": self.id,
+            "objects": list(self.objects),
+            "claims": list(self.claims),
+            "node": self.node,
+            "features": self.features,
+        }
+
+
+@dataclass(frozen=True)
+class OracleResult:
+    """What the allocator answered: the exit code and the report or the error text."""
+
+    id: str
+    exit: int
+    report: Mapping[str, Any] = field(default_factory=dict)
+    error: str = ""
+
+
+def ensure_go_allocator(*, progress: Progress) -> Path:
+    """Build ``dra-go-allocate`` into the cache unless present; return its path."""
+    return build_component(GO_ALLOCATOR, progress=progress) / "dra-go-allocate"
+
+
+def go_allocator_path() -> Path:
+    """Where the cached binary is (it may not be built yet)."""
+    return component_dir(GO_ALLOCATOR) / "dra-go-allocate"
+
+
+def run_batch(
+    binary: Path, cases: Iterable[OracleCase], *, timeout_s: float = 600
+) -> list[OracleResult]:
+    """Run every case through one ``dra-go-allocate --batch`` process, in order."""
+    lines = "".join(json.dumps(case.to_json()) + "\n" for case in cases)
+    proc = subprocess.run(
+        [str(binary), "--batch"],
+        input=lines,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise E2EError(f"dra-go-allocate --batch exited {proc.returncode}: {proc.stderr.strip()}")
+    results = []
+    for line in proc.stdout.splitlines():
+        if not line.strip():
+            continue
+        data = json.loads(line)
+        results.append(
+            OracleResult(
+                id=str(data["id"]),
+                exit=int(data["exit"]),
+                report=data.get("report") or {},
+                error=str(data.get("error") or ""),
+            )
+        )
+    return results

@@ -1,0 +1,114 @@
+"""Our allocator's answer to an :class:`OracleCase` and the comparison with upstream's.
+
+The Python side runs in process (the code behind ``kubectl dra allocate``), so thousands
+of cases stay cheap; the Go side answers a whole batch in one process.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from dra_controller.allocate_report import EXIT_ERROR, run_allocate
+from dra_controller.allocation.cel_engine import CelEngine
+from dra_controller.allocation.errors import AllocationError
+from dra_controller.allocation.features import Features
+from dra_controller.inputs import Document
+from dra_controller.snapshot import build_snapshot
+from dra_e2e.go_allocator import OracleCase, OracleResult
+
+CASES_DIR = Path(__file__).parent / "oracle_cases"
+
+
+def python_answer(case: OracleCase) -> OracleResult:
+    """What ``kubectl dra allocate`` answers for the case."""
+    docs = [Document(source=case.id, index=i, data=obj) for i, obj in enumerate(case.objects)]
+    try:
+        features = Features.parse(case.features) if case.features is not None else Features()
+        report = run_allocate(
+            build_snapshot(docs),
+            engine=CelEngine(),
+            features=features,
+            node=case.node or None,
+            claim_keys=case.claims,
+            # Both must find the same answer, however slow a loaded machine is; only a
+            # search upstream gives up on (10 s) may time out here too.
+            timeout_s=120.0,
+        )
+    except AllocationError as exc:
+        return OracleResult(id=case.id, exit=EXIT_ERROR, error=str(exc))
+    return OracleResult(id=case.id, exit=report.exit_code, report=report.report)
+
+
+def _normalized_allocation(allocation: Mapping[str, Any]) -> Any:
+    # Round-trip through JSON so Quantity-like values compare as the strings both print.
+    out = json.loads(json.dumps(allocation, default=str))
+    out.pop("allocationTimestamp", None)
+    for result in out.get("devices", {}).get("results", []):
+        if "shareID" in result:
+            result["shareID"] = "<present>"
+    return out
+
+
+def comparable(result: OracleResult) -> Any:
+    """The part of an answer both allocators must agree on.
+
+    Exit code always; for allocations the node and the allocation of every claim; for
+    unsatisfiable cases which claims stayed unallocated (the reasons are ours alone);
+    for errors nothing more (the messages differ by design).
+    """
+    out: dict[str, Any] = {"exit": result.exit}
+    if result.exit == EXIT_ERROR:
+        return out
+    claims = {}
+    for key, entry in (result.report.get("claims") or {}).items():
+        if entry.get("allocated"):
+            claims[key] = {
+                "node": entry.get("node", ""),
+                "allocation": _normalized_allocation(entry.get("allocation") or {}),
+            }
+        else:
+            claims[key] = {"allocated": False}
+    out["claims"] = claims
+    return out
+
+
+def disagreement(ours: OracleResult, theirs: OracleResult) -> str | None:
+    """A short description of how the answers differ, or None when they agree."""
+    a, b = comparable(ours), comparable(theirs)
+    if a == b:
+        return None
+    detail = {"python": a, "go": b}
+    if ours.error or theirs.error:
+        detail["errors"] = {"python": ours.error, "go": theirs.error}
+    return json.dumps(detail, sort_keys=True)[:4000]
+
+
+def save_case(case: OracleCase, note: str, *, directory: Path = CASES_DIR) -> Path:
+    """Write a disagreeing case in the format of the checked-in ``oracle_cases/``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{case.id}.json"
+    data = copy.deepcopy(case.to_json())
+    data["note"] = note
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def load_cases() -> list[OracleCase]:
+    """The checked-in cases, replayed by every run."""
+    cases = []
+    for path in sorted(CASES_DIR.glob("*.json")):
+        data = json.loads(path.read_text())
+        cases.append(
+            OracleCase(
+                id=data["id"],
+                objects=data["objects"],
+                claims=data.get("claims") or (),
+                node=data.get("node") or "",
+                features=data.get("features"),
+            )
+        )
+    return cases

@@ -1,0 +1,448 @@
+"""Seeded random allocation scenarios for the Go-oracle differential test.
+
+Every scenario is valid input (what the API server would have accepted and defaulted),
+so both allocators see the same world: nodes with labels, one or two drivers with
+node-local pools (sometimes split over several slices, sometimes incomplete), a
+network-attached pool, partitionable devices consuming shared counters from their
+own counter-set slice, devices with consumable capacity and request policies, taints
+and DeviceTaintRules, binding conditions, claims that already hold devices (some with
+admin access or shares), and pending claims with exact counts, ``All``, prioritized
+lists, selectors that may fail at run time, tolerations, match/distinct constraints,
+capacity requests and configs. The same seed always gives the same scenario.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from dra_e2e.go_allocator import OracleCase
+
+Obj = dict[str, Any]
+API = "resource.k8s.io/v1"
+MODELS = ("a100", "h100", "h200")
+ZONES = ("zone-a", "zone-b")
+GATES = (
+    "DRAPrioritizedList",
+    "DRAAdminAccess",
+    "DRADeviceTaints",
+    "DRAPartitionableDevices",
+    "DRAConsumableCapacity",
+    "DRADeviceBindingConditions",
+    "DRAResourceClaimDeviceStatus",
+)
+
+
+def _attrs(rng: random.Random, index: int) -> Obj:
+    attrs: Obj = {
+        "index": {"int": index},
+        "model": {"string": rng.choice(MODELS)},
+        "numa": {"int": rng.randint(0, 1)},
+        "driverVersion": {"version": rng.choice(("1.0.0", "1.2.0", "2.0.0"))},
+    }
+    if rng.random() < 0.7:
+        # Missing on some devices: selectors reading it fail at run time there.
+        attrs["healthy"] = {"bool": rng.random() < 0.8}
+    return attrs
+
+
+def _taints(rng: random.Random) -> list[Obj]:
+    if rng.random() > 0.15:
+        return []
+    effect = rng.choice(("NoSchedule", "NoExecute"))
+    taint: Obj = {"key": rng.choice(("example.com/broken", "example.com/maint")), "effect": effect}
+    if rng.random() < 0.5:
+        taint["value"] = rng.choice(("yes", "soon"))
+    return [taint]
+
+
+class _Builder:
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.seed = seed
+        self.objects: list[Obj] = []
+        self.devices: list[tuple[str, str, str, Obj]] = []  # driver, pool, device, device obj
+        self.drivers = [f"d{i}.example.com" for i in range(self.rng.randint(1, 2))]
+        self.nodes = [f"node-{i}" for i in range(self.rng.randint(1, 4))]
+
+    def node_objects(self) -> None:
+        for name in self.nodes:
+            labels = {"kubernetes.io/hostname": name, "zone": self.rng.choice(ZONES)}
+            self.objects.append(
+                {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
+            )
+
+    def device(self, driver: str, pool: str, name: str, index: int) -> Obj:
+        rng = self.rng
+        dev: Obj = {"name": name, "attributes": _attrs(rng, index)}
+        dev["capacity"] = {"memory": {"value": rng.choice(("16Gi", "40Gi", "80Gi"))}}
+        taints = _taints(rng)
+        if taints:
+            dev["taints"] = taints
+        if rng.random() < 0.06:
+            dev["bindingConditions"] = ["example.com/ready"]
+            dev["bindingFailureConditions"] = ["example.com/failed"]
+        self.devices.append((driver, pool, name, dev))
+        return dev
+
+    def slice_obj(self, name: str, spec: Obj) -> None:
+        self.objects.append(
+            {"apiVersion": API, "kind": "ResourceSlice", "metadata": {"name": name}, "spec": spec}
+        )
+
+    def node_pools(self) -> None:
+        rng = self.rng
+        for driver in self.drivers:
+            for node in self.nodes:
+                if rng.random() < 0.15:
+                    continue
+                count = rng.randint(1, 2)
+                # Now and then a pool whose second slice is missing (incomplete pool).
+                published = count if rng.random() > 0.05 else count - 1
+                for part in range(published):
+                    devices = [
+                        self.device(driver, node, f"dev-{part}-{i}", part * 10 + i)
+                        for i in range(rng.randint(1, 4))
+                    ]
+                    self.slice_obj(
+                        f"{driver}-{node}-{part}",
+                        {
+                            "driver": driver,
+                            "nodeName": node,
+                            "pool": {"name": node, "generation": 1, "resourceSliceCount": count},
+                            "devices": devices,
+                        },
+                    )
+
+    def network_pool(self) -> None:
+        rng = self.rng
+        if rng.random() > 0.3:
+            return
+        driver = self.drivers[0]
+        selection: Obj
+        if rng.random() < 0.5:
+            selection = {"allNodes": True}
+        else:
+            zone = rng.choice(ZONES)
+            selection = {
+                "nodeSelector": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "zone", "operator": "In", "values": [zone]}]}
+                    ]
+                }
+            }
+        devices = [self.device(driver, "net", f"net-{i}", 50 + i) for i in range(rng.randint(1, 3))]
+        spec: Obj = {
+            "driver": driver,
+            "pool": {"name": "net", "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        }
+        spec.update(selection)
+        self.slice_obj(f"{driver}-net", spec)
+
+    def partitionable_pool(self) -> None:
+        rng = self.rng
+        if rng.random() > 0.3:
+            return
+        driver = self.drivers[-1]
+        node = rng.choice(self.nodes)
+        pool = f"{node}-mig"
+        slices = rng.randint(4, 8)
+        self.slice_obj(
+            f"{driver}-{pool}-counters",
+            {
+                "driver": driver,
+                "pool": {"name": pool, "generation": 1, "resourceSliceCount": 2},
+                "nodeName": node,
+                "sharedCounters": [
+                    {"name": "gpu-0", "counters": {"slices": {"value": str(slices)}}}
+                ],
+            },
+        )
+        devices = []
+        for i, size in enumerate(rng.sample((1, 2, 3, 4, 7, 8), k=rng.randint(2, 5))):
+            dev = self.device(driver, pool, f"part-{i}", 100 + i)
+            dev["consumesCounters"] = [
+                {"counterSet": "gpu-0", "counters": {"slices": {"value": str(size)}}}
+            ]
+            devices.append(dev)
+        self.slice_obj(
+            f"{driver}-{pool}-devices",
+            {
+                "driver": driver,
+                "pool": {"name": pool, "generation": 1, "resourceSliceCount": 2},
+                "nodeName": node,
+                "devices": devices,
+            },
+        )
+
+    def shared_pool(self) -> None:
+        rng = self.rng
+        if rng.random() > 0.3:
+            return
+        driver = self.drivers[0]
+        node = rng.choice(self.nodes)
+        pool = f"{node}-shared"
+        devices = []
+        for i in range(rng.randint(1, 2)):
+            dev = self.device(driver, pool, f"shared-{i}", 200 + i)
+            policy: Obj
+            if rng.random() < 0.5:
+                policy = {"default": "10Gi", "validRange": {"min": "5Gi", "step": "5Gi"}}
+            else:
+                policy = {"default": "20Gi", "validValues": ["10Gi", "20Gi", "40Gi"]}
+            dev["capacity"] = {"memory": {"value": "80Gi", "requestPolicy": policy}}
+            dev["allowMultipleAllocations"] = True
+            devices.append(dev)
+        self.slice_obj(
+            f"{driver}-{pool}",
+            {
+                "driver": driver,
+                "nodeName": node,
+                "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
+                "devices": devices,
+            },
+        )
+
+    def classes(self) -> list[str]:
+        rng = self.rng
+        names = []
+        for driver in self.drivers:
+            name = f"class-{driver.split('.')[0]}"
+            selectors = [{"cel": {"expression": f'device.driver == "{driver}"'}}]
+            if rng.random() < 0.3:
+                selectors.append(
+                    {"cel": {"expression": f"device.attributes['{driver}'].numa <= 1"}}
+                )
+            spec: Obj = {"selectors": selectors}
+            if rng.random() < 0.3:
+                spec["config"] = [{"opaque": {"driver": driver, "parameters": {"class": name}}}]
+            self.objects.append(
+                {"apiVersion": API, "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec}
+            )
+            names.append(name)
+        return names
+
+    def taint_rules(self) -> None:
+        rng = self.rng
+        if rng.random() > 0.1 or not self.devices:
+            return
+        driver, pool, device, _ = rng.choice(self.devices)
+        selector: Obj = {"driver": driver}
+        if rng.random() < 0.7:
+            selector["pool"] = pool
+        if rng.random() < 0.5:
+            selector["device"] = device
+        self.objects.append(
+            {
+                "apiVersion": API,
+                "kind": "DeviceTaintRule",
+                "metadata": {"name": f"rule-{self.seed}"},
+                "spec": {
+                    "deviceSelector": selector,
+                    "taint": {"key": "example.com/rule", "effect": "NoSchedule"},
+                },
+            }
+        )
+
+    def selector(self, driver: str) -> str:
+        rng = self.rng
+        # Drawn in this order so that a seed keeps meaning the same scenario.
+        model, parity, memory = rng.choice(MODELS), rng.randint(0, 1), rng.choice(("20Gi", "40Gi"))
+        return rng.choice(
+            (
+                f"device.attributes['{driver}'].model == '{model}'",
+                f"device.attributes['{driver}'].index % 2 == {parity}",
+                f"device.capacity['{driver}'].memory.compareTo(quantity('{memory}')) >= 0",
+                f"device.attributes['{driver}'].healthy",  # runtime error where missing
+                f"device.attributes['{driver}'].driverVersion.isGreaterThan(semver('1.1.0'))",
+            )
+        )
+
+    def tolerations(self) -> list[Obj]:
+        rng = self.rng
+        if rng.random() > 0.2:
+            return []
+        toleration: Obj = {"key": rng.choice(("example.com/broken", "example.com/rule"))}
+        if rng.random() < 0.5:
+            toleration["operator"] = "Exists"
+        else:
+            toleration.update({"operator": "Equal", "value": "yes"})
+        if rng.random() < 0.5:
+            toleration["effect"] = rng.choice(("NoSchedule", "NoExecute"))
+        return [toleration]
+
+    def exact_body(self, class_name: str, driver: str) -> Obj:
+        rng = self.rng
+        body: Obj = {"deviceClassName": class_name}
+        if rng.random() < 0.1:
+            body["allocationMode"] = "All"
+        else:
+            body["allocationMode"] = "ExactCount"
+            body["count"] = rng.choice((1, 1, 1, 2, 3))
+        if rng.random() < 0.4:
+            body["selectors"] = [{"cel": {"expression": self.selector(driver)}}]
+        tolerations = self.tolerations()
+        if tolerations:
+            body["tolerations"] = tolerations
+        if rng.random() < 0.1:
+            body["capacity"] = {"requests": {"memory": rng.choice(("5Gi", "10Gi", "20Gi", "30Gi"))}}
+        return body
+
+    def request(self, index: int, classes: list[str]) -> Obj:
+        rng = self.rng
+        pick = rng.randrange(len(classes))
+        class_name, driver = classes[pick], self.drivers[pick]
+        name = f"r{index}"
+        if rng.random() < 0.2:
+            subs = []
+            for j in range(rng.randint(2, 3)):
+                sub = self.exact_body(class_name, driver)
+                subs.append({"name": f"s{j}", **sub})
+            return {"name": name, "firstAvailable": subs}
+        body = self.exact_body(class_name, driver)
+        if rng.random() < 0.05:
+            body["adminAccess"] = True
+        return {"name": name, "exactly": body}
+
+    def pending_claims(self, classes: list[str]) -> list[str]:
+        rng = self.rng
+        keys = []
+        for c in range(rng.randint(1, 3)):
+            requests = [self.request(i, classes) for i in range(rng.randint(1, 3))]
+            devices: Obj = {"requests": requests}
+            names = [r["name"] for r in requests]
+            if len(requests) > 1 and rng.random() < 0.3:
+                attr = rng.choice(("model", "numa"))
+                driver = self.drivers[0]
+                kind = rng.choice(("matchAttribute", "distinctAttribute"))
+                constraint: Obj = {kind: f"{driver}/{attr}"}
+                if rng.random() < 0.5:
+                    constraint["requests"] = rng.sample(names, k=2)
+                devices["constraints"] = [constraint]
+            if rng.random() < 0.2:
+                target = rng.choice(names)
+                devices["config"] = [
+                    {
+                        "requests": [target],
+                        "opaque": {"driver": self.drivers[0], "parameters": {"claim": c}},
+                    }
+                ]
+            name = f"claim-{c}"
+            self.objects.append(
+                {
+                    "apiVersion": API,
+                    "kind": "ResourceClaim",
+                    "metadata": {"name": name, "namespace": "default"},
+                    "spec": {"devices": devices},
+                }
+            )
+            keys.append(f"default/{name}")
+        return keys
+
+    def held_claims(self, classes: list[str]) -> None:
+        rng = self.rng
+        if not self.devices:
+            return
+        for h in range(rng.randint(0, 2)):
+            driver, pool, device, dev = rng.choice(self.devices)
+            result: Obj = {"request": "held", "driver": driver, "pool": pool, "device": device}
+            shared = dev.get("allowMultipleAllocations", False)
+            if shared:
+                result["shareID"] = f"00000000-0000-0000-0000-00000000000{h}"
+                result["consumedCapacity"] = {"memory": rng.choice(("10Gi", "40Gi"))}
+            elif rng.random() < 0.1:
+                result["adminAccess"] = True
+            self.objects.append(
+                {
+                    "apiVersion": API,
+                    "kind": "ResourceClaim",
+                    "metadata": {"name": f"held-{h}", "namespace": "default"},
+                    "spec": {
+                        "devices": {
+                            "requests": [
+                                {
+                                    "name": "held",
+                                    "exactly": {
+                                        "deviceClassName": classes[0],
+                                        "allocationMode": "ExactCount",
+                                        "count": 1,
+                                    },
+                                }
+                            ]
+                        }
+                    },
+                    "status": {"allocation": {"devices": {"results": [result]}}},
+                }
+            )
+
+    def duplicate_device_name(self) -> None:
+        """Now and then an invalid pool: a node slice repeats a device name."""
+        if self.rng.random() > 0.03:
+            return
+        for obj in self.objects:
+            devices = obj.get("spec", {}).get("devices") or []
+            if obj["kind"] == "ResourceSlice" and len(devices) >= 2:
+                devices[-1]["name"] = devices[0]["name"]
+                return
+
+    def pod(self, keys: list[str]) -> None:
+        """Sometimes the pod using the claims, with node constraints, and tainted nodes."""
+        rng = self.rng
+        for obj in self.objects:
+            if obj["kind"] == "Node" and rng.random() < 0.15:
+                obj["spec"] = {"taints": [{"key": "example.com/node", "effect": "NoSchedule"}]}
+        if rng.random() > 0.3:
+            return
+        spec: Obj = {
+            "containers": [{"name": "main", "image": "busybox"}],
+            "resourceClaims": [
+                {"name": f"c{i}", "resourceClaimName": key.split("/", 1)[1]}
+                for i, key in enumerate(keys)
+            ],
+        }
+        if rng.random() < 0.5:
+            spec["nodeSelector"] = {"zone": rng.choice(ZONES)}
+        if rng.random() < 0.5:
+            spec["tolerations"] = [{"key": "example.com/node", "operator": "Exists"}]
+        self.objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "pod", "namespace": "default"},
+                "spec": spec,
+            }
+        )
+
+    def features(self) -> str | None:
+        """Mostly every gate on; sometimes a random subset.
+
+        DRAConsumableCapacity stays on, so upstream keeps choosing its "incubating"
+        allocator, the variant ours reproduces; with only stable gates on it switches to
+        the "stable" one, which differs (e.g. no distinctAttribute) and is not modelled.
+        """
+        if self.rng.random() > 0.15:
+            return None
+        return ",".join(
+            gate if gate == "DRAConsumableCapacity" or self.rng.random() < 0.5 else f"{gate}=false"
+            for gate in GATES
+        )
+
+
+def random_case(seed: int) -> OracleCase:
+    """The scenario for ``seed``: objects plus the pending claims to allocate together."""
+    b = _Builder(seed)
+    b.node_objects()
+    b.node_pools()
+    b.network_pool()
+    b.partitionable_pool()
+    b.shared_pool()
+    classes = b.classes()
+    b.taint_rules()
+    b.held_claims(classes)
+    keys = b.pending_claims(classes)
+    # Drawn last, so that adding them kept the earlier seeds' scenarios as they were.
+    b.duplicate_device_name()
+    features = b.features()
+    b.pod(keys)
+    return OracleCase(id=f"seed-{seed}", objects=b.objects, claims=keys, features=features)

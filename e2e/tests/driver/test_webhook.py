@@ -1,0 +1,204 @@
+"""The validating admission webhook on the harness cluster: the chart installed with
+``webhook.enabled=true`` (TLS from the chart-made secret), bad opaque configs refused at
+``kubectl apply`` with the field path, good ones admitted, for ResourceClaims and
+ResourceClaimTemplates in every ``resource.k8s.io`` version the cluster serves.
+
+The harness runs no kube-proxy; the API server reaches the webhook at its pod address
+(``--enable-aggregator-routing=true``, see dra_e2e.commands).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dra_e2e.errors import KubectlError
+from dra_e2e.handle import ClusterHandle
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from driver_support import (
+    CHART,
+    Driver,
+    dump_diagnostics,
+    exists,
+    helm_path,
+    install,
+    run_helm,
+    uninstall,
+)
+
+pytestmark = pytest.mark.e2e
+
+NV = "resource.nvidia.com/v1beta1"
+BAD_STRATEGY = {"apiVersion": NV, "kind": "GpuConfig", "sharing": {"strategy": "Bogus"}}
+GOOD_CONFIG = {"apiVersion": NV, "kind": "GpuConfig", "sharing": {"strategy": "TimeSlicing"}}
+
+
+def _helm_env(cluster: ClusterHandle) -> dict[str, str]:
+    return {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
+
+
+def _set_webhook(driver: Driver, enabled: bool) -> str:
+    sets = [f"webhook.enabled={str(enabled).lower()}"]
+    if enabled:
+        # No cert-manager on the harness: the chart makes the CA and the certificate.
+        sets.append("webhook.tls.mode=secret")
+    args = [a for s in sets for a in ("--set", s)]
+    return run_helm(
+        helm_path(),
+        "upgrade",
+        driver.release,
+        str(CHART),
+        "--namespace",
+        driver.namespace,
+        "--reuse-values",
+        *args,
+        "--wait",
+        "--timeout",
+        "5m",
+        env=_helm_env(driver.cluster),
+    )
+
+
+def _devices(version: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    if version == "v1beta1":
+        request: dict[str, Any] = {"name": "gpu", "deviceClassName": "gpu.nvidia.com"}
+    else:
+        request = {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}
+    return {
+        "requests": [request],
+        "config": [
+            {"requests": ["gpu"], "opaque": {"driver": "gpu.nvidia.com", "parameters": parameters}}
+        ],
+    }
+
+
+def _claim(name: str, namespace: str, version: str, parameters: dict[str, Any]) -> str:
+    return json.dumps(
+        {
+            "apiVersion": f"resource.k8s.io/{version}",
+            "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"devices": _devices(version, parameters)},
+        }
+    )
+
+
+def _template(name: str, namespace: str, version: str, parameters: dict[str, Any]) -> str:
+    return json.dumps(
+        {
+            "apiVersion": f"resource.k8s.io/{version}",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"spec": {"devices": _devices(version, parameters)}},
+        }
+    )
+
+
+def _refused(cluster: ClusterHandle, manifest: str, *extra: str) -> str:
+    """kubectl apply's stderr; fails the test when the object was admitted."""
+    try:
+        cluster.kubectl("apply", "-f", "-", *extra, input_text=manifest)
+    except KubectlError as exc:
+        return exc.stderr
+    pytest.fail(f"admitted, expected the webhook to refuse it: {manifest}")
+
+
+@pytest.fixture(scope="module")
+def driver(
+    e2e_cluster: ClusterHandle, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Driver]:
+    """The chart installed on fake GPUs, then upgraded to run the webhook."""
+    installed = install(e2e_cluster, tmp_path_factory.mktemp("driver-images"))
+    try:
+        if not installed.installed_here:
+            pytest.fail("the webhook test installs the chart itself; unset DRA_E2E_RELEASE")
+        _set_webhook(installed, True)
+        # Ready pods are not yet a serving webhook for the API server: its endpoint resolver
+        # learns the address from the Service's endpoints. Server-side dry run goes through
+        # admission without storing anything.
+        probe = _claim("webhook-probe", "default", "v1", BAD_STRATEGY)
+
+        def serving() -> bool:
+            try:
+                e2e_cluster.kubectl("apply", "--dry-run=server", "-f", "-", input_text=probe)
+            except KubectlError as exc:
+                if "denied the request" in exc.stderr:
+                    return True
+                raise
+            return False
+
+        e2e_cluster.wait_until("the webhook to refuse a bad config", serving, timeout=120)
+        yield installed
+    except BaseException:
+        print(dump_diagnostics(installed))
+        raise
+    finally:
+        uninstall(installed)
+
+
+@pytest.fixture
+def served_versions(e2e_cluster: ClusterHandle) -> list[str]:
+    """The resource.k8s.io versions the cluster serves that the webhook is registered for."""
+    groups = e2e_cluster.kubectl("api-versions").split()
+    return [v for v in ("v1", "v1beta2", "v1beta1") if f"resource.k8s.io/{v}" in groups]
+
+
+def test_bad_gpu_config_in_a_claim_is_refused_with_the_field_path(
+    driver: Driver, e2e_namespace: str
+) -> None:
+    stderr = _refused(driver.cluster, _claim("bad", e2e_namespace, "v1", BAD_STRATEGY))
+    assert 'admission webhook "gpu.nvidia.com" denied the request' in stderr
+    assert "spec.devices.config[0].opaque.parameters.sharing.strategy" in stderr
+    assert "'Bogus'" in stderr
+    assert f"ResourceClaim '{e2e_namespace}/bad'" in stderr
+    assert not exists(driver.cluster, "resourceclaim", "bad", "-n", e2e_namespace)
+
+
+def test_good_gpu_config_in_a_claim_is_admitted(driver: Driver, e2e_namespace: str) -> None:
+    driver.cluster.apply(_claim("good", e2e_namespace, "v1", GOOD_CONFIG))
+    claim = driver.cluster.kubectl_json("get", "resourceclaim", "good", "-n", e2e_namespace)
+    config = claim["spec"]["devices"]["config"][0]["opaque"]["parameters"]
+    assert config == GOOD_CONFIG
+
+
+def test_templates_are_checked_too(driver: Driver, e2e_namespace: str) -> None:
+    stderr = _refused(driver.cluster, _template("bad", e2e_namespace, "v1", BAD_STRATEGY))
+    assert "spec.spec.devices.config[0].opaque.parameters.sharing.strategy" in stderr
+    assert f"ResourceClaimTemplate '{e2e_namespace}/bad'" in stderr
+    driver.cluster.apply(_template("good", e2e_namespace, "v1", GOOD_CONFIG))
+    assert exists(driver.cluster, "resourceclaimtemplate", "good", "-n", e2e_namespace)
+
+
+def test_every_served_version_is_checked(
+    driver: Driver, e2e_namespace: str, served_versions: list[str]
+) -> None:
+    # The harness serves v1beta1 and v1beta2 next to v1 (dra_e2e.commands).
+    assert served_versions == ["v1", "v1beta2", "v1beta1"]
+    for version in served_versions:
+        bad = _claim(f"bad-{version}", e2e_namespace, version, BAD_STRATEGY)
+        stderr = _refused(driver.cluster, bad)
+        assert "spec.devices.config[0].opaque.parameters.sharing.strategy" in stderr, version
+        stderr = _refused(
+            driver.cluster, _template(f"bad-{version}", e2e_namespace, version, BAD_STRATEGY)
+        )
+        assert "spec.spec.devices.config[0].opaque.parameters.sharing.strategy" in stderr
+        driver.cluster.apply(_claim(f"good-{version}", e2e_namespace, version, GOOD_CONFIG))
+        assert exists(driver.cluster, "resourceclaim", f"good-{version}", "-n", e2e_namespace)
+
+
+def test_every_config_kind_of_ours_is_judged(driver: Driver, e2e_namespace: str) -> None:
+    vfio_bad = {"apiVersion": NV, "kind": "VfioDeviceConfig", "iommu": {"backendPolicy": "X"}}
+    stderr = _refused(driver.cluster, _claim("vfio", e2e_namespace, "v1", vfio_bad))
+    assert "spec.devices.config[0].opaque.parameters.iommu.backendPolicy" in stderr
+    unknown = {"apiVersion": NV, "kind": "GpuConfig", "typo": True}
+    stderr = _refused(driver.cluster, _claim("typo", e2e_namespace, "v1", unknown))
+    assert "spec.devices.config[0].opaque.parameters.typo: unknown field" in stderr
+    vfio_good = {"apiVersion": NV, "kind": "VfioDeviceConfig"}
+    driver.cluster.apply(_claim("vfio-good", e2e_namespace, "v1", vfio_good))
+    assert exists(driver.cluster, "resourceclaim", "vfio-good", "-n", e2e_namespace)

@@ -1,0 +1,87 @@
+"""``dra-webhook``: the validating admission webhook's command line. Only wiring here.
+
+Flags follow NVIDIA's webhook binary (``--tls-cert-file``, ``--tls-private-key-file``,
+``--port``), so the same Deployment arguments work with either image.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+from .server import READYZ_PATH, VALIDATE_PATH, WebhookServer, tls_context
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dra-webhook",
+        description="Validating admission webhook for the opaque configs "
+        f"(resource.nvidia.com/v1beta1) of ResourceClaims and ResourceClaimTemplates: "
+        f"POST {VALIDATE_PATH}, GET {READYZ_PATH}.",
+    )
+    parser.add_argument(
+        "--tls-cert-file", type=Path, required=True, help="PEM certificate (chain) to serve"
+    )
+    parser.add_argument(
+        "--tls-private-key-file", type=Path, required=True, help="PEM key of --tls-cert-file"
+    )
+    parser.add_argument("--port", type=int, default=443, help="HTTPS port (default 443)")
+    parser.add_argument(
+        "--bind-address", default="0.0.0.0", help="address to listen on (default 0.0.0.0)"
+    )
+    parser.add_argument(
+        "-v", "--v", dest="verbosity", type=int, default=0, help="log verbosity (1+: debug)"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve until SIGTERM or SIGINT; exit 2 on bad flags or unreadable certificates."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbosity >= 1 else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if not 0 < args.port < 65536:
+        parser.error(f"--port: {args.port} is not a TCP port (1-65535)")
+    try:
+        context = tls_context(args.tls_cert_file, args.tls_private_key_file)
+    except (OSError, ValueError) as exc:
+        parser.error(
+            f"--tls-cert-file {args.tls_cert_file} / --tls-private-key-file "
+            f"{args.tls_private_key_file}: cannot load: {exc}"
+        )
+    try:
+        server = WebhookServer((args.bind_address, args.port), tls=context)
+    except OSError as exc:
+        print(
+            f"dra-webhook: cannot listen on {args.bind_address}:{args.port}: {exc}", file=sys.stderr
+        )
+        return 1
+
+    def stop(_signum: int, _frame: FrameType | None) -> None:
+        # shutdown() waits for serve_forever() to return: call it off the serving thread.
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    logging.getLogger(__name__).info(
+        "serving %s and %s on https://%s:%d",
+        VALIDATE_PATH,
+        READYZ_PATH,
+        args.bind_address,
+        server.port,
+    )
+    with server:
+        server.serve_forever()
+    return 0

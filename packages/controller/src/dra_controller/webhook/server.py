@@ -1,0 +1,124 @@
+"""The webhook's HTTPS server: AdmissionReviews in over POST, verdicts out (stdlib only).
+
+Paths, as NVIDIA's webhook serves them: ``POST /validate-resource-claim-parameters`` (the
+ValidatingWebhookConfiguration points there) and ``GET /readyz`` (the probes).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import ssl
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Final
+
+from .admission import AdmissionReviewError, review
+
+__all__ = ["MAX_BODY_BYTES", "READYZ_PATH", "VALIDATE_PATH", "WebhookServer", "tls_context"]
+
+VALIDATE_PATH: Final = "/validate-resource-claim-parameters"
+READYZ_PATH: Final = "/readyz"
+#: An AdmissionReview holds the object and, on UPDATE, the old one: objects are at most
+#: about 1.5 MiB in etcd, so a few MiB bound a legitimate request.
+MAX_BODY_BYTES: Final = 8 * 1024 * 1024
+
+_log = logging.getLogger(__name__)
+
+
+def tls_context(cert_file: Path, key_file: Path) -> ssl.SSLContext:
+    """A server TLS context (TLS 1.2 or newer) with the PEM certificate chain and key."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(certfile=str(cert_file), keyfile=str(key_file))
+    return context
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_version = "dra-webhook"
+    # Keep-alive: the API server reuses its connection instead of a TLS handshake per call.
+    protocol_version = "HTTP/1.1"
+    # Seconds a client may stall (the TLS handshake included): a slow one holds one thread.
+    timeout = 15
+
+    def do_GET(self) -> None:
+        if self.path.split("?", 1)[0] == READYZ_PATH:
+            self._reply(HTTPStatus.OK, b"ok\n", "text/plain; charset=utf-8")
+        else:
+            self._error(HTTPStatus.NOT_FOUND, "not found")
+
+    def do_POST(self) -> None:
+        if self.path.split("?", 1)[0] != VALIDATE_PATH:
+            self._error(HTTPStatus.NOT_FOUND, "not found")
+            return
+        content_type = self.headers.get("Content-Type", "").split(";", 1)[0].strip()
+        if content_type != "application/json":
+            self._error(
+                HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+                f"contentType={content_type!r}, expected application/json",
+            )
+            return
+        try:
+            length = int(self.headers.get("Content-Length", ""))
+        except ValueError:
+            self._error(HTTPStatus.LENGTH_REQUIRED, "Content-Length required")
+            return
+        if not 0 <= length <= MAX_BODY_BYTES:
+            self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body over {MAX_BODY_BYTES} bytes")
+            return
+        try:
+            answer = review(json.loads(self.rfile.read(length)))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            self._error(HTTPStatus.BAD_REQUEST, f"body is not JSON: {exc}")
+            return
+        except AdmissionReviewError as exc:
+            self._error(HTTPStatus.BAD_REQUEST, str(exc))
+            return
+        self._log_verdict(answer["response"])
+        self._reply(HTTPStatus.OK, json.dumps(answer).encode(), "application/json")
+
+    def _log_verdict(self, response: dict[str, Any]) -> None:
+        if response["allowed"]:
+            _log.debug("admitted request %s", response["uid"])
+        else:
+            _log.info("denied request %s: %s", response["uid"], response["status"]["message"])
+
+    def _error(self, status: HTTPStatus, message: str) -> None:
+        _log.warning("%s %s: %s", self.command, self.path, message)
+        # The body may be unread: the connection cannot carry another request.
+        self.close_connection = True
+        self._reply(status, (message + "\n").encode(), "text/plain; charset=utf-8")
+
+    def _reply(self, status: HTTPStatus, body: bytes, content_type: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        _log.debug("%s " + format, self.address_string(), *args)
+
+
+class WebhookServer(ThreadingHTTPServer):
+    """Serves the webhook on ``(host, port)``; HTTPS when a TLS context is given.
+
+    The TLS handshake runs in the request's thread (not in ``accept``), so a client that
+    stalls it cannot block the others. Port 0 picks a free port (see ``server_address``).
+    """
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], *, tls: ssl.SSLContext | None = None) -> None:
+        """Bind the listening socket (wrapped for TLS when ``tls`` is set)."""
+        super().__init__(address, _Handler)
+        if tls is not None:
+            self.socket = tls.wrap_socket(
+                self.socket, server_side=True, do_handshake_on_connect=False
+            )
+
+    @property
+    def port(self) -> int:
+        """The bound port."""
+        return int(self.server_address[1])

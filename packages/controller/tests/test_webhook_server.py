@@ -1,0 +1,264 @@
+"""The webhook's HTTPS server and ``dra-webhook`` command, over real TLS on loopback."""
+
+from __future__ import annotations
+
+import datetime
+import http.client
+import ipaddress
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from dra_controller.webhook.cli import main
+from dra_controller.webhook.server import WebhookServer, tls_context
+
+NV = "resource.nvidia.com/v1beta1"
+
+
+def _write_cert(directory: Path) -> tuple[Path, Path]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "dra-webhook-test")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = directory / "tls.crt", directory / "tls.key"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_file, key_file
+
+
+@pytest.fixture(scope="module")
+def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return _write_cert(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture
+def server(cert: tuple[Path, Path]) -> Iterator[WebhookServer]:
+    srv = WebhookServer(("127.0.0.1", 0), tls=tls_context(*cert))
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+    thread.join(timeout=10)
+
+
+def _client(cert: tuple[Path, Path], port: int) -> http.client.HTTPSConnection:
+    context = ssl.create_default_context(cafile=str(cert[0]))
+    return http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
+
+
+def _request(
+    cert: tuple[Path, Path],
+    port: int,
+    method: str,
+    path: str,
+    body: bytes | None = None,
+    content_type: str = "application/json",
+) -> tuple[int, bytes]:
+    conn = _client(cert, port)
+    try:
+        headers = {"Content-Type": content_type} if body is not None else {}
+        conn.request(method, path, body=body, headers=headers)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def _review(strategy: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "abc",
+            "resource": {
+                "group": "resource.k8s.io",
+                "version": "v1beta1",
+                "resource": "resourceclaims",
+            },
+            "operation": "CREATE",
+            "object": {
+                "metadata": {"name": "c", "namespace": "ns"},
+                "spec": {
+                    "devices": {
+                        "config": [
+                            {
+                                "opaque": {
+                                    "driver": "gpu.nvidia.com",
+                                    "parameters": {
+                                        "apiVersion": NV,
+                                        "kind": "GpuConfig",
+                                        "sharing": {"strategy": strategy},
+                                    },
+                                }
+                            }
+                        ]
+                    }
+                },
+            },
+        },
+    }
+
+
+def test_readyz(server: WebhookServer, cert: tuple[Path, Path]) -> None:
+    assert _request(cert, server.port, "GET", "/readyz") == (200, b"ok\n")
+
+
+def test_validate_admits_and_denies(server: WebhookServer, cert: tuple[Path, Path]) -> None:
+    path = "/validate-resource-claim-parameters"
+    status, body = _request(cert, server.port, "POST", path, json.dumps(_review("MPS")).encode())
+    assert status == 200
+    assert json.loads(body)["response"] == {"uid": "abc", "allowed": True}
+    status, body = _request(cert, server.port, "POST", path, json.dumps(_review("X")).encode())
+    assert status == 200
+    response = json.loads(body)["response"]
+    assert response["allowed"] is False
+    assert (
+        "spec.devices.config[0].opaque.parameters.sharing.strategy"
+        in (response["status"]["message"])
+    )
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "content_type", "code"),
+    [
+        ("GET", "/nope", None, "", 404),
+        ("POST", "/readyz", b"{}", "application/json", 404),
+        ("POST", "/validate-resource-claim-parameters", b"{}", "text/plain", 415),
+        ("POST", "/validate-resource-claim-parameters", b"{not json", "application/json", 400),
+        (
+            "POST",
+            "/validate-resource-claim-parameters",
+            b'{"kind": "Pod"}',
+            "application/json",
+            400,
+        ),
+    ],
+)
+def test_bad_requests_get_http_errors(
+    server: WebhookServer,
+    cert: tuple[Path, Path],
+    method: str,
+    path: str,
+    body: bytes | None,
+    content_type: str,
+    code: int,
+) -> None:
+    assert _request(cert, server.port, method, path, body, content_type)[0] == code
+
+
+def test_a_stalled_handshake_does_not_block_others(
+    server: WebhookServer, cert: tuple[Path, Path]
+) -> None:
+    with socket.create_connection(("127.0.0.1", server.port)):
+        # Connected, never says hello: the next client must still be served.
+        assert _request(cert, server.port, "GET", "/readyz")[0] == 200
+
+
+def test_cli_rejects_unreadable_certificates(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(
+            [
+                "--tls-cert-file",
+                str(tmp_path / "no.crt"),
+                "--tls-private-key-file",
+                str(tmp_path / "no.key"),
+            ]
+        )
+    assert info.value.code == 2
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_console_script_serves_until_sigterm(cert: tuple[Path, Path]) -> None:
+    port = _free_port()
+    script = Path(sys.executable).parent / "dra-webhook"
+    proc = subprocess.Popen(
+        [
+            str(script),
+            f"--tls-cert-file={cert[0]}",
+            f"--tls-private-key-file={cert[1]}",
+            f"--port={port}",
+            "--bind-address=127.0.0.1",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                assert _request(cert, port, "GET", "/readyz") == (200, b"ok\n")
+                break
+            except OSError:
+                assert proc.poll() is None, proc.communicate()[1]
+                assert time.monotonic() < deadline, "dra-webhook did not start serving"
+                time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+        assert f"on https://127.0.0.1:{port}" in proc.communicate()[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_one_connection_serves_several_reviews(
+    server: WebhookServer, cert: tuple[Path, Path]
+) -> None:
+    conn = _client(cert, server.port)
+    try:
+        for strategy, allowed in (("MPS", True), ("X", False), ("TimeSlicing", True)):
+            body = json.dumps(_review(strategy)).encode()
+            conn.request(
+                "POST",
+                "/validate-resource-claim-parameters",
+                body=body,
+                headers={"Content-Type": "application/json"},
+            )
+            response = conn.getresponse()
+            assert response.version == 11
+            assert json.loads(response.read())["response"]["allowed"] is allowed
+    finally:
+        conn.close()
