@@ -391,9 +391,9 @@ def test_rbac_is_least_privilege(render: Render) -> None:
                 granted.setdefault((group, resource), set()).update(rule["verbs"])
     assert all("*" not in verbs for verbs in granted.values())
     assert all(resource != "*" and group != "*" for group, resource in granted)
-    assert granted[("resource.k8s.io", "resourceclaims")] == {"get", "list", "watch"}
+    # The exact verbs are pinned against the plugin's code in test_chart_rbac.py.
+    assert granted[("resource.k8s.io", "resourceclaims")] == {"get"}
     assert granted[("", "nodes")] == {"get"}
-    assert "create" in granted[("resource.k8s.io", "resourceslices")]
     for forbidden in ("secrets", "pods", "configmaps", "resourceclaimtemplates"):
         assert not any(resource == forbidden for _, resource in granted)
     assert not _kind(objects, "Role"), "nothing namespaced is needed"

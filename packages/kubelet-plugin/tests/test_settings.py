@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from dra_kubelet_plugin import feature_gates
 from dra_kubelet_plugin.cli import main
 from dra_kubelet_plugin.errors import ConfigurationError
 from dra_kubelet_plugin.settings import Settings, build_parser, flag_table, settings_from_args
@@ -81,14 +85,158 @@ def test_bad_settings_name_the_setting(argv: list[str], setting: str) -> None:
         parse(argv)
 
 
-def test_cli_exits_2_with_the_setting_named(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    """main() configures process-wide logging; give pytest its handlers back."""
     root = logging.getLogger()
     saved = (list(root.handlers), root.level)
     try:
-        with pytest.raises(SystemExit) as exc:
-            main(["--node-name", "n", "--healthcheck-port", "x"])
-    finally:  # main() configures process-wide logging; give pytest its handlers back
+        yield
+    finally:
         root.handlers[:] = saved[0]
         root.setLevel(saved[1])
-    assert exc.value.code == 2
-    assert "--healthcheck-port" in capsys.readouterr().err
+
+
+def _stderr_lines(capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+
+
+@pytest.mark.usefixtures("restore_logging")
+def test_cli_exits_2_with_the_setting_named(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--node-name", "n", "--healthcheck-port", "x"]) == 2
+    (line,) = _stderr_lines(capsys)
+    assert line["setting"] == "--healthcheck-port"
+    assert line["event"] == "bad_settings"
+
+
+@pytest.mark.usefixtures("restore_logging")
+def test_unknown_gate_is_one_line_naming_it_and_exit_2(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["--node-name", "n", "--feature-gates", "NVMLDeviceHealthChek=true"])
+    assert code == 2
+    (line,) = _stderr_lines(capsys)
+    assert line["level"] == "error"
+    assert line["msg"].startswith("--feature-gates: unknown feature gate 'NVMLDeviceHealthChek'")
+    assert "NVMLDeviceHealthCheck" in line["msg"], "the known gates are listed"
+
+
+# NVIDIA's gates and defaults (pkg/featuregates of the chart's commit), and the logging gates
+# its chart documents: what a values file written for NVIDIA's chart may set.
+NVIDIA_DEFAULTS = {
+    "TimeSlicingSettings": False,
+    "MPSSupport": False,
+    "IMEXDaemonsWithDNSNames": True,
+    "PassthroughSupport": False,
+    "NVMLDeviceHealthCheck": False,
+    "DynamicMIG": False,
+    "ComputeDomainCliques": True,
+    "CrashOnNVLinkFabricErrors": True,
+    "DeviceMetadata": False,
+    "FabricManagerPartitioning": False,
+    "HostManagedIMEXDaemon": False,
+    "DRAListTypeAttributes": False,
+    "ConsumableShares": False,
+}
+LOGGING_DEFAULTS = {
+    "ContextualLogging": True,
+    "LoggingAlphaOptions": False,
+    "LoggingBetaOptions": True,
+}
+
+
+def test_nvidias_gates_and_the_logging_gates_have_nvidias_defaults() -> None:
+    s = parse(["--node-name", "n"])
+    for name, default in {**NVIDIA_DEFAULTS, **LOGGING_DEFAULTS}.items():
+        assert s.gate(name) is default, name
+    nvidia = [g for g in feature_gates.GATES if g.origin is feature_gates.Origin.NVIDIA]
+    assert {g.name for g in nvidia} == set(NVIDIA_DEFAULTS)
+    assert len({g.name for g in feature_gates.GATES}) == len(feature_gates.GATES)
+    assert s.explicit_gates == frozenset()
+    assert s.unimplemented_gates() == {}
+
+
+@pytest.mark.parametrize("name", sorted(NVIDIA_DEFAULTS) + sorted(LOGGING_DEFAULTS))
+def test_every_gate_is_accepted_on_and_off(name: str) -> None:
+    requires = [r.other for r in feature_gates.RULES if r.gate == name and r.kind == "requires"]
+    needed = [f"{other}=true" for other in requires if not feature_gates.defaults()[other]]
+    on = parse(["--node-name", "n", "--feature-gates", ",".join([f"{name}=true", *needed])])
+    assert on.gate(name)
+    assert name in on.explicit_gates
+    assert on.unimplemented_gates()[name] is True, "no NVIDIA or logging gate is built yet"
+    # Off, a gate that is on by default and requires it must go off too (NVIDIA's rule).
+    dependants = [
+        r.gate
+        for r in feature_gates.RULES
+        if r.other == name and r.kind == "requires" and feature_gates.defaults()[r.gate]
+    ]
+    off_text = ",".join([f"{name}=false", *(f"{d}=false" for d in dependants)])
+    off = parse(["--node-name", "n", "--feature-gates", off_text])
+    assert not off.gate(name)
+    assert off.unimplemented_gates()[name] is False
+
+
+@pytest.mark.parametrize(
+    ("gates", "message"),
+    [
+        (
+            "ComputeDomainCliques=true,IMEXDaemonsWithDNSNames=false",
+            "ComputeDomainCliques requires",
+        ),
+        ("DeviceMetadata=true", "DeviceMetadata requires PassthroughSupport=true"),
+        ("DynamicMIG=true,PassthroughSupport=true", "DynamicMIG and PassthroughSupport cannot"),
+        ("DynamicMIG=true,NVMLDeviceHealthCheck=true", "DynamicMIG and NVMLDeviceHealthCheck"),
+        ("DynamicMIG=true,MPSSupport=true", "DynamicMIG and MPSSupport cannot"),
+        ("PassthroughSupport=true,NVMLDeviceHealthCheck=true", "PassthroughSupport and NVML"),
+    ],
+)
+def test_nvidias_gate_rules_are_enforced(gates: str, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=f"^--feature-gates: .*{message}"):
+        parse(["--node-name", "n", "--feature-gates", gates])
+
+
+def test_rules_only_name_known_gates() -> None:
+    names = {g.name for g in feature_gates.GATES}
+    for rule in feature_gates.RULES:
+        assert {rule.gate, rule.other} <= names, rule
+
+
+def test_the_project_gates_stay_on_by_default_and_implemented() -> None:
+    own = {g.name: g for g in feature_gates.GATES if g.origin is feature_gates.Origin.PROJECT}
+    assert set(own) == {"DeviceHealthCheck", "DeviceTaints"}
+    assert all(g.default and g.implemented for g in own.values())
+    s = parse(["--node-name", "n", "--feature-gates", "DeviceTaints=false"])
+    assert s.unimplemented_gates() == {}, "an implemented gate is not reported"
+
+
+@pytest.mark.usefixtures("restore_logging")
+def test_unimplemented_gates_are_logged_in_one_line_at_start(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    gates = "MPSSupport=true,DeviceTaints=true,LoggingAlphaOptions=false"
+    # --print-resource-slices starts the plugin up to its first output: no cluster needed.
+    code = main(
+        [
+            "--node-name",
+            "n",
+            "--device-backend",
+            "fake",
+            "--fake-gpus",
+            "1xL4",
+            "--fake-gpu-state-file",
+            str(tmp_path / "fake.json"),
+            "--feature-gates",
+            gates,
+            "--print-resource-slices",
+        ]
+    )
+    assert code == 0
+    lines = [
+        line
+        for line in _stderr_lines(capsys)
+        if line.get("event") == "feature_gates_not_implemented"
+    ]
+    (line,) = lines
+    assert line["gates"] == {"MPSSupport": True, "LoggingAlphaOptions": False}
+    assert "MPSSupport=true" in line["msg"]
+    assert line["level"] == "warning"

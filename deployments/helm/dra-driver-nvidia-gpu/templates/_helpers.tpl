@@ -26,9 +26,14 @@
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
+{{/* Labels selecting the release's pods: selectorLabelsOverride when set (NVIDIA's value). */}}
 {{- define "dra-driver-nvidia-gpu.selectorLabels" -}}
+{{- if .Values.selectorLabelsOverride }}
+{{- toYaml .Values.selectorLabelsOverride }}
+{{- else }}
 app.kubernetes.io/name: {{ include "dra-driver-nvidia-gpu.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
 {{- end }}
 
 {{- define "dra-driver-nvidia-gpu.labels" -}}
@@ -95,4 +100,92 @@ Values in kubeletPlugin.containers.gpus.securityContext override these defaults 
 {{- $default = dict "privileged" true }}
 {{- end }}
 {{- toYaml (mergeOverwrite $default (deepCopy .Values.kubeletPlugin.containers.gpus.securityContext)) }}
+{{- end }}
+
+{{/*
+The plugin's feature gates (JSON): gates, name -> default and whether this project acts on it, and
+rules, NVIDIA's dependency rules. The chart's copy of the plugin's table
+(dra_kubelet_plugin.feature_gates), as are the featureGates properties of values.schema.json;
+a chart test keeps all three equal.
+*/}}
+{{- define "dra-driver-nvidia-gpu.gateTable" -}}
+{
+"gates": {
+  "TimeSlicingSettings": {"default": false, "implemented": false},
+  "MPSSupport": {"default": false, "implemented": false},
+  "IMEXDaemonsWithDNSNames": {"default": true, "implemented": false},
+  "PassthroughSupport": {"default": false, "implemented": false},
+  "NVMLDeviceHealthCheck": {"default": false, "implemented": false},
+  "DynamicMIG": {"default": false, "implemented": false},
+  "ComputeDomainCliques": {"default": true, "implemented": false},
+  "CrashOnNVLinkFabricErrors": {"default": true, "implemented": false},
+  "DeviceMetadata": {"default": false, "implemented": false},
+  "FabricManagerPartitioning": {"default": false, "implemented": false},
+  "HostManagedIMEXDaemon": {"default": false, "implemented": false},
+  "DRAListTypeAttributes": {"default": false, "implemented": false},
+  "ConsumableShares": {"default": false, "implemented": false},
+  "ContextualLogging": {"default": true, "implemented": false},
+  "LoggingAlphaOptions": {"default": false, "implemented": false},
+  "LoggingBetaOptions": {"default": true, "implemented": false},
+  "DeviceHealthCheck": {"default": true, "implemented": true},
+  "DeviceTaints": {"default": true, "implemented": true}
+},
+"rules": [
+  {"gate": "ComputeDomainCliques", "kind": "requires", "other": "IMEXDaemonsWithDNSNames"},
+  {"gate": "DynamicMIG", "kind": "excludes", "other": "PassthroughSupport"},
+  {"gate": "DynamicMIG", "kind": "excludes", "other": "NVMLDeviceHealthCheck"},
+  {"gate": "DynamicMIG", "kind": "excludes", "other": "MPSSupport"},
+  {"gate": "PassthroughSupport", "kind": "excludes", "other": "NVMLDeviceHealthCheck"},
+  {"gate": "DeviceMetadata", "kind": "requires", "other": "PassthroughSupport"}
+]
+}
+{{- end }}
+
+{{/* Every gate's effective value (JSON): featureGates over the defaults. */}}
+{{- define "dra-driver-nvidia-gpu.effectiveGates" -}}
+{{- $table := include "dra-driver-nvidia-gpu.gateTable" . | fromJson }}
+{{- $gates := dict }}
+{{- range $name, $gate := $table.gates }}
+{{- if hasKey $.Values.featureGates $name }}
+{{- $_ := set $gates $name (get $.Values.featureGates $name) }}
+{{- else }}
+{{- $_ := set $gates $name $gate.default }}
+{{- end }}
+{{- end }}
+{{- toJson $gates }}
+{{- end }}
+
+{{/*
+What this release was asked for that the chart accepts (NVIDIA's values) but this project has not
+built yet, one "key: what" line each; empty when nothing.
+*/}}
+{{- define "dra-driver-nvidia-gpu.notImplemented" -}}
+{{- $v := .Values }}
+{{- $table := include "dra-driver-nvidia-gpu.gateTable" . | fromJson }}
+{{- range $name := keys $v.featureGates | sortAlpha }}
+{{- if not (index $table.gates $name "implemented") }}
+featureGates.{{ $name }}={{ get $v.featureGates $name }}: the plugin accepts the gate, nothing acts on it yet
+{{- end }}
+{{- end }}
+{{- if $v.nvidiaCDIHookPath }}
+nvidiaCDIHookPath: CDI specs carry no nvidia-cdi-hook hooks yet
+{{- end }}
+{{- if $v.altProcDevices }}
+altProcDevices: used by the compute domain plugin, which is not built yet
+{{- end }}
+{{- if $v.consumableShares }}
+consumableShares: consumable capacity is not published yet
+{{- end }}
+{{- if $v.maskNvidiaDriverParams }}
+maskNvidiaDriverParams: the driver's params file is not masked
+{{- end }}
+{{- if $v.resources.computeDomains.enabled }}
+resources.computeDomains.enabled: only the ComputeDomain DeviceClasses are installed; controller.*, resources.computeDomains.imex.*, kubeletPlugin.containers.computeDomains and kubeletPlugin.metrics.computeDomainHttpEndpoint configure parts not built yet
+{{- end }}
+{{- if $v.kubeletPlugin.networkPolicy.enabled }}
+kubeletPlugin.networkPolicy.enabled: no NetworkPolicy is installed
+{{- end }}
+{{- if $v.controller.networkPolicy.enabled }}
+controller.networkPolicy.enabled: no NetworkPolicy is installed
+{{- end }}
 {{- end }}

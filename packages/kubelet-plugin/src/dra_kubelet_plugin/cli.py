@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from dra_nvlib import NvlibError
 
-from dra_kubelet_plugin.errors import PluginError
+from dra_kubelet_plugin.errors import ConfigurationError, PluginError
 from dra_kubelet_plugin.inventory import build_inventory
 from dra_kubelet_plugin.logs import configure_logging
 from dra_kubelet_plugin.plugin import KubeletPlugin, open_devices, render_resource_slices
@@ -29,6 +29,17 @@ def _print_slices(settings: Settings) -> int:
     return 0
 
 
+def _log_gates(settings: Settings) -> None:
+    """One line for the gates set that this plugin accepts but has not built yet."""
+    pending = settings.unimplemented_gates()
+    if pending:
+        log.warning(
+            "feature gates accepted but not implemented yet: "
+            + ", ".join(f"{name}={str(on).lower()}" for name, on in pending.items()),
+            extra={"event": "feature_gates_not_implemented", "gates": pending},
+        )
+
+
 async def _run(settings: Settings) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -44,8 +55,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(args.verbosity)
     try:
         settings = settings_from_args(args)
-    except PluginError as exc:
-        parser.error(str(exc))
+    except ConfigurationError as exc:
+        # One line naming the setting (no usage text): it is what `kubectl logs` shows.
+        log.error(str(exc), extra={"event": "bad_settings", "setting": exc.setting})
+        return 2
+    _log_gates(settings)
     try:
         if settings.print_resource_slices:
             return _print_slices(settings)

@@ -12,18 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dra_kubelet_plugin.errors import ConfigurationError
+from dra_kubelet_plugin.feature_gates import defaults, parse_feature_gates, unimplemented
 
 __all__ = ["DRIVER_NAME", "FEATURE_GATES", "Settings", "build_parser", "settings_from_args"]
 
 DRIVER_NAME = "gpu.nvidia.com"
 
-#: Known feature gates and their defaults.
-FEATURE_GATES: Mapping[str, bool] = {
-    # Serve the DRA health service to the kubelet and watch GPU health events.
-    "DeviceHealthCheck": True,
-    # Publish device taints for unhealthy GPUs in the ResourceSlices.
-    "DeviceTaints": True,
-}
+#: Every known feature gate at its default (the table is :data:`feature_gates.GATES`).
+FEATURE_GATES: Mapping[str, bool] = defaults()
 
 
 @dataclass(frozen=True)
@@ -44,6 +40,8 @@ class Settings:
     http_endpoint: str = ""
     metrics_path: str = "/metrics"
     feature_gates: Mapping[str, bool] = field(default_factory=lambda: dict(FEATURE_GATES))
+    #: The gates named in ``--feature-gates`` (the rest are at their defaults).
+    explicit_gates: frozenset[str] = frozenset()
     kubeconfig: str = ""
     verbosity: int = 0
     pod_uid: str = ""
@@ -61,6 +59,10 @@ class Settings:
     def gate(self, name: str) -> bool:
         """Whether feature gate ``name`` is on."""
         return self.feature_gates.get(name, False)
+
+    def unimplemented_gates(self) -> dict[str, bool]:
+        """Gates set in ``--feature-gates`` that this plugin accepts but has not built yet."""
+        return unimplemented(self.explicit_gates, self.feature_gates)
 
 
 # (flag, env var, default, help) -- the single table the README's flag list is made from.
@@ -103,7 +105,12 @@ _FLAGS: Sequence[tuple[str, str, str, str]] = (
         "host:port of the Prometheus metrics endpoint; empty disables",
     ),
     ("--metrics-path", "METRICS_PATH", "/metrics", "HTTP path of the metrics on --http-endpoint"),
-    ("--feature-gates", "FEATURE_GATES", "", "comma-separated Gate=true|false"),
+    (
+        "--feature-gates",
+        "FEATURE_GATES",
+        "",
+        "comma-separated Gate=true|false (NVIDIA's gates, the logging gates, this plugin's)",
+    ),
     ("--kubeconfig", "KUBECONFIG", "", "kubeconfig file; in-cluster config when empty"),
     ("--pod-uid", "POD_UID", "", "this pod's UID: enables rolling-update socket names"),
     (
@@ -163,19 +170,6 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     return parser
 
 
-def _parse_gates(text: str) -> dict[str, bool]:
-    gates = dict(FEATURE_GATES)
-    for item in filter(None, (p.strip() for p in text.split(","))):
-        name, sep, value = item.partition("=")
-        if not sep or value.lower() not in ("true", "false"):
-            raise ConfigurationError("--feature-gates", f"{item!r} is not Gate=true|false")
-        if name not in FEATURE_GATES:
-            known = ", ".join(sorted(FEATURE_GATES))
-            raise ConfigurationError("--feature-gates", f"unknown gate {name!r} (known: {known})")
-        gates[name] = value.lower() == "true"
-    return gates
-
-
 def _int(value: str, flag: str) -> int:
     try:
         return int(value)
@@ -210,6 +204,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         raise ConfigurationError("--healthcheck-port", f"{port} is not a port (or -1)")
     if args.http_endpoint and ":" not in args.http_endpoint:
         raise ConfigurationError("--http-endpoint", f"{args.http_endpoint!r} is not host:port")
+    gates, explicit = parse_feature_gates(args.feature_gates)
     interval = _seconds(args.stale_claim_cleanup_interval, "--stale-claim-cleanup-interval")
     refresh = _seconds(args.device_refresh_interval, "--device-refresh-interval")
     paths = {
@@ -239,7 +234,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         healthcheck_port=port,
         http_endpoint=args.http_endpoint,
         metrics_path="/" + args.metrics_path.strip("/"),
-        feature_gates=_parse_gates(args.feature_gates),
+        feature_gates=gates,
+        explicit_gates=explicit,
         kubeconfig=args.kubeconfig,
         verbosity=args.verbosity,
         pod_uid=args.pod_uid,

@@ -1,0 +1,77 @@
+"""Offline rendering of the chart for its tests: the manifest objects, and the NOTES text.
+
+Imported by name (``import chart_render``), like chart_helpers: the test modules put this
+directory on ``sys.path``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from chart_helpers import BASE_SETS, CHART, NAMESPACE, run_helm, set_args
+
+#: NVIDIA's values.yaml (chart 0.5.0-dev), verbatim.
+NVIDIA_VALUES = Path(__file__).parent / "fixtures" / "nvidia-values-0.5.0-dev.yaml"
+
+
+def _args(
+    sets: Mapping[str, str] | None, values: Sequence[Path], namespace: str, base: bool
+) -> list[str]:
+    merged = {**(BASE_SETS if base else {}), **(sets or {})}
+    files = [arg for path in values for arg in ("-f", str(path))]
+    return ["--namespace", namespace, *files, *set_args(merged)]
+
+
+def render_objects(
+    helm: Path,
+    sets: Mapping[str, str] | None = None,
+    *,
+    values: Sequence[Path] = (),
+    namespace: str = NAMESPACE,
+    base: bool = True,
+) -> list[dict[str, Any]]:
+    """``helm template`` of the chart: the manifest objects in order (raises HelmFailed)."""
+    out = run_helm(helm, "template", "dra", str(CHART), *_args(sets, values, namespace, base))
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+def render_notes(
+    helm: Path,
+    sets: Mapping[str, str] | None = None,
+    *,
+    values: Sequence[Path] = (),
+    namespace: str = NAMESPACE,
+    base: bool = True,
+) -> str:
+    """The NOTES text ``helm install`` would print, rendered offline.
+
+    ``helm template`` skips NOTES.txt and a client-side dry-run install still asks a cluster for
+    its version, so a copy of the chart turns NOTES.txt into a named template and renders it
+    into a one-key YAML document.
+    """
+    with tempfile.TemporaryDirectory(prefix="chart-notes-") as tmp:
+        chart = Path(tmp) / CHART.name
+        shutil.copytree(CHART, chart)
+        templates = chart / "templates"
+        notes = (templates / "NOTES.txt").read_text()
+        (templates / "NOTES.txt").unlink()
+        define = '{{- define "chart-test.notes" -}}\n' + notes + "\n{{- end }}\n"
+        (templates / "_chart_test_notes.tpl").write_text(define)
+        (templates / "chart-test-notes.yaml").write_text(
+            'notes: {{ include "chart-test.notes" . | toJson }}\n'
+        )
+        out = run_helm(
+            helm,
+            "template",
+            "dra",
+            str(chart),
+            "--show-only",
+            "templates/chart-test-notes.yaml",
+            *_args(sets, values, namespace, base),
+        )
+    return str(yaml.safe_load(out)["notes"])

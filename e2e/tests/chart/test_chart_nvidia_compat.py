@@ -1,0 +1,333 @@
+"""NVIDIA's chart values accepted with NVIDIA's meaning: the values file verbatim, every feature
+gate (one table with the plugin), NVIDIA's probes, prestart check and node affinity."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from dra_kubelet_plugin import feature_gates
+
+sys.path.insert(0, str(Path(__file__).parent))
+from chart_helpers import CHART, HelmFailed, helm_path
+from chart_render import NVIDIA_VALUES, render_notes, render_objects
+
+SCHEMA = json.loads((CHART / "values.schema.json").read_text())
+NOT_IMPLEMENTED = "Accepted but not implemented yet"
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    """The pinned Helm binary (built from the Go module proxy on first use)."""
+    try:
+        return helm_path()
+    except HelmFailed as exc:
+        pytest.fail(str(exc))
+
+
+def _daemonset(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    (ds,) = [o for o in objects if o["kind"] == "DaemonSet"]
+    return dict(ds)
+
+
+def _pod(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    return dict(_daemonset(objects)["spec"]["template"]["spec"])
+
+
+def _gpus(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    (container,) = _pod(objects)["containers"]
+    return dict(container)
+
+
+def _leaves(node: Any, path: str = "") -> list[str]:
+    if isinstance(node, dict) and node:
+        return [leaf for key, child in node.items() for leaf in _leaves(child, f"{path}.{key}")]
+    return [path.lstrip(".")]
+
+
+def _schema_at(path: str) -> dict[str, Any]:
+    sch: dict[str, Any] = SCHEMA
+    for key in path.split("."):
+        if "$ref" in sch:
+            sch = SCHEMA["definitions"][sch["$ref"].rsplit("/", 1)[-1]]
+        if (
+            sch.get("type") == "object"
+            and "properties" not in sch
+            and "additionalProperties" not in sch
+        ):
+            return sch  # a free-form Kubernetes object (affinity, securityContext, ...)
+        props = sch.get("properties", {})
+        if key in props:
+            sch = props[key]
+        elif isinstance(sch.get("additionalProperties"), dict):
+            sch = sch["additionalProperties"]
+        else:
+            raise KeyError(path)
+    return sch
+
+
+# --- NVIDIA's values file -------------------------------------------------------------------
+
+
+def test_every_key_of_nvidias_values_is_in_the_schema() -> None:
+    nvidia = yaml.safe_load(NVIDIA_VALUES.read_text())
+    missing = []
+    for leaf in _leaves(nvidia):
+        try:
+            _schema_at(leaf)
+        except KeyError:
+            missing.append(leaf)
+    assert not missing, f"NVIDIA values the schema rejects: {missing}"
+
+
+def test_nvidias_values_verbatim_pass_the_schema_and_hit_nvidias_own_guard(helm: Path) -> None:
+    # NVIDIA's file leaves gpuResourcesEnabledOverride false: NVIDIA's chart refuses it with the
+    # same guard, so that is the only error, and no schema error comes first.
+    with pytest.raises(HelmFailed) as err:
+        render_objects(helm, values=[NVIDIA_VALUES], base=False)
+    assert "values don't meet the specifications of the schema" not in str(err.value)
+    assert "resources.gpus.enabled=true requires --set gpuResourcesEnabledOverride=true" in str(
+        err.value
+    )
+
+
+def test_nvidias_values_render_with_nvidias_meaning(helm: Path) -> None:
+    nvidia = yaml.safe_load(NVIDIA_VALUES.read_text())
+    objects = render_objects(helm, values=[NVIDIA_VALUES])
+    classes = sorted(o["metadata"]["name"] for o in objects if o["kind"] == "DeviceClass")
+    assert len(classes) == 5, "gpus and computeDomains are both enabled in NVIDIA's values"
+    pod = _pod(objects)
+    assert pod["affinity"] == nvidia["kubeletPlugin"]["affinity"]
+    assert pod["tolerations"] == nvidia["kubeletPlugin"]["tolerations"]
+    assert pod["priorityClassName"] == "system-node-critical"
+    gpus = _gpus(objects)
+    assert gpus["image"] == f"{nvidia['image']['repository']}:0.1.0"
+    assert gpus["securityContext"] == {"privileged": True}
+    assert "--http-endpoint=:8080" in gpus["args"]
+    assert "--metrics-path=/metrics" in gpus["args"]
+    assert "-v=4" in gpus["args"]
+    assert gpus["startupProbe"]["grpc"]["port"] == 51516
+    (init,) = pod["initContainers"]
+    assert init["name"] == "init"
+    notes = render_notes(helm, values=[NVIDIA_VALUES])
+    assert NOT_IMPLEMENTED in notes
+    assert "resources.computeDomains.enabled: only the ComputeDomain DeviceClasses" in notes
+    assert "webhook" not in notes, "NVIDIA's values leave the webhook off"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "listed"),
+    [
+        ("nvidiaCDIHookPath", "/usr/local/nvidia/toolkit/nvidia-cdi-hook", "nvidiaCDIHookPath"),
+        ("altProcDevices", "/var/lib/nvml-mock/imex/proc-devices", "altProcDevices"),
+        ("consumableShares", "memory", "consumableShares"),
+        ("consumableShares", "8", "consumableShares"),
+        ("kubeletPlugin.networkPolicy.enabled", "true", "kubeletPlugin.networkPolicy.enabled"),
+        ("controller.networkPolicy.enabled", "true", "controller.networkPolicy.enabled"),
+        ("kubeletPlugin.metrics.metricsPath", "/prom", None),
+        ("webhook.enabled", "true", None),
+        ("resources.computeDomains.imex.mode", "hostManaged", None),
+        ("controller.leaderElection.enabled", "true", None),
+        ("webhook.tls.mode", "secret", None),
+        ("kubeletPlugin.containers.computeDomains.gpuCliqueLabelEnabled", "true", None),
+    ],
+)
+def test_values_of_parts_not_built_are_accepted_and_listed(
+    helm: Path, key: str, value: str, listed: str | None
+) -> None:
+    render_objects(helm, {key: value})
+    notes = render_notes(helm, {key: value})
+    if listed is None:  # configures a part that is only listed when switched on
+        assert NOT_IMPLEMENTED not in notes
+    else:
+        assert NOT_IMPLEMENTED in notes
+        assert f"  - {listed}" in notes
+
+
+def test_a_default_install_lists_nothing_as_not_implemented(helm: Path) -> None:
+    assert NOT_IMPLEMENTED not in render_notes(helm)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("webhook.enable", "true", "'enable' not allowed"),
+        ("webhook.failurePolicy", "Sometimes", "/webhook/failurePolicy"),
+        ("webhook.tls.mode", "certmanager", "/webhook/tls/mode"),
+        ("controller.replica", "2", "'replica' not allowed"),
+        ("controller.leaderElection.leaseDuration", "soon", "/controller/leaderElection"),
+        ("resources.computeDomains.imex.mod", "hostManaged", "'mod' not allowed"),
+        ("resources.computeDomains.imex.mode", "host", "/resources/computeDomains/imex/mode"),
+        ("kubeletPlugin.containers.inits.resources.foo", "1", "'inits' not allowed"),
+        ("consumableShares", "lots", "/consumableShares"),
+        ("featureGates.NVMLDeviceHealthChek", "true", "'NVMLDeviceHealthChek' not allowed"),
+        ("featureGates.MPSSupport", "maybe", "/featureGates/MPSSupport"),
+        ("namespace", "gpu", "'namespace' not allowed"),
+    ],
+)
+def test_typos_in_nvidias_keys_are_still_rejected(
+    helm: Path, key: str, value: str, message: str
+) -> None:
+    with pytest.raises(HelmFailed) as err:
+        render_objects(helm, {key: value})
+    assert "values don't meet the specifications of the schema" in str(err.value)
+    assert message in str(err.value)
+
+
+# --- feature gates: one table ---------------------------------------------------------------
+
+
+def _chart_gate_table() -> dict[str, Any]:
+    text = (CHART / "templates" / "_helpers.tpl").read_text()
+    m = re.search(
+        r'\{\{- define "dra-driver-nvidia-gpu.gateTable" -\}\}\n(.*?)\n\{\{- end \}\}', text, re.S
+    )
+    assert m, "_helpers.tpl defines the gate table"
+    return dict(json.loads(m.group(1)))
+
+
+def test_the_schema_and_the_chart_list_the_plugins_gates() -> None:
+    expected = {g.name: (g.default, g.implemented) for g in feature_gates.GATES}
+    schema_gates = SCHEMA["properties"]["featureGates"]
+    assert schema_gates["additionalProperties"] is False
+    assert {k: v["default"] for k, v in schema_gates["properties"].items()} == {
+        k: default for k, (default, _) in expected.items()
+    }
+    assert all(v["type"] == "boolean" for v in schema_gates["properties"].values())
+    for gate in feature_gates.GATES:
+        described = schema_gates["properties"][gate.name]["description"]
+        assert described.startswith(f"{gate.maturity}, {gate.origin}: "), gate.name
+        assert described.endswith("(accepted, not implemented yet)") is not gate.implemented
+    table = _chart_gate_table()
+    assert {k: (v["default"], v["implemented"]) for k, v in table["gates"].items()} == expected
+    assert table["rules"] == [
+        {"gate": r.gate, "kind": str(r.kind), "other": r.other} for r in feature_gates.RULES
+    ]
+
+
+def test_values_yaml_documents_the_gates_nvidias_chart_names() -> None:
+    # NVIDIA's values.yaml names these in its featureGates comment; all must be known here.
+    named = re.findall(r"^#\s+(\w+): (?:true|false)", NVIDIA_VALUES.read_text(), re.M)
+    assert "NVMLDeviceHealthCheck" in named
+    known = {g.name for g in feature_gates.GATES}
+    assert set(named) - {"ExampleFeature"} <= known
+
+
+def _required_by_default_off(name: str) -> list[str]:
+    defaults = feature_gates.defaults()
+    return [
+        r.other
+        for r in feature_gates.RULES
+        if r.gate == name and r.kind is feature_gates.RuleKind.REQUIRES and not defaults[r.other]
+    ]
+
+
+@pytest.mark.parametrize("gate", [g.name for g in feature_gates.GATES])
+def test_every_feature_gate_on_alone(helm: Path, gate: str) -> None:
+    needed = _required_by_default_off(gate)
+    if needed:
+        # NVIDIA's rule: the gate alone is refused at install, naming what it needs.
+        with pytest.raises(HelmFailed, match=rf"featureGates\.{gate} requires featureGates\."):
+            render_objects(helm, {f"featureGates.{gate}": "true"})
+    sets = {f"featureGates.{name}": "true" for name in [gate, *needed]}
+    for backend in ("nvml", "fake"):
+        args = _gpus(render_objects(helm, {**sets, "devices.backend": backend}))["args"]
+        (flag,) = [a for a in args if a.startswith("--feature-gates=")]
+        assert f"{gate}=true" in flag.removeprefix("--feature-gates=").split(",")
+    notes = render_notes(helm, sets)
+    implemented = {g.name: g.implemented for g in feature_gates.GATES}[gate]
+    assert (f"featureGates.{gate}=true" in notes) is not implemented
+
+
+@pytest.mark.parametrize("rule", feature_gates.RULES, ids=str)
+def test_nvidias_gate_rules_fail_the_install(helm: Path, rule: feature_gates.GateRule) -> None:
+    sets = {f"featureGates.{rule.gate}": "true"}
+    sets[f"featureGates.{rule.other}"] = (
+        "false" if rule.kind is feature_gates.RuleKind.REQUIRES else "true"
+    )
+    expected = (
+        f"featureGates.{rule.gate} requires featureGates.{rule.other}=true"
+        if rule.kind is feature_gates.RuleKind.REQUIRES
+        else f"featureGates.{rule.gate} and featureGates.{rule.other} cannot both be enabled"
+    )
+    with pytest.raises(HelmFailed) as err:
+        render_objects(helm, sets)
+    assert expected in str(err.value)
+
+
+# --- probes, prestart, affinity -------------------------------------------------------------
+
+
+def test_startup_probe_gives_a_slow_start_ten_minutes_then_liveness(helm: Path) -> None:
+    gpus = _gpus(render_objects(helm))
+    startup, liveness = gpus["startupProbe"], gpus["livenessProbe"]
+    for probe in (startup, liveness):
+        assert probe["grpc"] == {"port": 51516, "service": "liveness"}
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 600
+    # The liveness probe starts after the startup probe passed, and tolerates a slow check.
+    assert liveness["timeoutSeconds"] >= 5
+    assert liveness["periodSeconds"] * liveness["failureThreshold"] >= 30
+
+
+def test_no_probes_without_a_health_port(helm: Path) -> None:
+    gpus = _gpus(render_objects(helm, {"kubeletPlugin.containers.gpus.healthcheckPort": "-1"}))
+    assert "startupProbe" not in gpus
+    assert "livenessProbe" not in gpus
+
+
+def test_init_container_waits_for_the_driver_root(helm: Path) -> None:
+    objects = render_objects(
+        helm,
+        {
+            "nvidiaDriverRoot": "/run/nvidia/driver",
+            "kubeletPlugin.containers.init.resources.limits.memory": "64Mi",
+            "kubeletPlugin.containers.init.securityContext.runAsUser": "0",
+        },
+    )
+    pod = _pod(objects)
+    (init,) = pod["initContainers"]
+    assert init["image"] == _gpus(objects)["image"]
+    assert init["command"] == ["python3", "-m", "dra_kubelet_plugin.prestart"]
+    assert init["args"] == [
+        "--nvidia-driver-root=/run/nvidia/driver",
+        "--container-driver-root=/driver-root",
+    ]
+    assert init["resources"] == {"limits": {"memory": "64Mi"}}
+    assert init["securityContext"] == {"runAsUser": 0}
+    (mount,) = init["volumeMounts"]
+    assert mount == {
+        "name": "driver-root",
+        "mountPath": "/driver-root",
+        "readOnly": True,
+        # The GPU Operator mounts its driver after the pod started: the mount must show.
+        "mountPropagation": "HostToContainer",
+    }
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["driver-root"]["hostPath"] == {
+        "path": "/run/nvidia/driver",
+        "type": "DirectoryOrCreate",
+    }
+
+
+def test_fake_backend_has_no_driver_root_to_wait_for(helm: Path) -> None:
+    assert "initContainers" not in _pod(render_objects(helm, {"devices.backend": "fake"}))
+
+
+def test_default_affinity_is_nvidias(helm: Path) -> None:
+    nvidia = yaml.safe_load(NVIDIA_VALUES.read_text())["kubeletPlugin"]["affinity"]
+    assert _pod(render_objects(helm))["affinity"] == nvidia
+
+
+def test_selector_labels_override(helm: Path) -> None:
+    objects = render_objects(helm, {"selectorLabelsOverride.app": "gpu-plugin"})
+    ds = _daemonset(objects)
+    assert ds["spec"]["selector"]["matchLabels"] == {
+        "app": "gpu-plugin",
+        "app.kubernetes.io/component": "kubelet-plugin",
+    }
+    assert ds["spec"]["template"]["metadata"]["labels"]["app"] == "gpu-plugin"

@@ -1,0 +1,169 @@
+"""The kubelet plugin's ClusterRole grants exactly the API requests the plugin's code makes.
+
+The requests are read from the plugin's source: every call of its JSON transport
+(``.request(METHOD, PATH)``, also through ``asyncio.to_thread``) and every ``.watch_lines(PATH)``,
+with PATH resolved from string literals, f-strings and the names assigned to them. A request
+that cannot be resolved fails the test, so a new kind of call cannot slip past it.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from chart_helpers import REPO, HelmFailed, helm_path
+from chart_render import render_objects
+
+PLUGIN_SRC = REPO / "packages" / "kubelet-plugin" / "src" / "dra_kubelet_plugin"
+#: The transport itself (its calls go to the HTTP client, not to the API's resources).
+TRANSPORT = PLUGIN_SRC / "kube.py"
+METHODS = {"GET", "POST", "PUT", "PATCH", "DELETE"}
+
+
+@dataclass(frozen=True)
+class Call:
+    """One API request in the plugin's source."""
+
+    where: str
+    method: str  # an HTTP method, or WATCH
+    path: str  # with ``{}`` for formatted parts
+
+
+def _text(node: ast.expr, names: dict[str, set[str]], where: str) -> str:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        parts = []
+        for part in node.values:
+            if isinstance(part, ast.Constant) and isinstance(part.value, str):
+                parts.append(part.value)
+            elif isinstance(part, ast.FormattedValue) and isinstance(part.value, ast.Name):
+                # Only module constants (``_SLICES``) stand for path text; other names are
+                # object names or namespaces.
+                constant = part.value.id.lstrip("_").isupper()
+                known = names.get(part.value.id, set()) if constant else set()
+                parts.append(next(iter(known)) if len(known) == 1 else "{}")
+            else:
+                parts.append("{}")
+        return "".join(parts)
+    if isinstance(node, ast.Name) and len(names.get(node.id, set())) == 1:
+        (value,) = names[node.id]
+        return value
+    raise AssertionError(f"{where}: cannot resolve the request path {ast.unparse(node)}")
+
+
+def _string_assignments(tree: ast.Module) -> dict[str, set[str]]:
+    """Name -> the string values assigned to it anywhere in the module."""
+    names: dict[str, set[str]] = {}
+    for node in ast.walk(tree):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        literal = isinstance(value, ast.Constant) and isinstance(value.value, str)
+        if literal or isinstance(value, ast.JoinedStr):
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    names.setdefault(target.id, set()).add(_text(value, {}, target.id))
+    return names
+
+
+def plugin_calls() -> Iterator[Call]:
+    """Every API request in the plugin's modules."""
+    for module in sorted(PLUGIN_SRC.rglob("*.py")):
+        if module == TRANSPORT or "_proto" in module.parts:
+            continue
+        tree = ast.parse(module.read_text(), str(module))
+        names = _string_assignments(tree)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+                continue
+            where = f"{module.relative_to(REPO)}:{node.lineno}"
+            args = list(node.args)
+            attr = node.func.attr
+            if attr == "to_thread" and args and isinstance(args[0], ast.Attribute):
+                attr, args = args[0].attr, args[1:]
+            if attr == "watch_lines":
+                yield Call(where, "WATCH", _text(args[0], names, where))
+            elif attr == "request":
+                method = args[0] if args else None
+                if not (isinstance(method, ast.Constant) and method.value in METHODS):
+                    raise AssertionError(f"{where}: request method is not a literal")
+                yield Call(where, str(method.value), _text(args[1], names, where))
+
+
+def verb_of(call: Call) -> tuple[str, str, str]:
+    """``(api group, resource, verb)`` the API server authorizes the call as."""
+    segments = call.path.split("?")[0].strip("/").split("/")
+    if segments[0] == "api":
+        group, rest = "", segments[2:]
+    elif segments[0] == "apis":
+        group, rest = segments[1], segments[3:]
+    else:
+        raise AssertionError(f"{call.where}: {call.path} is not an API resource path")
+    if rest[:1] == ["namespaces"] and len(rest) >= 3:
+        rest = rest[2:]
+    resource, item = rest[0], len(rest) > 1
+    verbs = {
+        ("GET", True): "get",
+        ("GET", False): "list",
+        ("WATCH", False): "watch",
+        ("POST", False): "create",
+        ("PUT", True): "update",
+        ("PATCH", True): "patch",
+        ("DELETE", True): "delete",
+        ("DELETE", False): "deletecollection",
+    }
+    verb = verbs.get((call.method, item))
+    assert verb, f"{call.where}: {call.method} {call.path} maps to no verb"
+    return group, resource, verb
+
+
+def _granted(role: dict[str, Any]) -> set[tuple[str, str, str]]:
+    return {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    """The pinned Helm binary (built from the Go module proxy on first use)."""
+    try:
+        return helm_path()
+    except HelmFailed as exc:
+        pytest.fail(str(exc))
+
+
+def test_the_scan_finds_the_plugins_requests() -> None:
+    used = {verb_of(c) for c in plugin_calls()}
+    # What the plugin is known to do; if one disappears the scan lost track of the code.
+    assert ("resource.k8s.io", "resourceslices", "create") in used
+    assert ("resource.k8s.io", "resourceslices", "watch") in used
+    assert ("resource.k8s.io", "resourceclaims", "get") in used
+    assert ("", "nodes", "get") in used
+
+
+def test_cluster_role_grants_exactly_what_the_plugin_calls(helm: Path) -> None:
+    used = {verb_of(c) for c in plugin_calls()}
+    objects = render_objects(helm, {"resources.computeDomains.enabled": "true"})
+    (role,) = [o for o in objects if o["kind"] == "ClusterRole"]
+    granted = _granted(role)
+    assert granted == used, (
+        f"granted but never used: {sorted(granted - used)}; "
+        f"used but not granted: {sorted(used - granted)}"
+    )
+    assert not [o for o in objects if o["kind"] in ("Role", "RoleBinding")]
