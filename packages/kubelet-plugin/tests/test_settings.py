@@ -46,8 +46,10 @@ def test_every_flag_has_an_environment_twin_that_sets_it() -> None:
         "POD_UID": "abc",
         "LOG_VERBOSITY": "4",
         "NVIDIA_DRIVER_ROOT": "/run/nvidia/driver",
+        "ADDITIONAL_XIDS_TO_IGNORE": "94, 95",
     }
     s = parse([], env)
+    assert s.additional_xids_to_ignore == frozenset({94, 95})
     assert (s.node_name, s.cdi_root, s.device_backend, s.fake_gpus) == (
         "from-env",
         Path("/run/cdi-x"),
@@ -78,6 +80,10 @@ def test_every_flag_has_an_environment_twin_that_sets_it() -> None:
         (["--node-name", "n", "--cdi-root", "relative/cdi"], "--cdi-root"),
         (["--node-name", "n", "--http-endpoint", "8080"], "--http-endpoint"),
         (["--node-name", "n", "--device-refresh-interval", "0"], "--device-refresh-interval"),
+        (
+            ["--node-name", "n", "--additional-xids-to-ignore", "48,x"],
+            "--additional-xids-to-ignore",
+        ),
     ],
 )
 def test_bad_settings_name_the_setting(argv: list[str], setting: str) -> None:

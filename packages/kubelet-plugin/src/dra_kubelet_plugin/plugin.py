@@ -168,7 +168,9 @@ class KubeletPlugin:
         cleanups.append(lambda: server.stop(grace=5.0))
         log.info("DRA services serving", extra={"event": "dra_serving", "socket": str(paths.dra)})
 
-        monitor = HealthMonitor(lib, hub, devices)
+        monitor = HealthMonitor(
+            lib, hub, devices, additional_ignored_xids=s.additional_xids_to_ignore
+        )
         if health_on:
             await monitor.open()
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from dra_kubelet_plugin.errors import ConfigurationError
 from dra_kubelet_plugin.feature_gates import defaults, parse_feature_gates, unimplemented
+from dra_kubelet_plugin.health_monitor import XIDS_TO_IGNORE_FLAG, parse_xid_list
 
 __all__ = ["DRIVER_NAME", "FEATURE_GATES", "Settings", "build_parser", "settings_from_args"]
 
@@ -39,6 +40,7 @@ class Settings:
     healthcheck_port: int = -1
     http_endpoint: str = ""
     metrics_path: str = "/metrics"
+    additional_xids_to_ignore: frozenset[int] = frozenset()
     feature_gates: Mapping[str, bool] = field(default_factory=lambda: dict(FEATURE_GATES))
     #: The gates named in ``--feature-gates`` (the rest are at their defaults).
     explicit_gates: frozenset[str] = frozenset()
@@ -110,6 +112,12 @@ _FLAGS: Sequence[tuple[str, str, str, str]] = (
         "FEATURE_GATES",
         "",
         "comma-separated Gate=true|false (NVIDIA's gates, the logging gates, this plugin's)",
+    ),
+    (
+        XIDS_TO_IGNORE_FLAG,
+        "ADDITIONAL_XIDS_TO_IGNORE",
+        "",
+        "comma-separated XIDs the health monitor ignores besides NVIDIA's default list",
     ),
     ("--kubeconfig", "KUBECONFIG", "", "kubeconfig file; in-cluster config when empty"),
     ("--pod-uid", "POD_UID", "", "this pod's UID: enables rolling-update socket names"),
@@ -234,6 +242,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         healthcheck_port=port,
         http_endpoint=args.http_endpoint,
         metrics_path="/" + args.metrics_path.strip("/"),
+        additional_xids_to_ignore=parse_xid_list(args.additional_xids_to_ignore),
         feature_gates=gates,
         explicit_gates=explicit,
         kubeconfig=args.kubeconfig,
