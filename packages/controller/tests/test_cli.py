@@ -213,6 +213,43 @@ def test_allocate_unparsable_input_exit_2() -> None:
     assert "no-such-file.yaml" in proc.stderr
 
 
+def test_allocate_reads_beta_claims_as_v1_and_refuses_other_versions() -> None:
+    # v1beta1 keeps request fields at the top level; the apiserver serves it as v1.
+    beta = """
+apiVersion: resource.k8s.io/v1beta1
+kind: ResourceClaim
+metadata: {name: h100, namespace: team-a}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      deviceClassName: gpu.nvidia.com
+      selectors:
+      - cel:
+          expression: "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80Gi')) >= 0"
+"""
+    v1 = run(
+        "allocate",
+        "-f",
+        "cluster.yaml",
+        "-f",
+        "claims.yaml",
+        "--claim",
+        "team-a/h100",
+        "-o",
+        "json",
+    )
+    old = run("allocate", "-f", "cluster.yaml", "-f", "-", "-o", "json", stdin=beta)
+    assert old.returncode == v1.returncode == 0, old.stderr
+    assert json.loads(old.stdout) == json.loads(v1.stdout)
+    alpha = beta.replace("v1beta1", "v1alpha3")
+    refused = run("allocate", "-f", "cluster.yaml", "-f", "-", stdin=alpha)
+    assert refused.returncode == 2
+    assert "ResourceClaim" in refused.stderr
+    assert "apiVersion" in refused.stderr
+    assert "resource.k8s.io/v1alpha3 is not a version this tool reads" in refused.stderr
+
+
 def test_allocate_features_switch_changes_outcome() -> None:
     claim = """
 apiVersion: resource.k8s.io/v1

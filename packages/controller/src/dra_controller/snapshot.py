@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dra_api_types.beta_to_v1 import convert_to_v1, is_convertible_beta
 from dra_api_types.codec import parse_object, to_plain
 from dra_api_types.errors import ValidationError
 
@@ -45,8 +46,40 @@ def lenient_plain(data: Mapping[str, Any], *, where: str) -> dict[str, Any]:
         raise AllocationError(f"cannot parse: {exc}", object_ref=where) from exc
 
 
+def _as_v1(data: Mapping[str, Any], *, where: str) -> Mapping[str, Any]:
+    """Beta DRA objects as the apiserver serves them in v1; other versions are an error.
+
+    A claim, class or slice of an unserved version is never dropped silently: it would
+    change what is allocated.
+    """
+    kind, api = data.get("kind"), str(data.get("apiVersion", ""))
+    if is_convertible_beta(data):
+        try:
+            return convert_to_v1(data)
+        except ValidationError as exc:
+            raise AllocationError(
+                f"cannot convert to {RESOURCE_API}: {exc}",
+                object_ref=f"{where} {kind}",
+                field=getattr(exc, "path", ""),
+            ) from exc
+    if (
+        api.startswith("resource.k8s.io/")
+        and api != RESOURCE_API
+        and kind in ("DeviceClass", "ResourceSlice", "ResourceClaim")
+    ):
+        raise AllocationError(
+            f"{api} is not a version this tool reads (use {RESOURCE_API}, v1beta2 or v1beta1; "
+            "kubectl dra migrate converts classic DRA objects)",
+            object_ref=f"{where} {kind}",
+            field="apiVersion",
+        )
+    return data
+
+
 def build_snapshot(docs: Sequence[Document]) -> Snapshot:
     """Sort documents by kind; objects other tools care about are ignored.
+
+    Beta DeviceClasses, ResourceSlices and ResourceClaims are read as their v1 form.
 
     DeviceTaintRules (any ``resource.k8s.io`` version) add their taints to the slices'
     devices, as the kube-scheduler does.
@@ -63,6 +96,7 @@ def build_snapshot(docs: Sequence[Document]) -> Snapshot:
         data = doc.data
         if not isinstance(data, Mapping):
             raise AllocationError("document is not an object", object_ref=doc.where)
+        data = _as_v1(data, where=doc.where)
         kind, api = data.get("kind"), data.get("apiVersion")
         if kind == "Node":
             snap.nodes.append(NodeInfo.from_dict(data))
