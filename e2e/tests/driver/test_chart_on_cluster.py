@@ -31,39 +31,18 @@ from driver_support import (
     CHART,
     DRIVER,
     Driver,
-    dump_diagnostics,
     helm_path,
-    install,
     run_helm,
-    uninstall,
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "chart"))
 from chart_render import render_objects
 
-pytestmark = pytest.mark.e2e
+# driver and driver_diagnostics: conftest.py.
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("driver_diagnostics")]
 
 OTHER_NODE = "e2e-another-node"
 POLICY_DENIAL = "may only write ResourceSlices with spec.nodeName"
-
-
-@pytest.fixture(scope="module")
-def driver(
-    e2e_cluster: ClusterHandle, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Driver]:
-    """The chart installed on fake GPUs (or the release named by DRA_E2E_RELEASE)."""
-    installed = install(e2e_cluster, tmp_path_factory.mktemp("driver-images"))
-    yield installed
-    uninstall(installed)
-
-
-@pytest.fixture(autouse=True)
-def _diagnostics_on_failure(request: pytest.FixtureRequest, driver: Driver) -> Iterator[None]:
-    """Prints the plugin's logs and recent events when the test failed."""
-    failed_before = request.session.testsfailed
-    yield
-    if request.session.testsfailed > failed_before:
-        print(dump_diagnostics(driver))
 
 
 def _plugin_pod(driver: Driver) -> dict[str, Any]:

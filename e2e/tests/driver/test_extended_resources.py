@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +27,14 @@ from driver_support import (
     Driver,
     allocated_devices,
     applied,
-    dump_diagnostics,
     events_for,
-    install,
     pod,
     smi_lines,
-    uninstall,
     wait_running,
 )
 
-pytestmark = pytest.mark.e2e
+# driver and driver_diagnostics: conftest.py.
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("driver_diagnostics")]
 
 REPO = Path(__file__).resolve().parents[3]
 SPECS = REPO / "packages" / "api-types" / "tests" / "fixtures" / "nvidia-demo-specs"
@@ -45,25 +42,6 @@ KUBECTL_DRA = Path(sys.executable).with_name("kubectl-dra")
 #: The harness's stand-in for NVIDIA's CUDA images (images/build_image.py "workload").
 STAND_IN_IMAGE = "ubuntu:22.04"
 LIST_AND_WAIT = "nvidia-smi -L; trap 'exit 0' TERM; sleep 9999 & wait"
-
-
-@pytest.fixture(scope="module")
-def driver(
-    e2e_cluster: ClusterHandle, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Driver]:
-    """The chart installed on fake GPUs (or the release named by DRA_E2E_RELEASE)."""
-    installed = install(e2e_cluster, tmp_path_factory.mktemp("driver-images"))
-    yield installed
-    uninstall(installed)
-
-
-@pytest.fixture(autouse=True)
-def _diagnostics_on_failure(request: pytest.FixtureRequest, driver: Driver) -> Iterator[None]:
-    """Prints the plugin's logs and recent events when the test failed."""
-    failed_before = request.session.testsfailed
-    yield
-    if request.session.testsfailed > failed_before:
-        print(dump_diagnostics(driver))
 
 
 def _device_plugin_pod(name: str, namespace: str, gpus: int) -> dict[str, Any]:

@@ -11,7 +11,6 @@ import json
 import re
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,45 +31,23 @@ from driver_support import (
     Driver,
     allocated_devices,
     applied,
-    dump_diagnostics,
     events_for,
     exists,
     helm_path,
-    install,
     pod,
     pod_claims,
     run_helm,
     smi_lines,
-    uninstall,
     wait_gone,
     wait_running,
 )
 
-pytestmark = pytest.mark.e2e
+# driver and driver_diagnostics: conftest.py.
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("driver_diagnostics")]
 
 # NVIDIA's demo specs, verbatim, as the API types' fixtures keep them.
 SPECS = REPO / "packages" / "api-types" / "tests" / "fixtures" / "nvidia-demo-specs"
 GPU_CLASSES = {"gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com"}
-
-
-@pytest.fixture(scope="module")
-def driver(
-    e2e_cluster: ClusterHandle, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Driver]:
-    """The chart installed on fake GPUs (or the release named by DRA_E2E_RELEASE)."""
-    installed = install(e2e_cluster, tmp_path_factory.mktemp("driver-images"))
-    yield installed
-    uninstall(installed)
-
-
-@pytest.fixture(autouse=True)
-def _diagnostics_on_failure(request: pytest.FixtureRequest, driver: Driver) -> Iterator[None]:
-    """Prints the plugin's logs and recent events when the test failed."""
-    failed_before = request.session.testsfailed
-    yield
-    # The call phase's report is counted before teardown runs.
-    if request.session.testsfailed > failed_before:
-        print(dump_diagnostics(driver))
 
 
 def _node_of(driver: Driver) -> str:
