@@ -382,7 +382,8 @@ def test_device_classes_validate_with_the_api_models(render: Render) -> None:
 
 
 def test_rbac_is_least_privilege(render: Render) -> None:
-    objects = render()
+    # The kubelet plugin's RBAC (the allocation controller's has a test module of its own).
+    objects = render({"allocationController.enabled": "false"})
     role = _one(objects, "ClusterRole")
     granted: dict[tuple[str, str], set[str]] = {}
     for rule in role["rules"]:
@@ -406,7 +407,7 @@ def test_rbac_is_least_privilege(render: Render) -> None:
 
 
 def test_admission_policy_confines_the_plugin_to_its_node(render: Render) -> None:
-    objects = render()
+    objects = render({"allocationController.enabled": "false"})
     vap = _one(objects, "ValidatingAdmissionPolicy")
     binding = _one(objects, "ValidatingAdmissionPolicyBinding")
     sa = _one(objects, "ServiceAccount")["metadata"]["name"]
@@ -432,8 +433,18 @@ def test_namespace_override_moves_every_namespaced_object(render: Render) -> Non
     objects = render({"namespaceOverride": "gpu-system"})
     namespaced = [o for o in objects if "namespace" in o["metadata"]]
     assert {o["metadata"]["namespace"] for o in namespaced} == {"gpu-system"}
-    assert {o["kind"] for o in namespaced} == {"ServiceAccount", "DaemonSet"}
-    assert _one(objects, "ClusterRoleBinding")["subjects"][0]["namespace"] == "gpu-system"
+    assert {o["kind"] for o in namespaced} == {
+        "ServiceAccount",
+        "DaemonSet",
+        # The allocation controller's.
+        "Deployment",
+        "Service",
+        "ConfigMap",
+        "Role",
+        "RoleBinding",
+    }
+    for binding in _kind(objects, "ClusterRoleBinding") + _kind(objects, "RoleBinding"):
+        assert binding["subjects"][0]["namespace"] == "gpu-system"
 
 
 def test_chart_ships_the_crds_generated_by_api_types() -> None:

@@ -59,10 +59,6 @@ class LeaderElector:
         self.leading = False
         self._last_renew = 0.0
 
-    @property
-    def _path(self) -> str:
-        return f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases"
-
     def _set(self, leading: bool) -> None:
         if leading != self.leading:
             self.leading = leading
@@ -84,7 +80,10 @@ class LeaderElector:
     def try_acquire_or_renew(self) -> bool:
         """One round: create, renew or take over the Lease; return whether we lead."""
         try:
-            lease = self.transport.request("GET", f"{self._path}/{self.name}")
+            lease = self.transport.request(
+                "GET",
+                f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases/{self.name}",
+            )
         except ApiError as exc:
             if exc.status != 404:
                 raise
@@ -94,7 +93,11 @@ class LeaderElector:
                 "metadata": {"name": self.name, "namespace": self.namespace},
                 "spec": self._spec(0, _now_micro()),
             }
-            self.transport.request("POST", self._path, body=body)
+            self.transport.request(
+                "POST",
+                f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases",
+                body=body,
+            )
             return True
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity") or ""
@@ -109,7 +112,11 @@ class LeaderElector:
         lease["spec"] = self._spec(transitions, str(acquire))
         # The resourceVersion in the body makes this a compare-and-swap: a 409 means another
         # replica wrote first.
-        self.transport.request("PUT", f"{self._path}/{self.name}", body=lease)
+        self.transport.request(
+            "PUT",
+            f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases/{self.name}",
+            body=lease,
+        )
         return True
 
     def step(self) -> None:
