@@ -20,7 +20,6 @@ from .events import EventPublisher, TokenBucket
 from .http import serve
 from .leader import LeaderElector
 from .metrics import ControllerMetrics
-from .view import check_object
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    checks = dict.fromkeys(("DeviceClass", "ResourceSlice", "ResourceClaim", "Node"), check_object)
-    informers = SharedInformers(transport, checks=checks)
+    # Objects are read (and unreadable ones skipped, logged) once, by the controller's view.
+    informers = SharedInformers(transport)
     metrics = ControllerMetrics(
         lambda: {k: (len(i.store), i.stats) for k, i in informers.informers.items()}
     )

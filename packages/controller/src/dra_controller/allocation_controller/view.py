@@ -12,7 +12,6 @@ from copy import copy
 from dataclasses import dataclass, field
 
 from ..allocation.model import ClaimInfo
-from ..informers.resources import RawObject
 from ..informers.store import Store
 from ..snapshot import Snapshot, add_to_snapshot, read_object
 
@@ -25,21 +24,13 @@ def resource_version(obj: Mapping[str, object]) -> str:
     return str(meta.get("resourceVersion") or "") if isinstance(meta, Mapping) else ""
 
 
-def check_object(obj: RawObject) -> None:
-    """Raise when the allocator cannot read the object (the informers' admission check)."""
-    read_object(obj, where=f"{obj.get('kind')} {_key(obj)}")
-
-
-def _key(obj: Mapping[str, object]) -> str:
-    meta = obj.get("metadata")
-    meta = meta if isinstance(meta, Mapping) else {}
-    ns = meta.get("namespace")
-    return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
-
-
 @dataclass(slots=True)
 class ClusterView:
-    """Parsed objects of the caches, kept between snapshots."""
+    """Parsed objects of the caches, kept between snapshots.
+
+    An object the allocator cannot read is left out of every snapshot, and ``on_error`` is
+    told once per resourceVersion (not on every reconcile).
+    """
 
     stores: Mapping[str, Store]
     on_error: Callable[[str, str, Exception], None] = lambda *_: None
@@ -72,10 +63,12 @@ class ClusterView:
                 else:
                     try:
                         item = read_object(obj, where=f"{kind} {key}", taint_rules=rules)
-                    except Exception as exc:  # the informer's check let it in; rules may not
+                    except Exception as exc:  # skipped, reported once per resourceVersion
                         self.on_error(kind, key, exc)
-                        continue
+                        item = None
                 fresh[key] = (version, item)
+                if item is None:
+                    continue
                 if isinstance(item, ClaimInfo):
                     item = _copy_claim(item)
                 add_to_snapshot(snap, item)
