@@ -1,0 +1,1 @@
+"""The driver-agnostic kubelet plugin core (see the package README, "Driver API")."""
