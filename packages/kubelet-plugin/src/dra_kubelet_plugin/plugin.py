@@ -1,4 +1,4 @@
-"""Wiring: builds every component from :class:`Settings` and runs them until stopped."""
+"""The GPU plugin's wiring: the core runner's steps plus GPU enumeration and health monitoring."""
 
 from __future__ import annotations
 
