@@ -7,6 +7,7 @@ PrometheusRule carries the same groups).
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
-from chart_helpers import HelmFailed, helm_path
+from chart_helpers import BASE_SETS, CHART, NAMESPACE, HelmFailed, helm_path, run_helm, set_args
 from chart_render import render_objects
 from dra_e2e.prometheus import ensure_prometheus
 
@@ -165,3 +166,50 @@ def test_a_test_that_expects_the_wrong_count_fails(promtool: Path, rules: Path) 
     ]
     proc = _run(promtool, rules, tests)
     assert proc.returncode != 0
+
+
+def _render_with_monitoring_api() -> list[dict[str, Any]]:
+    """The chart rendered as on a cluster that serves the Prometheus operator's API."""
+    out = run_helm(
+        helm_path(), "template", "dra", str(CHART), "--namespace", NAMESPACE,
+        "--api-versions", "monitoring.coreos.com/v1/PrometheusRule",
+        "--api-versions", "monitoring.coreos.com/v1/ServiceMonitor",
+        *set_args(BASE_SETS),
+    )  # fmt: skip
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+def test_prometheus_operator_objects_when_its_api_exists(rules: Path) -> None:
+    objects = _render_with_monitoring_api()
+    (rule,) = [o for o in objects if o["kind"] == "PrometheusRule"]
+    assert rule["spec"] == yaml.safe_load(rules.read_text())
+    assert not [o for o in objects if o["kind"] == "ConfigMap" and RULES_FILE in o.get("data", {})]
+    (monitor,) = [o for o in objects if o["kind"] == "ServiceMonitor"]
+    (service,) = [
+        o
+        for o in objects
+        if o["kind"] == "Service" and "allocation-controller" in o["metadata"]["name"]
+    ]
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= service["metadata"]["labels"].items()
+    assert [e["port"] for e in monitor["spec"]["endpoints"]] == [
+        p["name"] for p in service["spec"]["ports"]
+    ]
+
+
+def test_dashboard_config_map_for_the_grafana_sidecar() -> None:
+    objects = render_objects(helm_path())
+    (dashboard,) = [
+        o
+        for o in objects
+        if o["kind"] == "ConfigMap" and "dra-allocation.json" in o.get("data", {})
+    ]
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    board = json.loads(dashboard["data"]["dra-allocation.json"])
+    exprs = " ".join(t["expr"] for p in board["panels"] for t in p["targets"])
+    for metric in (
+        "kube_resourceclaim_pending",
+        "kube_resourceclaim_allocated",
+        "node_dra_resource_available",
+    ):
+        assert metric in exprs
