@@ -234,3 +234,17 @@ def test_shared_informers_notify_and_report_sizes() -> None:
     assert shared.synced()
     assert shared.sizes() == {"ResourceClaim": 1, "Node": 2}
     assert sorted(seen) == [("Node", "*"), ("ResourceClaim", "*")]
+
+
+def test_optional_collection_not_served_counts_as_synced_and_empty() -> None:
+    rules = Resource("DeviceTaintRule", "resource.k8s.io/v1", "/rules", optional=True)
+    stop = threading.Event()
+    api = FakeApi()  # every GET is a 404
+    inf = Informer(api, rules, backoff=Backoff(initial_s=0.0, max_s=0.0, jitter=0.0))
+    thread = threading.Thread(target=inf.run, args=(stop,), daemon=True)
+    thread.start()
+    assert inf.synced.wait(5)
+    stop.set()
+    thread.join(5)
+    assert len(inf.store) == 0
+    assert inf.stats.errors == 0

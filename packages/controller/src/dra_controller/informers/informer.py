@@ -195,6 +195,18 @@ class Informer:
                 )
                 version = None
             except ApiError as exc:
+                if exc.status == 404 and self.resource.optional:
+                    # The API is not served here: there are none, and that is a synced state.
+                    if not self.synced.is_set() or len(self.store):
+                        self.store.replace([])
+                        self.synced.set()
+                        log.info(
+                            f"{self.resource.plural} not served; treated as empty",
+                            extra={"event": "informer_not_served", "kind": self.resource.kind},
+                        )
+                    version = None
+                    stop.wait(self.backoff.max_s)
+                    continue
                 self.stats.errors += 1
                 self.stats.watch_restarts += 1
                 delay = self.backoff.next_delay()

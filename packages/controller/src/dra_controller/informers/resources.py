@@ -65,6 +65,8 @@ class Resource:
     api_version: str
     path: str
     transform: Callable[[RawObject], RawObject] = strip_managed_fields
+    # Served only by some API servers: a 404 means "none", not "not synced yet".
+    optional: bool = False
 
     @property
     def plural(self) -> str:
@@ -82,7 +84,10 @@ DEVICE_CLASSES = Resource(
     "DeviceClass", "resource.k8s.io/v1", "/apis/resource.k8s.io/v1/deviceclasses"
 )
 DEVICE_TAINT_RULES = Resource(
-    "DeviceTaintRule", "resource.k8s.io/v1", "/apis/resource.k8s.io/v1/devicetaintrules"
+    "DeviceTaintRule",
+    "resource.k8s.io/v1",
+    "/apis/resource.k8s.io/v1/devicetaintrules",
+    optional=True,
 )
 PODS = Resource("Pod", "v1", "/api/v1/pods", transform=trim_pod)
 NODES = Resource("Node", "v1", "/api/v1/nodes")
