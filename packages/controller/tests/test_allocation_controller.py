@@ -399,3 +399,25 @@ def test_http_endpoints() -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_availability_cache_recomputes_only_changed_nodes() -> None:
+    from dra_controller.allocation_controller.availability import AvailabilityCache
+
+    st = stores(_fleet())
+    view = ClusterView(stores=st)
+    cache = AvailabilityCache()
+
+    def counts() -> dict[AvailableSeries, int]:
+        snap = view.snapshot()
+        return dict(
+            free_devices(make_cluster(snap, engine=CelEngine(), features=Features()), cache)
+        )
+
+    before = counts()
+    n2 = cache._nodes["n2"].counts
+    st["ResourceClaim"].upsert(claim("held", allocated_on=("n1", "gpu-0")))
+    after = counts()
+    assert cache._nodes["n2"].counts is n2  # nothing on n2 changed
+    key = AvailableSeries("n1", "gpu.nvidia.com", "NVIDIA A100")
+    assert (before[key], after[key]) == (2, 1)

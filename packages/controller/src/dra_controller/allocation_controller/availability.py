@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..allocation import capacity as cap
 from ..allocation.cluster import Cluster
@@ -24,8 +25,7 @@ from ..allocation.taints import untolerated_taint
 UNKNOWN_ATTRIBUTE = "unknown"
 
 
-@dataclass(frozen=True, slots=True)
-class AvailableSeries:
+class AvailableSeries(NamedTuple):
     """One series of ``node_dra_resource_available``."""
 
     node: str
@@ -74,20 +74,82 @@ def _matches(cluster: Cluster, class_name: str, dev: DeviceInfo) -> bool:
     return True
 
 
-def free_devices(cluster: Cluster) -> Counter[AvailableSeries]:
-    """Free devices per (node, class, attribute); every class appears for nodes with devices."""
+@dataclass(slots=True)
+class _NodeEntry:
+    key: tuple[object, ...]
+    # Kept so that the ids in ``key`` cannot be reused by other objects while cached.
+    refs: tuple[object, ...]
+    counts: Counter[AvailableSeries]
+
+
+class AvailabilityCache:
+    """Each node's counts, kept while nothing they depend on changed.
+
+    A node's free devices depend on its pools' slices, the DeviceClasses, which of its
+    devices are allocated (exclusively or shared, with their consumed capacity) and the
+    feature gates. Parsed slices and classes are the same objects until they change (the
+    controller's view), so their identities stand for their content.
+    """
+
+    def __init__(self) -> None:
+        """An empty cache."""
+        self._nodes: dict[str, _NodeEntry] = {}
+
+    def node_counts(self, cluster: Cluster, node_name: str) -> Counter[AvailableSeries]:
+        """The node's counts, recomputed only when their inputs changed."""
+        pools = cluster.pools_for(cluster.node(node_name))
+        state = cluster.state
+        slices = tuple(s for p in pools for s in p.slices)
+        devices = [d for p in pools for d in p.candidates]
+        classes = tuple(cluster.classes[n] for n in sorted(cluster.classes))
+        key = (
+            tuple(id(s) for s in slices),
+            tuple(id(c) for c in classes),
+            tuple(state.is_allocated(d.id) for d in devices),
+            tuple(
+                tuple(sorted((state.capacity.get(d.id) or {}).items()))
+                for d in devices
+                if d.allow_multiple
+            ),
+            cluster.features,
+        )
+        entry = self._nodes.get(node_name)
+        if entry is not None and entry.key == key:
+            return entry.counts
+        counts = _count_node(cluster, node_name, pools)
+        self._nodes[node_name] = _NodeEntry(key=key, refs=(slices, classes), counts=counts)
+        return counts
+
+    def retain(self, nodes: set[str]) -> None:
+        """Forget nodes that are gone."""
+        if len(self._nodes) > len(nodes):
+            self._nodes = {k: v for k, v in self._nodes.items() if k in nodes}
+
+
+def _count_node(cluster: Cluster, node_name: str, pools: list[Pool]) -> Counter[AvailableSeries]:
     counts: Counter[AvailableSeries] = Counter()
     classes = sorted(cluster.classes)
-    for node_name in cluster.node_names():
-        pools = cluster.pools_for(cluster.node(node_name))
-        counters = CounterTracker(cluster.state, {})
-        for pool in pools:
-            for dev in pool.candidates:
-                attribute = device_attribute(dev)
-                free = _is_free(cluster, dev, counters, pool)
-                for class_name in classes:
-                    if _matches(cluster, class_name, dev):
-                        key = AvailableSeries(node_name, class_name, attribute)
-                        # Present with 0 when none is free: "exhausted" is visible as 0.
-                        counts[key] += 1 if free else 0
+    counters = CounterTracker(cluster.state, {})
+    for pool in pools:
+        for dev in pool.candidates:
+            attribute = device_attribute(dev)
+            free = _is_free(cluster, dev, counters, pool)
+            for class_name in classes:
+                if _matches(cluster, class_name, dev):
+                    key = AvailableSeries(node_name, class_name, attribute)
+                    # Present with 0 when none is free: "exhausted" is visible as 0.
+                    counts[key] += 1 if free else 0
+    return counts
+
+
+def free_devices(
+    cluster: Cluster, cache: AvailabilityCache | None = None
+) -> Counter[AvailableSeries]:
+    """Free devices per (node, class, attribute); every class appears for nodes with devices."""
+    cache = cache if cache is not None else AvailabilityCache()
+    counts: Counter[AvailableSeries] = Counter()
+    names = cluster.node_names()
+    for node_name in names:
+        counts.update(cache.node_counts(cluster, node_name))
+    cache.retain(set(names))
     return counts

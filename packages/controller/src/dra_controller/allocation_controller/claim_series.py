@@ -8,7 +8,7 @@ requests name several classes is counted once under each.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..allocation.model import ClaimInfo
 
@@ -16,8 +16,7 @@ from ..allocation.model import ClaimInfo
 NO_CLASS = ""
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimSeries:
+class ClaimSeries(NamedTuple):
     """One series of ``kube_resourceclaim_allocated`` or ``kube_resourceclaim_pending``."""
 
     namespace: str
@@ -52,15 +51,53 @@ def is_deleting(claim: ClaimInfo) -> bool:
     return bool((claim.raw.get("metadata") or {}).get("deletionTimestamp"))
 
 
-def claim_series(claims: Iterable[ClaimInfo]) -> tuple[list[ClaimSeries], list[ClaimSeries]]:
+def _one_claim(claim: ClaimInfo) -> tuple[bool, list[ClaimSeries]]:
+    if claim.allocation is not None:
+        classes = _unique(_allocated_classes(claim))
+        return True, [ClaimSeries(claim.namespace, claim.name, c) for c in classes]
+    if is_deleting(claim):
+        return False, []
+    classes = _unique(_requested_classes(claim))
+    return False, [ClaimSeries(claim.namespace, claim.name, c) for c in classes]
+
+
+class SeriesCache:
+    """Each claim's series, kept while the same parsed claim object comes back.
+
+    The controller's view hands out the same ClaimInfo until the claim changes, so a
+    reconcile after one change recomputes one claim's series.
+    """
+
+    def __init__(self) -> None:
+        """An empty cache."""
+        self._by_key: dict[str, tuple[ClaimInfo, bool, list[ClaimSeries]]] = {}
+
+    def series(self, claim: ClaimInfo) -> tuple[bool, list[ClaimSeries]]:
+        """(allocated?, series) of one claim."""
+        cached = self._by_key.get(claim.key)
+        if cached is not None and cached[0] is claim:
+            return cached[1], cached[2]
+        allocated, series = _one_claim(claim)
+        self._by_key[claim.key] = (claim, allocated, series)
+        return allocated, series
+
+    def retain(self, keys: set[str]) -> None:
+        """Forget claims that are gone (memory stays bounded by the live claims)."""
+        if len(self._by_key) > len(keys):
+            self._by_key = {k: v for k, v in self._by_key.items() if k in keys}
+
+
+def claim_series(
+    claims: Iterable[ClaimInfo], cache: SeriesCache | None = None
+) -> tuple[list[ClaimSeries], list[ClaimSeries]]:
     """(allocated, pending) series: one per claim and class."""
+    cache = cache if cache is not None else SeriesCache()
     allocated: list[ClaimSeries] = []
     pending: list[ClaimSeries] = []
+    keys = set()
     for claim in claims:
-        if claim.allocation is not None:
-            for cls in _unique(_allocated_classes(claim)):
-                allocated.append(ClaimSeries(claim.namespace, claim.name, cls))
-        elif not is_deleting(claim):
-            for cls in _unique(_requested_classes(claim)):
-                pending.append(ClaimSeries(claim.namespace, claim.name, cls))
+        keys.add(claim.key)
+        is_allocated, series = cache.series(claim)
+        (allocated if is_allocated else pending).extend(series)
+    cache.retain(keys)
     return allocated, pending

@@ -20,8 +20,8 @@ from ..allocation.features import Features
 from ..allocation.selectors import SelectorEngine
 from ..informers.store import Store
 from ..snapshot import Snapshot
-from .availability import free_devices
-from .claim_series import claim_series
+from .availability import AvailabilityCache, free_devices
+from .claim_series import SeriesCache, claim_series
 from .diagnosis import Finding, diagnose_pod, is_unschedulable, make_cluster, pod_uid
 from .events import EventPublisher, InvolvedObject
 from .metrics import ClusterSeries, ControllerMetrics
@@ -69,6 +69,8 @@ class AllocationController:
         self.dirty = threading.Event()
         self.reconciled = threading.Event()
         self._diagnosed: dict[str, float] = {}
+        self._series_cache = SeriesCache()
+        self._availability_cache = AvailabilityCache()
         for store in stores.values():
             store.subscribe(lambda *_: self.dirty.set())
 
@@ -83,10 +85,9 @@ class AllocationController:
         started = time.perf_counter()
         snapshot = self.view.snapshot()
         cluster = make_cluster(snapshot, engine=self.engine, features=self.features)
-        allocated, pending = claim_series(snapshot.claims)
-        series = ClusterSeries(
-            allocated=allocated, pending=pending, available=free_devices(cluster)
-        )
+        allocated, pending = claim_series(snapshot.claims, self._series_cache)
+        available = free_devices(cluster, self._availability_cache)
+        series = ClusterSeries(allocated=allocated, pending=pending, available=available)
         self.metrics.publish(series)
         findings: list[Finding] = []
         if self.publisher is not None and self.is_leader():

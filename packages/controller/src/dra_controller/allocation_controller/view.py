@@ -8,10 +8,8 @@ slices keep their devices, and with them the devices' cached selector results.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from copy import copy
 from dataclasses import dataclass, field
 
-from ..allocation.model import ClaimInfo
 from ..informers.store import Store
 from ..snapshot import Snapshot, add_to_snapshot, read_object
 
@@ -40,7 +38,8 @@ class ClusterView:
     def snapshot(self) -> Snapshot:
         """Classes, slices, claims, nodes and pods as they are cached now.
 
-        Claims are fresh copies: a caller may commit allocations to them.
+        The parsed objects are shared between snapshots (that is what makes them cheap): a
+        caller must not commit allocations to the claims (diagnosis never does).
         """
         rules_store = self.stores.get("DeviceTaintRule")
         rules = list(rules_store.items().values()) if rules_store is not None else []
@@ -69,14 +68,6 @@ class ClusterView:
                 fresh[key] = (version, item)
                 if item is None:
                     continue
-                if isinstance(item, ClaimInfo):
-                    item = _copy_claim(item)
                 add_to_snapshot(snap, item)
             self._parsed[kind] = fresh
         return snap
-
-
-def _copy_claim(claim: ClaimInfo) -> ClaimInfo:
-    """A claim whose ``allocation`` can be set without touching the cached one."""
-
-    return copy(claim)
