@@ -109,6 +109,26 @@ def nodes_without_ready_plugin(
     return [n for n in nodes if n not in ready]
 
 
+def plugin_states(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Node -> why its plugin pod is not Ready yet (``CrashLoopBackOff``, ``Pending`` ...), for
+    the error that names the nodes; the last termination message comes with it when there is
+    one (the plugin writes its fatal error there)."""
+    states: dict[str, str] = {}
+    for pod in pods:
+        node = pod.get("spec", {}).get("nodeName") or "(unscheduled)"
+        status = pod.get("status", {})
+        reason = str(status.get("phase", "Unknown"))
+        for container in status.get("containerStatuses", []):
+            waiting = container.get("state", {}).get("waiting", {})
+            if waiting.get("reason"):
+                reason = str(waiting["reason"])
+            last = container.get("lastState", {}).get("terminated", {})
+            if last.get("message"):
+                reason += f" ({str(last['message']).strip().splitlines()[-1]})"
+        states[node] = reason
+    return states
+
+
 def nodes_without_slices(
     slices: Sequence[Mapping[str, Any]], nodes: Sequence[str], *, driver: str = DRIVER
 ) -> list[str]:
@@ -140,6 +160,8 @@ def install_driver(
         for kind in IMAGES:
             if echo is not None:
                 echo(f"$ python images/build_image.py {kind}")
+            else:
+                progress(f"[dra-e2e] building the {kind} image (images/build_image.py {kind})")
             archive = build_project_image(kind, Path(tmp) / f"{kind}.tar", capture=echo is None)
             refs = cluster.import_image(archive)
             progress(f"[dra-e2e] {kind} image imported into {', '.join(nodes)}: {', '.join(refs)}")
@@ -181,8 +203,12 @@ def wait_until_up(cluster: Cluster, installed: InstalledDriver, *, timeout: floa
             return
         if time.monotonic() > deadline:
             if missing_pods:
+                states = plugin_states(pods)
+                detail = "; ".join(f"{n}: {states.get(n, 'no pod')}" for n in missing_pods)
                 raise InstallDriverError(
-                    "a Running and Ready kubelet plugin pod", missing_pods, f"after {timeout:.0f}s"
+                    "a Running and Ready kubelet plugin pod",
+                    missing_pods,
+                    f"after {timeout:.0f}s ({detail})",
                 )
             raise InstallDriverError(
                 f"{DRIVER} ResourceSlices with devices", missing_slices, f"after {timeout:.0f}s"

@@ -74,6 +74,21 @@ def test_every_node_needs_a_running_and_ready_plugin_pod() -> None:
     assert driver_install.nodes_without_ready_plugin([*pods, _pod("n3")], ["n3"]) == []
 
 
+def test_a_pod_that_is_not_ready_says_why() -> None:
+    crashing = _pod("n0", ready="False")
+    crashing["status"]["containerStatuses"] = [
+        {
+            "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+            "lastState": {"terminated": {"message": "starting\nfake GPU state: holds 8xH100\n"}},
+        }
+    ]
+    pending = _pod("n1", phase="Pending", ready="False")
+    assert driver_install.plugin_states([crashing, pending]) == {
+        "n0": "CrashLoopBackOff (fake GPU state: holds 8xH100)",
+        "n1": "Pending",
+    }
+
+
 def _slice(node: str, driver: str = "gpu.nvidia.com", devices: int = 1) -> dict[str, Any]:
     return {
         "spec": {
