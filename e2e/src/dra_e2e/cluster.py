@@ -1,10 +1,12 @@
 """A local Kubernetes cluster from upstream components, run as plain processes.
 
-``Cluster(state_dir).up()`` starts etcd, kube-apiserver, kube-controller-manager,
-kube-scheduler and one node (containerd + kubelet); ``add_node()`` adds another
-node; ``down()`` stops exactly the processes recorded in ``cluster.json`` (plus
-containerd's shims and the containers in this cluster's own cgroup subtree),
-removes the host network pieces and deletes the state directory.
+``Cluster(state_dir).up(nodes=N)`` starts etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler and N nodes (default 1: containerd + kubelet, each node in its own mount
+namespace with the standard kubelet and CDI paths, see :mod:`dra_e2e.node_mounts`);
+``add_node()`` adds another node; ``down()`` stops exactly the processes recorded in
+``cluster.json`` (plus containerd's shims, the containers in this cluster's own cgroup
+subtree and whatever else runs in its nodes' mount namespaces), removes the host network
+pieces and deletes the state directory.
 
 Everything lives under the state directory: certificates, kubeconfigs, etcd data,
 each node's containerd root and kubelet root, and one log file per component.
