@@ -134,8 +134,8 @@ class EventPublisher:
             extra={
                 "event": "claim_unsatisfiable",
                 "kind": obj.kind,
-                "namespace": obj.namespace,
-                "name": obj.name,
+                # "name" is a LogRecord attribute of its own: logging refuses it as an extra.
+                "object": f"{obj.namespace}/{obj.name}",
                 "uid": obj.uid,
             },
         )
