@@ -5,10 +5,11 @@ stand-in (``images/build_image.py``), which take minutes to build on two cores. 
 kept under ``<root>/<kind>-<key>/image.tar`` where the key hashes every input the build reads:
 
 - the workspace files as git sees them (tracked and untracked-but-not-ignored, with their
-  current content on disk) under the paths of :data:`INPUT_PATHS`: the package sources and
-  READMEs that go into the wheels, the root ``pyproject.toml`` and ``uv.lock`` (the pinned
-  third-party versions), ``images/`` (the build scripts and the Debian package lists), the OCI
-  writer they import and the chart's ``Chart.yaml`` (the image tag);
+  current content on disk) under the paths of :data:`INPUT_PATHS`: the package sources,
+  ``pyproject.toml`` files and READMEs that go into the wheels (not their tests), the root
+  ``pyproject.toml`` and ``uv.lock`` (the pinned third-party versions), ``images/`` (the build
+  scripts and the Debian package lists), the OCI writer they import and the chart's
+  ``Chart.yaml`` (the image tag);
 - the state apt resolves the ``.deb`` versions from (its package index files and sources), so
   an ``apt-get update`` that brings a new package version rebuilds;
 - the build flags: the image kind, the Python that runs the build and compiles bytecode, the
@@ -40,9 +41,13 @@ from pathlib import Path
 
 from dra_e2e.errors import E2EError
 
-#: What the image build reads from the checkout (``git ls-files`` pathspecs).
+#: What the image build reads from the checkout (``git ls-files`` pathspecs). A package's
+#: wheel holds only its ``src/`` package and metadata (``[tool.hatch.build.targets.wheel]``
+#: ``packages``), so its tests and benchmarks are left out: editing them rebuilds nothing.
 INPUT_PATHS = (
     "packages",
+    ":(exclude,glob)packages/*/tests/**",
+    ":(exclude,glob)packages/*/bench/**",
     "pyproject.toml",
     "uv.lock",
     "images",

@@ -70,7 +70,18 @@ def test_the_key_covers_the_real_inputs() -> None:
         PLUGIN_SOURCE,
     ):
         assert expected in files
+    assert "packages/kubelet-plugin/pyproject.toml" in files
+    assert "packages/kubelet-plugin/README.md" in files
     assert not [f for f in files if "__pycache__" in f or f.startswith("e2e/tests/")]
+    # Not in any wheel: a test edit must not cost an image build.
+    assert not [f for f in files if f.split("/")[2:3] in (["tests"], ["bench"])]
+
+
+def test_package_tests_are_not_inputs(inputs: Path) -> None:
+    before = current_key("driver", inputs)
+    (inputs / "packages" / "nvlib" / "tests").mkdir(exist_ok=True)
+    (inputs / "packages" / "nvlib" / "tests" / "test_new.py").write_text("def test(): ...\n")
+    assert current_key("driver", inputs) == before
 
 
 def test_key_stays_when_nothing_changes(inputs: Path) -> None:
