@@ -123,7 +123,7 @@ def test_nvidias_values_render_with_nvidias_meaning(helm: Path) -> None:
 @pytest.mark.parametrize(
     ("key", "value", "listed"),
     [
-        ("nvidiaCDIHookPath", "/usr/local/nvidia/toolkit/nvidia-cdi-hook", "nvidiaCDIHookPath"),
+        ("nvidiaCDIHookPath", "/usr/local/nvidia/toolkit/nvidia-cdi-hook", None),
         ("altProcDevices", "/var/lib/nvml-mock/imex/proc-devices", "altProcDevices"),
         ("consumableShares", "memory", "consumableShares"),
         ("consumableShares", "8", "consumableShares"),

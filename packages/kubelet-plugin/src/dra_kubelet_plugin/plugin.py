@@ -137,6 +137,7 @@ class KubeletPlugin:
                 driver_root=s.driver_root,
                 container_driver_root=s.container_driver_root,
                 dev_root=s.dev_root,
+                cdi_hook_path=s.nvidia_cdi_hook_path,
             )
         self.state = state = DeviceState(
             driver_name=DRIVER_NAME,

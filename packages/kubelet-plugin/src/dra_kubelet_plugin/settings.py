@@ -33,6 +33,7 @@ class Settings:
     plugins_dir: Path = Path("/var/lib/kubelet/plugins")
     driver_root: Path = Path("/")
     container_driver_root: Path | None = None
+    nvidia_cdi_hook_path: str | None = None
     dev_root: Path = Path("/")
     device_backend: str = "nvml"
     fake_gpus: str = ""
@@ -89,6 +90,12 @@ _FLAGS: Sequence[tuple[str, str, str, str]] = (
         "CONTAINER_DRIVER_ROOT",
         "",
         "where this process sees the driver root (default: --nvidia-driver-root)",
+    ),
+    (
+        "--nvidia-cdi-hook-path",
+        "NVIDIA_CDI_HOOK_PATH",
+        "",
+        "host path of nvidia-cdi-hook named in CDI hooks (default: found below the driver root)",
     ),
     ("--dev-root", "DEV_ROOT", "/", "where this process sees the host's /dev (node checks)"),
     ("--device-backend", "DEVICE_BACKEND", "nvml", "nvml (real GPUs) or fake"),
@@ -222,6 +229,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         "--nvidia-driver-root": args.nvidia_driver_root,
         "--dev-root": args.dev_root,
         "--container-driver-root": args.container_driver_root or "/",
+        "--nvidia-cdi-hook-path": args.nvidia_cdi_hook_path or "/",
     }
     for flag, value in paths.items():
         if not Path(value).is_absolute():
@@ -235,6 +243,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         container_driver_root=(
             Path(args.container_driver_root) if args.container_driver_root else None
         ),
+        nvidia_cdi_hook_path=args.nvidia_cdi_hook_path or None,
         dev_root=Path(args.dev_root),
         device_backend=args.device_backend,
         fake_gpus=args.fake_gpus,
