@@ -97,10 +97,11 @@ class FakeEdits:
         """Env vars naming the device (and its ``nvidia-smi`` entry), and its ``/dev/nvidiaN``
         backed by ``/dev/null``."""
         token = env_name_of(device.name)
+        memory = device.memory_bytes
         env = (
             f"NVIDIA_FAKE_{token}_UUID={device.uuid}",
             f"NVIDIA_FAKE_{token}_PRODUCT_NAME={device.gpu.product_name}",
-            f"NVIDIA_FAKE_{token}_MEMORY={binary_quantity(device.memory_bytes)}",
+            *([f"NVIDIA_FAKE_{token}_MEMORY={binary_quantity(memory)}"] if memory else []),
             nvidia_smi_env(device.gpu, device.mig),
         )
         node = DeviceNode(path=f"/dev/nvidia{device.gpu.minor}", host_path="/dev/null")
