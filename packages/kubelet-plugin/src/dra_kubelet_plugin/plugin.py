@@ -170,7 +170,11 @@ class KubeletPlugin:
         log.info("DRA services serving", extra={"event": "dra_serving", "socket": str(paths.dra)})
 
         monitor = HealthMonitor(
-            lib, hub, devices, additional_ignored_xids=s.additional_xids_to_ignore
+            lib,
+            hub,
+            devices,
+            additional_ignored_xids=s.additional_xids_to_ignore,
+            xid_recovery_s=s.health_recovery_period_s,
         )
         if health_on:
             await monitor.open()

@@ -42,6 +42,9 @@ class Settings:
     http_endpoint: str = ""
     metrics_path: str = "/metrics"
     additional_xids_to_ignore: frozenset[int] = frozenset()
+    #: Seconds without a further XID/ECC event after which a device is healthy again;
+    #: ``None``: the taint stays until the plugin restarts (NVIDIA's behaviour).
+    health_recovery_period_s: float | None = None
     feature_gates: Mapping[str, bool] = field(default_factory=lambda: dict(FEATURE_GATES))
     #: The gates named in ``--feature-gates`` (the rest are at their defaults).
     explicit_gates: frozenset[str] = frozenset()
@@ -126,6 +129,13 @@ _FLAGS: Sequence[tuple[str, str, str, str]] = (
         "",
         "comma-separated XIDs the health monitor ignores besides NVIDIA's default list",
     ),
+    (
+        "--health-recovery-period",
+        "HEALTH_RECOVERY_PERIOD",
+        "0",
+        "time without a further XID/ECC event after which a device is healthy again: seconds "
+        "or a duration (90s, 5m, 1h); 0: never",
+    ),
     ("--kubeconfig", "KUBECONFIG", "", "kubeconfig file; in-cluster config when empty"),
     ("--pod-uid", "POD_UID", "", "this pod's UID: enables rolling-update socket names"),
     (
@@ -202,6 +212,19 @@ def _seconds(value: str, flag: str) -> float:
     return seconds
 
 
+_DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _optional_duration(value: str, flag: str) -> float | None:
+    """Seconds of ``"90"``, ``"90s"``, ``"5m"`` or ``"1h"``; ``None`` for ``"0"`` or empty."""
+    text = value.strip()
+    if text in ("", "0", "0s"):
+        return None
+    unit = _DURATION_UNITS.get(text[-1:], 0.0)
+    number = text[:-1] if unit else text
+    return _seconds(number, flag) * (unit or 1.0)
+
+
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """Validate parsed arguments.
 
@@ -252,6 +275,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         http_endpoint=args.http_endpoint,
         metrics_path="/" + args.metrics_path.strip("/"),
         additional_xids_to_ignore=parse_xid_list(args.additional_xids_to_ignore),
+        health_recovery_period_s=_optional_duration(
+            args.health_recovery_period, "--health-recovery-period"
+        ),
         feature_gates=gates,
         explicit_gates=explicit,
         kubeconfig=args.kubeconfig,
