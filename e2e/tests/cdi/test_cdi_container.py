@@ -21,10 +21,10 @@ import pytest
 from dra_e2e import images
 from dra_e2e.handle import ClusterHandle
 from dra_e2e.toolkit import Toolkit, build_toolkit
-from dra_kubelet_plugin.cdi import cdi_device_id, render_claim_spec
-from dra_kubelet_plugin.cdi_store import CDIStore
+from dra_kubelet_plugin.cdi import GPU_CDI, cdi_device_id, render_claim_spec
 from dra_kubelet_plugin.container_edits import NvmlEdits
-from dra_kubelet_plugin.errors import ClaimRef
+from dra_kubelet_plugin.core.cdi_store import CDIStore
+from dra_kubelet_plugin.core.errors import ClaimRef
 from dra_kubelet_plugin.inventory import build_inventory
 from dra_nvlib import DeviceLibConfig, open_device_lib
 from dra_nvlib.mock_nvml_build import build_mock_nvml
@@ -86,7 +86,7 @@ def claim_spec(tmp_path: Path, toolkit: Toolkit) -> Iterator[str]:
         devices=[(gpu.name, edits.device_edits(claim, gpu))],
         common=[edits.claim_edits(claim, [gpu])],
     )
-    store = CDIStore(CTR_CDI_DIR)
+    store = CDIStore(CTR_CDI_DIR, kind=GPU_CDI)
     store.write(claim.uid, spec)
     try:
         yield cdi_device_id(claim.uid, gpu.name)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from dra_kubelet_plugin.cdi import ContainerEdits, Hook, render_claim_spec
+from dra_kubelet_plugin.cdi import render_claim_spec
+from dra_kubelet_plugin.core.cdi import ContainerEdits, Hook
 from dra_kubelet_plugin.device_nodes import (
     NodeUnavailableError,
     char_majors,

@@ -27,11 +27,11 @@ from typing import Protocol
 
 from dra_nvlib import nvidia_smi_env, render_env_nvidia_smi_script
 
-from dra_kubelet_plugin.cdi import ContainerEdits, DeviceNode, Mount
+from dra_kubelet_plugin.core.cdi import ContainerEdits, DeviceNode, Mount
+from dra_kubelet_plugin.core.errors import ClaimRef, DeviceNodeMissingError
 from dra_kubelet_plugin.device_nodes import NodeUnavailableError, ensure_char_node, mig_cap_minors
 from dra_kubelet_plugin.driver_edits import driver_edits
 from dra_kubelet_plugin.driver_files import DriverNotFoundError, driver_version_at, scan_driver_root
-from dra_kubelet_plugin.errors import ClaimRef, DeviceNodeMissingError
 from dra_kubelet_plugin.inventory import DeviceType, NodeDevice
 from dra_kubelet_plugin.slices import binary_quantity
 

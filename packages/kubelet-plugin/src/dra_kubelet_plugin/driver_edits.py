@@ -25,7 +25,7 @@ import fnmatch
 import posixpath
 from collections.abc import Iterable
 
-from dra_kubelet_plugin.cdi import ContainerEdits, Hook, Mount
+from dra_kubelet_plugin.core.cdi import ContainerEdits, Hook, Mount
 from dra_kubelet_plugin.driver_files import DriverFiles, DriverLibrary
 
 __all__ = [
