@@ -51,7 +51,7 @@ def driver(
     installed = install_driver(
         e2e_cluster,
         tmp_path_factory.mktemp("driver-images"),
-        extra_sets={
+        values={
             "kubeletPlugin.containers.gpus.env[0].name": "HEALTH_RECOVERY_PERIOD",
             "kubeletPlugin.containers.gpus.env[0].value": f"{RECOVERY_S}s",
         },
