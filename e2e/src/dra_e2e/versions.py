@@ -16,6 +16,8 @@ CONTAINERD_VERSION = "v2.3.7"
 # github.com/prometheus/prometheus v0.316.0 is Prometheus 3.16.0 (and its promtool):
 # the server that scrapes the allocation controller in e2e, and the rule unit tests.
 PROMETHEUS_VERSION = "v0.316.0"
+# nvidia-ctk and nvidia-cdi-hook for the CDI parity tests (not part of a cluster).
+NVIDIA_CONTAINER_TOOLKIT_VERSION = "v1.19.1"
 
 # Names under which locally built images are imported. The pause image carries
 # the name containerd's CRI plugin pins as its sandbox image, so nothing is pulled.
