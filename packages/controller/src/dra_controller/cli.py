@@ -179,19 +179,10 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from .cel import CelCompileError, compile_selector
     from .validation import validate_documents
 
-    def compile_check(expression: str) -> str | None:
-        """The compile error of an expression, or None."""
-        try:
-            compile_selector(expression)
-        except CelCompileError as exc:
-            return str(exc)
-        return None
-
     docs = read_documents(_files(args.filename))
-    result = validate_documents(docs, compile_check=compile_check)
+    result = validate_documents(docs)
     for finding in result.findings:
         sys.stdout.write(f"{finding}\n")
     sys.stdout.write(f"{result.summary(len(docs))}\n")

@@ -19,11 +19,32 @@ from dra_api_types.codec import parse_object
 from dra_api_types.errors import ValidationError
 from dra_api_types.legacy import REPLACED_BY, legacy_kind
 
+from .cel import CelCompileError, compile_selector
+from .cel.cost_estimate import MAX_SELECTOR_COST, exceeds_cost_limit
 from .inputs import Document, object_label
 
 NVIDIA_DRIVERS = ("gpu.nvidia.com", "compute-domain.nvidia.com")
 
 CompileCheck = Callable[[str], str | None]
+
+#: The API server's message for a selector over the cost limit (field.Forbidden).
+TOO_COMPLEX = "Forbidden: too complex, exceeds cost limit"
+
+
+def check_selector(expression: str) -> str | None:
+    """What the API server says of a new CEL device selector, or None when it accepts it.
+
+    A compile error, or an estimated worst-case cost over ``CELSelectorExpressionMaxCost``
+    (checked only once the expression compiles, as upstream does).
+    """
+    try:
+        compile_selector(expression)
+    except CelCompileError as exc:
+        return f"CEL compile error: {exc}"
+    worst = exceeds_cost_limit(expression)
+    if worst is not None:
+        return f"{TOO_COMPLEX} (estimated worst case {worst}, limit {MAX_SELECTOR_COST})"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +150,9 @@ def _legacy_finding(doc: Document, kind: str, data: Mapping[str, Any]) -> Findin
     )
 
 
-def validate_documents(docs: Sequence[Document], *, compile_check: CompileCheck) -> Validation:
+def validate_documents(
+    docs: Sequence[Document], *, compile_check: CompileCheck = check_selector
+) -> Validation:
     """All findings for the documents, and which ones had nothing to check."""
     findings: list[Finding] = []
     unchecked: list[str] = []
@@ -158,9 +181,7 @@ def validate_documents(docs: Sequence[Document], *, compile_check: CompileCheck)
                 for sel_path, expr in _selectors(body, path):
                     problem = compile_check(expr)
                     if problem:
-                        findings.append(
-                            Finding(doc.where, ref, sel_path, f"CEL compile error: {problem}")
-                        )
+                        findings.append(Finding(doc.where, ref, sel_path, problem))
             else:
                 findings.extend(_check_opaque(doc, ref, path, body))
     return Validation(findings, unchecked)
