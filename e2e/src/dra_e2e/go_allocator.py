@@ -4,7 +4,8 @@
 harness's Kubernetes version and runs it offline on the same input as
 ``kubectl dra allocate``, printing the same report. It is built from the Go module
 proxy into the binary cache like the cluster components; :func:`run_batch` feeds it
-many cases through one process.
+many cases through one process, and :func:`run_cel_costs` asks it for upstream's
+compile-time cost estimate of CEL selectors.
 """
 
 from __future__ import annotations
@@ -99,4 +100,64 @@ def run_batch(
                 error=str(data.get("error") or ""),
             )
         )
+    return results
+
+
+@dataclass(frozen=True)
+class CelCostCase:
+    """One CEL selector and the two gates that shape the API server's CEL environment."""
+
+    id: str
+    expression: str
+    consumable_capacity: bool = True
+    list_type_attributes: bool = False
+
+
+@dataclass(frozen=True)
+class CelCostResult:
+    """Upstream's compile-time ``MaxCost`` of a selector, or its compile error."""
+
+    id: str
+    max_cost: int | None
+    error: str = ""
+
+
+def run_cel_costs(
+    binary: Path, cases: Iterable[CelCostCase], *, timeout_s: float = 600
+) -> list[CelCostResult]:
+    """Estimate every selector's cost with ``dra-go-allocate -cel-cost`` (one process)."""
+    lines = "".join(
+        json.dumps(
+            {
+                "id": c.id,
+                "expression": c.expression,
+                "consumableCapacity": c.consumable_capacity,
+                "listTypeAttributes": c.list_type_attributes,
+            }
+        )
+        + "\n"
+        for c in cases
+    )
+    proc = subprocess.run(
+        [str(binary), "-cel-cost"],
+        input=lines,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise E2EError(f"dra-go-allocate -cel-cost exited {proc.returncode}: {proc.stderr.strip()}")
+    results = []
+    for line in proc.stdout.splitlines():
+        if line.strip():
+            data = json.loads(line)
+            cost = data.get("maxCost")
+            results.append(
+                CelCostResult(
+                    id=str(data["id"]),
+                    max_cost=None if cost is None else int(cost),
+                    error=str(data.get("error") or ""),
+                )
+            )
     return results

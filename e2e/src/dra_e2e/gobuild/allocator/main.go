@@ -5,6 +5,7 @@
 //
 //	dra-go-allocate -f FILE [-f FILE...] [--claim NS/NAME...] [--node NAME] [--features LIST]
 //	dra-go-allocate --batch < cases.jsonl > results.jsonl
+//	dra-go-allocate -cel-cost < expressions.jsonl > costs.jsonl   (see celcost.go)
 //
 // A batch case is one JSON object a line: {"id", "objects", "claims", "node",
 // "features"}; each result line is {"id", "exit", "report"} or {"id", "exit": 2,
@@ -760,8 +761,16 @@ func main() {
 	featureSpec := flag.String("features", "", "DRA feature gates on (GATE[,GATE=false...], all, none); default: those of kubectl dra allocate")
 	batch := flag.Bool("batch", false, "read cases as JSON lines on stdin, write results as JSON lines")
 	sequence := flag.Bool("sequence", false, "read one case on stdin and allocate its claims one at a time (benchmark)")
+	celCost := flag.Bool("cel-cost", false, "read CEL selectors as JSON lines on stdin, write upstream's compile-time cost estimate of each")
 	flag.Parse()
 	ctx := context.Background()
+	if *celCost {
+		if err := runCelCost(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "dra-go-allocate: %v\n", err)
+			os.Exit(exitError)
+		}
+		return
+	}
 	if *sequence {
 		if err := runSequence(ctx, os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintf(os.Stderr, "dra-go-allocate: %v\n", err)

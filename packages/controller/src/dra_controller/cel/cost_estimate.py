@@ -797,18 +797,22 @@ class _Coster:
             if name == "string" and source == "bytes":
                 return size.factor(_STRING_FACTOR), STRING, Range(size.lo // 4, size.hi), None
             if source in ("dyn", "any"):
-                # A dyn argument resolves to every overload, the sized one among them.
-                return size.factor(_STRING_FACTOR).union(ONE), _CONVERSIONS[name], None, None
+                # A dyn argument resolves to every overload; only the bytes/string one
+                # knows its result's size, so that size is the result's.
+                cost = size.factor(_STRING_FACTOR).union(ONE)
+                if name == "bytes":
+                    return cost, BYTES, Range(size.lo, mul_u64(size.hi, 4)), None
+                return cost, STRING, Range(size.lo // 4, size.hi), None
         if name == "_+_" and len(args) == 2:
             kinds = {args[0].type.kind, args[1].type.kind}
             lhs, rhs = self.size_or_unknown(args[0]), self.size_or_unknown(args[1])
             total = lhs + rhs
             entry = args[0].entry.union(args[1].entry) if args[0].entry is not None else None
-            if kinds <= {"string"} or kinds <= {"bytes"}:
+            if kinds & {"string", "bytes"} and kinds <= {"string", "bytes", "dyn", "any"}:
                 return total.factor(_STRING_FACTOR), result, total, entry
             if "list" in kinds:
                 return ONE, result, total, entry
-            if kinds <= {"dyn", "any"} or (kinds & {"dyn", "any"} and kinds & {"string", "bytes"}):
+            if kinds <= {"dyn", "any"}:
                 # dyn + dyn resolves to every overload: the union covers the string one.
                 cost = total.factor(_STRING_FACTOR).union(ONE)
                 return cost, result, total, entry
@@ -925,6 +929,8 @@ def _common_type(types: Sequence[Ty]) -> Ty:
 def _join_types(a: Ty, b: Ty) -> Ty:
     if a == b:
         return a
+    if a.kind == b.kind == "list" and a.params and b.params:
+        return list_of(_join_types(a.params[0], b.params[0]))
     if a == NULL:
         return b
     if b == NULL:
@@ -987,9 +993,18 @@ def _result_type(name: str, target: _Info | None, args: list[_Info]) -> Ty:
         return _CONVERSIONS[name]
     operands = [*([target] if target is not None else []), *args]
     if name in _SAME_LIST and target is not None and target.type.kind == "list":
+        if name == "sort" and (not target.type.params or _is_dyn(target.type.params[0])):
+            return DYN  # one overload per comparable element type: no single result
         return target.type
     if name in ("_+_", "_-_", "_*_", "_/_", "_%_") and len(operands) == 2:
-        return _join_types(operands[0].type, operands[1].type)
+        a, b = operands[0].type, operands[1].type
+        if _is_dyn(a) != _is_dyn(b):
+            # Only the typed side's overload matches: its type is the result's.
+            known = b if _is_dyn(a) else a
+            return DYN if known.kind.startswith("google.protobuf.") else known
+        return _join_types(a, b)
+    if name in ("sum", "min", "max") and target is not None and target.type.kind == "list":
+        return target.type.params[0] if target.type.params else DYN
     if name == "-_" and operands:
         return operands[0].type
     if name in ("first", "last") and target is not None and target.type.params:
