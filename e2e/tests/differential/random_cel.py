@@ -3,7 +3,8 @@
 Each seed gives one boolean selector built from a small typed grammar: device fields
 (driver, attributes and capacity by constant and by iterated domain and name), literals,
 string, list, set, quantity, semver and regex functions, comparisons, logical operators,
-conditionals, ``cel.bind`` and comprehensions (``all``, ``exists``, ``exists_one``,
+conditionals, the gated declarations (``allowMultipleAllocations``, ``includes``, iterating
+an attribute value), ``cel.bind`` and comprehensions (``all``, ``exists``, ``exists_one``,
 ``map``, ``filter``, two-variable forms) nested up to a few levels over ``device.attributes``,
 list literals and ``lists.range``: the shapes whose cost rules differ, some well over the
 API server's limit.
@@ -23,7 +24,6 @@ WORDS = ("a", "gpu", "H100", "dra.example.com", "", "x-y")
 @dataclass
 class _Gen:
     rng: random.Random
-    consumable_capacity: bool
     # Variables in scope by type: "string", "int", "domain" (a key of device.attributes).
     scope: dict[str, list[str]] = field(default_factory=dict)
     counter: int = 0
@@ -161,8 +161,14 @@ class _Gen:
             lambda d: f'has(device.attributes["{self.rng.choice(DOMAINS)}"].model)',
             lambda d: f"{self.quantity()}.compareTo({self.quantity()}) >= 0",
         ]
-        if self.consumable_capacity:
+        # Gated declarations, used under either setting: the gate decides whether they compile.
+        if self.rng.random() < 0.15:
             leaves.append(lambda d: "device.allowMultipleAllocations")
+        if self.rng.random() < 0.15:
+            leaves.append(lambda d: f"{self.attribute()}.includes({self.word()})")
+        if self.rng.random() < 0.15:
+            v = self.var()
+            leaves.append(lambda d: f"{self.attribute()}.exists({v}, {v} == {self.word()})")
         if depth <= 0:
             return self.pick(leaves, depth)
         nodes: list[Callable[[int], str]] = [
@@ -235,8 +241,8 @@ class _Gen:
         return f"device.attributes.{two}({d}, {k}, {body})"
 
 
-def random_selector(seed: int, *, consumable_capacity: bool = True) -> str:
+def random_selector(seed: int) -> str:
     """The selector of one seed (deterministic)."""
     rng = random.Random(seed)
-    gen = _Gen(rng, consumable_capacity)
+    gen = _Gen(rng)
     return gen.boolean(rng.choice((1, 2, 3, 3, 4)))

@@ -4,7 +4,8 @@
 with ``k8s.io/dynamic-resource-allocation/cel`` at the harness's Kubernetes version, as the
 API server does for a new DeviceClass or ResourceClaim, and prints ``MaxCost``. For every
 seeded random selector (``random_cel``) both sides must agree on whether it compiles and, when
-it does, on the exact worst-case cost, hence on the API server's verdict against the limit.
+it does (in the new-expressions environment of the case's gates), on the exact worst-case
+cost, hence on the API server's verdict against the limit.
 
 ``DRA_CEL_CASES`` sets the number of selectors (default 1000; 10000 on demand),
 ``DRA_CEL_SEED`` the first seed. Disagreements are printed with their seed and belong in
@@ -19,7 +20,9 @@ from pathlib import Path
 
 import pytest
 from dra_controller.cel import CelCompileError, compile_selector
-from dra_controller.cel.cost_estimate import MAX_SELECTOR_COST, Environment, estimate_cost
+from dra_controller.cel.cost_estimate import MAX_SELECTOR_COST, estimate_cost
+from dra_controller.cel.environment import Environment
+from dra_controller.cel.new_expressions import new_expression_error
 from dra_e2e.go_allocator import CelCostCase, ensure_go_allocator, run_cel_costs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -34,7 +37,7 @@ def _case(seed: int) -> CelCostCase:
     consumable = seed % 4 != 0
     return CelCostCase(
         id=str(seed),
-        expression=random_selector(seed, consumable_capacity=consumable),
+        expression=random_selector(seed),
         consumable_capacity=consumable,
         list_type_attributes=seed % 5 == 0,
     )
@@ -54,9 +57,14 @@ def test_cost_estimate_agrees_with_upstream(go_allocator: Path) -> None:
     found: list[str] = []
     compiled = over = 0
     for case, their in zip(cases, theirs, strict=True):
+        env = Environment(
+            consumable_capacity=case.consumable_capacity,
+            list_type_attributes=case.list_type_attributes,
+        )
         try:
             compile_selector(case.expression)
-            our_error = ""
+            gated = new_expression_error(case.expression, env)
+            our_error = "" if gated is None else str(gated)
         except CelCompileError as exc:
             our_error = str(exc)
         if bool(our_error) != bool(their.error):
@@ -69,7 +77,6 @@ def test_cost_estimate_agrees_with_upstream(go_allocator: Path) -> None:
             continue
         compiled += 1
         over += their.max_cost > MAX_SELECTOR_COST
-        env = Environment(list_type_attributes=case.list_type_attributes)
         ours = estimate_cost(case.expression, env).hi
         if ours != their.max_cost:
             found.append(
@@ -82,5 +89,5 @@ def test_cost_estimate_agrees_with_upstream(go_allocator: Path) -> None:
     )
     assert not found, "\n".join(found[:20])
     # The generator must keep producing selectors that compile and some the limit refuses.
-    assert compiled >= 0.95 * len(cases)
+    assert compiled >= 0.9 * len(cases)
     assert over >= 0.03 * len(cases)

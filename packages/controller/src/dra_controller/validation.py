@@ -21,6 +21,8 @@ from dra_api_types.legacy import REPLACED_BY, legacy_kind
 
 from .cel import CelCompileError, compile_selector
 from .cel.cost_estimate import MAX_SELECTOR_COST, exceeds_cost_limit
+from .cel.environment import Environment
+from .cel.new_expressions import new_expression_error
 from .inputs import Document, object_label
 
 NVIDIA_DRIVERS = ("gpu.nvidia.com", "compute-domain.nvidia.com")
@@ -31,17 +33,22 @@ CompileCheck = Callable[[str], str | None]
 TOO_COMPLEX = "Forbidden: too complex, exceeds cost limit"
 
 
-def check_selector(expression: str) -> str | None:
+def check_selector(expression: str, env: Environment | None = None) -> str | None:
     """What the API server says of a new CEL device selector, or None when it accepts it.
 
-    A compile error, or an estimated worst-case cost over ``CELSelectorExpressionMaxCost``
-    (checked only once the expression compiles, as upstream does).
+    A compile error (in the new-expressions environment of ``env``'s feature gates), or an
+    estimated worst-case cost over ``CELSelectorExpressionMaxCost`` (checked only once the
+    expression compiles, as upstream does).
     """
+    env = env or Environment()
     try:
         compile_selector(expression)
     except CelCompileError as exc:
         return f"CEL compile error: {exc}"
-    worst = exceeds_cost_limit(expression)
+    gated = new_expression_error(expression, env)
+    if gated is not None:
+        return f"CEL compile error: {gated}"
+    worst = exceeds_cost_limit(expression, env)
     if worst is not None:
         return f"{TOO_COMPLEX} (estimated worst case {worst}, limit {MAX_SELECTOR_COST})"
     return None

@@ -30,6 +30,7 @@ from functools import lru_cache
 from typing import Final
 
 from .cost_ranges import ONE, U64_MAX, UNKNOWN, ZERO, Range, add_u64, fixed, mul_u64
+from .environment import Environment
 from .syntax import Call, Const, Ident, Index, ListLit, MapLit, Node, Select, UInt, parse
 
 #: Upstream's CELSelectorExpressionMaxCost.
@@ -158,18 +159,6 @@ def _declared_size(path: Sequence[str] | None) -> Range | None:
     return Range(0, node.max_elements)
 
 
-@dataclass(frozen=True, slots=True)
-class Environment:
-    """Which device declaration the expression is checked against (feature gates)."""
-
-    list_type_attributes: bool = False
-
-    @property
-    def attribute_type(self) -> Ty:
-        """Attribute values: ``any`` (scalars only) or ``dyn`` (list-type attributes)."""
-        return DYN if self.list_type_attributes else ANY
-
-
 @dataclass(slots=True)
 class _Entry:
     """What is known of a container's entries: its kind and the key and value sizes."""
@@ -291,7 +280,9 @@ class _Coster:
 
     def _field_type(self, t: Ty, name: str) -> Ty:
         if t == DEVICE:
-            inner_attributes = map_of(STRING, self.env.attribute_type)
+            # Attribute values are "any" (scalars only), or "dyn" with list-type attributes.
+            value = DYN if self.env.list_type_attributes else ANY
+            inner_attributes = map_of(STRING, value)
             return {
                 "driver": STRING,
                 "attributes": map_of(STRING, inner_attributes),
