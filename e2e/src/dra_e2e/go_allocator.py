@@ -18,16 +18,32 @@ from pathlib import Path
 from typing import Any
 
 from dra_e2e.build import GOBUILD_DIR, GoComponent, Progress, build_component, component_dir
-from dra_e2e.errors import E2EError
+from dra_e2e.errors import E2EError, UnknownVersionError
 from dra_e2e.versions import KUBERNETES_VERSION
 
-GO_ALLOCATOR = GoComponent(
-    name="dra-go-allocate",
-    version=KUBERNETES_VERSION,
-    packages=(".",),
-    outputs=("dra-go-allocate",),
-    source_dir=GOBUILD_DIR / "allocator",
-)
+#: Releases whose upstream allocator can be built: the default from ``gobuild/allocator/go.mod``,
+#: the others from ``gobuild/allocator/versions/<version>.mod`` with the same sources.
+ALLOCATOR_VERSIONS = (KUBERNETES_VERSION, "v1.36.5")
+
+
+def go_allocator_component(version: str = KUBERNETES_VERSION) -> GoComponent:
+    """``dra-go-allocate`` linking ``k8s.io/dynamic-resource-allocation`` of ``version``."""
+    if version not in ALLOCATOR_VERSIONS:
+        known = ", ".join(ALLOCATOR_VERSIONS)
+        raise UnknownVersionError(f"no upstream allocator pinned for {version} (known: {known})")
+    source_dir = GOBUILD_DIR / "allocator"
+    modfile = None if version == KUBERNETES_VERSION else source_dir / "versions" / f"{version}.mod"
+    return GoComponent(
+        name="dra-go-allocate",
+        version=version,
+        packages=(".",),
+        outputs=("dra-go-allocate",),
+        source_dir=source_dir,
+        modfile=modfile,
+    )
+
+
+GO_ALLOCATOR = go_allocator_component()
 
 
 @dataclass(frozen=True)
@@ -62,14 +78,15 @@ class OracleResult:
     error: str = ""
 
 
-def ensure_go_allocator(*, progress: Progress) -> Path:
-    """Build ``dra-go-allocate`` into the cache unless present; return its path."""
-    return build_component(GO_ALLOCATOR, progress=progress) / "dra-go-allocate"
+def ensure_go_allocator(*, progress: Progress, version: str = KUBERNETES_VERSION) -> Path:
+    """Build ``dra-go-allocate`` of ``version`` into the cache unless present; its path."""
+    component = go_allocator_component(version)
+    return build_component(component, progress=progress) / "dra-go-allocate"
 
 
-def go_allocator_path() -> Path:
+def go_allocator_path(version: str = KUBERNETES_VERSION) -> Path:
     """Where the cached binary is (it may not be built yet)."""
-    return component_dir(GO_ALLOCATOR) / "dra-go-allocate"
+    return component_dir(go_allocator_component(version)) / "dra-go-allocate"
 
 
 def run_batch(
