@@ -16,7 +16,7 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,8 +111,13 @@ class Driver:
         )
 
 
-def install(cluster: ClusterHandle, workdir: Path) -> Driver:
-    """Installs the chart on fake GPUs (or adopts ``$DRA_E2E_RELEASE``); waits for slices."""
+def install(
+    cluster: ClusterHandle, workdir: Path, values: Mapping[str, str] | None = None
+) -> Driver:
+    """Installs the chart on fake GPUs (or adopts ``$DRA_E2E_RELEASE``); waits for slices.
+
+    ``values`` are ``--set`` values over the local defaults (feature gates, sharing).
+    """
     nodes = cluster.node_names()
     adopted = os.environ.get("DRA_E2E_RELEASE")
     if adopted:
@@ -125,7 +130,7 @@ def install(cluster: ClusterHandle, workdir: Path) -> Driver:
             "an existing cluster (--kubeconfig) needs the driver installed first; set "
             "DRA_E2E_RELEASE=<namespace>/<release> (kind/up.sh does both)"
         )
-    installed = install_driver(cluster.local, fake_gpus=FAKE_GPUS, workdir=workdir)
+    installed = install_driver(cluster.local, sets=values, fake_gpus=FAKE_GPUS, workdir=workdir)
     return Driver(
         cluster,
         installed.namespace,
