@@ -33,11 +33,14 @@ def go_allocator_component(version: str = KUBERNETES_VERSION) -> GoComponent:
         raise UnknownVersionError(f"no upstream allocator pinned for {version} (known: {known})")
     source_dir = GOBUILD_DIR / "allocator"
     modfile = None if version == KUBERNETES_VERSION else source_dir / "versions" / f"{version}.mod"
+    # compat_v136.go / compat_v137.go hold what the two releases' APIs spell differently.
+    tags = ("kube136",) if version.startswith("v1.36.") else ()
     return GoComponent(
         name="dra-go-allocate",
         version=version,
         packages=(".",),
         outputs=("dra-go-allocate",),
+        tags=tags,
         source_dir=source_dir,
         modfile=modfile,
     )
