@@ -73,7 +73,7 @@ class MemoryApi:
         if method == "GET":
             if target in self.objects:
                 return copy.deepcopy(self.objects[target])
-            match = _COLLECTION.match(target)
+            match = _COLLECTION.match(target) if _is_collection(target) else None
             if match is None:
                 raise KubeApiError(method, path, 404, "not found")
             return {"items": self._list(match, query or {})}
@@ -156,6 +156,15 @@ class MemoryApi:
         self, path: str, *, query: Mapping[str, str], timeout_s: float
     ) -> Iterator[dict[str, Any]]:
         return iter(())
+
+
+def _is_collection(path: str) -> bool:
+    """``/api/v1/<r>``, ``/apis/<g>/<v>/<r>``, optionally with ``namespaces/<ns>/`` before."""
+    segments = path.strip("/").split("/")
+    base = 2 if segments[0] == "api" else 3
+    if len(segments) > base and segments[base] == "namespaces":
+        return len(segments) == base + 3
+    return len(segments) == base + 1
 
 
 def _merge(target: dict[str, Any], patch: Mapping[str, Any]) -> None:

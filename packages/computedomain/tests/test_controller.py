@@ -224,3 +224,38 @@ def test_lease_decisions() -> None:
     renewed = decide(fresh, "a", now + datetime.timedelta(seconds=5), 15)
     assert renewed is not None
     assert renewed["acquireTime"] == fresh["acquireTime"]
+
+
+def test_every_request_is_a_declared_permission(api: MemoryApi) -> None:
+    from dra_computedomain.api_paths import request_permission
+    from dra_computedomain.controller import CLUSTER_REQUESTS, NAMESPACE_REQUESTS
+    from dra_computedomain.leader import LeaseElector, LeaseTimings
+
+    uid = _setup(api)
+    controller = ComputeDomainController(api, SETTINGS)
+    controller.reconcile_once()
+    _clique(api, uid, [_entry("node-a", "10.0.0.1", 0)])
+    api.put_object(
+        node_path("node-a"), {"metadata": {"name": "node-a", "labels": {COMPUTE_DOMAIN_LABEL: uid}}}
+    )
+    controller.reconcile_once()
+    api.request("DELETE", CD_PATH)
+    for _ in range(3):
+        controller.reconcile_once()
+    elector = LeaseElector(api, namespace=DRIVER_NS, name="l", identity="a", timings=LeaseTimings())
+    assert elector.try_hold()
+    assert elector.try_hold()
+    used = {request_permission(m, p) for m, p in api.requests if p != CD_PATH or m != "DELETE"}
+    declared = CLUSTER_REQUESTS | NAMESPACE_REQUESTS
+    assert used <= declared, sorted(used - declared)
+    # Nothing declared goes unused in these scenarios but patching templates/DaemonSets
+    # (finalizer removal on objects the scenario deletes directly).
+    assert declared - used <= {
+        ("resource.k8s.io", "resourceclaimtemplates", "get"),
+        ("resource.k8s.io", "resourceclaimtemplates", "patch"),
+        ("apps", "daemonsets", "get"),
+        ("apps", "daemonsets", "patch"),
+        ("resource.nvidia.com", "computedomaincliques", "patch"),
+        ("resource.nvidia.com", "computedomaincliques", "update"),
+        ("resource.nvidia.com", "computedomaincliques", "delete"),
+    }

@@ -180,3 +180,15 @@ def test_missing_cdi_environment_names_the_variable(tmp_path: Path) -> None:
         DaemonEnv.from_env(raw)
     assert err.value.variable == "COMPUTE_DOMAIN_UUID"
     assert "is CDI enabled?" in str(err.value)
+
+
+def test_daemon_requests_are_declared(api: MemoryApi, daemons: list[DomainDaemon]) -> None:
+    from dra_computedomain.api_paths import request_permission
+    from dra_computedomain.daemon import REQUESTS
+
+    a, b = daemons
+    _until_ready(a)
+    _until_ready(b)
+    a.leave_clique()
+    used = {request_permission(m, p) for m, p in api.requests}
+    assert used == REQUESTS

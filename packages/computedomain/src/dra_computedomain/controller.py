@@ -10,13 +10,13 @@ import datetime
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from dra_api_types import ComputeDomain, ComputeDomainClique
 from dra_kubelet_plugin.errors import KubeApiError
 from dra_kubelet_plugin.kube import JsonTransport
 
-from .api_paths import collection_path, node_path, object_path
+from .api_paths import Permission, collection_path, node_path, object_path
 from .manifests import DaemonSettings
 from .names import COMPUTE_DOMAIN_LABEL, FINALIZER
 from .reconcile import (
@@ -36,10 +36,47 @@ from .reconcile import (
 )
 from .status import daemon_pod_from_api
 
-__all__ = ["ComputeDomainController"]
+__all__ = ["CLUSTER_REQUESTS", "NAMESPACE_REQUESTS", "ComputeDomainController"]
 
 log = logging.getLogger(__name__)
 _COMPONENT = "compute-domain-controller"
+
+#: What the controller asks of the API server across the cluster (the chart's ClusterRole).
+CLUSTER_REQUESTS: Final[frozenset[Permission]] = frozenset(
+    {
+        ("resource.nvidia.com", "computedomains", "list"),
+        ("resource.nvidia.com", "computedomains", "get"),
+        ("resource.nvidia.com", "computedomains", "patch"),
+        ("resource.nvidia.com", "computedomains/status", "patch"),
+        ("resource.k8s.io", "resourceclaimtemplates", "list"),
+        ("resource.k8s.io", "resourceclaimtemplates", "get"),
+        ("resource.k8s.io", "resourceclaimtemplates", "create"),
+        ("resource.k8s.io", "resourceclaimtemplates", "patch"),
+        ("resource.k8s.io", "resourceclaimtemplates", "delete"),
+        ("", "nodes", "list"),
+        ("", "nodes", "patch"),
+        ("", "events", "create"),
+    }
+)
+#: ... and in the driver namespace only (the chart's Role there), leader election included.
+NAMESPACE_REQUESTS: Final[frozenset[Permission]] = frozenset(
+    {
+        ("apps", "daemonsets", "list"),
+        ("apps", "daemonsets", "get"),
+        ("apps", "daemonsets", "create"),
+        ("apps", "daemonsets", "patch"),
+        ("apps", "daemonsets", "delete"),
+        ("resource.nvidia.com", "computedomaincliques", "list"),
+        ("resource.nvidia.com", "computedomaincliques", "get"),
+        ("resource.nvidia.com", "computedomaincliques", "patch"),
+        ("resource.nvidia.com", "computedomaincliques", "update"),
+        ("resource.nvidia.com", "computedomaincliques", "delete"),
+        ("", "pods", "list"),
+        ("coordination.k8s.io", "leases", "get"),
+        ("coordination.k8s.io", "leases", "create"),
+        ("coordination.k8s.io", "leases", "update"),
+    }
+)
 _SELECTOR = {"labelSelector": COMPUTE_DOMAIN_LABEL}
 
 

@@ -12,13 +12,13 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from dra_api_types import ComputeDomainClique, ComputeDomainDaemonInfo
 from dra_kubelet_plugin.errors import KubeApiError
 from dra_kubelet_plugin.kube import JsonTransport
 
-from .api_paths import collection_path, object_path
+from .api_paths import Permission, collection_path, object_path
 from .clique import deregister, dns_mapping, register
 from .errors import CliqueFullError, DaemonEnvironmentError
 from .hosts import render_hosts
@@ -31,9 +31,19 @@ from .names import (
     clique_object_name,
 )
 
-__all__ = ["DaemonEnv", "DomainDaemon"]
+__all__ = ["REQUESTS", "DaemonEnv", "DomainDaemon"]
 
 log = logging.getLogger(__name__)
+
+#: What a daemon asks of the API server, all in the driver namespace (the chart's Role).
+REQUESTS: Final[frozenset[Permission]] = frozenset(
+    {
+        ("resource.nvidia.com", "computedomaincliques", "get"),
+        ("resource.nvidia.com", "computedomaincliques", "create"),
+        ("resource.nvidia.com", "computedomaincliques", "update"),
+        ("", "pods", "patch"),
+    }
+)
 
 #: Set by the kubelet plugin's daemon prepare (through CDI).
 _CDI_VARIABLES = ("COMPUTE_DOMAIN_UUID", "COMPUTE_DOMAIN_NAME", "COMPUTE_DOMAIN_NAMESPACE")

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 __all__ = [
+    "ChannelInUseError",
+    "ClaimConfigError",
     "CliqueFullError",
     "CliqueIdError",
     "ComputeDomainError",
     "DaemonEnvironmentError",
+    "DaemonNotReadyError",
+    "DomainDeletingError",
+    "DomainNotFoundError",
     "ImexConfigError",
+    "NamespaceMismatchError",
+    "NodeTakenError",
+    "PrepareError",
     "SpecError",
 ]
 
@@ -61,3 +69,51 @@ class ImexConfigError(ComputeDomainError):
         super().__init__(f"{path}: {field}: {message}")
         self.path = path
         self.field = field
+
+
+class PrepareError(ComputeDomainError):
+    """A claim of ``compute-domain.nvidia.com`` cannot be prepared (yet).
+
+    ``permanent`` errors are returned to the kubelet at once; the others are retried inside
+    the kubelet's deadline first (the domain daemon may still be starting).
+    """
+
+    permanent = False
+
+    def __init__(self, claim: str, message: str) -> None:
+        super().__init__(f"claim {claim}: {message}")
+        self.claim = claim
+
+
+class DomainNotFoundError(PrepareError):
+    """No ComputeDomain has the UID the claim's config names (yet)."""
+
+
+class DomainDeletingError(PrepareError):
+    """The claim's ComputeDomain is being deleted."""
+
+    permanent = True
+
+
+class NamespaceMismatchError(PrepareError):
+    """A channel claim lives in another namespace than its ComputeDomain."""
+
+    permanent = True
+
+
+class NodeTakenError(PrepareError):
+    """The node already belongs to another ComputeDomain (one domain per node)."""
+
+
+class ChannelInUseError(PrepareError):
+    """Another claim still holds this node's channel (NVIDIA #641: double channel prepare)."""
+
+
+class DaemonNotReadyError(PrepareError):
+    """The domain daemon on this node is not Ready yet."""
+
+
+class ClaimConfigError(PrepareError):
+    """The claim's opaque config is missing or invalid."""
+
+    permanent = True
