@@ -4,9 +4,9 @@ Both image builds use this, so the Dockerfile and the registry-free build carry 
 application content:
 
 - ``<dest>/site-packages``: the workspace distributions (all but the e2e harness:
-  ``dra-kubelet-plugin``, ``dra-computedomain``, ``dra-controller`` and their libraries) built as wheels by
-  ``uv build``, and their third-party dependencies at the versions pinned in ``uv.lock``
-  (``uv export`` constraints), installed for CPython 3.11 (manylinux x86_64 in the
+  ``dra-kubelet-plugin``, ``dra-computedomain``, ``dra-controller`` and their libraries) built
+  as wheels by ``uv build``, and their third-party dependencies at the versions pinned in
+  ``uv.lock`` (``uv export`` constraints), installed for CPython 3.11 (manylinux x86_64 in the
   registry-free build), compiled to bytecode;
 - ``<dest>/bin``: one launcher per console script of the workspace distributions, run by
   whatever ``python3`` is first on PATH (the image's only one).

@@ -20,6 +20,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from chart_helpers import REPO, HelmFailed, helm_path
 from chart_render import render_objects
+from dra_computedomain import node_api
 
 PLUGIN_SRC = REPO / "packages" / "kubelet-plugin" / "src" / "dra_kubelet_plugin"
 #: The transport itself (its calls go to the HTTP client, not to the API's resources).
@@ -157,9 +158,18 @@ def test_the_scan_finds_the_plugins_requests() -> None:
     assert ("", "nodes", "get") in used
 
 
-def test_cluster_role_grants_exactly_what_the_plugin_calls(helm: Path) -> None:
+@pytest.mark.parametrize("compute_domains", [True, False])
+def test_cluster_role_grants_exactly_what_the_plugin_calls(
+    helm: Path, compute_domains: bool
+) -> None:
     used = {verb_of(c) for c in plugin_calls()}
-    objects = render_objects(helm, {"resources.computeDomains.enabled": "true"})
+    if compute_domains:
+        # The compute-domain container shares the pod's service account; its requests are
+        # declared next to its code and checked against what it does by its unit tests.
+        used |= node_api.REQUESTS
+    objects = render_objects(
+        helm, {"resources.computeDomains.enabled": str(compute_domains).lower()}
+    )
     (role,) = [
         o
         for o in objects

@@ -109,8 +109,11 @@ class Driver:
         )
 
 
-def install(cluster: ClusterHandle, workdir: Path) -> Driver:
-    """Installs the chart on fake GPUs (or adopts ``$DRA_E2E_RELEASE``); waits for slices."""
+def install(
+    cluster: ClusterHandle, workdir: Path, *, fake_gpus: tuple[str, ...] = FAKE_GPUS
+) -> Driver:
+    """Installs the chart on fake GPUs (``fake_gpus``: every node's fleet), or adopts
+    ``$DRA_E2E_RELEASE``; waits for slices."""
     nodes = cluster.node_names()
     adopted = os.environ.get("DRA_E2E_RELEASE")
     if adopted:
@@ -130,7 +133,7 @@ def install(cluster: ClusterHandle, workdir: Path) -> Driver:
     kubelet_root, cdi_dir = Path(status[node]["kubelet_root"]), Path(status[node]["cdi_dir"])
     for kind in ("driver", "workload"):
         cluster.import_image(build_project_image(kind, workdir / f"{kind}.tar"))
-    sets = chart.local_values(kubelet_root=kubelet_root, cdi_dir=cdi_dir, fake_gpus=FAKE_GPUS)
+    sets = chart.local_values(kubelet_root=kubelet_root, cdi_dir=cdi_dir, fake_gpus=fake_gpus)
     out = chart.install(cluster.kubeconfig, sets)
     driver = Driver(
         cluster,

@@ -16,7 +16,6 @@ from dra_computedomain.channel_prepare import (
     decide_channel,
 )
 from dra_computedomain.errors import (
-    ChannelInUseError,
     DaemonNotReadyError,
     DomainDeletingError,
     DomainNotFoundError,
@@ -38,8 +37,8 @@ def _claim(namespace: str = "team-a", uid: str = "claim-1", domain: str = "cd-a"
     return ChannelClaim(uid=uid, namespace=namespace, name="wl", domain_uid=domain)
 
 
-def _node(label: str | None = None, prepared: dict[str, str] | None = None) -> NodeView:
-    return NodeView(name="node-a", clique_id=CLIQUE, label=label, prepared_channels=prepared or {})
+def _node(label: str | None = None) -> NodeView:
+    return NodeView(name="node-a", clique_id=CLIQUE, label=label)
 
 
 def _clique(domain_uid: str, node: str, status: str) -> ComputeDomainClique:
@@ -94,17 +93,6 @@ def test_second_domain_on_a_node_is_refused() -> None:
     assert "cd-other" in str(decision.error)
 
 
-def test_double_channel_prepare_waits_for_the_old_claims_unprepare() -> None:
-    # NVIDIA #641: a new claim got channel-0 while the old claim is still prepared.
-    node = _node(label="cd-a", prepared={"claim-old": "cd-a"})
-    decision = decide_channel(_claim(), _domain(), node, daemon_ready=True)
-    assert isinstance(decision.error, ChannelInUseError)
-    assert "claim-old" in str(decision.error)
-    # The same claim again (kubelet retry) is not a conflict.
-    same = _node(label="cd-a", prepared={"claim-1": "cd-a"})
-    assert decide_channel(_claim(), _domain(), same, daemon_ready=True).error is None
-
-
 @pytest.mark.parametrize(
     ("domain", "error"),
     [
@@ -127,7 +115,7 @@ def test_two_domains_in_one_clique_read_only_their_own_daemons() -> None:
 
 
 def test_non_fabric_node_readiness_comes_from_the_domain_status() -> None:
-    node = NodeView(name="node-a", clique_id="", label=None, prepared_channels={})
+    node = NodeView(name="node-a", clique_id="", label=None)
     domain = _domain()
     assert not daemon_ready_on(node, domain, [])
     domain.status.nodes = []

@@ -2,9 +2,9 @@
 
 A **channel** claim (a workload's) may be prepared on a node when its ComputeDomain exists and
 is not being deleted, lives in the claim's namespace, the node belongs to no other domain (the
-node label), no other claim still holds the node's channel (NVIDIA #641), and this domain's
-daemon on the node is Ready. The node label is set before the readiness check: it is what
-brings the domain's daemon to the node.
+node label), and this domain's daemon on the node is Ready. (That no other claim still holds
+the node's channel, NVIDIA #641, is the plugin core's double-preparation guard.) The node
+label is set before the readiness check: it is what brings the domain's daemon to the node.
 
 A **daemon** claim (the domain daemon pod's) gets the domain's identity and the node's clique
 ID as environment variables and the per-domain config directory at ``/imexd``.
@@ -15,19 +15,19 @@ of *this* domain (``<domainUID>.<cliqueID>``), never from another domain's daemo
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dra_api_types import ComputeDomain, ComputeDomainClique
-from dra_kubelet_plugin.cdi import ContainerEdits, DeviceNode, Mount
+from dra_kubelet_plugin.core.cdi import ContainerEdits, DeviceNode, Mount
 
 from .errors import (
-    ChannelInUseError,
     DaemonNotReadyError,
     DomainDeletingError,
     DomainNotFoundError,
     NamespaceMismatchError,
     NodeTakenError,
+    PrepareError,
 )
 from .names import COMPUTE_DOMAIN_LABEL, MAX_CHANNELS, clique_object_name
 
@@ -71,8 +71,6 @@ class NodeView:
     clique_id: str
     #: the domain UID of the node's label, None without one
     label: str | None
-    #: completed channel prepares on this node: claim UID -> domain UID
-    prepared_channels: Mapping[str, str]
 
 
 @dataclass(frozen=True)
@@ -80,7 +78,7 @@ class ChannelDecision:
     """Whether to label the node first, and the error that stops the prepare (None: go)."""
 
     label_node: bool
-    error: Exception | None
+    error: PrepareError | None
 
 
 def daemon_ready_on(
@@ -130,16 +128,6 @@ def decide_channel(
                 claim.ref,
                 f"namespace {claim.namespace!r} differs from ComputeDomain {domain_ref}'s "
                 f"namespace {domain.metadata.namespace!r}",
-            ),
-        )
-    others = sorted(uid for uid in node.prepared_channels if uid != claim.uid)
-    if others:
-        return ChannelDecision(
-            False,
-            ChannelInUseError(
-                claim.ref,
-                f"channel of node {node.name} is still prepared for claim {others[0]} "
-                "(waiting for its unprepare)",
             ),
         )
     if node.label is not None and node.label != claim.domain_uid:

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from dra_api_types import ComputeDomain, ComputeDomainClique
-from dra_kubelet_plugin.errors import KubeApiError
-from dra_kubelet_plugin.kube import JsonTransport
+from dra_kubelet_plugin.core.errors import KubeApiError
+from dra_kubelet_plugin.core.kube import JsonTransport
 
 from .api_paths import Permission, collection_path, node_path, object_path
 from .manifests import DaemonSettings

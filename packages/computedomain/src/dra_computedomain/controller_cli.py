@@ -17,9 +17,9 @@ import time
 from collections.abc import Sequence
 from types import FrameType
 
-from dra_kubelet_plugin.errors import ConfigurationError
-from dra_kubelet_plugin.kube import KubeTransport
-from dra_kubelet_plugin.logs import configure_logging
+from dra_kubelet_plugin.core.errors import ConfigurationError
+from dra_kubelet_plugin.core.kube import KubeTransport
+from dra_kubelet_plugin.core.logs import configure_logging
 
 from .controller import ComputeDomainController
 from .leader import LeaseElector, LeaseTimings

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from dra_api_types import ComputeDomainClique, ComputeDomainDaemonInfo
-from dra_kubelet_plugin.errors import KubeApiError
-from dra_kubelet_plugin.kube import JsonTransport
+from dra_kubelet_plugin.core.errors import KubeApiError
+from dra_kubelet_plugin.core.kube import JsonTransport
 
 from .api_paths import Permission, collection_path, object_path
 from .clique import deregister, dns_mapping, register

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 __all__ = [
-    "ChannelInUseError",
     "ClaimConfigError",
     "CliqueFullError",
     "CliqueIdError",
@@ -103,10 +102,6 @@ class NamespaceMismatchError(PrepareError):
 
 class NodeTakenError(PrepareError):
     """The node already belongs to another ComputeDomain (one domain per node)."""
-
-
-class ChannelInUseError(PrepareError):
-    """Another claim still holds this node's channel (NVIDIA #641: double channel prepare)."""
 
 
 class DaemonNotReadyError(PrepareError):
