@@ -42,7 +42,13 @@ def driver(
     e2e_cluster: ClusterHandle, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Driver]:
     """The chart on fake GB200 nodes."""
-    installed = install(e2e_cluster, tmp_path_factory.mktemp("cd-images"), fake_gpus=("4xGB200",))
+    installed = install(
+        e2e_cluster,
+        tmp_path_factory.mktemp("cd-images"),
+        fake_gpus=("4xGB200",),
+        # The seed's values (the harness's base) switch compute domains off.
+        sets={"resources.computeDomains.enabled": "true"},
+    )
     yield installed
     uninstall(installed)
 

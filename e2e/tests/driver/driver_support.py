@@ -110,10 +110,14 @@ class Driver:
 
 
 def install(
-    cluster: ClusterHandle, workdir: Path, *, fake_gpus: tuple[str, ...] = FAKE_GPUS
+    cluster: ClusterHandle,
+    workdir: Path,
+    *,
+    fake_gpus: tuple[str, ...] = FAKE_GPUS,
+    sets: dict[str, str] | None = None,
 ) -> Driver:
-    """Installs the chart on fake GPUs (``fake_gpus``: every node's fleet), or adopts
-    ``$DRA_E2E_RELEASE``; waits for slices."""
+    """Installs the chart on fake GPUs (``fake_gpus``: every node's fleet; ``sets``: more
+    values), or adopts ``$DRA_E2E_RELEASE``; waits for slices."""
     nodes = cluster.node_names()
     adopted = os.environ.get("DRA_E2E_RELEASE")
     if adopted:
@@ -133,8 +137,8 @@ def install(
     kubelet_root, cdi_dir = Path(status[node]["kubelet_root"]), Path(status[node]["cdi_dir"])
     for kind in ("driver", "workload"):
         cluster.import_image(build_project_image(kind, workdir / f"{kind}.tar"))
-    sets = chart.local_values(kubelet_root=kubelet_root, cdi_dir=cdi_dir, fake_gpus=fake_gpus)
-    out = chart.install(cluster.kubeconfig, sets)
+    values = chart.local_values(kubelet_root=kubelet_root, cdi_dir=cdi_dir, fake_gpus=fake_gpus)
+    out = chart.install(cluster.kubeconfig, {**values, **(sets or {})})
     driver = Driver(
         cluster,
         NAMESPACE,
