@@ -11,11 +11,7 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
-from dra_kubelet_plugin.core.errors import ConfigurationError
-from dra_kubelet_plugin.core.kube import KubeTransport
-from dra_kubelet_plugin.core.logs import configure_logging
-
-from .daemon import DaemonEnv, DomainDaemon
+from .daemon_env import DaemonEnv
 from .errors import DaemonEnvironmentError
 from .imex_process import imex_commands, query_ready
 
@@ -31,6 +27,12 @@ def _check(env: DaemonEnv) -> int:
 
 
 def _run(env: DaemonEnv, kubeconfig: str | None) -> int:
+    # Imported here: `check` (the probe, every second) must not pay for them.
+    from dra_kubelet_plugin.core.errors import ConfigurationError
+    from dra_kubelet_plugin.core.kube import KubeTransport
+
+    from .daemon import DomainDaemon
+
     try:
         transport = KubeTransport.from_kubeconfig(kubeconfig)
     except ConfigurationError as exc:
@@ -64,6 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.command == "check":
         return _check(env)
+    from dra_kubelet_plugin.core.logs import configure_logging
+
     configure_logging(args.verbosity)
     logging.getLogger("dra_computedomain").setLevel(
         logging.DEBUG if args.verbosity >= 1 else logging.INFO
