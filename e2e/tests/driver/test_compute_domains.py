@@ -2,8 +2,8 @@
 chart (controller Deployment, compute-domains plugin container, domain daemons with the IMEX
 stand-in), and the faults the issue names.
 
-One chart install for the module, on nodes whose fake fleet is ``4xGB200`` (one NVLink
-clique per harness cluster).
+One chart install for the module, on a cluster of two nodes (``e2e_nodes(2)``) whose fake fleet
+is ``4xGB200``: the nodes of one harness cluster share an NVLink clique.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from dra_e2e.handle import ClusterHandle
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "driver"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from driver_support import (
     Driver,
     applied,
@@ -28,22 +28,34 @@ from driver_support import (
     wait_running,
 )
 
-pytestmark = [pytest.mark.e2e]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.e2e_nodes(2)]
 
 REPO = Path(__file__).resolve().parents[3]
 SPECS = REPO / "packages" / "api-types" / "tests" / "fixtures" / "nvidia-demo-specs"
 CD_DRIVER = "compute-domain.nvidia.com"
 LABEL = "resource.nvidia.com/computeDomain"
-CD = ("computedomains.resource.nvidia.com",)
+#: The ComputeDomain of NVIDIA's demo/specs/imex/nvbandwidth-test-job-1.yaml, verbatim (the
+#: rest of that file is an MPIJob, which needs the MPI operator).
+NVBANDWIDTH_DOMAIN = """\
+apiVersion: resource.nvidia.com/v1beta1
+kind: ComputeDomain
+metadata:
+  name: nvbandwidth-test-compute-domain-1
+spec:
+  numNodes: 2
+  channel:
+    resourceClaimTemplate:
+      name: nvbandwidth-test-compute-domain-1-channel
+"""
 
 
 @pytest.fixture(scope="module")
 def driver(
-    e2e_cluster: ClusterHandle, tmp_path_factory: pytest.TempPathFactory
+    e2e_cluster_nodes: ClusterHandle, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Driver]:
-    """The chart on fake GB200 nodes."""
+    """The chart on two fake GB200 nodes."""
     installed = install(
-        e2e_cluster,
+        e2e_cluster_nodes,
         tmp_path_factory.mktemp("cd-images"),
         fake_gpus=("4xGB200",),
         # The seed's values (the harness's base) switch compute domains off.
@@ -99,7 +111,10 @@ def _leftovers(driver: Driver, uid: str) -> list[str]:
 
 
 def _spec(name: str, namespace: str) -> str:
-    text = (SPECS / name).read_text()
+    return _spec_text((SPECS / name).read_text(), namespace)
+
+
+def _spec_text(text: str, namespace: str) -> str:
     # Unchanged but for the namespace the test runs in (the specs use the default one).
     return text.replace("metadata:\n  name:", f"metadata:\n  namespace: {namespace}\n  name:")
 
@@ -305,3 +320,65 @@ def test_controller_and_daemon_killed_mid_way_recover_and_deletion_cleans_up(
     wait_gone(cluster, "the domain's objects", lambda: not _leftovers(driver, uid))
     wait_gone(cluster, "the domain", lambda: not exists(cluster, "computedomain", "cd", "-n", ns))
     assert "Deleted" in _events(cluster, ns, "cd")
+
+
+def test_two_nodes_like_the_nvbandwidth_job(driver: Driver, ns: str) -> None:
+    # imex_nvbandwidth-test-job-1.yaml: its ComputeDomain unchanged (numNodes: 2); its MPIJob
+    # workers as a StatefulSet with pod anti-affinity (the MPI operator cannot be built here).
+    cluster = driver.cluster
+    assert len(driver.nodes) >= 2
+    cluster.apply(_spec_text(NVBANDWIDTH_DOMAIN, ns))
+    name = "nvbandwidth-test-compute-domain-1"
+    labels = {"app": "nvbandwidth-worker"}
+    worker = _worker("w", ns, f"{name}-channel")["spec"]
+    worker["affinity"] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
+    sts = {
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": "nvbandwidth-workers", "namespace": ns},
+        "spec": {"replicas": 2, "serviceName": "nvbandwidth-workers",
+                 "podManagementPolicy": "Parallel", "selector": {"matchLabels": labels},
+                 "template": {"metadata": {"labels": labels}, "spec": worker}},
+    }  # fmt: skip
+    cluster.apply(_list(sts))
+    pods = [f"nvbandwidth-workers-{i}" for i in range(2)]
+    for p in pods:
+        wait_running(cluster, p, ns, timeout=300)
+        assert "channel0" in cluster.kubectl("logs", p, "-n", ns).split()
+    nodes = {cluster.kubectl_json("get", "pod", p, "-n", ns)["spec"]["nodeName"] for p in pods}
+    assert len(nodes) == 2
+    domain = _wait_ready(cluster, name, ns, nodes=2)
+    assert {n["name"] for n in domain["status"]["nodes"]} == nodes
+    uid = domain["metadata"]["uid"]
+    daemons = cluster.kubectl_json("get", "pods", "-n", driver.namespace, "-l", f"{LABEL}={uid}")[
+        "items"
+    ]
+    ips = {d["status"]["podIP"] for d in daemons}
+    assert len(daemons) == 2
+    for daemon in daemons:
+        # Each daemon's IMEX (the stand-in) resolves both DNS names to the two daemons' IPs.
+        def lists_both(d: dict[str, Any] = daemon) -> bool:
+            out = cluster.kubectl(
+                "exec",
+                "-n",
+                driver.namespace,
+                d["metadata"]["name"],
+                "--",
+                "dra-fake-imex",
+                "ctl",
+                "-c",
+                "/imexd/imexd.cfg",
+                "-N",
+            )
+            resolved = {line.split()[2] for line in out.splitlines()[:2]}
+            return resolved == ips
+
+        cluster.wait_until("daemons list each other", lists_both, timeout=60, interval=2)
+    cluster.kubectl("delete", "statefulset", "nvbandwidth-workers", "-n", ns, "--wait=true")
+    cluster.kubectl("delete", "computedomain", name, "-n", ns, "--wait=false")
+    wait_gone(cluster, "the domain's objects", lambda: not _leftovers(driver, uid))
