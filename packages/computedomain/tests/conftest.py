@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,3 +41,13 @@ def domain_body(
 def api() -> MemoryApi:
     """An empty in-memory API server."""
     return MemoryApi()
+
+
+@pytest.fixture(autouse=True)
+def _log_everything() -> Iterator[None]:
+    """Every log call builds its record (a reserved ``extra`` key fails the test)."""
+    logger = logging.getLogger("dra_computedomain")
+    old = logger.level
+    logger.setLevel(logging.DEBUG)
+    yield
+    logger.setLevel(old)

@@ -176,7 +176,7 @@ class ComputeDomainController:
                         "event": "created",
                         "kind": kind,
                         "namespace": meta["namespace"],
-                        "name": meta["name"],
+                        "object": meta["name"],
                     },
                 )
             case Delete(kind=kind, namespace=ns, name=name):
@@ -188,7 +188,7 @@ class ComputeDomainController:
                     return
                 log.info(
                     "deleted",
-                    extra={"event": "deleted", "kind": kind, "namespace": ns, "name": name},
+                    extra={"event": "deleted", "kind": kind, "namespace": ns, "object": name},
                 )
             case AddFinalizer(namespace=ns, name=name):
                 self._edit_finalizers("ComputeDomain", ns, name, add=True)
@@ -234,7 +234,7 @@ class ComputeDomainController:
                     extra={
                         "event": "status",
                         "namespace": ns,
-                        "name": name,
+                        "object": name,
                         "status": body["status"]["status"],
                     },
                 )
@@ -308,7 +308,7 @@ class ComputeDomainController:
                 "event": "domain_event",
                 "reason": event.reason,
                 "namespace": event.namespace,
-                "name": event.name,
+                "domain": event.name,
                 "uid": event.uid,
             },
         )

@@ -186,7 +186,9 @@ def daemon_set(domain: ComputeDomain, settings: DaemonSettings) -> dict[str, Any
         _field_env("POD_UID", "metadata.uid"),
     ]
     env += [{"name": k, "value": v} for k, v in sorted(settings.extra_env.items())]
-    check = {"exec": {"command": ["dra-compute-domain-daemon", "check"]}}
+    # A check starts two Python processes (the probe and the IMEX query): more than the
+    # default 1 s timeout on a busy node.
+    check = {"exec": {"command": ["dra-compute-domain-daemon", "check"]}, "timeoutSeconds": 10}
     pod_spec: dict[str, Any] = {
         "serviceAccountName": DAEMON_SERVICE_ACCOUNT,
         "nodeSelector": {COMPUTE_DOMAIN_LABEL: uid},
