@@ -30,7 +30,7 @@ def test_workload_template_carries_channel_config(mode: str | None, expected: st
     assert parsed.metadata.name == "imex-channel-0"
     assert parsed.metadata.namespace == "team-a"
     assert rct["metadata"]["labels"] == {COMPUTE_DOMAIN_LABEL: "u-1", TARGET_LABEL: "Workload"}
-    assert rct["metadata"]["finalizers"] == [FINALIZER]
+    assert "finalizers" not in rct["metadata"]
     request = rct["spec"]["spec"]["devices"]["requests"][0]
     assert request["exactly"]["deviceClassName"] == "compute-domain-default-channel.nvidia.com"
     config = rct["spec"]["spec"]["devices"]["config"][0]["opaque"]
@@ -55,6 +55,7 @@ def test_daemon_template_and_daemonset_live_in_the_driver_namespace() -> None:
         "domainID": "u-1",
     }
     ds = daemon_set(domain, SETTINGS)
+    assert ds["metadata"]["finalizers"] == [FINALIZER]
     pod = ds["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {COMPUTE_DOMAIN_LABEL: "u-1"}
     assert pod["serviceAccountName"] == "compute-domain-daemon-service-account"
