@@ -92,14 +92,16 @@ def test_two_daemons_register_resolve_each_other_and_recover(
         assert set(names) == {"compute-domain-daemon-0000", "compute-domain-daemon-0001"}
         pod = api.objects[object_path("Pod", DRIVER_NS, d.env.pod_name)]
         assert pod["metadata"]["labels"][CLIQUE_ID_POD_LABEL] == CLIQUE
-    # a's IMEX re-resolved its peers after the signal: both names have an address.
-    deadline = time.monotonic() + 10
-    while True:
-        rows = query(a.env.config_path, "NODES").splitlines()
-        if all(not r.endswith(" -") for r in rows[:2]):
-            break
-        assert time.monotonic() < deadline, rows
-        time.sleep(0.1)
+    # Both IMEX daemons re-resolved their peers after the signal: both names have an address.
+    b.step()
+    for d in daemons:
+        deadline = time.monotonic() + 10
+        while True:
+            rows = query(d.env.config_path, "NODES").splitlines()
+            if all(not r.endswith(" -") for r in rows[:2]):
+                break
+            assert time.monotonic() < deadline, rows
+            time.sleep(0.1)
     # The IMEX daemon dies: the next step restarts it.
     pid = a.imex.pid
     assert pid is not None

@@ -180,11 +180,10 @@ class DomainDaemon:
         # In place, not by rename: the kubelet bind-mounts /etc/hosts into the container.
         with self.env.hosts_file.open("w") as out:
             out.write(render_hosts(current, mapping))
-        first = self._hosts is None
         self._hosts = mapping
         log.info("hosts updated", extra={"event": "hosts_updated", "names": mapping})
-        if not first:
-            self.imex.reload()
+        # Also after the first write: IMEX started before it and resolved nothing yet.
+        self.imex.reload()
         return True
 
     # ------------------------------------------------------------ loop
