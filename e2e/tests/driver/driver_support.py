@@ -16,7 +16,7 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,14 +112,12 @@ class Driver:
 
 
 def install(
-    cluster: ClusterHandle,
-    workdir: Path,
-    *,
-    fake_gpus: tuple[str, ...] = FAKE_GPUS,
-    sets: dict[str, str] | None = None,
+    cluster: ClusterHandle, workdir: Path, values: Mapping[str, str] | None = None
 ) -> Driver:
-    """Installs the chart on fake GPUs (``fake_gpus``: every node's fleet; ``sets``: more
-    values), or adopts ``$DRA_E2E_RELEASE``; waits for slices."""
+    """Installs the chart on fake GPUs (or adopts ``$DRA_E2E_RELEASE``); waits for slices.
+
+    ``values`` are ``--set`` values over the local defaults (feature gates, sharing).
+    """
     nodes = cluster.node_names()
     adopted = os.environ.get("DRA_E2E_RELEASE")
     if adopted:
@@ -132,7 +130,7 @@ def install(
             "an existing cluster (--kubeconfig) needs the driver installed first; set "
             "DRA_E2E_RELEASE=<namespace>/<release> (kind/up.sh does both)"
         )
-    installed = install_driver(cluster.local, sets=sets, fake_gpus=fake_gpus, workdir=workdir)
+    installed = install_driver(cluster.local, sets=values, fake_gpus=FAKE_GPUS, workdir=workdir)
     return Driver(
         cluster,
         installed.namespace,

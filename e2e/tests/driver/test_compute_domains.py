@@ -57,9 +57,11 @@ def driver(
     installed = install(
         e2e_cluster_nodes,
         tmp_path_factory.mktemp("cd-images"),
-        fake_gpus=("4xGB200",),
-        # The seed's values (the harness's base) switch compute domains off.
-        sets={"resources.computeDomains.enabled": "true"},
+        {
+            "devices.fakeGpus": "{4xGB200}",
+            # The seed's values (the harness's base) switch compute domains off.
+            "resources.computeDomains.enabled": "true",
+        },
     )
     yield installed
     uninstall(installed)
