@@ -98,4 +98,8 @@ def test_no_lease_role_without_leader_election(helm: Path) -> None:
     )
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--leader-elect=false" in args
-    assert not [o for o in objects if o["kind"] == "Role"]
+    assert not [
+        o
+        for o in objects
+        if o["kind"] == "Role" and "allocation-controller" in o["metadata"]["name"]
+    ]
