@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from dra_e2e.gpu_check import claim_round_trip, steps
+from dra_e2e.gpu_check import claim_round_trip, container, steps
 from dra_e2e.gpu_check.cli import BUDGETS_S, main
+from dra_e2e.gpu_check.container import listed_uuids
 from dra_e2e.gpu_check.detect import detect_gpu, skip_line
 from dra_e2e.gpu_check.runner import StepFailed
 from dra_e2e.gpu_check.target import CheckTarget, SliceDevice
@@ -77,8 +78,11 @@ def test_every_step_passes_on_fake_gpus(capsys: pytest.CaptureFixture[str]) -> N
     assert main(["--backend", "fake", "--fake-gpus", "2xA100-40GB"]) == 0
     out = capsys.readouterr().out
     assert "kind: ResourceSlice" in out
-    assert "gpu-check: 3 passed, 0 failed, 0 skipped" in out
-    for line in ("PASS    nvml contract suite", "PASS    resource slices"):
+    # The container step needs podman and runc; without them it is the one skip.
+    podman = shutil.which("podman") is not None and shutil.which("runc") is not None
+    summary = "4 passed, 0 failed, 0 skipped" if podman else "3 passed, 0 failed, 1 skipped"
+    assert f"gpu-check: {summary}" in out
+    for line in ("PASS    nvml contract suite", "PASS    resource slices", "PASS    claim"):
         assert line in out
 
 
@@ -88,7 +92,7 @@ def test_claim_step_reports_the_prepared_device(tmp_path: Path) -> None:
     assert [d.name for d in target.devices] == ["gpu-0"]
     detail = claim_round_trip.prepare_unprepare(target, 60)
     assert "on gpu-0: prepared (k8s.gpu.nvidia.com/claim=" in detail
-    assert not list((tmp_path / "claim" / "cdi").iterdir())
+    assert "unprepared (spec and checkpoint entry gone)" in detail
 
 
 def test_claim_on_a_device_the_node_lacks_fails_naming_it(tmp_path: Path) -> None:
@@ -102,3 +106,26 @@ def test_claim_step_needs_the_slices_step() -> None:
     target = CheckTarget("fake", Path("/nonexistent"), fake_gpus="1xH100-80GB")
     with pytest.raises(StepFailed, match="the ResourceSlices step found none"):
         claim_round_trip.prepare_unprepare(target, 60)
+
+
+def test_nvidia_smi_lines_give_the_uuids() -> None:
+    output = (
+        "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-c8524591-0000-1111-2222-333344445555)\n"
+        "  MIG 1g.10gb Device 0: (UUID: MIG-c8524591-0000-1111-2222-333344445555)\n"
+        "No devices found\n"
+    )
+    assert listed_uuids(output) == ["GPU-c8524591-0000-1111-2222-333344445555"]
+
+
+@pytest.mark.podman
+def test_container_step_lists_the_prepared_fake_gpu(tmp_path: Path) -> None:
+    """podman runs the fake ``nvidia-smi -L`` through the claim's CDI spec; the spec copied to
+    /var/run/cdi is gone afterwards."""
+    if shutil.which("podman") is None or shutil.which("runc") is None:
+        pytest.skip("podman/runc not installed (run make prepare)")
+    target = CheckTarget("fake", tmp_path, fake_gpus="2xA100-40GB")
+    steps.print_resource_slices(target, 30, show=lambda _: None)
+    detail = container.nvidia_smi_in_container(target, 60)
+    assert detail.endswith(f"nvidia-smi -L lists {target.devices[0].uuid}")
+    uid = detail.split("claim=", 1)[1].split("-gpu-0", 1)[0]
+    assert not [p for p in container.PODMAN_CDI_ROOT.iterdir() if uid in p.name]

@@ -7,8 +7,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -181,16 +183,18 @@ class PluginRun:
 
 
 @contextlib.contextmanager
-def running_plugin(
-    target: CheckTarget, root: Path, cdi_root: Path, budget_s: float
-) -> Iterator[PluginRun]:
-    """A started plugin, stopped on the way out whatever happened."""
-    run = PluginRun(target, root, cdi_root)
+def running_plugin(target: CheckTarget, budget_s: float) -> Iterator[PluginRun]:
+    """A started plugin with its directories (CDI root ``<root>/cdi``) in a short-named
+    temporary directory, since the kubelet's socket paths must fit 107 bytes; stopped and
+    removed on the way out whatever happened."""
+    root = Path(tempfile.mkdtemp(prefix="gpu-check-"))
+    run = PluginRun(target, root, root / "cdi")
     try:
         run.start(timeout_s=budget_s / 2)
         yield run
     finally:
         run.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def first_device(target: CheckTarget) -> SliceDevice:
@@ -203,8 +207,7 @@ def first_device(target: CheckTarget) -> SliceDevice:
 def prepare_unprepare(target: CheckTarget, budget_s: float) -> str:
     """Prepare and unprepare one claim on the first GPU; CDI spec and checkpoint checked."""
     device = first_device(target)
-    root = target.workdir / "claim"
-    with running_plugin(target, root, root / "cdi", budget_s) as plugin:
+    with running_plugin(target, budget_s) as plugin:
         claim = plugin.prepare(device, timeout_s=budget_s / 4)
         plugin.unprepare(claim, timeout_s=budget_s / 4)
     return (

@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import claim_round_trip, steps
+from . import claim_round_trip, container, steps
 from .detect import LIBRARY, detect_gpu, skip_line
 from .runner import Step, StepResult, exit_status, format_summary, run_steps
 from .target import CheckTarget
@@ -36,6 +36,11 @@ def build_steps(target: CheckTarget) -> list[Step]:
             "claim prepare/unprepare",
             BUDGETS_S["claim"],
             functools.partial(claim_round_trip.prepare_unprepare, target),
+        ),
+        Step(
+            "nvidia-smi -L in a container",
+            BUDGETS_S["container"],
+            functools.partial(container.nvidia_smi_in_container, target),
         ),
     ]
 
