@@ -2,12 +2,15 @@
 CDI device, listing exactly the prepared GPU.
 
 The image is built here from files of this machine (no registry): busybox, for the fake
-backend's ``nvidia-smi`` script, and the host's glibc loader and libraries, which a real
-driver's ``nvidia-smi`` links against (the CDI spec mounts the driver's own libraries).
+backend's ``nvidia-smi`` script, and the host's glibc loader, libraries and ``ldconfig``, which
+a real driver's ``nvidia-smi`` and the spec's ldcache hook need (the CDI spec mounts the
+driver's own libraries and tools).
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import re
 import shutil
 import subprocess
@@ -18,7 +21,7 @@ from .claim_round_trip import first_device, running_plugin
 from .runner import StepFailed, StepSkipped
 from .target import CheckTarget
 
-IMAGE = "localhost/dra-gpu-check:latest"
+IMAGE_NAME = "localhost/dra-gpu-check"
 # podman 4.3 reads CDI specs from /etc/cdi and /var/run/cdi only.
 PODMAN_CDI_ROOT = Path("/var/run/cdi")
 BUSYBOX = Path("/bin/busybox")
@@ -29,6 +32,8 @@ GLIBC_FILES = (
     "/lib/x86_64-linux-gnu/libdl.so.2",
     "/lib/x86_64-linux-gnu/libpthread.so.0",
     "/lib/x86_64-linux-gnu/librt.so.1",
+    # What the real spec's update-ldcache hook runs inside the container.
+    "/sbin/ldconfig",
 )
 PODMAN_RUN = (
     "podman",
@@ -58,34 +63,50 @@ def _add_dir(tar: tarfile.TarFile, name: str) -> None:
     tar.addfile(info)
 
 
+def image_tag(files: list[Path]) -> str:
+    """The image's tag: a hash of the host files it holds, so a changed glibc or busybox
+    gives a new image instead of a stale one."""
+    digest = hashlib.sha256()
+    for path in files:
+        stat = path.stat()
+        digest.update(f"{path}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
+    return f"{IMAGE_NAME}:{digest.hexdigest()[:12]}"
+
+
 def build_image(workdir: Path, timeout_s: float) -> str:
-    """Import the check's image into podman (once; later runs reuse it)."""
-    if subprocess.run(["podman", "image", "exists", IMAGE], check=False).returncode == 0:
-        return IMAGE
+    """Import the check's image into podman (once per content; later runs reuse it)."""
     if not BUSYBOX.is_file():
         raise StepSkipped(f"{BUSYBOX} (busybox-static) is not installed: make prepare")
+    present = [Path(p) for p in GLIBC_FILES if Path(p).exists()]
+    image = image_tag([BUSYBOX, *present])
+    if subprocess.run(["podman", "image", "exists", image], check=False).returncode == 0:
+        return image
     rootfs = workdir / "rootfs.tar"
     with tarfile.open(rootfs, "w") as tar:
-        for name in ("bin", "usr", "usr/bin", "dev", "proc", "sys", "etc", "tmp", "lib64"):
+        for name in ("bin", "sbin", "usr", "usr/bin", "dev", "proc", "sys", "etc", "tmp"):
             _add_dir(tar, name)
-        _add_dir(tar, "lib")
-        _add_dir(tar, "lib/x86_64-linux-gnu")
+        for name in ("lib64", "lib", "lib/x86_64-linux-gnu", "etc/ld.so.conf.d"):
+            _add_dir(tar, name)
+        conf = b"include /etc/ld.so.conf.d/*.conf\n"
+        info = tarfile.TarInfo("etc/ld.so.conf")
+        info.size = len(conf)
+        info.mode = 0o644
+        tar.addfile(info, io.BytesIO(conf))
         tar.add(BUSYBOX, arcname="bin/busybox")
         for applet in ("sh", "cat", "echo", "env"):
             link = tarfile.TarInfo(f"bin/{applet}")
             link.type = tarfile.SYMTYPE
             link.linkname = "busybox"
             tar.addfile(link)
-        for library in GLIBC_FILES:
-            if Path(library).exists():
-                tar.add(Path(library).resolve(), arcname=library.lstrip("/"))
+        for path in present:
+            tar.add(path.resolve(), arcname=str(path).lstrip("/"))
     subprocess.run(
-        ["podman", "import", str(rootfs), IMAGE],
+        ["podman", "import", str(rootfs), image],
         check=True,
         capture_output=True,
         timeout=timeout_s,
     )
-    return IMAGE
+    return image
 
 
 def nvidia_smi_in_container(target: CheckTarget, budget_s: float) -> str:
