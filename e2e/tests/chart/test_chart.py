@@ -400,6 +400,7 @@ def test_device_classes_validate_with_the_api_models(render: Render) -> None:
 
 
 def test_rbac_is_least_privilege(render: Render) -> None:
+    # The kubelet plugin's RBAC (the allocation controller's has a test module of its own).
     objects = render()
     role = _plugin(objects, "ClusterRole")
     granted: dict[tuple[str, str], set[str]] = {}
@@ -430,7 +431,7 @@ def test_rbac_is_least_privilege(render: Render) -> None:
 
 
 def test_admission_policy_confines_the_plugin_to_its_node(render: Render) -> None:
-    objects = render()
+    objects = render({"allocationController.enabled": "false"})
     vap = _one(objects, "ValidatingAdmissionPolicy")
     binding = _one(objects, "ValidatingAdmissionPolicyBinding")
     sa = _plugin(objects, "ServiceAccount")["metadata"]["name"]
@@ -460,6 +461,9 @@ def test_namespace_override_moves_every_namespaced_object(render: Render) -> Non
         "ServiceAccount",
         "DaemonSet",
         "Deployment",
+        # The allocation controller's.
+        "Service",
+        "ConfigMap",
         "Role",
         "RoleBinding",
     }
