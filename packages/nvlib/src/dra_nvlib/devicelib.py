@@ -9,6 +9,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from dra_nvlib.facts import (
     ComputeMode,
@@ -19,6 +20,9 @@ from dra_nvlib.facts import (
     MigModeState,
     TimeSliceLevel,
 )
+
+if TYPE_CHECKING:
+    from dra_nvlib.pci_bus import PciBus
 
 
 class HealthWatch(abc.ABC):
@@ -107,6 +111,16 @@ class DeviceLib(abc.ABC):
     @abc.abstractmethod
     def watch_health(self, gpu_uuids: Sequence[str] | None = None) -> HealthWatch:
         """Subscribe to XID/ECC/GPU-lost events of the given GPUs (all when ``None``)."""
+
+    def pci_bus(self) -> PciBus:
+        """The node's PCI bus, for passthrough (``vfio-pci``) bindings.
+
+        Raises:
+            NotSupportedError: the backend cannot move GPUs between drivers.
+        """
+        from dra_nvlib.errors import NotSupportedError
+
+        raise NotSupportedError("*", "pci_bus", f"backend {self.backend} has no PCI bus")
 
     @abc.abstractmethod
     def close(self) -> None:

@@ -43,6 +43,7 @@ from dra_nvlib.facts import (
     MigProfile,
     TimeSliceLevel,
 )
+from dra_nvlib.fake_pci_bus import FakePciBus
 from dra_nvlib.fake_state import (
     STATE_VERSION,
     EventState,
@@ -485,6 +486,18 @@ class FakeDeviceLib(DeviceLib):
         """Events recorded after this call, for the given GPUs (all when ``None``)."""
         doc = self._snapshot()
         return FakeHealthWatch(self._store, start_seq=doc["next_seq"], gpus=gpu_uuids)
+
+    def pci_bus(self) -> FakePciBus:
+        """The fake host tree next to the state file (``<state>.host/``), built on first use
+        with every GPU bound to ``nvidia``; every process of the node sees the same tree."""
+        bus = FakePciBus(self._store.path.with_name(self._store.path.stem + ".host"))
+        if not bus.exists():
+            gpus = self.gpus()
+            # The state file's lock also serialises the build between the node's processes.
+            with self._store.transaction():
+                if not bus.exists():
+                    bus.build(gpus)
+        return bus
 
     def close(self) -> None:
         """Nothing to release; the state stays on disk for other processes."""

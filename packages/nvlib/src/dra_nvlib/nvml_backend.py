@@ -73,6 +73,7 @@ from dra_nvlib.nvml_binding import (
     RawGiProfile,
     find_library,
 )
+from dra_nvlib.pci_bus import PciBus, SysfsPciBus
 from dra_nvlib.sysfs import normalize_bus_id, pcie_root
 
 T = TypeVar("T")
@@ -436,6 +437,11 @@ class NvmlDeviceLib(DeviceLib):
 
     def _supported_events(self, dev: NvmlHandle) -> int:
         return self._optional(lambda: self._api.supported_events(dev)) or 0
+
+    def pci_bus(self) -> PciBus:
+        """The kernel's bus under the sysfs root; ``<root>/../proc`` is scanned for users
+        (``/sys`` and ``/proc``, or ``/host/sys`` and ``/host/proc`` in a container)."""
+        return SysfsPciBus(self._sysfs_root, proc_root=self._sysfs_root.parent / "proc")
 
     def close(self) -> None:
         """``nvmlShutdown`` once."""
