@@ -34,6 +34,8 @@ class Settings:
     driver_root: Path = Path("/")
     container_driver_root: Path | None = None
     dev_root: Path = Path("/")
+    sysfs_root: Path = Path("/sys")
+    proc_root: Path = Path("/proc")
     device_backend: str = "nvml"
     fake_gpus: str = ""
     fake_gpu_state_file: Path | None = None
@@ -91,6 +93,18 @@ _FLAGS: Sequence[tuple[str, str, str, str]] = (
         "where this process sees the driver root (default: --nvidia-driver-root)",
     ),
     ("--dev-root", "DEV_ROOT", "/", "where this process sees the host's /dev (node checks)"),
+    (
+        "--sysfs-root",
+        "SYSFS_ROOT",
+        "/sys",
+        "where this process sees the host's /sys (PCI facts, vfio-pci binding)",
+    ),
+    (
+        "--proc-root",
+        "PROC_ROOT",
+        "/proc",
+        "where this process sees the host's /proc (processes using a GPU before passthrough)",
+    ),
     ("--device-backend", "DEVICE_BACKEND", "nvml", "nvml (real GPUs) or fake"),
     ("--fake-gpus", "FAKE_GPUS", "", "fake fleet, e.g. 8xH100-80GB (fake backend)"),
     (
@@ -221,6 +235,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         "--kubelet-plugins-directory-path": args.kubelet_plugins_directory_path,
         "--nvidia-driver-root": args.nvidia_driver_root,
         "--dev-root": args.dev_root,
+        "--sysfs-root": args.sysfs_root,
+        "--proc-root": args.proc_root,
         "--container-driver-root": args.container_driver_root or "/",
     }
     for flag, value in paths.items():
@@ -236,6 +252,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             Path(args.container_driver_root) if args.container_driver_root else None
         ),
         dev_root=Path(args.dev_root),
+        sysfs_root=Path(args.sysfs_root),
+        proc_root=Path(args.proc_root),
         device_backend=args.device_backend,
         fake_gpus=args.fake_gpus,
         fake_gpu_state_file=Path(args.fake_gpu_state_file) if args.fake_gpu_state_file else None,

@@ -125,9 +125,12 @@ class NvmlDeviceLib(DeviceLib):
 
     backend = "nvml"
 
-    def __init__(self, api: NvmlApi, *, sysfs_root: Path, nvidia_smi: Path) -> None:
+    def __init__(
+        self, api: NvmlApi, *, sysfs_root: Path, nvidia_smi: Path, proc_root: Path = Path("/proc")
+    ) -> None:
         self._api = api
         self._sysfs_root = sysfs_root
+        self._proc_root = proc_root
         self._nvidia_smi = nvidia_smi
         self._lock = threading.RLock()
         self._closed = False
@@ -147,7 +150,7 @@ class NvmlDeviceLib(DeviceLib):
 
             raise LibraryLoadError(str(library), str(exc)) from exc
         smi = config.nvidia_smi or config.driver_root / "usr" / "bin" / "nvidia-smi"
-        return cls(api, sysfs_root=config.sysfs_root, nvidia_smi=smi)
+        return cls(api, sysfs_root=config.sysfs_root, nvidia_smi=smi, proc_root=config.proc_root)
 
     def _device(self, uuid: str) -> NvmlHandle:
         """``nvmlDeviceGetHandleByUUID``; a UUID NVML does not know is NOT_FOUND, also where
@@ -439,9 +442,8 @@ class NvmlDeviceLib(DeviceLib):
         return self._optional(lambda: self._api.supported_events(dev)) or 0
 
     def pci_bus(self) -> PciBus:
-        """The kernel's bus under the sysfs root; ``<root>/../proc`` is scanned for users
-        (``/sys`` and ``/proc``, or ``/host/sys`` and ``/host/proc`` in a container)."""
-        return SysfsPciBus(self._sysfs_root, proc_root=self._sysfs_root.parent / "proc")
+        """The kernel's bus under the sysfs root; the proc root is scanned for GPU users."""
+        return SysfsPciBus(self._sysfs_root, proc_root=self._proc_root)
 
     def close(self) -> None:
         """``nvmlShutdown`` once."""
