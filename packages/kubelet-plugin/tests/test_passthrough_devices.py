@@ -14,16 +14,19 @@ from dra_kubelet_plugin.device_metadata import (
     MetadataFiles,
     render_metadata,
 )
+from dra_kubelet_plugin.errors import ClaimRef, DeviceConfigError, DeviceInUseError
 from dra_kubelet_plugin.inventory import (
     DeviceType,
+    NodeDevice,
     build_inventory,
     build_vfio_devices,
     hidden_siblings,
     vfio_uuid,
 )
+from dra_kubelet_plugin.passthrough_devices import Passthrough, PassthroughFailedError
 from dra_kubelet_plugin.slices import SliceSpec, build_resource_slices, device_json
 from dra_kubelet_plugin.vfio_edits import vfio_container_edits, vfio_nodes
-from dra_nvlib import DeviceLibConfig, FakeDeviceLib, bind_vfio, open_device_lib
+from dra_nvlib import DeviceLibConfig, FakeDeviceLib, FakePciBus, bind_vfio, open_device_lib
 from dra_nvlib.pci_bus import PassthroughTarget
 
 SPEC = SliceSpec(driver_name="gpu.nvidia.com", node_name="n1", node_uid="node-uid-1")
@@ -155,3 +158,66 @@ def test_metadata_file_and_mount(tmp_path: Path) -> None:
     assert files.known_claims() == {"vm_gpu-claim"}
     files.release("vm", "gpu-claim")
     assert files.known_claims() == set()
+
+
+REF = ClaimRef(namespace="vm", name="gpu-claim", uid="uid-1")
+
+
+def _vfio_device(lib: FakeDeviceLib, passthrough: Passthrough, index: int = 0) -> NodeDevice:
+    return passthrough.devices(lib.gpus())[index]
+
+
+def test_bind_and_release_through_the_plugin(lib: FakeDeviceLib) -> None:
+    passthrough = Passthrough(lib.pci_bus(), fake=True)
+    device = _vfio_device(lib, passthrough)
+    bound = passthrough.bind(REF, device, None, config_field=None)
+    assert bound.facts.driver == "vfio-pci"
+    assert [n.path for n in bound.edits.device_nodes] == ["/dev/vfio/7", "/dev/vfio/vfio"]
+    attrs = bound.metadata_attributes(device_json(device)["attributes"])  # type: ignore[arg-type]
+    assert attrs["iommuGroup"] == {"int": 7}
+    assert attrs["vfioDeviceNode"] == {"string": "/dev/vfio/7"}
+    assert Passthrough.bus_id_of(Passthrough.device_state(device)) == device.gpu.pci_bus_id
+    passthrough.release(device.gpu.pci_bus_id)
+    assert passthrough.bus.facts(device.gpu.pci_bus_id).driver == "nvidia"
+
+
+def test_refusals_name_the_gpu_and_reason_and_leave_it_on_nvidia(lib: FakeDeviceLib) -> None:
+    bus = lib.pci_bus()
+    assert isinstance(bus, FakePciBus)
+    passthrough = Passthrough(bus, fake=True, wait_timeout_s=0)
+    device = _vfio_device(lib, passthrough)
+    bus_id = device.gpu.pci_bus_id
+    bus.set_users(bus_id, [99])
+    with pytest.raises(PassthroughFailedError, match=rf"gpu-vfio-0 \({bus_id}\).*in use") as info:
+        passthrough.bind(REF, device, None, config_field=None)
+    assert info.value.claim == REF
+    bus.set_users(bus_id, [])
+    bad = VfioDeviceConfig(iommu=IommuConfig(backend_policy="Maybe"))
+    with pytest.raises(DeviceConfigError, match="backendPolicy 'Maybe'") as cfg:
+        passthrough.bind(REF, device, bad, config_field="status.allocation.devices.config[0]")
+    assert cfg.value.field == "status.allocation.devices.config[0]"
+    assert bus.facts(bus_id).driver == "nvidia"
+
+
+def test_twin_prepared_for_another_claim_is_refused(lib: FakeDeviceLib) -> None:
+    passthrough = Passthrough(lib.pci_bus(), fake=True)
+    devices = build_inventory(lib.gpus()) + passthrough.devices(lib.gpus())
+    vfio = next(d for d in devices if d.name == "gpu-vfio-0")
+    with pytest.raises(DeviceInUseError, match=r"same GPU .* as gpu-0, prepared for claim other"):
+        Passthrough.check_sibling(REF, vfio, {"gpu-0": "other"}, devices)
+    Passthrough.check_sibling(REF, vfio, {"gpu-0": REF.uid, "gpu-1": "other"}, devices)
+
+
+def test_recover_gives_back_unheld_and_driverless_gpus(lib: FakeDeviceLib) -> None:
+    bus = lib.pci_bus()
+    passthrough = Passthrough(bus, fake=True)
+    first, second = passthrough.devices(lib.gpus())
+    passthrough.bind(REF, first, None, config_field=None)
+    passthrough.bind(REF, second, None, config_field=None)
+    bus.unbind(second.gpu.pci_bus_id)  # a crash mid-switch
+    # The first one is still held by a checkpointed claim: it stays on vfio-pci.
+    assert passthrough.recover({first.gpu.pci_bus_id}) == [second.gpu.pci_bus_id]
+    assert bus.facts(first.gpu.pci_bus_id).driver == "vfio-pci"
+    assert bus.facts(second.gpu.pci_bus_id).driver == "nvidia"
+    assert passthrough.recover(set()) == [first.gpu.pci_bus_id]
+    assert bus.facts(first.gpu.pci_bus_id).driver == "nvidia"

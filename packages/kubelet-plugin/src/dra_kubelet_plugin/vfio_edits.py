@@ -19,7 +19,14 @@ from dra_nvlib import PciFacts
 
 from dra_kubelet_plugin.cdi import ContainerEdits, DeviceNode
 
-__all__ = ["LEGACY_ONLY", "PREFER_IOMMUFD", "VfioNodes", "vfio_container_edits", "vfio_nodes"]
+__all__ = [
+    "LEGACY_ONLY",
+    "PREFER_IOMMUFD",
+    "VfioNodes",
+    "iommu_settings",
+    "vfio_container_edits",
+    "vfio_nodes",
+]
 
 LEGACY_ONLY = "LegacyOnly"
 PREFER_IOMMUFD = "PreferIommuFD"
@@ -34,14 +41,11 @@ class VfioNodes:
     api: str | None  # /dev/vfio/vfio or /dev/iommu, when enableAPIDevice
 
 
-def vfio_nodes(
-    facts: PciFacts, config: VfioDeviceConfig | None, *, iommufd_available: bool
-) -> VfioNodes:
-    """Pick the nodes for a GPU bound to ``vfio-pci`` (``facts`` read after the bind).
+def iommu_settings(config: VfioDeviceConfig | None) -> tuple[str, bool]:
+    """``(backendPolicy, enableAPIDevice)`` after NVIDIA's defaults.
 
     Raises:
-        ValueError: an unknown ``iommu.backendPolicy`` (the message names the field), or a
-            GPU without IOMMU group.
+        ValueError: an unknown ``iommu.backendPolicy`` (the message names the field).
     """
     normalized = (config or VfioDeviceConfig()).normalize()
     iommu = normalized.iommu
@@ -51,9 +55,21 @@ def vfio_nodes(
         raise ValueError(
             f"iommu.backendPolicy {policy!r} is not one of {', '.join(IOMMU_BACKEND_POLICIES)}"
         )
+    return policy, bool(iommu.enable_api_device)
+
+
+def vfio_nodes(
+    facts: PciFacts, config: VfioDeviceConfig | None, *, iommufd_available: bool
+) -> VfioNodes:
+    """Pick the nodes for a GPU bound to ``vfio-pci`` (``facts`` read after the bind).
+
+    Raises:
+        ValueError: an unknown ``iommu.backendPolicy`` (the message names the field), or a
+            GPU without IOMMU group.
+    """
+    policy, api = iommu_settings(config)
     if facts.iommu_group is None:
         raise ValueError(f"GPU {facts.bus_id} has no IOMMU group")
-    api = bool(iommu.enable_api_device)
     if policy == PREFER_IOMMUFD and iommufd_available and facts.vfio_device is not None:
         return VfioNodes(
             backend="iommufd",
