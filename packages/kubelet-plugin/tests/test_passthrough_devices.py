@@ -221,3 +221,11 @@ def test_recover_gives_back_unheld_and_driverless_gpus(lib: FakeDeviceLib) -> No
     assert bus.facts(second.gpu.pci_bus_id).driver == "nvidia"
     assert passthrough.recover(set()) == [first.gpu.pci_bus_id]
     assert bus.facts(first.gpu.pci_bus_id).driver == "nvidia"
+
+
+def test_a_gpu_nvml_no_longer_lists_keeps_its_vfio_device(lib: FakeDeviceLib) -> None:
+    passthrough = Passthrough(lib.pci_bus(), fake=True)
+    gpus = lib.gpus()
+    first = [d.name for d in passthrough.devices(gpus)]
+    # On vfio-pci a real GPU vanishes from NVML's enumeration.
+    assert [d.name for d in passthrough.devices(gpus[1:])] == first == ["gpu-vfio-0", "gpu-vfio-1"]

@@ -106,11 +106,17 @@ class Passthrough:
         self._fake = fake
         self._dev_root = dev_root
         self._wait_timeout_s = wait_timeout_s
+        self._known: dict[str, GpuInfo] = {}
 
     def devices(self, gpus: Iterable[GpuInfo]) -> list[NodeDevice]:
-        """The ``gpu-vfio-M`` devices to publish next to ``gpus``' own."""
+        """The ``gpu-vfio-M`` devices to publish next to ``gpus``' own.
+
+        NVML stops listing a GPU once ``vfio-pci`` holds it; its facts from the last
+        enumeration that had it keep its ``gpu-vfio-M`` published meanwhile.
+        """
+        self._known.update((g.pci_bus_id, g) for g in gpus)
         pci = [self.bus.facts(b) for b in self.bus.gpu_bus_ids()]
-        return build_vfio_devices(gpus, pci, iommufd=self.bus.iommufd_available())
+        return build_vfio_devices(self._known.values(), pci, iommufd=self.bus.iommufd_available())
 
     @staticmethod
     def check_sibling(
