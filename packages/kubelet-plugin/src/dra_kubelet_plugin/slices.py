@@ -8,11 +8,13 @@ carries the pool's generation and ``resourceSliceCount``.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dra_kubelet_plugin.health import TAINT_GPU_LOST, TAINT_UNMONITORED, DeviceHealth
+from dra_kubelet_plugin.core.health import DeviceHealth, HealthHub
+from dra_kubelet_plugin.core.publisher import SliceSource
+from dra_kubelet_plugin.device_taints import TAINT_GPU_LOST, TAINT_UNMONITORED
 from dra_kubelet_plugin.inventory import DeviceType, NodeDevice, brand_name
 
 __all__ = [
@@ -22,6 +24,7 @@ __all__ = [
     "binary_quantity",
     "build_resource_slices",
     "device_json",
+    "gpu_slice_source",
     "semver_of",
 ]
 
@@ -206,3 +209,16 @@ def build_resource_slices(
         }
         for chunk in chunks
     ]
+
+
+def gpu_slice_source(
+    spec: SliceSpec, devices: Callable[[], Sequence[NodeDevice]], health: HealthHub
+) -> SliceSource:
+    """The GPU plugin's slices for the core's publisher: the current ``devices()`` with the
+    taints of ``health``, for any generation."""
+
+    def build(generation: int) -> list[dict[str, Any]]:
+        snapshot = {h.device_name: h for h in health.snapshot()}
+        return build_resource_slices(spec, devices(), generation=generation, health=snapshot)
+
+    return build
