@@ -37,8 +37,8 @@ from dra_nvlib import (
     repair_unbound,
 )
 
-from dra_kubelet_plugin.cdi import ContainerEdits
-from dra_kubelet_plugin.errors import (
+from dra_kubelet_plugin.core.cdi import ContainerEdits
+from dra_kubelet_plugin.core.errors import (
     ClaimError,
     ClaimRef,
     DeviceConfigError,

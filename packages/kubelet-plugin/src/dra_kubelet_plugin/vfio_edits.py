@@ -17,7 +17,7 @@ from dra_api_types import VfioDeviceConfig
 from dra_api_types.nvidia_v1beta1 import IOMMU_BACKEND_POLICIES
 from dra_nvlib import PciFacts
 
-from dra_kubelet_plugin.cdi import ContainerEdits, DeviceNode
+from dra_kubelet_plugin.core.cdi import ContainerEdits, DeviceNode
 
 __all__ = [
     "LEGACY_ONLY",
