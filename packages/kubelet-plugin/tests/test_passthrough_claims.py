@@ -61,7 +61,7 @@ class Node:
             self.changes += 1
 
         return PassthroughClaims(
-            Passthrough(self.bus, fake=True, wait_timeout_s=0),
+            Passthrough(self.bus, fake=True, lib=self.lib, wait_timeout_s=0),
             driver_name="gpu.nvidia.com",
             metadata=MetadataFiles(self.root / "plugin", driver="gpu.nvidia.com"),
             on_change=changed,
@@ -146,10 +146,18 @@ def test_vfio_claim_binds_hides_the_twin_and_unprepare_restores(node: Node) -> N
         assert dev["attributes"]["resource.kubernetes.io/pciBusID"] == {"string": "0000:07:00.0"}
         assert dev["attributes"]["iommuGroup"] == {"int": 7}
         entry = (await state.prepared_claims())[ref.uid]
-        assert entry.devices[0].driver_state == {"vfioPciBusID": "0000:07:00.0"}
+        gpu0 = node.lib.gpus()[0].uuid
+        assert entry.devices[0].driver_state == {
+            "vfioPciBusID": "0000:07:00.0",
+            "gpuUUID": gpu0,
+            "persistenceMode": True,
+        }
+        # The driver loses the GPU's persistence mode while vfio-pci holds it.
+        node.lib.set_persistence_mode(gpu0, enabled=False)
 
         await state.unprepare_claims([ref])
         assert node.driver_of("gpu-0") == "nvidia"
+        assert node.lib.persistence_mode(gpu0) is True, "restored after passthrough"
         assert len(passthrough.visible(list(state.devices.values()))) == 4
         assert not Path(mount["hostPath"]).exists()
 

@@ -176,7 +176,7 @@ def test_bind_and_release_through_the_plugin(lib: FakeDeviceLib) -> None:
     attrs = bound.metadata_attributes(device_json(device)["attributes"])  # type: ignore[arg-type]
     assert attrs["iommuGroup"] == {"int": 7}
     assert attrs["vfioDeviceNode"] == {"string": "/dev/vfio/7"}
-    assert Passthrough.bus_id_of(Passthrough.device_state(device)) == device.gpu.pci_bus_id
+    assert Passthrough.bus_id_of(passthrough.device_state(device)) == device.gpu.pci_bus_id
     passthrough.release(device.gpu.pci_bus_id)
     assert passthrough.bus.facts(device.gpu.pci_bus_id).driver == "nvidia"
 

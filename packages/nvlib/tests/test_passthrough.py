@@ -208,3 +208,12 @@ def test_sysfs_writes_follow_the_kernel_interface(tmp_path: Path) -> None:
     assert (tmp_path / "sys" / "bus" / "pci" / "drivers_probe").read_text() == bdf
     assert bus.users(PassthroughTarget(bus_id=bdf, minor=0)) == (321,)
     assert bus.users(PassthroughTarget(bus_id=bdf, minor=1)) == ()
+
+
+def test_fake_persistence_mode_is_recorded(lib: FakeDeviceLib) -> None:
+    uuid = lib.gpus()[0].uuid
+    assert lib.persistence_mode(uuid) is True
+    lib.set_persistence_mode(uuid, enabled=False)
+    assert lib.persistence_mode(uuid) is False
+    lib.set_persistence_mode(uuid, enabled=True)
+    assert lib.persistence_mode(uuid) is True

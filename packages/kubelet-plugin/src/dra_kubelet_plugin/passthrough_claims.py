@@ -96,15 +96,14 @@ class PassthroughClaims:
         self._changed()
         if not vfio:
             return {}
-        await ctx.record(
-            device_states={
-                p.device.name: {
-                    **_state_of(ctx.entry, p.device.name),
-                    **Passthrough.device_state(p.device),
-                }
-                for p in vfio
+        states = {
+            p.device.name: {
+                **_state_of(ctx.entry, p.device.name),
+                **await asyncio.to_thread(self.passthrough.device_state, p.device),
             }
-        )
+            for p in vfio
+        }
+        await ctx.record(device_states=states)
         bound: list[tuple[PlannedDevice, BoundDevice]] = []
         for p in vfio:
             config = p.config if isinstance(p.config, VfioDeviceConfig) else None
@@ -161,9 +160,8 @@ class PassthroughClaims:
             PluginError: a GPU could not be given back (the kubelet retries).
         """
         for device in entry.devices:
-            bus_id = Passthrough.bus_id_of(device.driver_state)
-            if bus_id is not None:
-                await asyncio.to_thread(self.passthrough.release, bus_id)
+            if Passthrough.bus_id_of(device.driver_state) is not None:
+                await asyncio.to_thread(self.passthrough.restore, device.driver_state)
         if self._metadata is not None and entry.name:
             self._metadata.release(entry.namespace, entry.name)
         before = len(self._held)

@@ -28,6 +28,7 @@ from dra_api_types import VfioDeviceConfig
 from dra_nvlib import (
     VFIO_DRIVER,
     DeviceError,
+    DeviceLib,
     GpuInfo,
     PassthroughTarget,
     PciBus,
@@ -58,8 +59,11 @@ __all__ = ["BoundDevice", "Passthrough", "PassthroughFailedError"]
 
 log = logging.getLogger(__name__)
 
-#: Key of a device's checkpointed ``driver_state``: the PCI address handed to ``vfio-pci``.
+#: Keys of a device's checkpointed ``driver_state``: the PCI address handed to ``vfio-pci``,
+#: the GPU's UUID and its persistence mode before (restored when it is back on ``nvidia``).
 STATE_PCI_BUS_ID = "vfioPciBusID"
+STATE_GPU_UUID = "gpuUUID"
+STATE_PERSISTENCE = "persistenceMode"
 
 
 class PassthroughFailedError(ClaimError):
@@ -97,12 +101,15 @@ class Passthrough:
         bus: PciBus,
         *,
         fake: bool,
+        lib: DeviceLib | None = None,
         dev_root: Path = Path("/"),
         wait_timeout_s: float = 30.0,
     ) -> None:
         """``fake``: back the container's VFIO nodes with ``/dev/null`` (fake GPUs have no
-        real ones); otherwise each node must exist below ``dev_root``."""
+        real ones); otherwise each node must exist below ``dev_root``. ``lib`` reads and
+        restores the GPU's persistence mode around passthrough."""
         self.bus = bus
+        self._lib = lib
         self._fake = fake
         self._dev_root = dev_root
         self._wait_timeout_s = wait_timeout_s
@@ -144,10 +151,22 @@ class Passthrough:
                     field="status.allocation.devices.results",
                 )
 
-    @staticmethod
-    def device_state(device: NodeDevice) -> dict[str, object]:
-        """What to checkpoint before the switch, so a crash in it can be undone."""
-        return {STATE_PCI_BUS_ID: device.gpu.pci_bus_id}
+    def device_state(self, device: NodeDevice) -> dict[str, object]:
+        """What to checkpoint before the switch, so a crash in it can be undone and the
+        GPU's persistence mode restored after it (blocking: NVML)."""
+        state: dict[str, object] = {
+            STATE_PCI_BUS_ID: device.gpu.pci_bus_id,
+            STATE_GPU_UUID: device.gpu.uuid,
+        }
+        if self._lib is not None:
+            try:
+                state[STATE_PERSISTENCE] = self._lib.persistence_mode(device.gpu.uuid)
+            except DeviceError as exc:
+                log.info(
+                    "persistence mode unknown; not restored after passthrough",
+                    extra={"event": "persistence_mode_unknown", "error": str(exc)},
+                )
+        return state
 
     def bind(
         self,
@@ -206,6 +225,32 @@ class Passthrough:
             bind_nvidia(self.bus, bus_id)
         except DeviceError as exc:
             raise PluginError(f"GPU {bus_id}: giving it back to nvidia failed: {exc}") from exc
+
+    def restore(self, state: Mapping[str, object]) -> None:
+        """Undo a checkpointed switch: the GPU back on ``nvidia``, then its persistence mode
+        as it was (a failure there is logged: the GPU works without it).
+
+        Raises:
+            PluginError: the kernel did not bind ``nvidia``.
+        """
+        bus_id = self.bus_id_of(state)
+        if bus_id is None:
+            return
+        self.release(bus_id)
+        uuid = state.get(STATE_GPU_UUID)
+        if (
+            self._lib is None
+            or state.get(STATE_PERSISTENCE) is not True
+            or not isinstance(uuid, str)
+        ):
+            return
+        try:
+            self._lib.set_persistence_mode(uuid, enabled=True)
+        except DeviceError as exc:
+            log.warning(
+                "persistence mode not restored after passthrough",
+                extra={"event": "persistence_mode_not_restored", "gpu": uuid, "error": str(exc)},
+            )
 
     @staticmethod
     def bus_id_of(state: Mapping[str, object]) -> str | None:

@@ -207,7 +207,10 @@ def open_passthrough(settings: Settings, lib: DeviceLib) -> PassthroughClaims | 
     if not settings.gate("PassthroughSupport"):
         return None
     bus = Passthrough(
-        lib.pci_bus(), fake=settings.device_backend == "fake", dev_root=settings.dev_root
+        lib.pci_bus(),
+        fake=settings.device_backend == "fake",
+        lib=lib,
+        dev_root=settings.dev_root,
     )
     metadata = MetadataFiles(settings.plugin_dir, driver=DRIVER_NAME)
     return PassthroughClaims(

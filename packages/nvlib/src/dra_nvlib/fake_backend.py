@@ -73,6 +73,7 @@ OPERATIONS = (
     "set_mig_mode",
     "create_mig_device",
     "destroy_mig_device",
+    "set_persistence_mode",
 )
 
 
@@ -381,6 +382,19 @@ class FakeDeviceLib(DeviceLib):
             gpu["compute_mode"] = int(mode)
 
         self._mutate("set_compute_mode", gpu_uuid, change=change)
+
+    def persistence_mode(self, gpu_uuid: str) -> bool:
+        """Persistence mode (on for a freshly booted fake GPU, as data-center nodes run)."""
+        gpu = _find_gpu(self._snapshot(), gpu_uuid, operation="persistence_mode")
+        return bool(gpu.get("persistence_mode", True))
+
+    def set_persistence_mode(self, gpu_uuid: str, *, enabled: bool) -> None:
+        """Record persistence mode."""
+
+        def change(_doc: NodeState, gpu: GpuState) -> None:
+            gpu["persistence_mode"] = enabled
+
+        self._mutate("set_persistence_mode", gpu_uuid, change=change)
 
     def set_time_slice(self, gpu_uuid: str, level: TimeSliceLevel) -> None:
         """Set the time-slice level; refused while MIG mode is on (no time-slicing of MIG)."""

@@ -358,6 +358,16 @@ class NvmlDeviceLib(DeviceLib):
         with self._op(gpu_uuid, "set_compute_mode"):
             self._api.set_compute_mode(self._device(gpu_uuid), int(mode))
 
+    def persistence_mode(self, gpu_uuid: str) -> bool:
+        """``nvmlDeviceGetPersistenceMode``."""
+        with self._op(gpu_uuid, "persistence_mode"):
+            return self._api.persistence_mode(self._device(gpu_uuid)) == 1
+
+    def set_persistence_mode(self, gpu_uuid: str, *, enabled: bool) -> None:
+        """``nvmlDeviceSetPersistenceMode`` (needs root)."""
+        with self._op(gpu_uuid, "set_persistence_mode"):
+            self._api.set_persistence_mode(self._device(gpu_uuid), 1 if enabled else 0)
+
     def set_time_slice(self, gpu_uuid: str, level: TimeSliceLevel) -> None:
         """Through ``nvidia-smi compute-policy`` (NVML has no public call for it)."""
         set_timeslice(self._nvidia_smi, gpu_uuid, level=level)
