@@ -269,3 +269,23 @@ def test_fake_host_tree_is_shared_by_every_process_of_the_node(node: Node) -> No
     link = node.bus.sysfs_root / "bus" / "pci" / "devices" / "0000:07:00.0"
     assert os.path.islink(link)
     assert node.root / "fake.host" == node.bus.root
+
+
+def test_a_shared_gpu_keeps_its_twin_hidden_until_the_last_claim_goes(node: Node) -> None:
+    first = node.add(make_claim(name="a", uid="uid-a", devices=["gpu-0"], admin_access=True))
+    second = node.add(make_claim(name="b", uid="uid-b", devices=["gpu-0"], admin_access=True))
+
+    async def go() -> None:
+        state, passthrough = node.state()
+        await state.start()
+        outcomes = await state.prepare_claims([first, second])
+        assert [o.error for o in outcomes.values()] == ["", ""]
+        assert passthrough.held() == {"gpu-0": {"uid-a", "uid-b"}}
+        await state.unprepare_claims([first])
+        visible = [d.name for d in passthrough.visible(list(state.devices.values()))]
+        assert "gpu-vfio-0" not in visible, "uid-b still uses gpu-0"
+        await state.unprepare_claims([second])
+        visible = [d.name for d in passthrough.visible(list(state.devices.values()))]
+        assert "gpu-vfio-0" in visible
+
+    asyncio.run(go())

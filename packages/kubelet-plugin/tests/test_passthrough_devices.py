@@ -204,8 +204,8 @@ def test_twin_prepared_for_another_claim_is_refused(lib: FakeDeviceLib) -> None:
     devices = build_inventory(lib.gpus()) + passthrough.devices(lib.gpus())
     vfio = next(d for d in devices if d.name == "gpu-vfio-0")
     with pytest.raises(DeviceInUseError, match=r"same GPU .* as gpu-0, prepared for claim other"):
-        Passthrough.check_sibling(REF, vfio, {"gpu-0": "other"}, devices)
-    Passthrough.check_sibling(REF, vfio, {"gpu-0": REF.uid, "gpu-1": "other"}, devices)
+        Passthrough.check_sibling(REF, vfio, {"gpu-0": {"other"}}, devices)
+    Passthrough.check_sibling(REF, vfio, {"gpu-0": {REF.uid}, "gpu-1": {"other"}}, devices)
 
 
 def test_recover_gives_back_unheld_and_driverless_gpus(lib: FakeDeviceLib) -> None:

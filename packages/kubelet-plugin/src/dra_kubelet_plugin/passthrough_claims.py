@@ -8,7 +8,7 @@ reboot discards the checkpoint (new boot ID) and the kubelet prepares the claims
 binds again. With ``DeviceMetadata`` the KEP-5304 file of each request naming the GPU's PCI
 address and IOMMU facts is written and mounted (:mod:`dra_kubelet_plugin.device_metadata`).
 
-The set of prepared devices kept here (device name -> claim UID) drives the slice: the twin of
+The set of prepared devices kept here (device name -> claim UIDs) drives the slice: the twin of
 a prepared device is left out (:func:`~dra_kubelet_plugin.inventory.hidden_siblings`), and
 ``on_change`` republishes when it changes.
 """
@@ -24,7 +24,7 @@ from dra_api_types import VfioDeviceConfig
 
 from dra_kubelet_plugin.allocation import PlannedDevice
 from dra_kubelet_plugin.core.cdi import ContainerEdits
-from dra_kubelet_plugin.core.checkpoint import ClaimState, PreparedClaim
+from dra_kubelet_plugin.core.checkpoint import PreparedClaim
 from dra_kubelet_plugin.core.driver import PrepareContext
 from dra_kubelet_plugin.core.errors import ClaimRef
 from dra_kubelet_plugin.device_metadata import MetadataDevice, MetadataFiles, render_metadata
@@ -54,12 +54,13 @@ class PassthroughClaims:
         self._driver = driver_name
         self._metadata = metadata
         self.on_change = on_change
-        self._held: dict[str, str] = {}
+        # Device name -> UIDs of the claims it is prepared for (shared devices: several).
+        self._held: dict[str, set[str]] = {}
 
     # ------------------------------------------------------------------ slice
-    def held(self) -> dict[str, str]:
-        """Prepared device name -> claim UID."""
-        return dict(self._held)
+    def held(self) -> dict[str, set[str]]:
+        """Prepared device name -> UIDs of the claims holding it."""
+        return {name: set(uids) for name, uids in self._held.items()}
 
     def visible(self, devices: Sequence[NodeDevice]) -> list[NodeDevice]:
         """``devices`` without the twins of prepared ones."""
@@ -92,7 +93,7 @@ class PassthroughClaims:
         vfio = [p for p in unique.values() if p.device.type is DeviceType.VFIO]
         # Held before anything changes: a concurrent claim of the twin is refused from now.
         for name in unique:
-            self._held[name] = ref.uid
+            self._held.setdefault(name, set()).add(ref.uid)
         self._changed()
         if not vfio:
             return {}
@@ -164,9 +165,11 @@ class PassthroughClaims:
                 await asyncio.to_thread(self.passthrough.restore, device.driver_state)
         if self._metadata is not None and entry.name:
             self._metadata.release(entry.namespace, entry.name)
-        before = len(self._held)
-        self._held = {n: uid for n, uid in self._held.items() if uid != entry.uid}
-        if len(self._held) != before:
+        before = set(self._held)
+        for uids in self._held.values():
+            uids.discard(entry.uid)
+        self._held = {name: uids for name, uids in self._held.items() if uids}
+        if set(self._held) != before:
             self._changed()
 
     # ------------------------------------------------------------------ recover
@@ -189,12 +192,11 @@ class PassthroughClaims:
             keep = {MetadataFiles.claim_key(e.namespace, e.name) for e in entries.values()}
             for key in self._metadata.known_claims() - keep:
                 self._metadata.remove(key)
-        self._held = {
-            d.device_name: uid
-            for uid, entry in entries.items()
-            if entry.state in (ClaimState.PREPARE_STARTED, ClaimState.PREPARE_COMPLETED)
-            for d in entry.devices
-        }
+        # Started entries too: the kubelet's retry completes them on the same devices.
+        self._held = {}
+        for uid, entry in entries.items():
+            for d in entry.devices:
+                self._held.setdefault(d.device_name, set()).add(uid)
         self._changed()
 
 

@@ -127,10 +127,13 @@ class Passthrough:
 
     @staticmethod
     def check_sibling(
-        ref: ClaimRef, device: NodeDevice, held: Mapping[str, str], devices: Iterable[NodeDevice]
+        ref: ClaimRef,
+        device: NodeDevice,
+        held: Mapping[str, Collection[str]],
+        devices: Iterable[NodeDevice],
     ) -> None:
         """Refuse ``device`` when its twin is prepared for another claim (``held``: device
-        name -> claim UID of every prepared device).
+        name -> UIDs of the claims it is prepared for).
 
         Raises:
             DeviceInUseError: naming both devices and the other claim.
@@ -142,8 +145,9 @@ class Passthrough:
                 continue
             if other.gpu.pci_bus_id != device.gpu.pci_bus_id:
                 continue
-            owner = held.get(other.name)
-            if owner is not None and owner != ref.uid:
+            owners = sorted(set(held.get(other.name, ())) - {ref.uid})
+            if owners:
+                owner = ", ".join(owners)
                 raise DeviceInUseError(
                     ref,
                     f"device {device.name} is the same GPU ({device.gpu.pci_bus_id}) as "
