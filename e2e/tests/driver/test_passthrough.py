@@ -89,7 +89,8 @@ def _run_spec(driver: Driver, manifest: str, pod_name: str, pod_namespace: str) 
     gpu_names = sorted(n for n, d in before.items() if d["attributes"]["type"]["string"] == "gpu")
     assert vfio_names, "PassthroughSupport publishes gpu-vfio-M devices"
     assert len(vfio_names) == len(gpu_names), "every GPU without MIG has a vfio twin"
-    with applied(cluster, manifest, namespaces=(NAMESPACE, pod_namespace)):
+    # Both specs create only NAMESPACE; a pod elsewhere lives in a namespace the caller made.
+    with applied(cluster, manifest, namespaces=(NAMESPACE,)):
         wait_running(cluster, pod_name, pod_namespace)
         (claim,) = pod_claims(cluster, pod_name, pod_namespace).values()
         (device,) = allocated_devices(claim)
