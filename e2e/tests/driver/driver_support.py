@@ -112,11 +112,11 @@ class Driver:
 
 
 def install(
-    cluster: ClusterHandle, workdir: Path, *, extra_sets: Mapping[str, str] | None = None
+    cluster: ClusterHandle, workdir: Path, values: Mapping[str, str] | None = None
 ) -> Driver:
     """Installs the chart on fake GPUs (or adopts ``$DRA_E2E_RELEASE``); waits for slices.
 
-    ``extra_sets`` are chart values on top of the local ones (e.g. feature gates).
+    ``values`` are ``--set`` values over the local defaults (feature gates, sharing).
     """
     nodes = cluster.node_names()
     adopted = os.environ.get("DRA_E2E_RELEASE")
@@ -130,7 +130,7 @@ def install(
             "an existing cluster (--kubeconfig) needs the driver installed first; set "
             "DRA_E2E_RELEASE=<namespace>/<release> (kind/up.sh does both)"
         )
-    installed = install_driver(cluster.local, sets=extra_sets, fake_gpus=FAKE_GPUS, workdir=workdir)
+    installed = install_driver(cluster.local, sets=values, fake_gpus=FAKE_GPUS, workdir=workdir)
     return Driver(
         cluster,
         installed.namespace,

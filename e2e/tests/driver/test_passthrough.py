@@ -48,7 +48,7 @@ def vfio_driver(
     """The chart on fake GPUs with passthrough on (one install for the module)."""
     if os.environ.get("DRA_E2E_RELEASE"):
         pytest.skip("needs its own install with PassthroughSupport on (DRA_E2E_RELEASE is set)")
-    installed = install(e2e_cluster, tmp_path_factory.mktemp("vfio-images"), extra_sets=GATES)
+    installed = install(e2e_cluster, tmp_path_factory.mktemp("vfio-images"), values=GATES)
     yield installed
     uninstall(installed)
 
