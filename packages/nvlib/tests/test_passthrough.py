@@ -217,3 +217,8 @@ def test_fake_persistence_mode_is_recorded(lib: FakeDeviceLib) -> None:
     assert lib.persistence_mode(uuid) is False
     lib.set_persistence_mode(uuid, enabled=True)
     assert lib.persistence_mode(uuid) is True
+
+
+def test_fake_tree_numa_node_is_the_gpus(lib: FakeDeviceLib) -> None:
+    for gpu in lib.gpus():
+        assert lib.pci_bus().facts(gpu.pci_bus_id).numa_node == gpu.numa_node

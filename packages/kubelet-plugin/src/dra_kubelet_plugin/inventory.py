@@ -67,8 +67,9 @@ class NodeDevice:
         return self.mig.uuid if self.mig is not None else self.gpu.uuid
 
     @property
-    def memory_bytes(self) -> int:
-        """Memory usable through this device."""
+    def memory_bytes(self) -> int | None:
+        """Memory usable through this device; ``None`` where NVML does not report it
+        (unified-memory GPUs)."""
         return self.mig.memory_bytes if self.mig is not None else self.gpu.memory_bytes
 
 

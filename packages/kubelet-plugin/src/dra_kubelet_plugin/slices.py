@@ -98,9 +98,11 @@ def _vfio_json(device: NodeDevice) -> tuple[dict[str, object], dict[str, object]
     attrs["iommuFDEnabled"] = {"bool": device.iommufd}
     if gpu.pcie_root:
         attrs["resource.kubernetes.io/pcieRoot"] = _str(gpu.pcie_root)
-    capacity: dict[str, object] = {
-        "addressableMemory": {"value": binary_quantity(gpu.memory_bytes)}
-    }
+    if gpu.numa_node is not None:
+        attrs["resource.kubernetes.io/numaNode"] = _int(gpu.numa_node)
+    capacity: dict[str, object] = {}
+    if gpu.memory_bytes is not None:
+        capacity["addressableMemory"] = {"value": binary_quantity(gpu.memory_bytes)}
     return attrs, capacity
 
 
@@ -108,14 +110,13 @@ def device_json(device: NodeDevice, health: DeviceHealth | None = None) -> dict[
     """One ``Device`` of the slice, with the attributes and capacity the driver publishes."""
     if device.type is DeviceType.VFIO:
         vfio_attrs, vfio_capacity = _vfio_json(device)
-        return _with_taint(
-            {
-                "name": device.name,
-                "attributes": dict(sorted(vfio_attrs.items())),
-                "capacity": dict(sorted(vfio_capacity.items())),
-            },
-            health,
-        )
+        vfio: dict[str, object] = {
+            "name": device.name,
+            "attributes": dict(sorted(vfio_attrs.items())),
+        }
+        if vfio_capacity:
+            vfio["capacity"] = dict(sorted(vfio_capacity.items()))
+        return _with_taint(vfio, health)
     gpu = device.gpu
     attrs: dict[str, object] = {
         "type": _str(device.type.value),
@@ -130,9 +131,15 @@ def device_json(device: NodeDevice, health: DeviceHealth | None = None) -> dict[
     }
     if gpu.pcie_root:
         attrs["resource.kubernetes.io/pcieRoot"] = _str(gpu.pcie_root)
+    if gpu.numa_node is not None:
+        # The standard attribute (NVIDIA v0.5 published it): matchAttribute keeps GPUs and
+        # NICs of one claim on one NUMA node.
+        attrs["resource.kubernetes.io/numaNode"] = _int(gpu.numa_node)
     if gpu.addressing_mode is not None and gpu.addressing_mode.name != "NONE":
         attrs["addressingMode"] = _str(gpu.addressing_mode.name)
-    capacity: dict[str, object] = {"memory": {"value": binary_quantity(device.memory_bytes)}}
+    capacity: dict[str, object] = {}
+    if device.memory_bytes is not None:
+        capacity["memory"] = {"value": binary_quantity(device.memory_bytes)}
     if device.type is DeviceType.MIG and device.mig is not None:
         attrs["parentUUID"] = _str(gpu.uuid)
         attrs["profile"] = _str(device.mig.profile_name)
@@ -144,11 +151,9 @@ def device_json(device: NodeDevice, health: DeviceHealth | None = None) -> dict[
             capacity["encoders"] = {"value": str(profile.encoder_count)}
             capacity["jpegEngines"] = {"value": str(profile.jpeg_count)}
             capacity["ofaEngines"] = {"value": str(profile.ofa_count)}
-    out: dict[str, object] = {
-        "name": device.name,
-        "attributes": dict(sorted(attrs.items())),
-        "capacity": dict(sorted(capacity.items())),
-    }
+    out: dict[str, object] = {"name": device.name, "attributes": dict(sorted(attrs.items()))}
+    if capacity:
+        out["capacity"] = dict(sorted(capacity.items()))
     return _with_taint(out, health)
 
 

@@ -83,6 +83,7 @@ class FakePciBus(PciBus):
                 class_code=_GPU_CLASS,
                 group=_group_of(gpu.pci_bus_id),
                 driver="nvidia",
+                numa_node=gpu.numa_node if gpu.numa_node is not None else -1,
             )
         (sys / "bus" / "pci" / "drivers_probe").touch()
 

@@ -1,5 +1,6 @@
 """PCIe facts from sysfs under a configurable root: the root complex a PCI device hangs off,
-its IDs, the kernel driver bound to it, its IOMMU group and iommufd availability (pure reads)."""
+its NUMA node, its IDs, the kernel driver bound to it, its IOMMU group and iommufd
+availability (pure reads)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,15 @@ def normalize_bus_id(bus_id: str) -> str:
     if not rest:
         raise ValueError(f"not a PCI bus id: {bus_id!r}")
     return f"{int(domain, 16):04x}:{rest.lower()}"
+
+
+def numa_node(sysfs_root: Path, bus_id: str) -> int | None:
+    """The device's ``numa_node``; ``None`` when unknown or ``-1`` (no NUMA affinity)."""
+    try:
+        value = int((sysfs_root / "bus" / "pci" / "devices" / bus_id / "numa_node").read_text())
+    except (OSError, ValueError):
+        return None
+    return value if value >= 0 else None
 
 
 def pcie_root(sysfs_root: Path, bus_id: str) -> str | None:
@@ -108,7 +118,6 @@ def read_pci_facts(sysfs_root: Path, bus_id: str) -> PciFacts | None:
             members = tuple(sorted(p.name for p in group_dir.iterdir()))
         except FileNotFoundError:
             members = (bus_id,)
-    numa = _read(base / "numa_node")
     vfio_dev: str | None = None
     try:
         vfio_dev = next((p.name for p in sorted((base / "vfio-dev").iterdir())), None)
@@ -125,7 +134,7 @@ def read_pci_facts(sysfs_root: Path, bus_id: str) -> PciFacts | None:
         driver_override=None if override in (None, "", "(null)") else override,
         iommu_group=group,
         group_members=members,
-        numa_node=int(numa) if numa is not None and numa.lstrip("-").isdigit() else None,
+        numa_node=numa_node(sysfs_root, bus_id),
         vfio_device=vfio_dev,
     )
 
