@@ -57,6 +57,7 @@ class FakeGpu:
     fabric: RawFabric | None = None
     mig: tuple[int, int] = (0, 0)
     compute_mode: int = 0
+    persistence: int = 1
     lost: bool = False
     gis: dict[int, RawGiInfo] = field(default_factory=dict)
     cis: dict[int, list[int]] = field(default_factory=dict)
@@ -216,6 +217,12 @@ class FakeNvml:
     def gpu_instance_info(self, gi: GiHandle) -> RawGiInfo:
         assert isinstance(gi, tuple)
         return self.gpus[gi[0]].gis[gi[1]]
+
+    def persistence_mode(self, dev: NvmlHandle) -> int:
+        return self._gpu(dev).persistence
+
+    def set_persistence_mode(self, dev: NvmlHandle, mode: int) -> None:
+        self._gpu(dev).persistence = mode
 
     def set_compute_mode(self, dev: NvmlHandle, mode: int) -> None:
         if mode == 1:
@@ -538,3 +545,15 @@ def test_every_nvml_binding_used_exists_in_nvidia_ml_py() -> None:
     assert len(names) > 30
     missing = sorted(n for n in names if not nvml_binding.has_binding(n))
     assert missing == []
+
+
+def test_persistence_mode_and_the_pci_bus_of_the_sysfs_root(
+    lib: NvmlDeviceLib, nvml: FakeNvml, tmp_path: Path
+) -> None:
+    uuid = nvml.gpus[0].uuid
+    assert lib.persistence_mode(uuid) is True
+    lib.set_persistence_mode(uuid, enabled=False)
+    assert nvml.gpus[0].persistence == 0
+    assert lib.persistence_mode(uuid) is False
+    bus = lib.pci_bus()
+    assert bus.sysfs_root == tmp_path / "sys"

@@ -224,7 +224,7 @@ class NvmlEdits:
             ):
                 log.info(
                     "created missing device node",
-                    extra={"event": "device_node_created", "path": path, "module": module},
+                    extra={"event": "device_node_created", "path": path, "kernel_module": module},
                 )
         except NodeUnavailableError as exc:
             raise DeviceNodeMissingError(claim, f"{device}: {exc}") from exc

@@ -5,16 +5,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dra_api_types import GpuConfig, MigDeviceConfig, ValidationError, decode_opaque_config
+from dra_api_types import (
+    GpuConfig,
+    MigDeviceConfig,
+    ValidationError,
+    VfioDeviceConfig,
+    decode_opaque_config,
+)
 
 from dra_kubelet_plugin.inventory import DeviceType, NodeDevice
 
 __all__ = ["DeviceConfig", "decode_device_config", "sharing_of"]
 
-DeviceConfig = GpuConfig | MigDeviceConfig
-_EXPECTED: dict[DeviceType, type[GpuConfig] | type[MigDeviceConfig]] = {
+DeviceConfig = GpuConfig | MigDeviceConfig | VfioDeviceConfig
+_EXPECTED: dict[DeviceType, type[GpuConfig] | type[MigDeviceConfig] | type[VfioDeviceConfig]] = {
     DeviceType.GPU: GpuConfig,
     DeviceType.MIG: MigDeviceConfig,
+    DeviceType.VFIO: VfioDeviceConfig,
 }
 
 

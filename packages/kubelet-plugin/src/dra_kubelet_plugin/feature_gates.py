@@ -102,7 +102,7 @@ GATES: Sequence[FeatureGate] = (
     FeatureGate(
         "IMEXDaemonsWithDNSNames", True, _B, _NV, False, "IMEX daemons addressed by DNS names"
     ),
-    FeatureGate("PassthroughSupport", False, _A, _NV, False, "vfio-pci passthrough GPUs"),
+    FeatureGate("PassthroughSupport", False, _A, _NV, True, "vfio-pci passthrough GPUs"),
     FeatureGate(
         "NVMLDeviceHealthCheck",
         False,
@@ -116,7 +116,7 @@ GATES: Sequence[FeatureGate] = (
     FeatureGate(
         "CrashOnNVLinkFabricErrors", True, _B, _NV, False, "refuse to start on fabric errors"
     ),
-    FeatureGate("DeviceMetadata", False, _A, _NV, False, "KEP-5304 device metadata"),
+    FeatureGate("DeviceMetadata", False, _A, _NV, True, "KEP-5304 device metadata"),
     FeatureGate("FabricManagerPartitioning", False, _A, _NV, False, "Fabric Manager partitions"),
     FeatureGate(
         "HostManagedIMEXDaemon", False, _A, _NV, False, "resources.computeDomains.imex.mode"

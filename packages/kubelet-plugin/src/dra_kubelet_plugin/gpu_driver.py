@@ -17,6 +17,7 @@ from dra_kubelet_plugin.allocation import PlannedDevice, plan_claim
 from dra_kubelet_plugin.cdi import GPU_CDI, cdi_device_id
 from dra_kubelet_plugin.container_edits import EditsProvider
 from dra_kubelet_plugin.core.allocated import AllocatedDevice
+from dra_kubelet_plugin.core.cdi import ContainerEdits
 from dra_kubelet_plugin.core.cdi_store import CDIStore
 from dra_kubelet_plugin.core.checkpoint import (
     Checkpoint,
@@ -33,6 +34,7 @@ from dra_kubelet_plugin.core.node_lock import NodeLock
 from dra_kubelet_plugin.core.state import ClaimEngine, count_prepared_devices
 from dra_kubelet_plugin.device_config import decode_device_config, sharing_of
 from dra_kubelet_plugin.inventory import NodeDevice
+from dra_kubelet_plugin.passthrough_claims import PassthroughClaims
 
 __all__ = ["DeviceState", "GpuDriver", "gpu_identity", "prepared_device_types"]
 
@@ -47,12 +49,19 @@ class GpuDriver:
     """Plans and prepares claims on the node's GPUs and MIG devices."""
 
     def __init__(
-        self, *, driver_name: str, devices: Sequence[NodeDevice], edits: EditsProvider
+        self,
+        *,
+        driver_name: str,
+        devices: Sequence[NodeDevice],
+        edits: EditsProvider,
+        passthrough: PassthroughClaims | None = None,
     ) -> None:
-        """Serve ``devices`` (replaced by :meth:`set_devices`) with the backend's ``edits``."""
+        """Serve ``devices`` (replaced by :meth:`set_devices`) with the backend's ``edits``;
+        ``passthrough`` (gate ``PassthroughSupport``) prepares the ``vfio`` devices."""
         self._identity = gpu_identity(driver_name)
         self._devices = {d.name: d for d in devices}
         self._edits = edits
+        self.passthrough = passthrough
 
     @property
     def identity(self) -> DriverIdentity:
@@ -97,21 +106,35 @@ class GpuDriver:
         return ClaimPlan(devices=prepared, context=planned)
 
     async def prepare(self, ref: ClaimRef, plan: ClaimPlan, ctx: PrepareContext) -> ClaimEdits:
-        """See :meth:`Driver.prepare`: the backend's edits (fake: writes host files)."""
-        del ctx  # nothing to undo after a crash but host files, which recover() finds
+        """See :meth:`Driver.prepare`: the backend's edits (fake: writes host files); the
+        ``vfio`` devices' come from :class:`PassthroughClaims` (which records its progress)."""
         planned = cast("list[PlannedDevice]", plan.context)
+        vfio: dict[str, ContainerEdits] = {}
+        if self.passthrough is not None:
+            vfio = await self.passthrough.prepare(ref, planned, self._devices.values(), ctx)
         # Several results may name one device (admin access, shares): one CDI device each.
         unique: dict[str, NodeDevice] = {p.device.name: p.device for p in planned}
-        devices = tuple((name, self._edits.device_edits(ref, d)) for name, d in unique.items())
-        common = self._edits.claim_edits(ref, list(unique.values()))
-        return ClaimEdits(devices=devices, common=(common,))
+        devices = tuple(
+            (name, vfio[name] if name in vfio else self._edits.device_edits(ref, d))
+            for name, d in unique.items()
+        )
+        # The driver's files and control nodes only for containers that use a GPU through it.
+        gpus = [d for name, d in unique.items() if name not in vfio]
+        common = (self._edits.claim_edits(ref, gpus),) if gpus else ()
+        return ClaimEdits(devices=devices, common=common)
 
     async def unprepare(self, entry: PreparedClaim) -> None:
-        """See :meth:`Driver.unprepare`: removes the claim's host files."""
+        """See :meth:`Driver.unprepare`: removes the claim's host files (and gives its
+        passthrough GPUs back to ``nvidia``)."""
+        if self.passthrough is not None:
+            await self.passthrough.unprepare(entry)
         self._edits.release(entry.uid)
 
     async def recover(self, entries: Mapping[str, PreparedClaim]) -> None:
-        """See :meth:`Driver.recover`: host files of claims not checkpointed are removed."""
+        """See :meth:`Driver.recover`: host files of claims not checkpointed are removed;
+        GPUs left on ``vfio-pci`` or on no driver are repaired."""
+        if self.passthrough is not None:
+            await self.passthrough.recover(entries)
         for uid in self._edits.known_claims() - set(entries):
             self._edits.release(uid)
 
@@ -138,9 +161,12 @@ class DeviceState(ClaimEngine):
         boot_id: str,
         events: EventRecorder,
         metrics: PluginMetrics,
+        passthrough: PassthroughClaims | None = None,
     ) -> None:
         """Wire the engine; call :meth:`start` before serving."""
-        self.gpus = GpuDriver(driver_name=driver_name, devices=devices, edits=edits)
+        self.gpus = GpuDriver(
+            driver_name=driver_name, devices=devices, edits=edits, passthrough=passthrough
+        )
         super().__init__(
             driver=self.gpus,
             pool_name=pool_name,

@@ -6,18 +6,36 @@ is not offered as a whole GPU. A GPU instance split into several compute instanc
 device per compute instance, named with a ``-ci<ciId>`` suffix (see :func:`mig_device_name`).
 Device order is deterministic: by GPU minor, then MIG placement and compute instance, so
 slices and their generation only change when the hardware does.
+
+With passthrough (gate ``PassthroughSupport``) every GPU that is not in MIG mode is offered a
+second time, as ``gpu-vfio-<M>`` (type ``vfio``, ``M`` its index in PCI enumeration order):
+the same silicon, so :func:`hidden_siblings` names the twin to take out of the slice while
+one of them is prepared.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+import uuid
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from dra_nvlib import Brand, GpuInfo, MigDevice, MigProfile
+from dra_nvlib import Brand, GpuInfo, MigDevice, MigProfile, PciFacts
 
-__all__ = ["DeviceType", "NodeDevice", "brand_name", "build_inventory", "mig_device_name"]
+__all__ = [
+    "DeviceType",
+    "NodeDevice",
+    "brand_name",
+    "build_inventory",
+    "build_vfio_devices",
+    "hidden_siblings",
+    "mig_device_name",
+    "vfio_uuid",
+]
+
+# uuid5 namespace of passthrough device UUIDs: a stable UUID per PCI address.
+_VFIO_NAMESPACE = uuid.UUID("3f3c52a4-0c3e-4f8a-9a43-6c0f0b8d1e57")
 
 
 class DeviceType(StrEnum):
@@ -25,21 +43,27 @@ class DeviceType(StrEnum):
 
     GPU = "gpu"
     MIG = "mig"
+    VFIO = "vfio"
 
 
 @dataclass(frozen=True)
 class NodeDevice:
-    """A device this node publishes: a full GPU or a static MIG device on ``gpu``."""
+    """A device this node publishes: a full GPU, a static MIG device on ``gpu``, or a
+    passthrough GPU (``pci`` holds its PCI facts)."""
 
     name: str
     type: DeviceType
     gpu: GpuInfo
     mig: MigDevice | None = None
     profile: MigProfile | None = None
+    pci: PciFacts | None = None
+    iommufd: bool = False
 
     @property
     def uuid(self) -> str:
-        """The device's own UUID (``GPU-...`` or ``MIG-...``)."""
+        """The device's own UUID (``GPU-...``, ``MIG-...``, or the PCI-derived vfio UUID)."""
+        if self.type is DeviceType.VFIO:
+            return vfio_uuid(self.gpu.pci_bus_id)
         return self.mig.uuid if self.mig is not None else self.gpu.uuid
 
     @property
@@ -115,3 +139,50 @@ def build_inventory(gpus: Iterable[GpuInfo]) -> list[NodeDevice]:
         else:
             devices.append(NodeDevice(name=f"gpu-{gpu.minor}", type=DeviceType.GPU, gpu=gpu))
     return devices
+
+
+def vfio_uuid(pci_bus_id: str) -> str:
+    """The ``uuid`` attribute of a passthrough device: SHA-1 namespaced on its PCI address,
+    as NVIDIA's driver derives it (a GPU on ``vfio-pci`` has no NVML UUID)."""
+    return str(uuid.uuid5(_VFIO_NAMESPACE, pci_bus_id))
+
+
+def build_vfio_devices(
+    gpus: Iterable[GpuInfo], pci: Sequence[PciFacts], *, iommufd: bool
+) -> list[NodeDevice]:
+    """``gpu-vfio-<M>`` for every GPU of ``pci`` (PCI enumeration order) that NVML reports
+    without MIG mode; a MIG-enabled GPU is only offered as its MIG devices. ``iommufd``:
+    the node has ``/dev/iommu``."""
+    by_bus = {g.pci_bus_id: g for g in gpus}
+    devices: list[NodeDevice] = []
+    for index, facts in enumerate(sorted(pci, key=lambda f: f.bus_id)):
+        gpu = by_bus.get(facts.bus_id)
+        if gpu is None or gpu.mig_mode.current:
+            continue
+        devices.append(
+            NodeDevice(
+                name=f"gpu-vfio-{index}",
+                type=DeviceType.VFIO,
+                gpu=gpu,
+                pci=facts,
+                iommufd=iommufd,
+            )
+        )
+    return devices
+
+
+def hidden_siblings(devices: Iterable[NodeDevice], prepared: Collection[str]) -> set[str]:
+    """Names of the devices to leave out of the slice because their twin (``gpu-N`` of
+    ``gpu-vfio-M`` or the reverse: one GPU) is prepared."""
+    by_bus: dict[str, list[NodeDevice]] = {}
+    for device in devices:
+        if device.type in (DeviceType.GPU, DeviceType.VFIO):
+            by_bus.setdefault(device.gpu.pci_bus_id, []).append(device)
+    hidden: set[str] = set()
+    for twins in by_bus.values():
+        if len(twins) < 2:
+            continue
+        names = {d.name for d in twins}
+        if names & set(prepared):
+            hidden |= names - set(prepared)
+    return hidden

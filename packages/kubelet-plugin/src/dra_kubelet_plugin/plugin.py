@@ -18,13 +18,22 @@ from dra_kubelet_plugin.core.healthcheck import HealthcheckServer
 from dra_kubelet_plugin.core.metrics import PluginMetrics
 from dra_kubelet_plugin.core.runner import PluginRunner
 from dra_kubelet_plugin.core.sockets import SocketPaths
+from dra_kubelet_plugin.device_metadata import MetadataFiles
 from dra_kubelet_plugin.gpu_driver import DeviceState, gpu_identity
 from dra_kubelet_plugin.health_monitor import HealthMonitor
 from dra_kubelet_plugin.inventory import NodeDevice, build_inventory
+from dra_kubelet_plugin.passthrough_claims import PassthroughClaims
+from dra_kubelet_plugin.passthrough_devices import Passthrough
 from dra_kubelet_plugin.settings import DRIVER_NAME, Settings
 from dra_kubelet_plugin.slices import SliceSpec, build_resource_slices, gpu_slice_source
 
-__all__ = ["KubeletPlugin", "open_devices", "render_resource_slices"]
+__all__ = [
+    "KubeletPlugin",
+    "enumerate_devices",
+    "open_devices",
+    "open_passthrough",
+    "render_resource_slices",
+]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +49,8 @@ def open_devices(settings: Settings) -> DeviceLib:
     config = DeviceLibConfig(
         backend="fake" if settings.device_backend == "fake" else "nvml",
         driver_root=settings.container_driver_root or settings.driver_root,
+        sysfs_root=settings.sysfs_root,
+        proc_root=settings.proc_root,
         node_name=settings.node_name,
         fake_fleet=settings.fake_gpus or None,
         fake_state_path=state,
@@ -84,7 +95,8 @@ class KubeletPlugin:
 
     async def _serve(self, lib: DeviceLib, runner: PluginRunner, stop: asyncio.Event) -> None:
         s = self.settings
-        devices = build_inventory(await asyncio.to_thread(lib.gpus))
+        passthrough = await asyncio.to_thread(open_passthrough, s, lib)
+        devices = await asyncio.to_thread(enumerate_devices, lib, passthrough)
         await runner.connect()
         self.sockets = paths = runner.sockets
         assert paths is not None  # set by connect()
@@ -99,7 +111,11 @@ class KubeletPlugin:
                 cdi_hook_path=s.nvidia_cdi_hook_path,
             )
         self.state = state = DeviceState(
-            driver_name=DRIVER_NAME, devices=devices, edits=edits, **runner.engine_parts()
+            driver_name=DRIVER_NAME,
+            devices=devices,
+            edits=edits,
+            passthrough=passthrough,
+            **runner.engine_parts(),
         )
         await state.start()
         self.hub = hub = HealthHub(s.node_name)
@@ -123,9 +139,16 @@ class KubeletPlugin:
         inventory = _Inventory(devices)
         spec = SliceSpec(driver_name=DRIVER_NAME, node_name=s.node_name, node_uid=runner.node_uid)
         taints = hub if s.gate("DeviceTaints") else HealthHub(s.node_name)
-        publisher = runner.publish(
-            gpu_slice_source(spec, lambda: inventory.devices, taints), health=taints
-        )
+
+        def published() -> list[NodeDevice]:
+            # A prepared device's twin (gpu-N / gpu-vfio-M: one GPU) is left out.
+            if passthrough is None:
+                return inventory.devices
+            return passthrough.visible(inventory.devices)
+
+        publisher = runner.publish(gpu_slice_source(spec, published, taints), health=taints)
+        if passthrough is not None and publisher is not None:
+            passthrough.on_change = publisher.trigger
         if health_on:
             runner.on_stop(monitor.stop)
             runner.task(monitor.run(), name="health-monitor")
@@ -138,7 +161,9 @@ class KubeletPlugin:
             if publisher is not None:
                 publisher.trigger()
 
-        runner.task(self._refresh_inventory(lib, inventory, on_change), name="inventory")
+        runner.task(
+            self._refresh_inventory(lib, passthrough, inventory, on_change), name="inventory"
+        )
         self.ready.set()
         log.info(
             "plugin started",
@@ -155,13 +180,14 @@ class KubeletPlugin:
     async def _refresh_inventory(
         self,
         lib: DeviceLib,
+        passthrough: PassthroughClaims | None,
         inventory: _Inventory,
         on_change: Callable[[list[NodeDevice]], Awaitable[None]],
     ) -> None:
         while True:
             await asyncio.sleep(self.settings.device_refresh_interval_s)
             try:
-                new = build_inventory(await asyncio.to_thread(lib.gpus))
+                new = await asyncio.to_thread(enumerate_devices, lib, passthrough)
             except Exception as exc:
                 log.error(
                     "GPU enumeration failed",
@@ -178,6 +204,34 @@ class KubeletPlugin:
                 )
                 inventory.devices = new
                 await on_change(new)
+
+
+def open_passthrough(settings: Settings, lib: DeviceLib) -> PassthroughClaims | None:
+    """The passthrough part of the driver with gate ``PassthroughSupport`` (else ``None``);
+    KEP-5304 metadata files with ``DeviceMetadata``."""
+    if not settings.gate("PassthroughSupport"):
+        return None
+    bus = Passthrough(
+        lib.pci_bus(),
+        fake=settings.device_backend == "fake",
+        lib=lib,
+        dev_root=settings.dev_root,
+    )
+    metadata = MetadataFiles(settings.plugin_dir, driver=DRIVER_NAME)
+    return PassthroughClaims(
+        bus,
+        driver_name=DRIVER_NAME,
+        metadata=metadata if settings.gate("DeviceMetadata") else None,
+    )
+
+
+def enumerate_devices(lib: DeviceLib, passthrough: PassthroughClaims | None) -> list[NodeDevice]:
+    """The node's devices: GPUs and MIG devices, plus ``gpu-vfio-M`` with passthrough."""
+    gpus = lib.gpus()
+    devices = build_inventory(gpus)
+    if passthrough is not None:
+        devices += passthrough.passthrough.devices(gpus)
+    return devices
 
 
 @dataclass

@@ -40,6 +40,8 @@ class Settings(CommonSettings):
     container_driver_root: Path | None = None
     nvidia_cdi_hook_path: str | None = None
     dev_root: Path = Path("/")
+    sysfs_root: Path = Path("/sys")
+    proc_root: Path = Path("/proc")
     device_backend: str = "nvml"
     fake_gpus: str = ""
     fake_gpu_state_file: Path | None = None
@@ -89,6 +91,18 @@ _FLAGS: Sequence[Flag] = (
         "host path of nvidia-cdi-hook named in CDI hooks (default: found below the driver root)",
     ),
     ("--dev-root", "DEV_ROOT", "/", "where this process sees the host's /dev (node checks)"),
+    (
+        "--sysfs-root",
+        "SYSFS_ROOT",
+        "/sys",
+        "where this process sees the host's /sys (PCI facts, vfio-pci binding)",
+    ),
+    (
+        "--proc-root",
+        "PROC_ROOT",
+        "/proc",
+        "where this process sees the host's /proc (processes using a GPU before passthrough)",
+    ),
     ("--device-backend", "DEVICE_BACKEND", "nvml", "nvml (real GPUs) or fake"),
     ("--fake-gpus", "FAKE_GPUS", "", "fake fleet, e.g. 8xH100-80GB (fake backend)"),
     (
@@ -183,6 +197,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     paths = {
         "--nvidia-driver-root": args.nvidia_driver_root,
         "--dev-root": args.dev_root,
+        "--sysfs-root": args.sysfs_root,
+        "--proc-root": args.proc_root,
         "--container-driver-root": args.container_driver_root or "/",
         "--nvidia-cdi-hook-path": args.nvidia_cdi_hook_path or "/",
     }
@@ -197,6 +213,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         ),
         nvidia_cdi_hook_path=args.nvidia_cdi_hook_path or None,
         dev_root=Path(args.dev_root),
+        sysfs_root=Path(args.sysfs_root),
+        proc_root=Path(args.proc_root),
         device_backend=args.device_backend,
         fake_gpus=args.fake_gpus,
         fake_gpu_state_file=Path(args.fake_gpu_state_file) if args.fake_gpu_state_file else None,

@@ -83,8 +83,40 @@ def _int(value: int) -> dict[str, object]:
     return {"int": value}
 
 
+def _vfio_json(device: NodeDevice) -> tuple[dict[str, object], dict[str, object]]:
+    """Attributes and capacity of a passthrough GPU (NVIDIA's ``type=vfio`` device)."""
+    gpu, pci = device.gpu, device.pci
+    attrs: dict[str, object] = {
+        "type": _str(DeviceType.VFIO.value),
+        "uuid": _str(device.uuid),
+        "productName": _str(gpu.product_name),
+        "resource.kubernetes.io/pciBusID": _str(gpu.pci_bus_id),
+    }
+    if pci is not None:
+        attrs["vendorID"] = _str(f"0x{pci.vendor_id}")
+        attrs["deviceID"] = _str(f"0x{pci.device_id}")
+    attrs["iommuFDEnabled"] = {"bool": device.iommufd}
+    if gpu.pcie_root:
+        attrs["resource.kubernetes.io/pcieRoot"] = _str(gpu.pcie_root)
+    if gpu.numa_node is not None:
+        attrs["resource.kubernetes.io/numaNode"] = _int(gpu.numa_node)
+    capacity: dict[str, object] = {}
+    if gpu.memory_bytes is not None:
+        capacity["addressableMemory"] = {"value": binary_quantity(gpu.memory_bytes)}
+    return attrs, capacity
+
+
 def device_json(device: NodeDevice, health: DeviceHealth | None = None) -> dict[str, object]:
     """One ``Device`` of the slice, with the attributes and capacity the driver publishes."""
+    if device.type is DeviceType.VFIO:
+        vfio_attrs, vfio_capacity = _vfio_json(device)
+        vfio: dict[str, object] = {
+            "name": device.name,
+            "attributes": dict(sorted(vfio_attrs.items())),
+        }
+        if vfio_capacity:
+            vfio["capacity"] = dict(sorted(vfio_capacity.items()))
+        return _with_taint(vfio, health)
     gpu = device.gpu
     attrs: dict[str, object] = {
         "type": _str(device.type.value),
@@ -122,6 +154,10 @@ def device_json(device: NodeDevice, health: DeviceHealth | None = None) -> dict[
     out: dict[str, object] = {"name": device.name, "attributes": dict(sorted(attrs.items()))}
     if capacity:
         out["capacity"] = dict(sorted(capacity.items()))
+    return _with_taint(out, health)
+
+
+def _with_taint(out: dict[str, object], health: DeviceHealth | None) -> dict[str, object]:
     if health is not None and not health.healthy and health.taint_key:
         taint: dict[str, object] = {
             "key": health.taint_key,

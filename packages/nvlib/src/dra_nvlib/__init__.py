@@ -18,6 +18,7 @@ from dra_nvlib.config import (
     ENV_FAKE_STATE,
     ENV_NODE_NAME,
     ENV_NVIDIA_SMI,
+    ENV_PROC_ROOT,
     ENV_SYSFS_ROOT,
     BackendName,
     DeviceLibConfig,
@@ -27,6 +28,7 @@ from dra_nvlib.devicelib import DeviceLib, HealthWatch
 from dra_nvlib.errors import (
     ConfigError,
     DeviceError,
+    DriverBindError,
     FakeStateError,
     FleetSpecError,
     GpuLostError,
@@ -35,11 +37,14 @@ from dra_nvlib.errors import (
     InUseError,
     InvalidArgumentError,
     InvalidStateError,
+    IommuGroupError,
+    IommuUnavailableError,
     LibraryLoadError,
     NoPermissionError,
     NotSupportedError,
     NvlibError,
     NvmlCallError,
+    PassthroughError,
     PlacementConflictError,
     ResetRequiredError,
 )
@@ -62,6 +67,7 @@ from dra_nvlib.facts import (
     TimeSliceLevel,
 )
 from dra_nvlib.fake_backend import FakeDeviceLib, FakeHealthWatch, FaultKind
+from dra_nvlib.fake_pci_bus import FakePciBus
 from dra_nvlib.fleet import FleetEntry, FleetSpec, load_fleet_spec, parse_fleet_string
 from dra_nvlib.nvidia_smi import (
     nvidia_smi_env,
@@ -69,7 +75,23 @@ from dra_nvlib.nvidia_smi import (
     render_nvidia_smi_list,
     render_nvidia_smi_script,
 )
+from dra_nvlib.passthrough import (
+    NVIDIA_DRIVER,
+    VFIO_DRIVER,
+    bind_nvidia,
+    bind_vfio,
+    group_refusal,
+    repair_unbound,
+)
+from dra_nvlib.pci_bus import PassthroughTarget, PciBus, SysfsPciBus
 from dra_nvlib.profiles import GPU_MODELS, GpuModel, MigProfileSpec, find_model
+from dra_nvlib.sysfs import (
+    NVIDIA_VENDOR_ID,
+    PciFacts,
+    iommu_enabled,
+    iommufd_available,
+    read_pci_facts,
+)
 
 __all__ = [
     "BACKENDS",
@@ -79,8 +101,12 @@ __all__ = [
     "ENV_FAKE_STATE",
     "ENV_NODE_NAME",
     "ENV_NVIDIA_SMI",
+    "ENV_PROC_ROOT",
     "ENV_SYSFS_ROOT",
     "GPU_MODELS",
+    "NVIDIA_DRIVER",
+    "NVIDIA_VENDOR_ID",
+    "VFIO_DRIVER",
     "AddressingMode",
     "Architecture",
     "BackendName",
@@ -91,11 +117,13 @@ __all__ = [
     "DeviceError",
     "DeviceLib",
     "DeviceLibConfig",
+    "DriverBindError",
     "DriverInfo",
     "FabricInfo",
     "FabricState",
     "FakeDeviceLib",
     "FakeHealthWatch",
+    "FakePciBus",
     "FakeStateError",
     "FaultKind",
     "FleetEntry",
@@ -112,6 +140,8 @@ __all__ = [
     "InsufficientResourcesError",
     "InvalidArgumentError",
     "InvalidStateError",
+    "IommuGroupError",
+    "IommuUnavailableError",
     "LibraryLoadError",
     "MigDevice",
     "MigModeState",
@@ -122,15 +152,27 @@ __all__ = [
     "NotSupportedError",
     "NvlibError",
     "NvmlCallError",
+    "PassthroughError",
+    "PassthroughTarget",
+    "PciBus",
+    "PciFacts",
     "PlacementConflictError",
     "ResetRequiredError",
+    "SysfsPciBus",
     "TimeSliceLevel",
+    "bind_nvidia",
+    "bind_vfio",
     "find_model",
+    "group_refusal",
+    "iommu_enabled",
+    "iommufd_available",
     "load_fleet_spec",
     "nvidia_smi_env",
     "open_device_lib",
     "parse_fleet_string",
+    "read_pci_facts",
     "render_env_nvidia_smi_script",
     "render_nvidia_smi_list",
     "render_nvidia_smi_script",
+    "repair_unbound",
 ]

@@ -72,6 +72,7 @@ def _config(args: argparse.Namespace) -> DeviceLibConfig:
         backend=args.backend or base.backend,
         driver_root=args.driver_root or base.driver_root,
         sysfs_root=base.sysfs_root,
+        proc_root=base.proc_root,
         nvidia_smi=base.nvidia_smi,
         node_name=args.node or base.node_name,
         fake_fleet=args.fleet or base.fake_fleet,

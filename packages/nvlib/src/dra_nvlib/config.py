@@ -22,6 +22,7 @@ BACKENDS: tuple[BackendName, ...] = ("nvml", "fake")
 ENV_BACKEND = "DRA_NVLIB_BACKEND"
 ENV_DRIVER_ROOT = "NVIDIA_DRIVER_ROOT"
 ENV_SYSFS_ROOT = "DRA_NVLIB_SYSFS_ROOT"
+ENV_PROC_ROOT = "DRA_NVLIB_PROC_ROOT"
 ENV_NODE_NAME = "NODE_NAME"
 ENV_FAKE_FLEET = "DRA_NVLIB_FAKE_FLEET"
 ENV_FAKE_STATE = "DRA_NVLIB_FAKE_STATE"
@@ -36,7 +37,8 @@ class DeviceLibConfig:
     - ``driver_root``: where the driver is mounted; NVML is loaded from
       ``<driver_root>/usr/lib64/libnvidia-ml.so.1`` or the other standard library dirs
       (``/run/nvidia/driver`` on GPU Operator nodes, ``/`` on hosts with the driver installed).
-    - ``sysfs_root``: where PCIe roots are resolved (``/sys``).
+    - ``sysfs_root``: where PCIe roots and PCI facts are read, GPUs bound to drivers (``/sys``).
+    - ``proc_root``: where processes holding a GPU open are looked for (``/proc``).
     - ``nvml_library``: explicit path to ``libnvidia-ml.so.1`` (overrides the search).
     - ``nvidia_smi``: explicit ``nvidia-smi`` for time-slice changes (default: under driver_root).
     - ``node_name``: seeds the fake's UUIDs and PCI addresses.
@@ -47,6 +49,7 @@ class DeviceLibConfig:
     backend: BackendName = "nvml"
     driver_root: Path = Path("/")
     sysfs_root: Path = Path("/sys")
+    proc_root: Path = Path("/proc")
     nvml_library: Path | None = None
     nvidia_smi: Path | None = None
     node_name: str = ""
@@ -76,7 +79,7 @@ class DeviceLibConfig:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> DeviceLibConfig:
         """Build from environment variables (``DRA_NVLIB_BACKEND``, ``NVIDIA_DRIVER_ROOT``,
-        ``DRA_NVLIB_SYSFS_ROOT``, ``NODE_NAME``, ``DRA_NVLIB_FAKE_FLEET``,
+        ``DRA_NVLIB_SYSFS_ROOT``, ``DRA_NVLIB_PROC_ROOT``, ``NODE_NAME``, ``DRA_NVLIB_FAKE_FLEET``,
         ``DRA_NVLIB_FAKE_STATE``, ``DRA_NVLIB_NVIDIA_SMI``)."""
         env = os.environ if environ is None else environ
         backend = env.get(ENV_BACKEND, "nvml")
@@ -88,6 +91,7 @@ class DeviceLibConfig:
             backend=backend,
             driver_root=Path(env.get(ENV_DRIVER_ROOT, "/")),
             sysfs_root=Path(env.get(ENV_SYSFS_ROOT, "/sys")),
+            proc_root=Path(env.get(ENV_PROC_ROOT, "/proc")),
             nvidia_smi=Path(smi) if smi else None,
             node_name=env.get(ENV_NODE_NAME, ""),
             fake_fleet=env.get(ENV_FAKE_FLEET) or None,

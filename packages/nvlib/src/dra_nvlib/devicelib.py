@@ -9,6 +9,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from dra_nvlib.facts import (
     ComputeMode,
@@ -19,6 +20,9 @@ from dra_nvlib.facts import (
     MigModeState,
     TimeSliceLevel,
 )
+
+if TYPE_CHECKING:
+    from dra_nvlib.pci_bus import PciBus
 
 
 class HealthWatch(abc.ABC):
@@ -107,6 +111,39 @@ class DeviceLib(abc.ABC):
     @abc.abstractmethod
     def watch_health(self, gpu_uuids: Sequence[str] | None = None) -> HealthWatch:
         """Subscribe to XID/ECC/GPU-lost events of the given GPUs (all when ``None``)."""
+
+    def persistence_mode(self, gpu_uuid: str) -> bool:
+        """Whether the driver keeps the GPU initialised with no client (persistence mode).
+
+        Raises:
+            NotSupportedError: the backend or GPU cannot tell.
+        """
+        from dra_nvlib.errors import NotSupportedError
+
+        raise NotSupportedError(gpu_uuid, "persistence_mode", f"backend {self.backend}")
+
+    def set_persistence_mode(self, gpu_uuid: str, *, enabled: bool) -> None:
+        """Turn persistence mode on or off (restored after a GPU comes back from ``vfio-pci``).
+
+        Raises:
+            NotSupportedError: the backend or GPU cannot.
+        """
+        from dra_nvlib.errors import NotSupportedError
+
+        state = "on" if enabled else "off"
+        raise NotSupportedError(
+            gpu_uuid, "set_persistence_mode", f"{state}: backend {self.backend}"
+        )
+
+    def pci_bus(self) -> PciBus:
+        """The node's PCI bus, for passthrough (``vfio-pci``) bindings.
+
+        Raises:
+            NotSupportedError: the backend cannot move GPUs between drivers.
+        """
+        from dra_nvlib.errors import NotSupportedError
+
+        raise NotSupportedError("*", "pci_bus", f"backend {self.backend} has no PCI bus")
 
     @abc.abstractmethod
     def close(self) -> None:

@@ -21,7 +21,11 @@ Exception tree::
         ├── InsufficientResourcesError  no capacity left (NVML_ERROR_INSUFFICIENT_RESOURCES)
         │   └── PlacementConflictError  placement overlaps an existing GPU instance
         ├── ResetRequiredError      change is pending until the GPU is reset
-        └── NvmlCallError           any other NVML return code (carries the code)
+        ├── NvmlCallError           any other NVML return code (carries the code)
+        └── PassthroughError        a vfio-pci bind/unbind cannot be done (``gpu`` is the BDF)
+            ├── IommuUnavailableError   no IOMMU, or the GPU has no IOMMU group
+            ├── IommuGroupError         the group holds a device that is not ours
+            └── DriverBindError         the kernel did not bind the driver we asked for
 """
 
 from __future__ import annotations
@@ -128,3 +132,21 @@ class NvmlCallError(DeviceError):
     def __init__(self, gpu: str, operation: str, message: str, *, code: int) -> None:
         self.code = code
         super().__init__(gpu, operation, f"{message} (NVML return code {code})")
+
+
+class PassthroughError(DeviceError):
+    """A passthrough (``vfio-pci``) operation on a GPU cannot be done; ``gpu`` is its PCI
+    address (``0000:07:00.0``), which is all a GPU bound to ``vfio-pci`` still has."""
+
+
+class IommuUnavailableError(PassthroughError):
+    """The node has no IOMMU (or the GPU sits in no IOMMU group): no passthrough at all."""
+
+
+class IommuGroupError(PassthroughError):
+    """The GPU's IOMMU group holds a device that is not ours (or not released), so handing
+    the group to a VM would hand that device too."""
+
+
+class DriverBindError(PassthroughError):
+    """After an unbind/bind the kernel did not attach the driver we asked for."""

@@ -43,6 +43,7 @@ from dra_nvlib.facts import (
     MigProfile,
     TimeSliceLevel,
 )
+from dra_nvlib.fake_pci_bus import FakePciBus
 from dra_nvlib.fake_state import (
     STATE_VERSION,
     EventState,
@@ -79,6 +80,7 @@ OPERATIONS = (
     "set_mig_mode",
     "create_mig_device",
     "destroy_mig_device",
+    "set_persistence_mode",
 )
 
 
@@ -408,6 +410,19 @@ class FakeDeviceLib(DeviceLib):
 
         self._mutate("set_compute_mode", gpu_uuid, change=change)
 
+    def persistence_mode(self, gpu_uuid: str) -> bool:
+        """Persistence mode (on for a freshly booted fake GPU, as data-center nodes run)."""
+        gpu = _find_gpu(self._snapshot(), gpu_uuid, operation="persistence_mode")
+        return bool(gpu.get("persistence_mode", True))
+
+    def set_persistence_mode(self, gpu_uuid: str, *, enabled: bool) -> None:
+        """Record persistence mode."""
+
+        def change(_doc: NodeState, gpu: GpuState) -> None:
+            gpu["persistence_mode"] = enabled
+
+        self._mutate("set_persistence_mode", gpu_uuid, change=change)
+
     def set_time_slice(self, gpu_uuid: str, level: TimeSliceLevel) -> None:
         """Set the time-slice level; refused while MIG mode is on (no time-slicing of MIG)."""
 
@@ -503,6 +518,18 @@ class FakeDeviceLib(DeviceLib):
         """Events recorded after this call, for the given GPUs (all when ``None``)."""
         doc = self._snapshot()
         return FakeHealthWatch(self._store, start_seq=doc["next_seq"], gpus=gpu_uuids)
+
+    def pci_bus(self) -> FakePciBus:
+        """The fake host tree next to the state file (``<state>.host/``), built on first use
+        with every GPU bound to ``nvidia``; every process of the node sees the same tree."""
+        bus = FakePciBus(self._store.path.with_name(self._store.path.stem + ".host"))
+        if not bus.exists():
+            gpus = self.gpus()
+            # The state file's lock also serialises the build between the node's processes.
+            with self._store.transaction():
+                if not bus.exists():
+                    bus.build(gpus)
+        return bus
 
     def close(self) -> None:
         """Nothing to release; the state stays on disk for other processes."""

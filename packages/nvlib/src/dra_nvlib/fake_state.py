@@ -14,7 +14,7 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TypedDict, cast
+from typing import NotRequired, TypedDict, cast
 
 from dra_nvlib.errors import FakeStateError
 
@@ -56,6 +56,8 @@ class GpuState(TypedDict):
     lost: bool
     fabric: FabricEntry | None
     gpu_instances: list[GiState]
+    #: Absent in files written before it was recorded (then: on).
+    persistence_mode: NotRequired[bool]
 
 
 class EventState(TypedDict):

@@ -77,6 +77,7 @@ from dra_nvlib.nvml_binding import (
     RawGiProfile,
     find_library,
 )
+from dra_nvlib.pci_bus import PciBus, SysfsPciBus
 from dra_nvlib.sysfs import normalize_bus_id, numa_node, pcie_root
 
 T = TypeVar("T")
@@ -135,9 +136,12 @@ class NvmlDeviceLib(DeviceLib):
 
     backend = "nvml"
 
-    def __init__(self, api: NvmlApi, *, sysfs_root: Path, nvidia_smi: Path) -> None:
+    def __init__(
+        self, api: NvmlApi, *, sysfs_root: Path, nvidia_smi: Path, proc_root: Path = Path("/proc")
+    ) -> None:
         self._api = api
         self._sysfs_root = sysfs_root
+        self._proc_root = proc_root
         self._nvidia_smi = nvidia_smi
         self._lock = threading.RLock()
         self._closed = False
@@ -157,7 +161,7 @@ class NvmlDeviceLib(DeviceLib):
 
             raise LibraryLoadError(str(library), str(exc)) from exc
         smi = config.nvidia_smi or config.driver_root / "usr" / "bin" / "nvidia-smi"
-        return cls(api, sysfs_root=config.sysfs_root, nvidia_smi=smi)
+        return cls(api, sysfs_root=config.sysfs_root, nvidia_smi=smi, proc_root=config.proc_root)
 
     def _device(self, uuid: str) -> NvmlHandle:
         """``nvmlDeviceGetHandleByUUID``; a UUID NVML does not know is NOT_FOUND, also where
@@ -425,6 +429,16 @@ class NvmlDeviceLib(DeviceLib):
         with self._op(gpu_uuid, "set_compute_mode"):
             self._api.set_compute_mode(self._device(gpu_uuid), int(mode))
 
+    def persistence_mode(self, gpu_uuid: str) -> bool:
+        """``nvmlDeviceGetPersistenceMode``."""
+        with self._op(gpu_uuid, "persistence_mode"):
+            return self._api.persistence_mode(self._device(gpu_uuid)) == 1
+
+    def set_persistence_mode(self, gpu_uuid: str, *, enabled: bool) -> None:
+        """``nvmlDeviceSetPersistenceMode`` (needs root)."""
+        with self._op(gpu_uuid, "set_persistence_mode"):
+            self._api.set_persistence_mode(self._device(gpu_uuid), 1 if enabled else 0)
+
     def set_time_slice(self, gpu_uuid: str, level: TimeSliceLevel) -> None:
         """Through ``nvidia-smi compute-policy`` (NVML has no public call for it)."""
         set_timeslice(self._nvidia_smi, gpu_uuid, level=level)
@@ -507,6 +521,10 @@ class NvmlDeviceLib(DeviceLib):
 
     def _supported_events(self, dev: NvmlHandle) -> int:
         return self._optional(lambda: self._api.supported_events(dev)) or 0
+
+    def pci_bus(self) -> PciBus:
+        """The kernel's bus under the sysfs root; the proc root is scanned for GPU users."""
+        return SysfsPciBus(self._sysfs_root, proc_root=self._proc_root)
 
     def close(self) -> None:
         """``nvmlShutdown`` once."""

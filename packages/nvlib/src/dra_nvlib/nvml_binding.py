@@ -231,6 +231,12 @@ class NvmlApi(Protocol):
     def set_compute_mode(self, dev: NvmlHandle, mode: int) -> None:
         """``nvmlDeviceSetComputeMode``."""
 
+    def persistence_mode(self, dev: NvmlHandle) -> int:
+        """``nvmlDeviceGetPersistenceMode`` (1: enabled)."""
+
+    def set_persistence_mode(self, dev: NvmlHandle, mode: int) -> None:
+        """``nvmlDeviceSetPersistenceMode``."""
+
     def set_mig_mode(self, dev: NvmlHandle, mode: int) -> int:
         """``nvmlDeviceSetMigMode``; returns the activation status code."""
 
@@ -508,6 +514,14 @@ class PynvmlApi:
     def set_compute_mode(self, dev: NvmlHandle, mode: int) -> None:
         """``nvmlDeviceSetComputeMode``."""
         self._call("nvmlDeviceSetComputeMode", dev, mode)
+
+    def persistence_mode(self, dev: NvmlHandle) -> int:
+        """``nvmlDeviceGetPersistenceMode`` (1: enabled)."""
+        return int(self._call("nvmlDeviceGetPersistenceMode", dev))
+
+    def set_persistence_mode(self, dev: NvmlHandle, mode: int) -> None:
+        """``nvmlDeviceSetPersistenceMode``."""
+        self._call("nvmlDeviceSetPersistenceMode", dev, mode)
 
     def set_mig_mode(self, dev: NvmlHandle, mode: int) -> int:
         """``nvmlDeviceSetMigMode``; returns the activation status code."""

@@ -1,0 +1,72 @@
+"""The chart's passthrough mounts: the host's /sys, /proc and root only with PassthroughSupport."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+sys.path.insert(0, str(Path(__file__).parent))
+from chart_helpers import BASE_SETS, CHART, NAMESPACE, HelmFailed, helm_path, run_helm, set_args
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    """The pinned Helm binary."""
+    try:
+        return helm_path()
+    except HelmFailed as exc:
+        pytest.fail(str(exc))
+
+
+def _plugin(helm: Path, sets: dict[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    args = ["template", "dra", str(CHART), "--namespace", NAMESPACE]
+    out = run_helm(helm, *args, *set_args({**BASE_SETS, **sets}))
+    ds = next(
+        d
+        for d in yaml.safe_load_all(out)
+        if d and d["kind"] == "DaemonSet" and d["metadata"]["name"].endswith("kubelet-plugin")
+    )
+    pod = ds["spec"]["template"]["spec"]
+    gpus = next(c for c in pod["containers"] if c["name"] == "gpus")
+    return pod, gpus
+
+
+def _host_paths(pod: dict[str, Any]) -> dict[str, str]:
+    return {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
+
+
+def test_passthrough_mounts_the_host_sys_proc_and_root(helm: Path) -> None:
+    pod, gpus = _plugin(
+        helm, {"featureGates.PassthroughSupport": "true", "featureGates.DeviceMetadata": "true"}
+    )
+    paths = _host_paths(pod)
+    assert (paths["host-sys"], paths["host-proc"], paths["host-root"]) == ("/sys", "/proc", "/")
+    mounts = {m["name"]: m for m in gpus["volumeMounts"]}
+    assert mounts["host-sys"]["mountPath"] == "/sys"
+    assert "readOnly" not in mounts["host-sys"], "binding drivers writes to sysfs"
+    assert mounts["host-proc"] == {"name": "host-proc", "mountPath": "/host-proc", "readOnly": True}
+    assert mounts["host-root"]["mountPath"] == "/host-root"
+    assert mounts["host-root"]["readOnly"] is True
+    for arg in ("--sysfs-root=/sys", "--proc-root=/host-proc", "--dev-root=/host-root"):
+        assert arg in gpus["args"]
+    assert "--feature-gates=DeviceMetadata=true,PassthroughSupport=true" in gpus["args"]
+    assert gpus["securityContext"] == {"privileged": True}
+
+
+@pytest.mark.parametrize(
+    "sets",
+    [
+        {},
+        {"featureGates.PassthroughSupport": "false"},
+        # The fake backend keeps its fake host tree in the plugin directory.
+        {"devices.backend": "fake", "featureGates.PassthroughSupport": "true"},
+    ],
+)
+def test_no_host_mounts_without_the_gate(helm: Path, sets: dict[str, str]) -> None:
+    pod, gpus = _plugin(helm, sets)
+    assert not {"host-sys", "host-proc", "host-root"} & set(_host_paths(pod))
+    assert not any(a.startswith(("--sysfs-root", "--proc-root")) for a in gpus["args"])
