@@ -24,7 +24,7 @@ log = logging.getLogger("dra_kubelet_plugin")
 
 def _print_slices(settings: Settings) -> int:
     with open_devices(settings) as lib:
-        devices = build_inventory(lib.gpus())
+        devices = build_inventory(lib.gpus(), dynamic_mig=settings.gate("DynamicMIG"))
     sys.stdout.write(render_resource_slices(settings, devices))
     return 0
 

@@ -32,7 +32,7 @@ from dra_kubelet_plugin.node_lock import NodeLock
 from dra_kubelet_plugin.publisher import SlicePublisher
 from dra_kubelet_plugin.registration import RegistrationServer, supported_versions
 from dra_kubelet_plugin.settings import DRIVER_NAME, Settings
-from dra_kubelet_plugin.slices import SliceSpec, build_resource_slices
+from dra_kubelet_plugin.slices import SlicePublication, SliceSpec, build_resource_slices
 from dra_kubelet_plugin.sockets import (
     SocketPaths,
     bind_unix,
@@ -69,7 +69,10 @@ def open_devices(settings: Settings) -> DeviceLib:
 def render_resource_slices(settings: Settings, devices: Sequence[NodeDevice]) -> str:
     """The slices this node would publish, validated, as multi-document YAML."""
     slices = build_resource_slices(
-        SliceSpec(driver_name=DRIVER_NAME, node_name=settings.node_name), devices, generation=1
+        SliceSpec(driver_name=DRIVER_NAME, node_name=settings.node_name),
+        devices,
+        generation=1,
+        publication=SlicePublication(consumable=settings.consumable_shares),
     )
     docs = [ResourceSlice.from_dict(s, validate=True).to_dict() for s in slices]
     return yaml.safe_dump_all(docs, sort_keys=False)

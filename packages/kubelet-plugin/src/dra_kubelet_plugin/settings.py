@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dra_sharing import ConsumableShares, ConsumableSharesError, parse_consumable_shares
+
 from dra_kubelet_plugin.errors import ConfigurationError
 from dra_kubelet_plugin.feature_gates import defaults, parse_feature_gates, unimplemented
 from dra_kubelet_plugin.health_monitor import XIDS_TO_IGNORE_FLAG, parse_xid_list
@@ -52,6 +54,7 @@ class Settings:
     stale_claim_cleanup_interval_s: float = 600.0
     device_refresh_interval_s: float = 30.0
     print_resource_slices: bool = False
+    consumable_shares: ConsumableShares = field(default_factory=ConsumableShares)
 
     @property
     def plugin_dir(self) -> Path:
@@ -118,6 +121,13 @@ _FLAGS: Sequence[tuple[str, str, str, str]] = (
         "ADDITIONAL_XIDS_TO_IGNORE",
         "",
         "comma-separated XIDs the health monitor ignores besides NVIDIA's default list",
+    ),
+    (
+        "--consumable-shares",
+        "CONSUMABLE_SHARES",
+        "",
+        "share devices through consumable capacity: memory, unlimited or a share count N "
+        "(turns the ConsumableShares gate on); empty or disabled: off",
     ),
     ("--kubeconfig", "KUBECONFIG", "", "kubeconfig file; in-cluster config when empty"),
     ("--pod-uid", "POD_UID", "", "this pod's UID: enables rolling-update socket names"),
@@ -213,6 +223,19 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     if args.http_endpoint and ":" not in args.http_endpoint:
         raise ConfigurationError("--http-endpoint", f"{args.http_endpoint!r} is not host:port")
     gates, explicit = parse_feature_gates(args.feature_gates)
+    try:
+        shares = parse_consumable_shares(args.consumable_shares)
+    except ConsumableSharesError as exc:
+        raise ConfigurationError("--consumable-shares", str(exc).split(": ", 1)[1]) from None
+    if shares.enabled:
+        # The flag is the switch NVIDIA's chart exposes; the gate only may not say no.
+        if "ConsumableShares" in explicit and not gates["ConsumableShares"]:
+            raise ConfigurationError(
+                "--consumable-shares",
+                f"{shares} needs the ConsumableShares feature gate, which "
+                "--feature-gates sets to false",
+            )
+        gates["ConsumableShares"] = True
     interval = _seconds(args.stale_claim_cleanup_interval, "--stale-claim-cleanup-interval")
     refresh = _seconds(args.device_refresh_interval, "--device-refresh-interval")
     paths = {
@@ -253,4 +276,5 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         stale_claim_cleanup_interval_s=interval,
         device_refresh_interval_s=refresh,
         print_resource_slices=bool(args.print_resource_slices),
+        consumable_shares=shares,
     )
