@@ -173,9 +173,6 @@ nvidiaCDIHookPath: CDI specs carry no nvidia-cdi-hook hooks yet
 {{- if $v.altProcDevices }}
 altProcDevices: used by the compute domain plugin, which is not built yet
 {{- end }}
-{{- if $v.consumableShares }}
-consumableShares: consumable capacity is not published yet
-{{- end }}
 {{- if $v.maskNvidiaDriverParams }}
 maskNvidiaDriverParams: the driver's params file is not masked
 {{- end }}
