@@ -116,3 +116,37 @@ def test_recover_removes_what_no_claim_records(make_node: Any, tmp_path: Path) -
     assert len(report.mig_devices) == 1
     assert [m.uuid for m in lib.gpu(h100).mig_devices] == [kept.created_migs[0].mig_uuid]
     assert lib.gpu(l4).compute_mode is ComputeMode.DEFAULT
+
+
+def test_mps_next_to_another_claims_sharing_is_refused(lib: FakeDeviceLib, tmp_path: Path) -> None:
+    manager = _manager(lib, tmp_path / "mps")
+    ts = resolve_sharing("ns/a", _devices(lib, {"strategy": "TimeSlicing"}, 0), GATES)
+    mps = resolve_sharing("ns/b", _devices(lib, {"strategy": "MPS"}, 0), GATES)
+    sliced = manager.prepare("uid-a", ts, others=[])
+    with pytest.raises(SharingApplyError, match="time-slices this GPU"):
+        manager.prepare("uid-b", mps, others=[sliced])
+    manager.unprepare(sliced, others=[])
+    served = manager.prepare("uid-b", mps, others=[])
+    with pytest.raises(SharingApplyError, match="MPS control daemon on this GPU"):
+        manager.prepare("uid-c", mps, others=[served])
+    with pytest.raises(SharingApplyError, match="MPS control daemon on this GPU"):
+        manager.prepare("uid-a", ts, others=[served])
+    manager.unprepare(served, others=[])
+
+
+def test_shared_mig_placement_is_created_once_and_destroyed_by_its_last_claim(
+    make_node: Any, tmp_path: Path
+) -> None:
+    lib = make_node("1xH100-80GB")
+    h100 = lib.gpus()[0].uuid
+    manager = _manager(lib, tmp_path / "mps")
+    request = [MigRequest("gpu-0-mig-3g40gb-9-0", h100, 9, 0)]
+    empty = resolve_sharing("ns/x", [], GATES)
+    first = manager.prepare("uid-1", empty, others=[], mig_requests=request)
+    second = manager.prepare("uid-2", empty, others=[first], mig_requests=request)
+    assert first.created_migs == second.created_migs
+    assert len(lib.gpu(h100).mig_devices) == 1
+    manager.unprepare(first, others=[second])
+    assert len(lib.gpu(h100).mig_devices) == 1
+    manager.unprepare(second, others=[])
+    assert lib.gpu(h100).mig_devices == ()

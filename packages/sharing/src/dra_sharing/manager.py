@@ -74,15 +74,21 @@ class SharingManager:
         slices: dict[str, int] = {}
         daemons: list[MpsDaemonRecord] = []
         held = in_use_time_slices(others)
+        # A MIG device another claim already created for the same (shared) placement is
+        # reused, and destroyed only when its last claim goes.
+        existing = {m.device_name: m for s in others for m in s.created_migs}
+        reused = tuple(existing[r.device_name] for r in mig_requests if r.device_name in existing)
+        to_create = [r for r in mig_requests if r.device_name not in existing]
         try:
-            if mig_requests:
+            _check_cross_claim(plan, others)
+            if to_create:
                 if self._mig is None:
                     raise SharingApplyError(
-                        gpu=mig_requests[0].gpu_uuid,
+                        gpu=to_create[0].gpu_uuid,
                         operation="create MIG device",
                         message="the DynamicMIG feature gate is off",
                     )
-                created = self._mig.create(mig_requests)
+                created = self._mig.create(to_create)
             slices = self._ts.apply(plan.time_slices(), held)
             for group in plan.mps_groups():
                 if self._mps is None:
@@ -112,7 +118,7 @@ class SharingManager:
                 )
             raise
         return ClaimSharingState(
-            time_slices=slices, mps_daemons=tuple(daemons), created_migs=created
+            time_slices=slices, mps_daemons=tuple(daemons), created_migs=reused + created
         )
 
     def unprepare(self, state: ClaimSharingState, *, others: Iterable[ClaimSharingState]) -> None:
@@ -129,20 +135,23 @@ class SharingManager:
                     self._mps.stop(daemon.daemon_id, daemon.gpu_uuids)
                 except SharingApplyError as exc:
                     first = first or exc
+        others = list(others)
         try:
             self._ts.reset(state.time_slices, in_use_time_slices(others))
         except SharingApplyError as exc:
             first = first or exc
-        if state.created_migs:
+        shared = {m.mig_uuid for s in others for m in s.created_migs}
+        mine = [m for m in state.created_migs if m.mig_uuid not in shared]
+        if mine:
             if self._mig is None:
                 first = first or SharingApplyError(
-                    gpu=state.created_migs[0].gpu_uuid,
+                    gpu=mine[0].gpu_uuid,
                     operation="destroy MIG device",
                     message="the DynamicMIG feature gate is off; destroy it by hand",
                 )
             else:
                 try:
-                    self._mig.destroy(state.created_migs)
+                    self._mig.destroy(mine)
                 except SharingApplyError as exc:
                     first = first or exc
         if first is not None:
@@ -179,3 +188,31 @@ class SharingManager:
             for uuid in daemon.device_uuids:
                 out[uuid] = edits
         return out
+
+
+def _check_cross_claim(plan: SharingPlan, others: Sequence[ClaimSharingState]) -> None:
+    """One MPS control daemon per GPU, and never next to another claim's time-slicing: a
+    GPU shared by several claims (consumable shares) cannot mix them."""
+    mps_gpus = {gpu for s in others for d in s.mps_daemons for gpu in d.gpu_uuids}
+    sliced = set(in_use_time_slices(others))
+    for group in plan.mps_groups():
+        for device in group.devices:
+            if device.gpu_uuid in mps_gpus:
+                raise SharingApplyError(
+                    gpu=device.gpu_uuid,
+                    operation="start MPS daemon",
+                    message="another prepared claim runs an MPS control daemon on this GPU",
+                )
+            if device.gpu_uuid in sliced:
+                raise SharingApplyError(
+                    gpu=device.gpu_uuid,
+                    operation="start MPS daemon",
+                    message="another prepared claim time-slices this GPU",
+                )
+    for gpu in plan.time_slices():
+        if gpu in mps_gpus:
+            raise SharingApplyError(
+                gpu=gpu,
+                operation="set time-slice",
+                message="another prepared claim runs an MPS control daemon on this GPU",
+            )
