@@ -9,14 +9,19 @@ Pure adapters around the sharing package, so the prepare path stays one call eac
 - :func:`sharing_edits` renders what containers need for the sharing that was applied: the
   MPS pipe directory, shm and (fake backend) client, and on the fake backend the
   ``nvidia-smi`` entries showing each GPU's compute mode and time-slice as they are now;
-- :func:`concrete_device` turns a dynamic MIG placement into the MIG device created for it.
+- :func:`concrete_device` turns a dynamic MIG placement into the MIG device created for it;
+- :class:`GpuSharing` runs the step for the driver: resolution at plan time, the side effects
+  at prepare and unprepare (reference-counted across the node's claims), recovery at start.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-from dra_nvlib import GpuInfo, nvidia_smi_policy_env
+from dra_nvlib import DeviceError, DeviceLib, GpuInfo, nvidia_smi_policy_env
 from dra_sharing import (
     ClaimSharingState,
     MigRequest,
@@ -25,21 +30,32 @@ from dra_sharing import (
     SharingApplyError,
     SharingConfigError,
     SharingError,
+    SharingGates,
+    SharingManager,
+    SharingPlan,
+    resolve_sharing,
 )
 
 from dra_kubelet_plugin.allocation import PlannedDevice
 from dra_kubelet_plugin.cdi import ContainerEdits, Mount
-from dra_kubelet_plugin.errors import ClaimError, ClaimRef, DeviceConfigError
+from dra_kubelet_plugin.errors import ClaimError, ClaimRef, DeviceConfigError, PluginError
 from dra_kubelet_plugin.inventory import DeviceType, NodeDevice
 
 __all__ = [
+    "STATE_KEY",
+    "GpuSharing",
     "SharingFailedError",
+    "SharingResult",
+    "SharingStep",
     "claim_error",
     "concrete_device",
     "mig_requests",
     "shared_devices",
     "sharing_edits",
+    "state_of",
 ]
+
+log = logging.getLogger(__name__)
 
 
 class SharingFailedError(ClaimError):
@@ -148,3 +164,150 @@ def sharing_edits(
         env=tuple(f"{k}={v}" for k, v in sorted(env.items())),
         mounts=tuple(mounts[k] for k in sorted(mounts)),
     )
+
+
+@dataclass(frozen=True)
+class SharingStep:
+    """What plan time decided about a claim's sharing (handed to prepare in-process)."""
+
+    plan: SharingPlan
+    mig_requests: tuple[MigRequest, ...]
+
+    @property
+    def needed(self) -> bool:
+        """Whether prepare has side effects to run for sharing."""
+        return self.plan.shares_anything or bool(self.mig_requests)
+
+
+@dataclass(frozen=True)
+class SharingResult:
+    """What prepare did: the state to checkpoint, the devices as containers use them (dynamic
+    MIG placements replaced by the created MIG devices) and the claim-wide edits."""
+
+    state: ClaimSharingState
+    devices: tuple[NodeDevice, ...]
+    edits: ContainerEdits
+
+
+#: Key of the sharing state in the claim's checkpointed ``driver_state``.
+STATE_KEY = "sharing"
+
+
+def state_of(driver_state: Mapping[str, object]) -> ClaimSharingState:
+    """The sharing state stored in a claim's ``driver_state`` (empty when none).
+
+    Raises:
+        StateDecodeError: the stored state is malformed (names the field).
+    """
+    return ClaimSharingState.from_json(driver_state.get(STATE_KEY))
+
+
+class GpuSharing:
+    """The GPU driver's sharing: resolution at plan time, side effects at prepare and
+    unprepare, recovery at start. Keeps the sharing state of every prepared claim of this
+    node (the core serializes all calls under its node lock), so time-slices, MPS daemons
+    and shared MIG devices are reference-counted across claims."""
+
+    def __init__(
+        self, *, lib: DeviceLib, manager: SharingManager, gates: SharingGates, fake: bool
+    ) -> None:
+        """``lib`` re-enumerates GPUs after sharing changed them; ``fake`` adds the fake
+        ``nvidia-smi`` entries of the sharing."""
+        self._lib = lib
+        self._manager = manager
+        self._gates = gates
+        self._fake = fake
+        self._states: dict[str, ClaimSharingState] = {}
+
+    def plan(self, ref: ClaimRef, planned: Sequence[PlannedDevice]) -> SharingStep:
+        """Resolve the claim's sharing (pure).
+
+        Raises:
+            ClaimError: a bad sharing config (names the claim, request and field).
+        """
+        try:
+            plan = resolve_sharing(
+                f"{ref.namespace}/{ref.name}", shared_devices(planned), self._gates
+            )
+        except SharingError as exc:
+            raise claim_error(ref, exc) from exc
+        return SharingStep(plan=plan, mig_requests=tuple(mig_requests(planned)))
+
+    def _others(self, uid: str) -> list[ClaimSharingState]:
+        return [s for u, s in self._states.items() if u != uid]
+
+    async def prepare(
+        self, ref: ClaimRef, step: SharingStep, devices: Sequence[NodeDevice]
+    ) -> SharingResult:
+        """Apply the claim's sharing; all or nothing.
+
+        Raises:
+            ClaimError: sharing could not be applied (names the GPU and the reason).
+        """
+        try:
+            state = await asyncio.to_thread(
+                self._manager.prepare,
+                ref.uid,
+                step.plan,
+                others=self._others(ref.uid),
+                mig_requests=step.mig_requests,
+            )
+        except SharingError as exc:
+            raise claim_error(ref, exc) from exc
+        if not state.empty:
+            self._states[ref.uid] = state
+        try:
+            gpus_now = {g.uuid: g for g in await asyncio.to_thread(self._lib.gpus)}
+            concrete = tuple(
+                concrete_device(d, state, gpus_now.get(d.gpu.uuid, d.gpu)) for d in devices
+            )
+        except (SharingError, DeviceError) as exc:
+            await self.unprepare(ref.uid, state)
+            raise SharingFailedError(ref, str(exc)) from exc
+        edits = sharing_edits(concrete, self._manager.mps_edits(state), gpus_now, fake=self._fake)
+        return SharingResult(state=state, devices=concrete, edits=edits)
+
+    async def unprepare(self, uid: str, state: ClaimSharingState) -> None:
+        """Undo a claim's sharing (idempotent), counted against the other claims.
+
+        Raises:
+            SharingFailedError: a step failed; the kubelet retries.
+        """
+        state = self._states.get(uid, state)
+        if state.empty:
+            self._states.pop(uid, None)
+            return
+        try:
+            await asyncio.to_thread(self._manager.unprepare, state, others=self._others(uid))
+        except SharingError as exc:
+            raise PluginError(f"claim {uid}: undo sharing: {exc}") from exc
+        self._states.pop(uid, None)
+
+    async def recover(
+        self, completed: Mapping[str, ClaimSharingState], started: Mapping[str, ClaimSharingState]
+    ) -> None:
+        """At start: undo the sharing of half-prepared claims (the kubelet prepares them
+        again), then remove daemons and MIG devices no completed claim records."""
+        self._states = {u: s for u, s in completed.items() if not s.empty}
+        for uid, state in started.items():
+            if state.empty:
+                continue
+            try:
+                await asyncio.to_thread(
+                    self._manager.unprepare, state, others=list(self._states.values())
+                )
+            except SharingError as exc:
+                log.error(
+                    str(exc),
+                    extra={"event": "sharing_recovery_failed", "claim_uid": uid},
+                )
+        report = await asyncio.to_thread(self._manager.recover, self._states)
+        if report.mps_daemons or report.mig_devices:
+            log.info(
+                "sharing leftovers removed at start",
+                extra={
+                    "event": "sharing_recovered",
+                    "mps_daemons": report.mps_daemons,
+                    "mig_devices": report.mig_devices,
+                },
+            )
