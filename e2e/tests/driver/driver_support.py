@@ -16,7 +16,7 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,8 +109,13 @@ class Driver:
         )
 
 
-def install(cluster: ClusterHandle, workdir: Path) -> Driver:
-    """Installs the chart on fake GPUs (or adopts ``$DRA_E2E_RELEASE``); waits for slices."""
+def install(
+    cluster: ClusterHandle, workdir: Path, values: Mapping[str, str] | None = None
+) -> Driver:
+    """Installs the chart on fake GPUs (or adopts ``$DRA_E2E_RELEASE``); waits for slices.
+
+    ``values`` are ``--set`` values over the local defaults (feature gates, sharing).
+    """
     nodes = cluster.node_names()
     adopted = os.environ.get("DRA_E2E_RELEASE")
     if adopted:
@@ -131,6 +136,7 @@ def install(cluster: ClusterHandle, workdir: Path) -> Driver:
     for kind in ("driver", "workload"):
         cluster.import_image(build_project_image(kind, workdir / f"{kind}.tar"))
     sets = chart.local_values(kubelet_root=kubelet_root, cdi_dir=cdi_dir, fake_gpus=FAKE_GPUS)
+    sets.update(values or {})
     out = chart.install(cluster.kubeconfig, sets)
     driver = Driver(
         cluster,
