@@ -23,7 +23,7 @@ from chart_render import render_objects
 
 PLUGIN_SRC = REPO / "packages" / "kubelet-plugin" / "src" / "dra_kubelet_plugin"
 #: The transport itself (its calls go to the HTTP client, not to the API's resources).
-TRANSPORT = PLUGIN_SRC / "kube.py"
+TRANSPORT = PLUGIN_SRC / "core" / "kube.py"
 METHODS = {"GET", "POST", "PUT", "PATCH", "DELETE"}
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from dra_kubelet_plugin.sockets import SocketPaths
+from dra_kubelet_plugin.core.sockets import SocketPaths
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import Message
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from dra_api_types import ResourceSlice
-from dra_kubelet_plugin.checkpoint import decode_checkpoint
+from dra_kubelet_plugin.core.checkpoint import decode_checkpoint
 from dra_nvlib import DeviceLibConfig, open_device_lib
 from kubelet_plugin_support import (
     FakeApiServer,

@@ -10,17 +10,20 @@ import jsonschema
 import pytest
 from dra_kubelet_plugin.cdi import (
     CDI_KIND,
+    GPU_CDI,
+    cdi_device_id,
+    claim_uid_from_spec_file_name,
+    render_claim_spec,
+)
+from dra_kubelet_plugin.core.cdi import (
     CDISpec,
     ContainerEdits,
     DeviceNode,
     Mount,
     SpecDevice,
-    cdi_device_id,
-    claim_uid_from_spec_file_name,
     minimum_cdi_version,
-    render_claim_spec,
 )
-from dra_kubelet_plugin.cdi_store import CDIStore
+from dra_kubelet_plugin.core.cdi_store import CDIStore
 from referencing import Registry, Resource
 
 REFERENCE = Path("/work/shared/reference")
@@ -90,7 +93,7 @@ def test_rendered_specs_validate_against_the_cdi_schema(uid: str) -> None:
 
 
 def test_store_writes_atomically_lists_and_removes_leftovers(tmp_path: Path) -> None:
-    store = CDIStore(tmp_path)
+    store = CDIStore(tmp_path, kind=GPU_CDI)
     spec = render_claim_spec(claim_uid="u1", devices=[("gpu-0", ContainerEdits(env=("A=1",)))])
     path = store.write("u1", spec)
     assert path.name == "k8s.gpu.nvidia.com-claim_u1.json"

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from dra_kubelet_plugin.checkpoint import (
+from dra_kubelet_plugin.core.checkpoint import (
     Checkpoint,
     CheckpointStore,
     ClaimState,
@@ -16,7 +16,7 @@ from dra_kubelet_plugin.checkpoint import (
     decode_checkpoint,
     encode_checkpoint,
 )
-from dra_kubelet_plugin.errors import CheckpointCorruptError, CheckpointError
+from dra_kubelet_plugin.core.errors import CheckpointCorruptError, CheckpointError
 
 
 def sample() -> Checkpoint:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from dra_kubelet_plugin.container_edits import NvmlEdits
-from dra_kubelet_plugin.errors import ClaimRef, DeviceNodeMissingError
+from dra_kubelet_plugin.core.errors import ClaimRef, DeviceNodeMissingError
 from dra_kubelet_plugin.inventory import NodeDevice, build_inventory
 from dra_nvlib import DeviceLibConfig, open_device_lib
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from dra_api_types import decode_opaque_config
 from dra_kubelet_plugin.allocation import PlannedDevice
-from dra_kubelet_plugin.errors import ClaimError, ClaimRef, DeviceConfigError
+from dra_kubelet_plugin.core.errors import ClaimError, ClaimRef, DeviceConfigError
 from dra_kubelet_plugin.gpu_sharing import GpuSharing, SharingFailedError, state_of
 from dra_kubelet_plugin.inventory import NodeDevice, build_inventory
 from dra_nvlib import (

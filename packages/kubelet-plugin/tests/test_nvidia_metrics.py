@@ -11,18 +11,18 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from dra_kubelet_plugin import dra_service
-from dra_kubelet_plugin._proto import dra_v1_pb2
-from dra_kubelet_plugin.checkpoint import Checkpoint, ClaimState, PreparedClaim, PreparedDevice
-from dra_kubelet_plugin.claims import PrepareOutcome, UnprepareOutcome
-from dra_kubelet_plugin.errors import ClaimRef
-from dra_kubelet_plugin.metrics import (
+from dra_kubelet_plugin.core import dra_service
+from dra_kubelet_plugin.core._proto import dra_v1_pb2
+from dra_kubelet_plugin.core.checkpoint import Checkpoint, ClaimState, PreparedClaim, PreparedDevice
+from dra_kubelet_plugin.core.claims import PrepareOutcome, UnprepareOutcome
+from dra_kubelet_plugin.core.errors import ClaimRef
+from dra_kubelet_plugin.core.metrics import (
     NVIDIA_REQUEST_BUCKETS,
     PluginMetrics,
     nvidia_error_type,
     serve_metrics,
 )
-from dra_kubelet_plugin.state import prepared_device_types
+from dra_kubelet_plugin.gpu_driver import prepared_device_types
 from kubelet_plugin_support import (
     PluginDirs,
     PluginProcess,

@@ -59,7 +59,7 @@ def test_our_proto_matches_the_upstream_reference(reference_file: str, tmp_path:
     (theirs,) = compile_set(REFERENCE_DIR, [reference_file], tmp_path / "theirs.pb").file
     ours_dir = PACKAGE / "proto"
     (ours,) = compile_set(
-        ours_dir, [f"dra_kubelet_plugin/_proto/{OURS[reference_file]}"], tmp_path / "ours.pb"
+        ours_dir, [f"dra_kubelet_plugin/core/_proto/{OURS[reference_file]}"], tmp_path / "ours.pb"
     ).file
     assert shape(ours) == shape(theirs)
 
@@ -67,7 +67,7 @@ def test_our_proto_matches_the_upstream_reference(reference_file: str, tmp_path:
 def test_committed_stubs_are_generated_from_the_current_protos(tmp_path: Path) -> None:
     from grpc_tools import protoc
 
-    protos = sorted((PACKAGE / "proto" / "dra_kubelet_plugin" / "_proto").glob("*.proto"))
+    protos = sorted((PACKAGE / "proto" / "dra_kubelet_plugin" / "core" / "_proto").glob("*.proto"))
     rc = protoc.main(
         [
             "protoc",
@@ -79,8 +79,8 @@ def test_committed_stubs_are_generated_from_the_current_protos(tmp_path: Path) -
         ]
     )
     assert rc == 0
-    generated = tmp_path / "dra_kubelet_plugin" / "_proto"
-    committed = PACKAGE / "src" / "dra_kubelet_plugin" / "_proto"
+    generated = tmp_path / "dra_kubelet_plugin" / "core" / "_proto"
+    committed = PACKAGE / "src" / "dra_kubelet_plugin" / "core" / "_proto"
     names = sorted(p.name for p in generated.iterdir())
     match, mismatch, errors = filecmp.cmpfiles(generated, committed, names, shallow=False)
     assert (mismatch, errors) == ([], []), "run `make proto` and commit the result"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from dra_kubelet_plugin import feature_gates
 from dra_kubelet_plugin.cli import main
-from dra_kubelet_plugin.errors import ConfigurationError
+from dra_kubelet_plugin.core.errors import ConfigurationError
 from dra_kubelet_plugin.settings import Settings, build_parser, flag_table, settings_from_args
 
 

@@ -17,12 +17,13 @@ from typing import Any
 import pytest
 import yaml
 from dra_api_types import ResourceSlice
-from dra_kubelet_plugin.errors import KubeApiError
-from dra_kubelet_plugin.health import TAINT_XID, DeviceHealth, HealthHub
+from dra_kubelet_plugin.core.errors import KubeApiError
+from dra_kubelet_plugin.core.health import DeviceHealth, HealthHub
+from dra_kubelet_plugin.core.metrics import PluginMetrics
+from dra_kubelet_plugin.core.publisher import SlicePublisher
+from dra_kubelet_plugin.device_taints import TAINT_XID
 from dra_kubelet_plugin.inventory import build_inventory
-from dra_kubelet_plugin.metrics import PluginMetrics
-from dra_kubelet_plugin.publisher import SlicePublisher
-from dra_kubelet_plugin.slices import SliceSpec, build_resource_slices, semver_of
+from dra_kubelet_plugin.slices import SliceSpec, build_resource_slices, gpu_slice_source, semver_of
 from dra_nvlib import DeviceLibConfig, GpuInfo, open_device_lib
 
 SPEC = SliceSpec(driver_name="gpu.nvidia.com", node_name="n1", node_uid="node-uid-1")
@@ -232,8 +233,9 @@ def test_publisher_creates_republishes_after_deletion_and_taints_unhealthy_devic
         await hub.set_devices(d.name for d in devices)
         publisher = SlicePublisher(
             transport=api,
-            spec=SPEC,
-            devices=lambda: devices,
+            driver_name=SPEC.driver_name,
+            node_name=SPEC.node_name,
+            slices=gpu_slice_source(SPEC, lambda: devices, hub),
             health=hub,
             metrics=PluginMetrics(),
             resync_s=60,
@@ -287,7 +289,12 @@ def test_publisher_writes_once_when_the_server_drops_taints(tmp_path: Path) -> N
         await hub.set_devices(d.name for d in devices)
         await hub.mark_unhealthy("gpu-1", message="XID 79", taint_key=TAINT_XID, taint_value="79")
         publisher = SlicePublisher(
-            transport=api, spec=SPEC, devices=lambda: devices, health=hub, metrics=PluginMetrics()
+            transport=api,
+            driver_name=SPEC.driver_name,
+            node_name=SPEC.node_name,
+            slices=gpu_slice_source(SPEC, lambda: devices, hub),
+            health=hub,
+            metrics=PluginMetrics(),
         )
         assert publisher.reconcile_once() is True
         for _ in range(5):

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import grpc.aio
 import pytest
-from dra_kubelet_plugin._proto import pluginregistration_v1_pb2 as pb
-from dra_kubelet_plugin.errors import ConfigurationError
-from dra_kubelet_plugin.registration import RegistrationServer, supported_versions
-from dra_kubelet_plugin.sockets import (
+from dra_kubelet_plugin.core._proto import pluginregistration_v1_pb2 as pb
+from dra_kubelet_plugin.core.errors import ConfigurationError
+from dra_kubelet_plugin.core.registration import RegistrationServer, supported_versions
+from dra_kubelet_plugin.core.sockets import (
     MAX_SOCKET_PATH,
     SocketPaths,
     pod_token,

@@ -13,21 +13,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dra_kubelet_plugin.cdi_store import CDIStore
-from dra_kubelet_plugin.checkpoint import (
+from dra_kubelet_plugin.cdi import GPU_CDI
+from dra_kubelet_plugin.container_edits import FakeEdits
+from dra_kubelet_plugin.core.cdi_store import CDIStore
+from dra_kubelet_plugin.core.checkpoint import (
     CheckpointStore,
     ClaimState,
     decode_checkpoint,
     encode_checkpoint,
 )
-from dra_kubelet_plugin.claim_source import DirectoryClaimSource
-from dra_kubelet_plugin.container_edits import FakeEdits
-from dra_kubelet_plugin.errors import ClaimRef
-from dra_kubelet_plugin.events import LogEventRecorder
+from dra_kubelet_plugin.core.claim_source import DirectoryClaimSource
+from dra_kubelet_plugin.core.errors import ClaimRef
+from dra_kubelet_plugin.core.events import LogEventRecorder
+from dra_kubelet_plugin.core.metrics import PluginMetrics
+from dra_kubelet_plugin.core.node_lock import NodeLock
+from dra_kubelet_plugin.gpu_driver import DeviceState
 from dra_kubelet_plugin.inventory import NodeDevice, build_inventory
-from dra_kubelet_plugin.metrics import PluginMetrics
-from dra_kubelet_plugin.node_lock import NodeLock
-from dra_kubelet_plugin.state import DeviceState
 from dra_nvlib import DeviceLibConfig, open_device_lib
 from kubelet_plugin_support import gpu_config, make_claim, write_claim
 
@@ -63,7 +64,7 @@ class Node:
             devices=self.devices,
             claims=DirectoryClaimSource(self.claims_dir),
             checkpoints=CheckpointStore(self.checkpoint),
-            cdi=CDIStore(self.cdi_dir),
+            cdi=CDIStore(self.cdi_dir, kind=GPU_CDI),
             edits=FakeEdits(self.root / "plugin" / "claims"),
             lock=NodeLock(self.root / "plugin" / "prepare.lock"),
             boot_id=self.boot_id,

@@ -1,180 +1,47 @@
-"""CDI spec model and rendering (pure: no file I/O here; see :mod:`cdi_store`).
+"""The GPU plugin's CDI names: vendor ``k8s.gpu.nvidia.com``, class ``claim``.
 
-One transient spec per claim, kind ``k8s.gpu.nvidia.com/claim``, device names
-``<claimUID>-<deviceName>``, so the fully qualified CDI device ID the kubelet hands to the
-runtime is ``k8s.gpu.nvidia.com/claim=<claimUID>-<deviceName>``.
-
-``cdiVersion`` is the minimum version the content needs, computed with the rules of the CDI
-specification's version history, so that older consumers (podman 4.3 reads up to 0.5.0)
-accept the file.
+One transient spec per claim, ``k8s.gpu.nvidia.com-claim_<claimUID>.json``, kind
+``k8s.gpu.nvidia.com/claim``, so the CDI device ID the kubelet hands to the runtime is
+``k8s.gpu.nvidia.com/claim=<claimUID>-<deviceName>``. The spec model and its rendering are
+the core's (:mod:`dra_kubelet_plugin.core.cdi`).
 """
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+
+from dra_kubelet_plugin.core.cdi import CDIKind, CDISpec, ContainerEdits
 
 __all__ = [
     "CDI_CLASS",
     "CDI_KIND",
     "CDI_VENDOR",
-    "CDISpec",
-    "ContainerEdits",
-    "DeviceNode",
-    "Mount",
-    "SpecDevice",
+    "GPU_CDI",
     "cdi_device_id",
-    "cdi_device_name",
     "claim_spec_file_name",
     "claim_uid_from_spec_file_name",
-    "minimum_cdi_version",
     "render_claim_spec",
 ]
 
 CDI_VENDOR = "k8s.gpu.nvidia.com"
 CDI_CLASS = "claim"
-CDI_KIND = f"{CDI_VENDOR}/{CDI_CLASS}"
-_SPEC_PREFIX = f"{CDI_VENDOR}-{CDI_CLASS}_"
-_SPEC_RE = re.compile(rf"^{re.escape(_SPEC_PREFIX)}(?P<uid>[0-9A-Za-z-]+)\.json$")
-
-
-@dataclass(frozen=True)
-class DeviceNode:
-    """A device node to create in the container (``hostPath`` when it differs from ``path``)."""
-
-    path: str
-    host_path: str | None = None
-    permissions: str | None = None
-
-    def to_json(self) -> dict[str, object]:
-        """Return the CDI JSON form."""
-        out: dict[str, object] = {"path": self.path}
-        if self.host_path is not None:
-            out["hostPath"] = self.host_path
-        if self.permissions is not None:
-            out["permissions"] = self.permissions
-        return out
-
-
-@dataclass(frozen=True)
-class Mount:
-    """A bind mount from the host into the container."""
-
-    host_path: str
-    container_path: str
-    options: tuple[str, ...] = ("ro", "nosuid", "nodev", "bind")
-    type: str | None = None
-
-    def to_json(self) -> dict[str, object]:
-        """Return the CDI JSON form."""
-        out: dict[str, object] = {
-            "hostPath": self.host_path,
-            "containerPath": self.container_path,
-            "options": list(self.options),
-        }
-        if self.type is not None:
-            out["type"] = self.type
-        return out
-
-
-@dataclass(frozen=True)
-class ContainerEdits:
-    """Edits applied to a container's OCI spec: env (``KEY=value``), device nodes, mounts."""
-
-    env: tuple[str, ...] = ()
-    device_nodes: tuple[DeviceNode, ...] = ()
-    mounts: tuple[Mount, ...] = ()
-
-    def is_empty(self) -> bool:
-        """Whether these edits change nothing."""
-        return not (self.env or self.device_nodes or self.mounts)
-
-    def to_json(self) -> dict[str, object]:
-        """Return the CDI JSON form (empty lists omitted)."""
-        out: dict[str, object] = {}
-        if self.env:
-            out["env"] = list(self.env)
-        if self.device_nodes:
-            out["deviceNodes"] = [d.to_json() for d in self.device_nodes]
-        if self.mounts:
-            out["mounts"] = [m.to_json() for m in self.mounts]
-        return out
-
-
-@dataclass(frozen=True)
-class SpecDevice:
-    """One named CDI device of a spec."""
-
-    name: str
-    edits: ContainerEdits
-
-
-@dataclass(frozen=True)
-class CDISpec:
-    """A CDI spec document."""
-
-    kind: str
-    devices: tuple[SpecDevice, ...]
-    edits: ContainerEdits = field(default_factory=ContainerEdits)
-    annotations: Mapping[str, str] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, object]:
-        """Return the JSON document with the minimum ``cdiVersion`` its content needs."""
-        out: dict[str, object] = {"cdiVersion": minimum_cdi_version(self), "kind": self.kind}
-        if self.annotations:
-            out["annotations"] = dict(self.annotations)
-        out["devices"] = [
-            {"name": d.name, "containerEdits": d.edits.to_json()} for d in self.devices
-        ]
-        if not self.edits.is_empty():
-            out["containerEdits"] = self.edits.to_json()
-        return out
-
-    def to_bytes(self) -> bytes:
-        """Serialize as indented JSON."""
-        return (json.dumps(self.to_json(), indent=2) + "\n").encode()
-
-
-def minimum_cdi_version(spec: CDISpec) -> str:
-    """Return the lowest CDI spec version that allows everything ``spec`` uses.
-
-    0.3.0 is the earliest version consumers still accept. 0.4.0 added mount ``type``;
-    0.5.0 added device node ``hostPath`` and device names starting with a non-letter;
-    0.6.0 added annotations and dots in the kind's class.
-    """
-    all_edits = [spec.edits, *(d.edits for d in spec.devices)]
-    if spec.annotations or "." in spec.kind.partition("/")[2]:
-        return "0.6.0"
-    if any(d.name and not d.name[0].isalpha() for d in spec.devices) or any(
-        n.host_path is not None for e in all_edits for n in e.device_nodes
-    ):
-        return "0.5.0"
-    if any(m.type is not None for e in all_edits for m in e.mounts):
-        return "0.4.0"
-    return "0.3.0"
-
-
-def cdi_device_name(claim_uid: str, device_name: str) -> str:
-    """Return the spec-local device name ``<claimUID>-<deviceName>``."""
-    return f"{claim_uid}-{device_name}"
+GPU_CDI = CDIKind(vendor=CDI_VENDOR, class_=CDI_CLASS)
+CDI_KIND = GPU_CDI.kind
 
 
 def cdi_device_id(claim_uid: str, device_name: str) -> str:
-    """Return the fully qualified CDI device ID handed to the kubelet."""
-    return f"{CDI_KIND}={cdi_device_name(claim_uid, device_name)}"
+    """Return the fully qualified CDI device ID of a GPU plugin device."""
+    return GPU_CDI.device_id(claim_uid, device_name)
 
 
 def claim_spec_file_name(claim_uid: str) -> str:
-    """Return the file name of a claim's transient spec."""
-    return f"{_SPEC_PREFIX}{claim_uid}.json"
+    """Return the file name of a claim's transient GPU spec."""
+    return GPU_CDI.spec_file_name(claim_uid)
 
 
 def claim_uid_from_spec_file_name(name: str) -> str | None:
-    """Return the claim UID of a spec file written by this plugin, else ``None``."""
-    match = _SPEC_RE.match(name)
-    return match.group("uid") if match else None
+    """Return the claim UID of a spec file written by the GPU plugin, else ``None``."""
+    return GPU_CDI.claim_uid_from_spec_file_name(name)
 
 
 def render_claim_spec(
@@ -183,25 +50,5 @@ def render_claim_spec(
     devices: Sequence[tuple[str, ContainerEdits]],
     common: Iterable[ContainerEdits] = (),
 ) -> CDISpec:
-    """Build the spec of one claim.
-
-    Args:
-        claim_uid: the claim's UID.
-        devices: ``(device name, edits)`` for every prepared device, in result order.
-        common: edits every container that gets any of the claim's devices needs (merged).
-    """
-    env: list[str] = []
-    nodes: list[DeviceNode] = []
-    mounts: list[Mount] = []
-    for edit in common:
-        env.extend(e for e in edit.env if e not in env)
-        nodes.extend(n for n in edit.device_nodes if n not in nodes)
-        mounts.extend(m for m in edit.mounts if m not in mounts)
-    return CDISpec(
-        kind=CDI_KIND,
-        devices=tuple(
-            SpecDevice(name=cdi_device_name(claim_uid, name), edits=edits)
-            for name, edits in devices
-        ),
-        edits=ContainerEdits(env=tuple(env), device_nodes=tuple(nodes), mounts=tuple(mounts)),
-    )
+    """Build the GPU spec of one claim (see :meth:`CDIKind.render_claim_spec`)."""
+    return GPU_CDI.render_claim_spec(claim_uid=claim_uid, devices=devices, common=common)

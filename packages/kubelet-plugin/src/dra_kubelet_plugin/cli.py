@@ -11,9 +11,9 @@ from collections.abc import Sequence
 
 from dra_nvlib import NvlibError
 
-from dra_kubelet_plugin.errors import ConfigurationError, PluginError
+from dra_kubelet_plugin.core.errors import ConfigurationError, PluginError
+from dra_kubelet_plugin.core.logs import configure_logging
 from dra_kubelet_plugin.inventory import build_inventory
-from dra_kubelet_plugin.logs import configure_logging
 from dra_kubelet_plugin.plugin import KubeletPlugin, open_devices, render_resource_slices
 from dra_kubelet_plugin.settings import Settings, build_parser, settings_from_args
 

@@ -25,8 +25,8 @@ from typing import Protocol
 
 from dra_nvlib import nvidia_smi_env, render_env_nvidia_smi_script
 
-from dra_kubelet_plugin.cdi import ContainerEdits, DeviceNode, Mount
-from dra_kubelet_plugin.errors import ClaimRef, DeviceNodeMissingError
+from dra_kubelet_plugin.core.cdi import ContainerEdits, DeviceNode, Mount
+from dra_kubelet_plugin.core.errors import ClaimRef, DeviceNodeMissingError
 from dra_kubelet_plugin.inventory import DeviceType, NodeDevice
 from dra_kubelet_plugin.slices import binary_quantity
 

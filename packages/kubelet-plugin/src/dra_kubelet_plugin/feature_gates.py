@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from dra_kubelet_plugin.errors import ConfigurationError
+from dra_kubelet_plugin.core.errors import ConfigurationError
 
 __all__ = [
     "GATES",

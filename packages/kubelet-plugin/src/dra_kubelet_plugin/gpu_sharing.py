@@ -37,8 +37,8 @@ from dra_sharing import (
 )
 
 from dra_kubelet_plugin.allocation import PlannedDevice
-from dra_kubelet_plugin.cdi import ContainerEdits, Mount
-from dra_kubelet_plugin.errors import ClaimError, ClaimRef, DeviceConfigError, PluginError
+from dra_kubelet_plugin.core.cdi import ContainerEdits, Mount
+from dra_kubelet_plugin.core.errors import ClaimError, ClaimRef, DeviceConfigError, PluginError
 from dra_kubelet_plugin.inventory import DeviceType, NodeDevice
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""Feeds device-layer health events into the :class:`~dra_kubelet_plugin.health.HealthHub`.
+"""Feeds device-layer health events into the :class:`~dra_kubelet_plugin.core.health.HealthHub`.
 
 XIDs that report application faults (a kernel's illegal access, a preempted context) say
 nothing about the GPU and are ignored, as NVIDIA's driver does by default (its list plus
@@ -23,8 +23,9 @@ from collections.abc import Callable, Collection, Sequence
 
 from dra_nvlib import DeviceLib, HealthEvent, HealthEventKind, HealthWatch, NvlibError
 
-from dra_kubelet_plugin.errors import ConfigurationError
-from dra_kubelet_plugin.health import TAINT_GPU_LOST, TAINT_UNMONITORED, TAINT_XID, HealthHub
+from dra_kubelet_plugin.core.errors import ConfigurationError
+from dra_kubelet_plugin.core.health import HealthHub
+from dra_kubelet_plugin.device_taints import TAINT_GPU_LOST, TAINT_UNMONITORED, TAINT_XID
 from dra_kubelet_plugin.inventory import NodeDevice
 
 __all__ = [
@@ -223,6 +224,7 @@ class HealthMonitor:
                 device.name,
                 message=f"GPU health is not monitored: {reason}",
                 taint_key=TAINT_UNMONITORED,
+                unknown=True,
             )
 
     async def _clear_unmonitored(self) -> None:

@@ -1,4 +1,4 @@
-"""Wiring: builds every component from :class:`Settings` and runs them until stopped."""
+"""The GPU plugin's wiring: the core runner's steps plus GPU enumeration and health monitoring."""
 
 from __future__ import annotations
 
@@ -7,39 +7,27 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-import grpc
-import grpc.aio
 import yaml
 from dra_api_types import ResourceSlice
 from dra_nvlib import DeviceLib, DeviceLibConfig, open_device_lib
 
-from dra_kubelet_plugin.cdi_store import CDIStore
-from dra_kubelet_plugin.checkpoint import CheckpointStore, read_boot_id
-from dra_kubelet_plugin.claim_source import ClaimSource, DirectoryClaimSource, KubeClaimSource
 from dra_kubelet_plugin.container_edits import EditsProvider, FakeEdits, NvmlEdits
-from dra_kubelet_plugin.dra_service import dra_handlers
-from dra_kubelet_plugin.errors import ConfigurationError, KubeApiError
-from dra_kubelet_plugin.events import EventRecorder, KubeEventRecorder, LogEventRecorder
-from dra_kubelet_plugin.health import ADVERTISED_HEALTH_SERVICES, HealthHub, health_handlers
+from dra_kubelet_plugin.core.health import HealthHub
+from dra_kubelet_plugin.core.healthcheck import HealthcheckServer
+from dra_kubelet_plugin.core.metrics import PluginMetrics
+from dra_kubelet_plugin.core.runner import PluginRunner
+from dra_kubelet_plugin.core.sockets import SocketPaths
+from dra_kubelet_plugin.gpu_driver import DeviceState, gpu_identity
 from dra_kubelet_plugin.health_monitor import HealthMonitor
-from dra_kubelet_plugin.healthcheck import HealthcheckServer
 from dra_kubelet_plugin.inventory import NodeDevice, build_inventory
-from dra_kubelet_plugin.kube import KubeTransport, path_segment
-from dra_kubelet_plugin.metrics import PluginMetrics, serve_metrics
-from dra_kubelet_plugin.node_lock import NodeLock
-from dra_kubelet_plugin.publisher import SlicePublisher
-from dra_kubelet_plugin.registration import RegistrationServer, supported_versions
 from dra_kubelet_plugin.settings import DRIVER_NAME, Settings
-from dra_kubelet_plugin.slices import SlicePublication, SliceSpec, build_resource_slices
-from dra_kubelet_plugin.sockets import (
-    SocketPaths,
-    bind_unix,
-    check_kubelet_dialable,
-    remove_stale_socket,
+from dra_kubelet_plugin.slices import (
+    SlicePublication,
+    SliceSpec,
+    build_resource_slices,
+    gpu_slice_source,
 )
-from dra_kubelet_plugin.state import DeviceState
 
 __all__ = ["KubeletPlugin", "open_devices", "render_resource_slices"]
 
@@ -92,46 +80,22 @@ class KubeletPlugin:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Start everything, serve until ``stop``, then shut down cleanly."""
-        s = self.settings
-        lib = await asyncio.to_thread(open_devices, s)
-        cleanups: list[Any] = [lib.close]
+        lib = await asyncio.to_thread(open_devices, self.settings)
         try:
-            await self._serve(lib, stop, cleanups)
+            async with PluginRunner(
+                self.settings, gpu_identity(DRIVER_NAME), self.metrics
+            ) as runner:
+                await self._serve(lib, runner, stop)
         finally:
-            for cleanup in reversed(cleanups):
-                with contextlib.suppress(Exception):
-                    result = cleanup()
-                    if asyncio.iscoroutine(result):
-                        await result
+            with contextlib.suppress(Exception):
+                lib.close()
 
-    async def _serve(self, lib: DeviceLib, stop: asyncio.Event, cleanups: list[Any]) -> None:
+    async def _serve(self, lib: DeviceLib, runner: PluginRunner, stop: asyncio.Event) -> None:
         s = self.settings
         devices = build_inventory(await asyncio.to_thread(lib.gpus))
-        transport: KubeTransport | None = None
-        node_uid: str | None = None
-        claims: ClaimSource
-        events: EventRecorder
-        if s.claims_directory is not None:
-            claims = DirectoryClaimSource(s.claims_directory)
-            events = LogEventRecorder(s.node_name)
-        else:
-            transport = KubeTransport.from_kubeconfig(s.kubeconfig or None)
-            cleanups.append(transport.close)
-            node_uid = await asyncio.to_thread(_node_uid, transport, s.node_name)
-            claims = KubeClaimSource(transport)
-            events = KubeEventRecorder(transport, s.node_name, node_uid)
-        s.plugin_dir.mkdir(parents=True, exist_ok=True)
-        self.sockets = paths = SocketPaths.build(
-            driver_name=DRIVER_NAME,
-            registrar_dir=s.registrar_dir,
-            plugins_dir=s.plugins_dir,
-            pod_uid=s.pod_uid or None,
-        )
-        # Fail before touching any state: a socket the kubelet cannot dial is never registered.
-        check_kubelet_dialable(
-            paths.registration.absolute(), setting="--kubelet-registrar-directory-path"
-        )
-        check_kubelet_dialable(paths.dra.resolve(), setting="--kubelet-plugins-directory-path")
+        await runner.connect()
+        self.sockets = paths = runner.sockets
+        assert paths is not None  # set by connect()
         edits: EditsProvider
         if s.device_backend == "fake":
             edits = FakeEdits(s.plugin_dir / "claims")
@@ -142,83 +106,33 @@ class KubeletPlugin:
                 dev_root=s.dev_root,
             )
         self.state = state = DeviceState(
-            driver_name=DRIVER_NAME,
-            pool_name=s.node_name,
-            devices=devices,
-            claims=claims,
-            checkpoints=CheckpointStore(s.plugin_dir / "checkpoint.json"),
-            cdi=CDIStore(s.cdi_root),
-            edits=edits,
-            lock=NodeLock(s.plugin_dir / "prepare.lock"),
-            boot_id=read_boot_id(s.boot_id_file),
-            events=events,
-            metrics=self.metrics,
+            driver_name=DRIVER_NAME, devices=devices, edits=edits, **runner.engine_parts()
         )
         await state.start()
         self.hub = hub = HealthHub(s.node_name)
         await hub.set_devices(d.name for d in devices)
 
-        server = grpc.aio.server()
-        handlers = dra_handlers(state, self.metrics, DRIVER_NAME)
         health_on = s.gate("DeviceHealthCheck")
-        if health_on:
-            handlers += health_handlers(hub)
-        server.add_generic_rpc_handlers(tuple(handlers))
-        paths.dra.parent.mkdir(parents=True, exist_ok=True)
-        remove_stale_socket(paths.dra)
-        bind_unix(server, paths.dra.resolve())
-        await server.start()
-        cleanups.append(lambda: server.stop(grace=5.0))
-        log.info("DRA services serving", extra={"event": "dra_serving", "socket": str(paths.dra)})
-
+        await runner.serve_dra(state, health=hub if health_on else None)
         monitor = HealthMonitor(
             lib, hub, devices, additional_ignored_xids=s.additional_xids_to_ignore
         )
         if health_on:
             await monitor.open()
+        await runner.register()
+        await runner.serve_endpoints()
+        self.healthcheck = runner.healthcheck
 
-        registration = RegistrationServer(
-            socket_path=paths.registration,
-            driver_name=DRIVER_NAME,
-            endpoint=paths.dra.resolve(),
-            versions=supported_versions(
-                health_services=ADVERTISED_HEALTH_SERVICES if health_on else ()
-            ),
-        )
-        await registration.start()
-        # Unregister first on shutdown, so the kubelet stops sending new calls.
-        cleanups.append(registration.stop)
-
-        if s.healthcheck_port >= 0:
-            self.healthcheck = HealthcheckServer(
-                port=s.healthcheck_port, registration=paths.registration, dra=paths.dra
-            )
-            await self.healthcheck.start()
-            cleanups.append(self.healthcheck.stop)
-        if s.http_endpoint:
-            host, _, port = s.http_endpoint.rpartition(":")
-            http_server = serve_metrics(
-                self.metrics.registry, host or "0.0.0.0", int(port), s.metrics_path
-            )
-            cleanups.append(http_server.shutdown)
-
-        tasks: list[asyncio.Task[None]] = []
-        loop = asyncio.get_running_loop()
         inventory = _Inventory(devices)
-        publisher: SlicePublisher | None = None
-        if transport is not None:
-            publisher = SlicePublisher(
-                transport=transport,
-                spec=SliceSpec(driver_name=DRIVER_NAME, node_name=s.node_name, node_uid=node_uid),
-                devices=lambda: inventory.devices,
-                health=hub if s.gate("DeviceTaints") else HealthHub(s.node_name),
-                metrics=self.metrics,
-            )
-            tasks.append(loop.create_task(publisher.run(), name="publisher"))
+        spec = SliceSpec(driver_name=DRIVER_NAME, node_name=s.node_name, node_uid=runner.node_uid)
+        taints = hub if s.gate("DeviceTaints") else HealthHub(s.node_name)
+        publisher = runner.publish(
+            gpu_slice_source(spec, lambda: inventory.devices, taints), health=taints
+        )
         if health_on:
-            cleanups.append(monitor.stop)
-            tasks.append(loop.create_task(monitor.run(), name="health-monitor"))
-        tasks.append(loop.create_task(self._periodic_cleanup(state), name="stale-cleanup"))
+            runner.on_stop(monitor.stop)
+            runner.task(monitor.run(), name="health-monitor")
+        runner.cleanup_periodically(state)
 
         async def on_change(new: list[NodeDevice]) -> None:
             state.set_devices(new)
@@ -227,9 +141,7 @@ class KubeletPlugin:
             if publisher is not None:
                 publisher.trigger()
 
-        tasks.append(
-            loop.create_task(self._refresh_inventory(lib, inventory, on_change), name="inventory")
-        )
+        runner.task(self._refresh_inventory(lib, inventory, on_change), name="inventory")
         self.ready.set()
         log.info(
             "plugin started",
@@ -241,16 +153,7 @@ class KubeletPlugin:
                 "registration_socket": str(paths.registration),
             },
         )
-        try:
-            await stop.wait()
-        finally:
-            log.info("shutting down", extra={"event": "stopping"})
-            await hub.close()
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+        await runner.wait(stop, health=hub)
 
     async def _refresh_inventory(
         self,
@@ -279,33 +182,9 @@ class KubeletPlugin:
                 inventory.devices = new
                 await on_change(new)
 
-    async def _periodic_cleanup(self, state: DeviceState) -> None:
-        while True:
-            await asyncio.sleep(self.settings.stale_claim_cleanup_interval_s)
-            try:
-                await state.cleanup_stale()
-            except Exception:
-                log.exception("stale claim cleanup failed", extra={"event": "cleanup_failed"})
-
 
 @dataclass
 class _Inventory:
     """The current device list (replaced when the hardware changes)."""
 
     devices: list[NodeDevice]
-
-
-def _node_uid(transport: KubeTransport, node_name: str) -> str | None:
-    try:
-        node = transport.request("GET", f"/api/v1/nodes/{path_segment(node_name)}")
-    except KubeApiError as exc:
-        if exc.status == 0:
-            raise ConfigurationError("--kubeconfig", f"API server unreachable: {exc}") from exc
-        log.warning(
-            "cannot read the Node; slices will have no owner reference",
-            extra={"event": "node_get_failed", "error": str(exc)},
-        )
-        return None
-    meta = node.get("metadata") or {}
-    uid = meta.get("uid")
-    return uid if isinstance(uid, str) else None

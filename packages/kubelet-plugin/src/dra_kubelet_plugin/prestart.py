@@ -22,7 +22,7 @@ from pathlib import Path
 from dra_nvlib.errors import LibraryLoadError
 from dra_nvlib.nvml_binding import find_library
 
-from dra_kubelet_plugin.logs import configure_logging
+from dra_kubelet_plugin.core.logs import configure_logging
 
 __all__ = ["Diagnosis", "diagnose", "main"]
 

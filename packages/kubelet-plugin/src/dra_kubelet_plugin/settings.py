@@ -1,5 +1,6 @@
-"""The plugin's settings: every one a flag with an environment twin and a documented default.
+"""The GPU plugin's settings: every one a flag with an environment twin and a documented default.
 
+The core's settings (:mod:`dra_kubelet_plugin.core.settings`) plus the GPU ones;
 :func:`build_parser` defines the command line; :func:`settings_from_args` validates it into
 an immutable :class:`Settings`. Pure: reads only the mapping of environment variables given.
 """
@@ -13,7 +14,15 @@ from pathlib import Path
 
 from dra_sharing import ConsumableShares, ConsumableSharesError, parse_consumable_shares
 
-from dra_kubelet_plugin.errors import ConfigurationError
+from dra_kubelet_plugin.core.errors import ConfigurationError
+from dra_kubelet_plugin.core.settings import (
+    CommonSettings,
+    Flag,
+    add_flags,
+    common_flags,
+    common_settings_from_args,
+    parse_seconds,
+)
 from dra_kubelet_plugin.feature_gates import defaults, parse_feature_gates, unimplemented
 from dra_kubelet_plugin.health_monitor import XIDS_TO_IGNORE_FLAG, parse_xid_list
 
@@ -26,32 +35,19 @@ FEATURE_GATES: Mapping[str, bool] = defaults()
 
 
 @dataclass(frozen=True)
-class Settings:
-    """Validated settings of one plugin process."""
+class Settings(CommonSettings):
+    """Validated settings of one GPU plugin process (the core's, then the GPU ones)."""
 
-    node_name: str
-    cdi_root: Path = Path("/var/run/cdi")
-    registrar_dir: Path = Path("/var/lib/kubelet/plugins_registry")
-    plugins_dir: Path = Path("/var/lib/kubelet/plugins")
     driver_root: Path = Path("/")
     container_driver_root: Path | None = None
     dev_root: Path = Path("/")
     device_backend: str = "nvml"
     fake_gpus: str = ""
     fake_gpu_state_file: Path | None = None
-    healthcheck_port: int = -1
-    http_endpoint: str = ""
-    metrics_path: str = "/metrics"
     additional_xids_to_ignore: frozenset[int] = frozenset()
     feature_gates: Mapping[str, bool] = field(default_factory=lambda: dict(FEATURE_GATES))
     #: The gates named in ``--feature-gates`` (the rest are at their defaults).
     explicit_gates: frozenset[str] = frozenset()
-    kubeconfig: str = ""
-    verbosity: int = 0
-    pod_uid: str = ""
-    claims_directory: Path | None = None
-    boot_id_file: Path = Path("/proc/sys/kernel/random/boot_id")
-    stale_claim_cleanup_interval_s: float = 600.0
     device_refresh_interval_s: float = 30.0
     print_resource_slices: bool = False
     consumable_shares: ConsumableShares = field(default_factory=ConsumableShares)
@@ -59,7 +55,7 @@ class Settings:
     @property
     def plugin_dir(self) -> Path:
         """``<plugins dir>/gpu.nvidia.com``: sockets, checkpoint, lock, per-claim files."""
-        return self.plugins_dir / DRIVER_NAME
+        return self.plugin_dir_of(DRIVER_NAME)
 
     def gate(self, name: str) -> bool:
         """Whether feature gate ``name`` is on."""
@@ -70,22 +66,14 @@ class Settings:
         return unimplemented(self.explicit_gates, self.feature_gates)
 
 
+_COMMON = common_flags(DRIVER_NAME)
+
 # (flag, env var, default, help) -- the single table the README's flag list is made from.
-_FLAGS: Sequence[tuple[str, str, str, str]] = (
-    ("--node-name", "NODE_NAME", "", "name of this node (pool name, slice owner); required"),
-    ("--cdi-root", "CDI_ROOT", "/var/run/cdi", "directory for the per-claim transient CDI specs"),
-    (
-        "--kubelet-registrar-directory-path",
-        "KUBELET_REGISTRAR_DIRECTORY_PATH",
-        "/var/lib/kubelet/plugins_registry",
-        "the kubelet's plugin registration directory",
-    ),
-    (
-        "--kubelet-plugins-directory-path",
-        "KUBELET_PLUGINS_DIRECTORY_PATH",
-        "/var/lib/kubelet/plugins",
-        "the kubelet's plugins directory (DRA socket, checkpoint under gpu.nvidia.com/)",
-    ),
+_FLAGS: Sequence[Flag] = (
+    _COMMON["--node-name"],
+    _COMMON["--cdi-root"],
+    _COMMON["--kubelet-registrar-directory-path"],
+    _COMMON["--kubelet-plugins-directory-path"],
     ("--nvidia-driver-root", "NVIDIA_DRIVER_ROOT", "/", "where the NVIDIA driver is installed"),
     (
         "--container-driver-root",
@@ -102,14 +90,9 @@ _FLAGS: Sequence[tuple[str, str, str, str]] = (
         "",
         "fake backend state file (default: <plugins dir>/gpu.nvidia.com/fake-gpus.json)",
     ),
-    ("--healthcheck-port", "HEALTHCHECK_PORT", "-1", "TCP port of grpc.health.v1; -1 disables"),
-    (
-        "--http-endpoint",
-        "HTTP_ENDPOINT",
-        "",
-        "host:port of the Prometheus metrics endpoint; empty disables",
-    ),
-    ("--metrics-path", "METRICS_PATH", "/metrics", "HTTP path of the metrics on --http-endpoint"),
+    _COMMON["--healthcheck-port"],
+    _COMMON["--http-endpoint"],
+    _COMMON["--metrics-path"],
     (
         "--feature-gates",
         "FEATURE_GATES",
@@ -129,26 +112,11 @@ _FLAGS: Sequence[tuple[str, str, str, str]] = (
         "share devices through consumable capacity: memory, unlimited or a share count N "
         "(turns the ConsumableShares gate on); empty or disabled: off",
     ),
-    ("--kubeconfig", "KUBECONFIG", "", "kubeconfig file; in-cluster config when empty"),
-    ("--pod-uid", "POD_UID", "", "this pod's UID: enables rolling-update socket names"),
-    (
-        "--claims-directory",
-        "CLAIMS_DIRECTORY",
-        "",
-        "TESTING ONLY: read claims from <dir>/<ns>/<name>.json instead of an API server",
-    ),
-    (
-        "--boot-id-file",
-        "BOOT_ID_FILE",
-        "/proc/sys/kernel/random/boot_id",
-        "file holding the node's boot ID",
-    ),
-    (
-        "--stale-claim-cleanup-interval",
-        "STALE_CLAIM_CLEANUP_INTERVAL",
-        "600",
-        "seconds between cleanups of half-prepared claims whose ResourceClaim is gone",
-    ),
+    _COMMON["--kubeconfig"],
+    _COMMON["--pod-uid"],
+    _COMMON["--claims-directory"],
+    _COMMON["--boot-id-file"],
+    _COMMON["--stale-claim-cleanup-interval"],
     (
         "--device-refresh-interval",
         "DEVICE_REFRESH_INTERVAL",
@@ -170,16 +138,7 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         description="The gpu.nvidia.com kubelet DRA plugin.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    for flag, env, default, text in _FLAGS:
-        parser.add_argument(flag, default=environ.get(env, default), help=f"{text} [${env}]")
-    parser.add_argument(
-        "-v",
-        "--v",
-        dest="verbosity",
-        type=int,
-        default=int(environ.get("LOG_VERBOSITY", "0") or 0),
-        help="log verbosity: 0 info, 1+ debug of the plugin, 6+ client debug [$LOG_VERBOSITY]",
-    )
+    add_flags(parser, _FLAGS, environ)
     parser.add_argument(
         "--print-resource-slices",
         action="store_true",
@@ -188,40 +147,17 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     return parser
 
 
-def _int(value: str, flag: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        raise ConfigurationError(flag, f"{value!r} is not an integer") from None
-
-
-def _seconds(value: str, flag: str) -> float:
-    try:
-        seconds = float(value)
-    except ValueError:
-        raise ConfigurationError(flag, f"{value!r} is not a number of seconds") from None
-    if seconds <= 0:
-        raise ConfigurationError(flag, f"{value!r} must be positive")
-    return seconds
-
-
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """Validate parsed arguments.
 
     Raises:
         ConfigurationError: naming the flag that is wrong.
     """
-    if not args.node_name:
-        raise ConfigurationError("--node-name", "required (or set NODE_NAME)")
+    common = common_settings_from_args(args)
     if args.device_backend not in ("nvml", "fake"):
         raise ConfigurationError("--device-backend", f"{args.device_backend!r} is not nvml|fake")
     if args.device_backend == "fake" and not args.fake_gpus and not args.fake_gpu_state_file:
         raise ConfigurationError("--fake-gpus", "required with --device-backend fake")
-    port = _int(args.healthcheck_port, "--healthcheck-port")
-    if port < -1 or port > 65535:
-        raise ConfigurationError("--healthcheck-port", f"{port} is not a port (or -1)")
-    if args.http_endpoint and ":" not in args.http_endpoint:
-        raise ConfigurationError("--http-endpoint", f"{args.http_endpoint!r} is not host:port")
     gates, explicit = parse_feature_gates(args.feature_gates)
     try:
         shares = parse_consumable_shares(args.consumable_shares)
@@ -236,12 +172,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
                 "--feature-gates sets to false",
             )
         gates["ConsumableShares"] = True
-    interval = _seconds(args.stale_claim_cleanup_interval, "--stale-claim-cleanup-interval")
-    refresh = _seconds(args.device_refresh_interval, "--device-refresh-interval")
+    refresh = parse_seconds(args.device_refresh_interval, "--device-refresh-interval")
     paths = {
-        "--cdi-root": args.cdi_root,
-        "--kubelet-registrar-directory-path": args.kubelet_registrar_directory_path,
-        "--kubelet-plugins-directory-path": args.kubelet_plugins_directory_path,
         "--nvidia-driver-root": args.nvidia_driver_root,
         "--dev-root": args.dev_root,
         "--container-driver-root": args.container_driver_root or "/",
@@ -250,10 +182,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         if not Path(value).is_absolute():
             raise ConfigurationError(flag, f"{value!r} must be an absolute path")
     return Settings(
-        node_name=args.node_name,
-        cdi_root=Path(args.cdi_root),
-        registrar_dir=Path(args.kubelet_registrar_directory_path),
-        plugins_dir=Path(args.kubelet_plugins_directory_path),
+        **common,
         driver_root=Path(args.nvidia_driver_root),
         container_driver_root=(
             Path(args.container_driver_root) if args.container_driver_root else None
@@ -262,18 +191,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         device_backend=args.device_backend,
         fake_gpus=args.fake_gpus,
         fake_gpu_state_file=Path(args.fake_gpu_state_file) if args.fake_gpu_state_file else None,
-        healthcheck_port=port,
-        http_endpoint=args.http_endpoint,
-        metrics_path="/" + args.metrics_path.strip("/"),
         additional_xids_to_ignore=parse_xid_list(args.additional_xids_to_ignore),
         feature_gates=gates,
         explicit_gates=explicit,
-        kubeconfig=args.kubeconfig,
-        verbosity=args.verbosity,
-        pod_uid=args.pod_uid,
-        claims_directory=Path(args.claims_directory) if args.claims_directory else None,
-        boot_id_file=Path(args.boot_id_file),
-        stale_claim_cleanup_interval_s=interval,
         device_refresh_interval_s=refresh,
         print_resource_slices=bool(args.print_resource_slices),
         consumable_shares=shares,

@@ -14,7 +14,7 @@ counter sets in a slice of their own on Kubernetes 1.35+, next to their GPU's de
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +27,9 @@ from dra_sharing import (
     split_layout,
 )
 
-from dra_kubelet_plugin.health import TAINT_GPU_LOST, TAINT_UNMONITORED, DeviceHealth
+from dra_kubelet_plugin.core.health import DeviceHealth, HealthHub
+from dra_kubelet_plugin.core.publisher import SliceSource
+from dra_kubelet_plugin.device_taints import TAINT_GPU_LOST, TAINT_UNMONITORED
 from dra_kubelet_plugin.inventory import DeviceType, NodeDevice, brand_name
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "binary_quantity",
     "build_resource_slices",
     "device_json",
+    "gpu_slice_source",
     "semver_of",
 ]
 
@@ -239,3 +242,21 @@ def _partitioned_bodies(
             per_gpu[device.gpu.uuid] = (counters, [])
         per_gpu[device.gpu.uuid][1].append(body)
     return split_layout(list(per_gpu.values()), split=split)
+
+
+def gpu_slice_source(
+    spec: SliceSpec,
+    devices: Callable[[], Sequence[NodeDevice]],
+    health: HealthHub,
+    publication: SlicePublication | None = None,
+) -> SliceSource:
+    """The GPU plugin's slices for the core's publisher: the current ``devices()`` with the
+    taints of ``health`` and the sharing forms of ``publication``, for any generation."""
+
+    def build(generation: int) -> list[dict[str, Any]]:
+        snapshot = {h.device_name: h for h in health.snapshot()}
+        return build_resource_slices(
+            spec, devices(), generation=generation, health=snapshot, publication=publication
+        )
+
+    return build
