@@ -11,7 +11,12 @@ from typing import Any
 import pytest
 from dra_api_types import decode_opaque_config
 from dra_kubelet_plugin.allocation import PlannedDevice
-from dra_kubelet_plugin.core.errors import ClaimError, ClaimRef, DeviceConfigError
+from dra_kubelet_plugin.core.errors import (
+    ClaimError,
+    ClaimRef,
+    DeviceConfigError,
+    UnsupportedConfigError,
+)
 from dra_kubelet_plugin.gpu_sharing import GpuSharing, SharingFailedError, state_of
 from dra_kubelet_plugin.inventory import NodeDevice, build_inventory
 from dra_nvlib import (
@@ -76,10 +81,12 @@ REF_A = ClaimRef("ns", "claim-a", "uid-a")
 REF_B = ClaimRef("ns", "claim-b", "uid-b")
 
 
-def test_gate_off_is_a_per_claim_config_error(lib: FakeDeviceLib, tmp_path: Path) -> None:
+def test_gate_off_is_a_per_claim_unsupported_config_error(
+    lib: FakeDeviceLib, tmp_path: Path
+) -> None:
     sharing = _sharing(lib, tmp_path)
     device = build_inventory(lib.gpus())[0]
-    with pytest.raises(DeviceConfigError) as info:
+    with pytest.raises(UnsupportedConfigError) as info:
         sharing.plan(REF_A, [_planned(device, {"strategy": "TimeSlicing"})])
     assert info.value.field == "c[0].sharing.strategy"
     assert "ns/claim-a" in str(info.value)
@@ -207,3 +214,12 @@ def test_recover_undoes_half_prepared_and_keeps_completed(
     assert lib.gpu(inventory[0].uuid).time_slice is TimeSliceLevel.LONG
     assert lib.gpu(inventory[1].uuid).compute_mode is ComputeMode.DEFAULT
     assert not (tmp_path / "mps").exists() or not any((tmp_path / "mps").iterdir())
+
+
+def test_bad_mps_limit_is_a_per_claim_config_error(lib: FakeDeviceLib, tmp_path: Path) -> None:
+    sharing = _sharing(lib, tmp_path, mps=True)
+    device = build_inventory(lib.gpus())[0]
+    mps = {"strategy": "MPS", "mpsConfig": {"defaultPerDevicePinnedMemoryLimit": {"3": "1Gi"}}}
+    with pytest.raises(DeviceConfigError) as info:
+        sharing.plan(REF_A, [_planned(device, mps)])
+    assert info.value.field == 'c[0].sharing.mpsConfig.defaultPerDevicePinnedMemoryLimit["3"]'

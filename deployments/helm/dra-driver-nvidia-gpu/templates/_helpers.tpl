@@ -111,19 +111,19 @@ a chart test keeps all three equal.
 {{- define "dra-driver-nvidia-gpu.gateTable" -}}
 {
 "gates": {
-  "TimeSlicingSettings": {"default": false, "implemented": false},
-  "MPSSupport": {"default": false, "implemented": false},
+  "TimeSlicingSettings": {"default": false, "implemented": true},
+  "MPSSupport": {"default": false, "implemented": true},
   "IMEXDaemonsWithDNSNames": {"default": true, "implemented": false},
   "PassthroughSupport": {"default": false, "implemented": false},
   "NVMLDeviceHealthCheck": {"default": false, "implemented": false},
-  "DynamicMIG": {"default": false, "implemented": false},
+  "DynamicMIG": {"default": false, "implemented": true},
   "ComputeDomainCliques": {"default": true, "implemented": false},
   "CrashOnNVLinkFabricErrors": {"default": true, "implemented": false},
   "DeviceMetadata": {"default": false, "implemented": false},
   "FabricManagerPartitioning": {"default": false, "implemented": false},
   "HostManagedIMEXDaemon": {"default": false, "implemented": false},
   "DRAListTypeAttributes": {"default": false, "implemented": false},
-  "ConsumableShares": {"default": false, "implemented": false},
+  "ConsumableShares": {"default": false, "implemented": true},
   "ContextualLogging": {"default": true, "implemented": false},
   "LoggingAlphaOptions": {"default": false, "implemented": false},
   "LoggingBetaOptions": {"default": true, "implemented": false},

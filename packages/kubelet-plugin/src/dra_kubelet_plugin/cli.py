@@ -13,8 +13,12 @@ from dra_nvlib import NvlibError
 
 from dra_kubelet_plugin.core.errors import ConfigurationError, PluginError
 from dra_kubelet_plugin.core.logs import configure_logging
-from dra_kubelet_plugin.inventory import build_inventory
-from dra_kubelet_plugin.plugin import KubeletPlugin, open_devices, render_resource_slices
+from dra_kubelet_plugin.plugin import (
+    KubeletPlugin,
+    inventory_of,
+    open_devices,
+    render_resource_slices,
+)
 from dra_kubelet_plugin.settings import Settings, build_parser, settings_from_args
 
 __all__ = ["main"]
@@ -24,7 +28,7 @@ log = logging.getLogger("dra_kubelet_plugin")
 
 def _print_slices(settings: Settings) -> int:
     with open_devices(settings) as lib:
-        devices = build_inventory(lib.gpus(), dynamic_mig=settings.gate("DynamicMIG"))
+        devices = inventory_of(settings, lib.gpus())
     sys.stdout.write(render_resource_slices(settings, devices))
     return 0
 

@@ -30,6 +30,7 @@ from dra_sharing import (
     SharingApplyError,
     SharingConfigError,
     SharingError,
+    SharingGateError,
     SharingGates,
     SharingManager,
     SharingPlan,
@@ -38,7 +39,13 @@ from dra_sharing import (
 
 from dra_kubelet_plugin.allocation import PlannedDevice
 from dra_kubelet_plugin.core.cdi import ContainerEdits, Mount
-from dra_kubelet_plugin.core.errors import ClaimError, ClaimRef, DeviceConfigError, PluginError
+from dra_kubelet_plugin.core.errors import (
+    ClaimError,
+    ClaimRef,
+    DeviceConfigError,
+    PluginError,
+    UnsupportedConfigError,
+)
 from dra_kubelet_plugin.inventory import DeviceType, NodeDevice
 
 __all__ = [
@@ -50,6 +57,7 @@ __all__ = [
     "claim_error",
     "concrete_device",
     "mig_requests",
+    "plan_sharing",
     "shared_devices",
     "sharing_edits",
     "state_of",
@@ -95,6 +103,10 @@ def mig_requests(planned: Sequence[PlannedDevice]) -> list[MigRequest]:
 
 def claim_error(ref: ClaimRef, exc: SharingError) -> ClaimError:
     """The per-claim error for a sharing failure."""
+    if isinstance(exc, SharingGateError):
+        return UnsupportedConfigError(
+            ref, f"request {exc.request!r}: {exc.message}", field=exc.field
+        )
     if isinstance(exc, SharingConfigError):
         return DeviceConfigError(ref, f"request {exc.request!r}: {exc.message}", field=exc.field)
     if isinstance(exc, SharingApplyError):
@@ -202,6 +214,22 @@ def state_of(driver_state: Mapping[str, object]) -> ClaimSharingState:
     return ClaimSharingState.from_json(driver_state.get(STATE_KEY))
 
 
+def plan_sharing(
+    ref: ClaimRef, planned: Sequence[PlannedDevice], gates: SharingGates
+) -> SharingStep:
+    """Resolve the claim's sharing (pure).
+
+    Raises:
+        ClaimError: a bad sharing config (names the claim, request and field); a strategy
+            whose gate is off is an ``UnsupportedConfigError``.
+    """
+    try:
+        plan = resolve_sharing(f"{ref.namespace}/{ref.name}", shared_devices(planned), gates)
+    except SharingError as exc:
+        raise claim_error(ref, exc) from exc
+    return SharingStep(plan=plan, mig_requests=tuple(mig_requests(planned)))
+
+
 class GpuSharing:
     """The GPU driver's sharing: resolution at plan time, side effects at prepare and
     unprepare, recovery at start. Keeps the sharing state of every prepared claim of this
@@ -220,18 +248,8 @@ class GpuSharing:
         self._states: dict[str, ClaimSharingState] = {}
 
     def plan(self, ref: ClaimRef, planned: Sequence[PlannedDevice]) -> SharingStep:
-        """Resolve the claim's sharing (pure).
-
-        Raises:
-            ClaimError: a bad sharing config (names the claim, request and field).
-        """
-        try:
-            plan = resolve_sharing(
-                f"{ref.namespace}/{ref.name}", shared_devices(planned), self._gates
-            )
-        except SharingError as exc:
-            raise claim_error(ref, exc) from exc
-        return SharingStep(plan=plan, mig_requests=tuple(mig_requests(planned)))
+        """Resolve the claim's sharing (pure); see :func:`plan_sharing`."""
+        return plan_sharing(ref, planned, self._gates)
 
     def _others(self, uid: str) -> list[ClaimSharingState]:
         return [s for u, s in self._states.items() if u != uid]

@@ -10,15 +10,27 @@ from dataclasses import dataclass, field
 
 import yaml
 from dra_api_types import ResourceSlice
-from dra_nvlib import DeviceLib, DeviceLibConfig, open_device_lib
+from dra_nvlib import DeviceLib, DeviceLibConfig, GpuInfo, open_device_lib
+from dra_sharing import (
+    DynamicMig,
+    FakeMpsLauncher,
+    MpsDaemonManager,
+    MpsLauncher,
+    NvidiaMpsLauncher,
+    SharingGates,
+    SharingManager,
+    TimeSlicer,
+)
 
 from dra_kubelet_plugin.container_edits import EditsProvider, FakeEdits, NvmlEdits
+from dra_kubelet_plugin.core.errors import PluginError
 from dra_kubelet_plugin.core.health import HealthHub
 from dra_kubelet_plugin.core.healthcheck import HealthcheckServer
 from dra_kubelet_plugin.core.metrics import PluginMetrics
 from dra_kubelet_plugin.core.runner import PluginRunner
 from dra_kubelet_plugin.core.sockets import SocketPaths
 from dra_kubelet_plugin.gpu_driver import DeviceState, gpu_identity
+from dra_kubelet_plugin.gpu_sharing import GpuSharing
 from dra_kubelet_plugin.health_monitor import HealthMonitor
 from dra_kubelet_plugin.inventory import NodeDevice, build_inventory
 from dra_kubelet_plugin.settings import DRIVER_NAME, Settings
@@ -29,7 +41,14 @@ from dra_kubelet_plugin.slices import (
     gpu_slice_source,
 )
 
-__all__ = ["KubeletPlugin", "open_devices", "render_resource_slices"]
+__all__ = [
+    "KubeletPlugin",
+    "inventory_of",
+    "open_devices",
+    "open_sharing",
+    "publication_of",
+    "render_resource_slices",
+]
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +79,55 @@ def render_resource_slices(settings: Settings, devices: Sequence[NodeDevice]) ->
         SliceSpec(driver_name=DRIVER_NAME, node_name=settings.node_name),
         devices,
         generation=1,
-        publication=SlicePublication(consumable=settings.consumable_shares),
+        publication=publication_of(settings),
     )
     docs = [ResourceSlice.from_dict(s, validate=True).to_dict() for s in slices]
     return yaml.safe_dump_all(docs, sort_keys=False)
+
+
+def publication_of(settings: Settings, *, split_counters: bool = True) -> SlicePublication:
+    """How the settings share devices in the slices (``split_counters``: Kubernetes 1.35+)."""
+    return SlicePublication(consumable=settings.consumable_shares, split_counters=split_counters)
+
+
+def inventory_of(settings: Settings, gpus: Sequence[GpuInfo]) -> list[NodeDevice]:
+    """The devices to publish: with ``DynamicMIG``, MIG placements of MIG-capable GPUs."""
+    return build_inventory(gpus, dynamic_mig=settings.gate("DynamicMIG"))
+
+
+def open_sharing(settings: Settings, lib: DeviceLib) -> GpuSharing:
+    """Time-slicing, MPS daemons (below ``<plugin dir>/mps``) and dynamic MIG as the gates
+    select, on ``lib``."""
+    mps: MpsDaemonManager | None = None
+    if settings.gate("MPSSupport"):
+        launcher: MpsLauncher
+        if settings.device_backend == "fake":
+            launcher = FakeMpsLauncher()
+        else:
+            root = settings.container_driver_root or settings.driver_root
+            launcher = NvidiaMpsLauncher(root / "usr" / "bin" / "nvidia-cuda-mps-control")
+        mps = MpsDaemonManager(settings.plugin_dir / "mps", lib=lib, launcher=launcher)
+    manager = SharingManager(
+        time_slicer=TimeSlicer(lib),
+        mps=mps,
+        dynamic_mig=DynamicMig(lib) if settings.gate("DynamicMIG") else None,
+    )
+    gates = SharingGates(
+        time_slicing=settings.gate("TimeSlicingSettings"), mps=settings.gate("MPSSupport")
+    )
+    return GpuSharing(lib=lib, manager=manager, gates=gates, fake=settings.device_backend == "fake")
+
+
+def _split_counters(runner: PluginRunner) -> bool:
+    """Kubernetes 1.35+ takes counter sets in slices of their own; 1.34 next to devices."""
+    if runner.transport is None:
+        return True
+    try:
+        version = runner.transport.request("GET", "/version")
+        major, minor = int(version["major"]), int(str(version["minor"]).rstrip("+"))
+    except (PluginError, KeyError, TypeError, ValueError):
+        return True
+    return (major, minor) >= (1, 35)
 
 
 @dataclass
@@ -92,7 +156,7 @@ class KubeletPlugin:
 
     async def _serve(self, lib: DeviceLib, runner: PluginRunner, stop: asyncio.Event) -> None:
         s = self.settings
-        devices = build_inventory(await asyncio.to_thread(lib.gpus))
+        devices = inventory_of(s, await asyncio.to_thread(lib.gpus))
         await runner.connect()
         self.sockets = paths = runner.sockets
         assert paths is not None  # set by connect()
@@ -106,7 +170,11 @@ class KubeletPlugin:
                 dev_root=s.dev_root,
             )
         self.state = state = DeviceState(
-            driver_name=DRIVER_NAME, devices=devices, edits=edits, **runner.engine_parts()
+            driver_name=DRIVER_NAME,
+            devices=devices,
+            edits=edits,
+            sharing=open_sharing(s, lib),
+            **runner.engine_parts(),
         )
         await state.start()
         self.hub = hub = HealthHub(s.node_name)
@@ -126,8 +194,11 @@ class KubeletPlugin:
         inventory = _Inventory(devices)
         spec = SliceSpec(driver_name=DRIVER_NAME, node_name=s.node_name, node_uid=runner.node_uid)
         taints = hub if s.gate("DeviceTaints") else HealthHub(s.node_name)
+        publication = publication_of(
+            s, split_counters=await asyncio.to_thread(_split_counters, runner)
+        )
         publisher = runner.publish(
-            gpu_slice_source(spec, lambda: inventory.devices, taints), health=taints
+            gpu_slice_source(spec, lambda: inventory.devices, taints, publication), health=taints
         )
         if health_on:
             runner.on_stop(monitor.stop)
@@ -164,7 +235,7 @@ class KubeletPlugin:
         while True:
             await asyncio.sleep(self.settings.device_refresh_interval_s)
             try:
-                new = build_inventory(await asyncio.to_thread(lib.gpus))
+                new = inventory_of(self.settings, await asyncio.to_thread(lib.gpus))
             except Exception as exc:
                 log.error(
                     "GPU enumeration failed",

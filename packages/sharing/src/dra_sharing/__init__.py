@@ -29,7 +29,12 @@ from dra_sharing.consumable import (
     parse_consumable_shares,
 )
 from dra_sharing.dynamic_mig import DynamicMig, MigRequest
-from dra_sharing.errors import SharingApplyError, SharingConfigError, SharingError
+from dra_sharing.errors import (
+    SharingApplyError,
+    SharingConfigError,
+    SharingError,
+    SharingGateError,
+)
 from dra_sharing.manager import RecoveryReport, SharingManager
 from dra_sharing.mps import (
     CONTAINER_PIPE_DIR,
@@ -89,6 +94,7 @@ __all__ = [
     "SharingApplyError",
     "SharingConfigError",
     "SharingError",
+    "SharingGateError",
     "SharingGates",
     "SharingGroup",
     "SharingManager",

@@ -4,7 +4,8 @@ Tree::
 
     SharingError
     ├── SharingConfigError   a claim's sharing config is invalid or not allowed here
-    │                        (names claim, request and field)
+    │   │                    (names claim, request and field)
+    │   └── SharingGateError the strategy's feature gate is off
     └── SharingApplyError    applying or undoing sharing on a GPU failed (names the GPU and
                              the operation; carries the device layer's reason)
 
@@ -31,6 +32,14 @@ class SharingConfigError(SharingError):
         self.request = request
         self.field = field
         self.message = message
+
+
+class SharingGateError(SharingConfigError):
+    """A valid config asks for a strategy whose feature gate is off (``gate`` names it)."""
+
+    def __init__(self, *, claim: str, request: str, field: str, message: str, gate: str) -> None:
+        super().__init__(claim=claim, request=request, field=field, message=message)
+        self.gate = gate
 
 
 class SharingApplyError(SharingError):

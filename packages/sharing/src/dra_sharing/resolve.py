@@ -29,7 +29,7 @@ from dra_api_types import GpuConfig, MigDeviceConfig, ValidationError
 from dra_api_types.nvidia_v1beta1 import MPS, TIME_SLICING, MpsConfig
 from dra_nvlib import TimeSliceLevel
 
-from dra_sharing.errors import SharingConfigError
+from dra_sharing.errors import SharingConfigError, SharingGateError
 
 __all__ = [
     "MpsSettings",
@@ -210,12 +210,13 @@ def _resolve_group(
         else ("MPSSupport", gates.mps)
     )
     if not enabled:
-        raise SharingConfigError(
+        raise SharingGateError(
             claim=claim,
             request=first.request,
             field=_join(where, "sharing.strategy"),
             message=f"{strategy.value} is selected as the GPU sharing strategy, but the "
             f"{gate} feature gate is not enabled",
+            gate=gate,
         )
     if strategy is Strategy.TIME_SLICING:
         interval = None
