@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from dra_e2e.handle import ClusterHandle
+from dra_nvlib import FakeDeviceLib
 
 sys.path.insert(0, str(Path(__file__).parent))
 from driver_support import Driver, applied, install, uninstall
@@ -28,10 +29,19 @@ GPU_LINE = re.compile(r"^GPU \d+: .* \(UUID: (GPU-[0-9a-f-]+)\)$", re.M)
 def driver(
     e2e_cluster: ClusterHandle, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Driver]:
-    """The chart with dynamic MIG."""
+    """The chart with dynamic MIG; afterwards the fake A100s leave MIG mode again."""
     installed = install(e2e_cluster, tmp_path_factory.mktemp("driver-images"), VALUES)
     yield installed
     uninstall(installed)
+    if installed.local:
+        # Ampere keeps MIG mode after its last MIG device (NVIDIA disables it on Hopper+
+        # only); the next module's install must find full GPUs, as a reset would leave them.
+        for node in installed.nodes:
+            state = installed.plugin_dir(node) / "fake-gpus.json"
+            lib = FakeDeviceLib.open(state_path=state, fleet=None, node_name=node)
+            for gpu in lib.gpus():
+                if gpu.mig_mode.current and not gpu.mig_devices:
+                    lib.set_mig_mode(gpu.uuid, enabled=False)
 
 
 def test_partitionable_slices(driver: Driver) -> None:
