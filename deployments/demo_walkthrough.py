@@ -20,10 +20,12 @@ Steps, each printed with the command a user would type and its output:
 1. the cluster (``e2e-cluster up``: kube-apiserver, scheduler, controller-manager, kubelet and
    containerd from upstream sources, built once into ~/.cache);
 2. the driver image and the walkthrough's workload image, built without a registry
-   (``images/build_image.py``) and imported into the node;
-3. ``helm upgrade --install`` of ``deployments/helm/dra-driver-nvidia-gpu`` with fake GPUs;
-4. ``kubectl get resourceslices`` / ``deviceclass`` (section 2.4 of the article);
-5. the ResourceClaimTemplate ``single-gpu`` and pod ``gpu-test-pod`` of section 3 (read from the
+   (``images/build_image.py``) and imported into the node, then ``helm upgrade --install`` of
+   ``deployments/helm/dra-driver-nvidia-gpu`` with fake GPUs, waiting until the plugin has
+   published the node's ResourceSlices (``e2e-cluster install-driver`` does the same; the
+   chart's default kubelet and CDI paths, which every node of the harness has);
+3. ``kubectl get resourceslices`` / ``deviceclass`` (section 2.4 of the article);
+4. the ResourceClaimTemplate ``single-gpu`` and pod ``gpu-test-pod`` of section 3 (read from the
    chart's ``files/seed/``, the one copy), then
    ``kubectl get pod -o wide``, ``get resourceclaim``, ``describe resourceclaim``, ``logs``.
 
@@ -41,11 +43,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from dra_e2e import chart, preflight, seed
+from dra_e2e import preflight, seed
 from dra_e2e.build import ensure_binaries
 from dra_e2e.cluster import Cluster
+from dra_e2e.driver_install import install_driver
 from dra_e2e.errors import E2EError, KubectlError
-from dra_e2e.images import build_project_image
 from dra_e2e.kubectl import KUBECONFIG_ENV, Kubectl, asked_kubeconfig, default_kubectl
 from dra_e2e.prerequisites import Purpose
 
@@ -102,12 +104,6 @@ def _wait(what: str, check: Callable[[], Any], *, timeout: float = 240) -> Any:
             return result
         time.sleep(2)
     raise DemoFailed(f"timed out after {timeout:.0f}s waiting for {what}")
-
-
-def _build_and_import(import_image: Callable[[Path], object], workdir: Path) -> None:
-    for kind in ("driver", "workload"):
-        _say(f"$ python images/build_image.py {kind}")
-        import_image(build_project_image(kind, workdir / f"{kind}.tar", capture=False))
 
 
 def _gpu_slices(shell: Console) -> list[dict[str, Any]]:
@@ -182,13 +178,9 @@ def on_existing_cluster(kubeconfig: Path, namespace: str) -> None:
 
 
 def _install(cluster: Cluster) -> None:
-    (node_status,) = cluster.status()["nodes"].values()
-    sets = chart.local_values(
-        kubelet_root=Path(node_status["kubelet_root"]),
-        cdi_dir=Path(node_status["cdi_dir"]),
-        fake_gpus=FAKE_GPUS,
-    )
-    _say(chart.install(cluster.kubeconfig, sets, echo=_say).rstrip())
+    """Images built and imported, the chart installed: ``e2e-cluster install-driver``'s way."""
+    installed = install_driver(cluster, fake_gpus=FAKE_GPUS, progress=_say, echo=_say)
+    _say(installed.helm_output.rstrip())
 
 
 def on_local_cluster(*, keep: bool, install: bool = True) -> None:
@@ -206,8 +198,6 @@ def on_local_cluster(*, keep: bool, install: bool = True) -> None:
         shell = Console(Kubectl(cluster.bins.kubectl, cluster.kubeconfig), LOCAL_NAMESPACE)
         shell.run("get", "nodes", "-o", "wide")
         _step("2. The driver image, built without a registry, and the chart on fake GPUs")
-        with tempfile.TemporaryDirectory(prefix="dra-demo-images-") as tmp:
-            _build_and_import(cluster.import_image, Path(tmp))
         _install(cluster)
         walkthrough(shell, seed.manifests())
     except E2EError:

@@ -1,8 +1,9 @@
 """This repository's Helm chart and the pinned Helm: the one way the demo and the tests install it.
 
-``local_values`` are the values of an install on a node of the local e2e cluster (fake GPUs, the
-node's own kubelet and CDI directories, images imported rather than pulled); ``install`` runs
-the seed article's ``helm upgrade --install`` with them. Paths are those of this checkout.
+``local_values`` are the values of an install on the local e2e cluster (fake GPUs, images imported
+rather than pulled; the chart's default kubelet and CDI paths, which every node of the harness
+has in its mount namespace); ``install`` runs the seed article's ``helm upgrade --install`` with
+them. Paths are those of this checkout.
 """
 
 from __future__ import annotations
@@ -68,18 +69,18 @@ def set_args(sets: Mapping[str, str]) -> list[str]:
     return args
 
 
-def local_values(*, kubelet_root: Path, cdi_dir: Path, fake_gpus: Sequence[str]) -> dict[str, str]:
-    """The values of an install on a local e2e node: fake GPUs, that node's directories."""
-    return {
-        **SEED_VALUES,
-        "devices.backend": "fake",
-        "devices.fakeGpus": "{" + ",".join(fake_gpus) + "}",
-        "kubeletPlugin.kubeletRegistrarDirectoryPath": str(kubelet_root / "plugins_registry"),
-        "kubeletPlugin.kubeletPluginsDirectoryPath": str(kubelet_root / "plugins"),
-        "kubeletPlugin.cdiRoot": str(cdi_dir),
-        # Imported, never pulled: no registry is reachable.
-        "image.pullPolicy": "Never",
-    }
+def local_values(*, fake_gpus: Sequence[str] = ()) -> dict[str, str]:
+    """The values of an install on the local e2e cluster: fake GPUs (``fake_gpus``, e.g.
+    ``("4xA100-40GB", "4xL4")``; none: the chart's default fleet) and images never pulled.
+
+    No paths: every node of the harness has the chart's default kubelet and CDI directories.
+    """
+    values = {**SEED_VALUES, "devices.backend": "fake"}
+    if fake_gpus:
+        values["devices.fakeGpus"] = "{" + ",".join(fake_gpus) + "}"
+    # Imported, never pulled: no registry is reachable.
+    values["image.pullPolicy"] = "Never"
+    return values
 
 
 def install_args(
@@ -89,8 +90,10 @@ def install_args(
     namespace: str = NAMESPACE,
     chart: Path = CHART,
     timeout: str = "5m",
+    values_files: Sequence[Path] = (),
 ) -> list[str]:
-    """The arguments of ``helm upgrade --install`` of ``chart`` with ``sets``, waiting."""
+    """The arguments of ``helm upgrade --install`` of ``chart`` with ``values_files`` and then
+    ``sets`` (which win, as on helm's command line), waiting."""
     return [
         "upgrade",
         "--install",
@@ -102,6 +105,7 @@ def install_args(
         "--wait",
         "--timeout",
         timeout,
+        *(f"--values={path}" for path in values_files),
         *set_args(sets),
     ]
 
@@ -112,13 +116,14 @@ def install(
     *,
     release: str = RELEASE,
     namespace: str = NAMESPACE,
+    values_files: Sequence[Path] = (),
     echo: Callable[[str], None] | None = None,
 ) -> str:
     """``helm upgrade --install`` on the cluster of ``kubeconfig``; returns helm's output.
 
     ``echo`` gets the command as a user would type it (without the kubeconfig), for the demo.
     """
-    args = install_args(sets, release=release, namespace=namespace)
+    args = install_args(sets, release=release, namespace=namespace, values_files=values_files)
     if echo is not None:
         echo(f"$ helm {' '.join(args)}")
     return run_helm(helm_path(), f"--kubeconfig={kubeconfig}", *args)

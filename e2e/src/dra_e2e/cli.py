@@ -1,11 +1,15 @@
 """``e2e-cluster``: bring a local Kubernetes cluster up, inspect it, tear it down.
 
-    e2e-cluster up [--state-dir DIR]       build binaries if needed, start, wait until Ready
+    e2e-cluster up [--nodes N]             build binaries if needed, start N nodes (default 1),
+                                           wait until every node is Ready
     e2e-cluster down [--state-dir DIR]     stop everything started, delete the state
     e2e-cluster status [--state-dir DIR]   JSON: processes, API readiness, nodes
     e2e-cluster kubeconfig [--state-dir DIR]   print the admin kubeconfig path
     e2e-cluster logs [COMPONENT] [--lines N]   tail of one or every component log
     e2e-cluster add-node                   start one more kubelet node
+    e2e-cluster install-driver [--set KEY=VALUE ...] [--values FILE ...]   build and import the
+                                           driver images, helm upgrade --install the chart on
+                                           fake GPUs, wait until every node runs the plugin
     e2e-cluster restart-kubelet --node NAME [--graceful]   kill a kubelet (SIGKILL) and restart it
     e2e-cluster import-image ARCHIVE [--node NAME]   import an OCI/Docker archive
     e2e-cluster build                      only build/refresh the binary cache
@@ -25,7 +29,7 @@ import signal
 import sys
 from pathlib import Path
 
-from dra_e2e import hostnet, preflight
+from dra_e2e import driver_install, hostnet, preflight
 from dra_e2e.build import ensure_binaries
 from dra_e2e.cluster import DEFAULT_STATE_DIR, Cluster
 from dra_e2e.errors import E2EError
@@ -36,6 +40,17 @@ from dra_e2e.versions import KUBERNETES_VERSION, KUBERNETES_VERSIONS, resolve_ku
 
 def _progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
+
+
+def _node_count(text: str) -> int:
+    """``--nodes``: an integer from 1 to the harness's node limit."""
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 1 <= count <= hostnet.MAX_NODES:
+        raise argparse.ArgumentTypeError(f"{count} is not between 1 and {hostnet.MAX_NODES}")
+    return count
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -56,7 +71,13 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("up", help="start the cluster and wait until its node is Ready")
+    up = sub.add_parser("up", help="start the cluster and wait until its nodes are Ready")
+    up.add_argument(
+        "--nodes",
+        type=_node_count,
+        default=1,
+        help=f"how many kubelet nodes to start, 1 to {hostnet.MAX_NODES} (default %(default)s)",
+    )
     sub.add_parser("down", help="stop every process the cluster started and remove its state")
     sub.add_parser("status", help="print the cluster status as JSON")
     sub.add_parser("kubeconfig", help="print the path of the admin kubeconfig")
@@ -64,6 +85,28 @@ def _parser() -> argparse.ArgumentParser:
     logs.add_argument("component", nargs="?", help="e.g. kube-apiserver, kubelet-e2e-node-0")
     logs.add_argument("--lines", type=int, default=50, help="lines per log (0: whole file)")
     sub.add_parser("add-node", help="start one more kubelet node")
+    install = sub.add_parser(
+        "install-driver",
+        help="build and import the driver images, install (or upgrade) the chart on fake GPUs, "
+        "wait until the plugin is Ready and has published slices on every node",
+    )
+    install.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a chart value, as helm --set takes it (repeatable; wins over --values)",
+    )
+    install.add_argument(
+        "--values",
+        dest="values_files",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="FILE",
+        help="a values file, as helm --values takes it (repeatable)",
+    )
     restart = sub.add_parser(
         "restart-kubelet", help="kill a node's kubelet and start it again; wait until Ready"
     )
@@ -109,7 +152,7 @@ def run(argv: list[str]) -> int:
         print(bins.etcd_dir)
         print(bins.containerd_dir)
     elif args.command == "up":
-        cluster.up(progress=_progress)
+        cluster.up(progress=_progress, nodes=args.nodes)
         print(cluster.kubeconfig)
     elif args.command == "down":
         leftovers = cluster.down(progress=_progress)
@@ -143,6 +186,17 @@ def run(argv: list[str]) -> int:
     elif args.command == "add-node":
         node = cluster.add_node(progress=_progress)
         print(node.name)
+    elif args.command == "install-driver":
+        sets = driver_install.parse_sets(args.sets)
+        if not cluster.exists():
+            raise E2EError(f"no cluster in {cluster.state_dir} (run up first)")
+        installed = driver_install.install_driver(
+            cluster,
+            sets=sets,
+            values_files=args.values_files,
+            progress=_progress,
+        )
+        print(f"{installed.namespace}/{installed.release}")
     elif args.command == "restart-kubelet":
         sig = signal.SIGTERM if args.graceful else signal.SIGKILL
         record = cluster.restart_kubelet(args.node, sig=sig, progress=_progress)

@@ -1,10 +1,12 @@
 """A local Kubernetes cluster from upstream components, run as plain processes.
 
-``Cluster(state_dir).up()`` starts etcd, kube-apiserver, kube-controller-manager,
-kube-scheduler and one node (containerd + kubelet); ``add_node()`` adds another
-node; ``down()`` stops exactly the processes recorded in ``cluster.json`` (plus
-containerd's shims and the containers in this cluster's own cgroup subtree),
-removes the host network pieces and deletes the state directory.
+``Cluster(state_dir).up(nodes=N)`` starts etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler and N nodes (default 1: containerd + kubelet, each node in its own mount
+namespace with the standard kubelet and CDI paths, see :mod:`dra_e2e.node_mounts`);
+``add_node()`` adds another node; ``down()`` stops exactly the processes recorded in
+``cluster.json`` (plus containerd's shims, the containers in this cluster's own cgroup
+subtree and whatever else runs in its nodes' mount namespaces), removes the host network
+pieces and deletes the state directory.
 
 Everything lives under the state directory: certificates, kubeconfigs, etcd data,
 each node's containerd root and kubelet root, and one log file per component.
@@ -31,10 +33,12 @@ from dra_e2e import (
     hostnet,
     image_aliases,
     images,
+    node_mounts,
     preflight,
     teardown,
 )
 from dra_e2e.build import Binaries, binaries, ensure_binaries
+from dra_e2e.configs import CDI_DIR, KUBELET_ROOT
 from dra_e2e.errors import (
     ClusterStateError,
     ComponentError,
@@ -107,6 +111,11 @@ class Cluster:
         return self.state_dir / "logs"
 
     @property
+    def mount_ns_dir(self) -> Path:
+        """The files the nodes' mount namespaces are bound to (a private bind mount)."""
+        return self.state_dir / "mntns"
+
+    @property
     def kubeconfig(self) -> Path:
         """The cluster-admin kubeconfig."""
         return self.state_dir / "kubeconfigs" / "admin.kubeconfig"
@@ -159,8 +168,12 @@ class Cluster:
         return self._record(spawn(name, argv, log=self.logs_dir / f"{name}.log"))
 
     # ----- up ----------------------------------------------------------------------
-    def up(self, *, progress: Progress = _quiet, build: bool = True) -> None:
-        """Start the control plane and one node; on failure print logs and tear down."""
+    def up(self, *, progress: Progress = _quiet, build: bool = True, nodes: int = 1) -> None:
+        """Start the control plane and ``nodes`` nodes; on failure print logs and tear down."""
+        if not 1 <= nodes <= hostnet.MAX_NODES:
+            raise ClusterStateError(
+                self.state_dir, f"nodes: {nodes} is not between 1 and {hostnet.MAX_NODES}"
+            )
         preflight.check(Purpose.CLUSTER)
         if self.exists():
             raise ClusterStateError(self.state_dir, "a cluster is already up here (run down first)")
@@ -174,7 +187,7 @@ class Cluster:
         )
         self._save()
         try:
-            self._up(progress)
+            self._up(progress, nodes=nodes)
         except BaseException:
             progress(self.failure_report())
             kept = self.save_logs()
@@ -183,7 +196,7 @@ class Cluster:
             self.down(progress=progress)
             raise
 
-    def _up(self, progress: Progress) -> None:
+    def _up(self, progress: Progress, *, nodes: int) -> None:
         started = time.monotonic()
         state = self.state
         node0 = self.net.node(0)
@@ -205,7 +218,7 @@ class Cluster:
         self._start_controller_manager()
         self._start_scheduler()
         progress("[dra-e2e] kube-controller-manager and kube-scheduler ready")
-        self.add_node(progress=progress)
+        self.add_nodes(nodes, progress=progress)
         wait_for(
             "the default service account",
             lambda: self._kubectl_ok("get", "serviceaccount", "default", "-n", "default"),
@@ -348,6 +361,7 @@ class Cluster:
             kubelet_port=free_port(),
             healthz_port=free_port(),
             cgroup_root=f"/drae2e{s.slot}n{index}",
+            mount_ns=str(self.mount_ns_dir / name),
         )
         s.nodes.append(node)
         self._save()
@@ -363,6 +377,8 @@ class Cluster:
         (paths.cni_conf_dir / "10-dra-e2e.conflist").write_text(
             json.dumps(configs.cni_config(net, paths), indent=2)
         )
+        node.mount_ns_inode = node_mounts.create(node.mounts)
+        self._save()
         self._start_containerd(node)
         self._import_base_images(node)
         progress(
@@ -370,9 +386,14 @@ class Cluster:
         )
         self._start_kubelet(node)
         progress(
-            f"[dra-e2e] {name}: Ready (kubelet root {paths.kubelet_root}, CDI dir {paths.cdi_dir})"
+            f"[dra-e2e] {name}: Ready ({KUBELET_ROOT} is {paths.kubelet_root}, {CDI_DIR} is "
+            f"{paths.cdi_dir} in its mount namespace)"
         )
         return node
+
+    def add_nodes(self, count: int, *, progress: Progress = _quiet) -> list[NodeState]:
+        """Start ``count`` more nodes, one after the other (each Ready before the next)."""
+        return [self.add_node(progress=progress) for _ in range(count)]
 
     def _start_containerd(self, node: NodeState) -> None:
         paths = node.paths
@@ -388,7 +409,9 @@ class Cluster:
         record = self._record(
             spawn(
                 f"containerd-{node.name}",
-                [str(self.bins.containerd), f"--config={paths.containerd_config}"],
+                node.mounts.enter(
+                    [str(self.bins.containerd), f"--config={paths.containerd_config}"]
+                ),
                 log=self.logs_dir / f"containerd-{node.name}.log",
                 env=env,
             )
@@ -497,14 +520,16 @@ class Cluster:
         )
         record = self._spawn(
             f"kubelet-{node.name}",
-            commands.kubelet_argv(
-                self.bins.kube("kubelet"),
-                config=paths.kubelet_config,
-                kubeconfig=kubeconfig,
-                root_dir=paths.kubelet_root,
-                cert_dir=node_pki,
-                node_name=node.name,
-                node_ip=net.node_ip,
+            node.mounts.enter(
+                commands.kubelet_argv(
+                    self.bins.kube("kubelet"),
+                    config=paths.kubelet_config,
+                    kubeconfig=kubeconfig,
+                    root_dir=KUBELET_ROOT,
+                    cert_dir=node_pki,
+                    node_name=node.name,
+                    node_ip=net.node_ip,
+                )
             ),
         )
         wait_for(
@@ -624,8 +649,12 @@ class Cluster:
         nodes = {
             n.name: {
                 "ready": api_ready and self.node_ready(n.name),
-                "kubelet_root": str(n.paths.kubelet_root),
-                "cdi_dir": str(n.paths.cdi_dir),
+                # The node's paths (the same on every node), and where this host sees them.
+                "kubelet_root": str(KUBELET_ROOT),
+                "cdi_dir": str(CDI_DIR),
+                "kubelet_root_on_host": str(n.paths.kubelet_root),
+                "cdi_dir_on_host": str(n.paths.cdi_dir),
+                "mount_namespace": n.mount_ns,
                 "containerd_socket": str(n.paths.containerd_socket),
                 "node_ip": self.net.node(n.index).node_ip,
             }

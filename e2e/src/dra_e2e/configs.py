@@ -21,11 +21,20 @@ from dra_e2e.hostnet import NodeNet
 from dra_e2e.versions import PAUSE_IMAGE
 
 CNI_BIN_DIRS = ("/usr/lib/cni", "/opt/cni/bin")
+#: Where every node keeps its kubelet root and CDI specs, as on a real node (the chart's
+#: defaults); each node's own directories are bind-mounted there in its mount namespace
+#: (:mod:`dra_e2e.node_mounts`).
+KUBELET_ROOT = Path("/var/lib/kubelet")
+CDI_DIR = Path("/var/run/cdi")
 
 
 @dataclass(frozen=True)
 class NodePaths:
-    """Filesystem layout of one node under the cluster state directory."""
+    """Filesystem layout of one node under the cluster state directory.
+
+    ``kubelet_root`` and ``cdi_dir`` are where this host keeps them; inside the node they are
+    :data:`KUBELET_ROOT` and :data:`CDI_DIR`.
+    """
 
     root: Path
 
@@ -61,12 +70,12 @@ class NodePaths:
 
     @property
     def cdi_dir(self) -> Path:
-        """Directory containerd reads CDI specs from (a DRA driver writes them here)."""
+        """The node's CDI spec directory (the node's :data:`CDI_DIR`, which containerd reads)."""
         return self.root / "cdi"
 
     @property
     def kubelet_root(self) -> Path:
-        """The kubelet's --root-dir (plugins/, plugins_registry/, pods/)."""
+        """The node's kubelet root (plugins/, plugins_registry/, pods/): its KUBELET_ROOT."""
         return self.root / "kubelet"
 
     @property
@@ -113,7 +122,7 @@ state = {q(str(paths.containerd_state))}
 
   [plugins."io.containerd.cri.v1.runtime"]
     enable_cdi = true
-    cdi_spec_dirs = [{q(str(paths.cdi_dir))}]
+    cdi_spec_dirs = [{q(str(CDI_DIR))}]
     enable_selinux = false
     netns_mounts_under_state_dir = true
     # Lowering oom_score_adj (the kubelet asks -998 for sandboxes) needs

@@ -2,9 +2,11 @@
 
 Each kubelet gets its own ``cgroupRoot`` named after its node, so every container
 process of the cluster sits in a cgroup subtree only this cluster uses; the
-sweep kills what is left there and removes the subtree. Mounts (pod volumes,
-container root filesystems, network namespaces) all lie under the state
-directory and are detached before it is deleted.
+sweep kills what is left there and removes the subtree. Mounts on the host (the
+nodes' mount namespace files, and whatever an older harness mounted) all lie under
+the state directory and are detached before it is deleted; pod volumes, container
+root filesystems and network namespaces live in the nodes' own mount namespaces
+(:mod:`dra_e2e.node_mounts`), which vanish with them.
 """
 
 from __future__ import annotations

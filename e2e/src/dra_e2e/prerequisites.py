@@ -60,6 +60,13 @@ PREREQUISITES: tuple[Prerequisite, ...] = (
     Prerequisite(Tool("iptables"), "iptables", Purpose.CLUSTER, "the API server's service DNAT"),
     Prerequisite(Tool("ip"), "iproute2", Purpose.CLUSTER, "the node bridges"),
     Prerequisite(Tool("umount"), "mount", Purpose.CLUSTER, "teardown of the kubelet's mounts"),
+    Prerequisite(Tool("mount"), "mount", Purpose.CLUSTER, "each node's kubelet and CDI binds"),
+    Prerequisite(
+        Tool("unshare"), "util-linux", Purpose.CLUSTER, "creates each node's mount namespace"
+    ),
+    Prerequisite(
+        Tool("nsenter"), "util-linux", Purpose.CLUSTER, "runs a node's daemons in its namespace"
+    ),
     Prerequisite(
         Tool("busybox", ("/bin/busybox",)),
         "busybox-static",

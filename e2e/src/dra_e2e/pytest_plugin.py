@@ -6,6 +6,9 @@ Loaded automatically (``pytest11`` entry point). Fixtures:
   existing cluster only when asked (``pytest --kubeconfig PATH`` or
   ``$DRA_E2E_KUBECONFIG``; never the ambient ``$KUBECONFIG``); otherwise brings up a
   local cluster in a fresh state directory and tears it down at the end of the session.
+* ``e2e_cluster_nodes`` (module): a cluster with the N nodes the module asks for with
+  ``pytestmark = pytest.mark.e2e_nodes(N)``: the session's when it has them, else a local one
+  of its own for the module (the session's stays at ``$DRA_E2E_NODES`` nodes, default 1).
 * ``e2e_namespace`` (function): a fresh namespace, deleted after the test.
 
 ``DRA_E2E_KUBE_VERSION`` (e.g. ``1.36``) picks another pinned Kubernetes version.
@@ -21,6 +24,7 @@ import os
 import tempfile
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -35,6 +39,15 @@ from dra_e2e.prerequisites import Purpose
 from dra_e2e.versions import KUBERNETES_VERSION, resolve_kube_version
 
 _BUILD_ERROR = pytest.StashKey[E2EError]()
+#: How many nodes the session's local cluster starts with.
+NODES_ENV = "DRA_E2E_NODES"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Registers ``e2e_nodes(N)``: the module needs a cluster of N nodes (``e2e_cluster_nodes``)."""
+    config.addinivalue_line(
+        "markers", "e2e_nodes(n): needs a cluster of n nodes (fixture e2e_cluster_nodes)"
+    )
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -98,29 +111,47 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             _say(session.config, f"[dra-e2e] building the cluster binaries failed: {exc}")
 
 
-@pytest.fixture(scope="session")
-def e2e_cluster(request: pytest.FixtureRequest) -> Iterator[ClusterHandle]:
-    """The cluster under test (see the module docstring)."""
+def session_nodes() -> int:
+    """How many nodes the session's local cluster starts with (``$DRA_E2E_NODES``, default 1)."""
+    text = os.environ.get(NODES_ENV, "1")
+    try:
+        count = int(text)
+    except ValueError:
+        raise E2EError(f"{NODES_ENV}={text!r} is not a number of nodes") from None
+    if count < 1:
+        raise E2EError(f"{NODES_ENV}={count}: a cluster needs at least one node")
+    return count
+
+
+def wanted_nodes(node: pytest.Item | pytest.Collector) -> int:
+    """The nodes a module or test asks for with ``pytest.mark.e2e_nodes(N)`` (default 1)."""
+    marker = node.get_closest_marker("e2e_nodes")
+    if marker is None:
+        return 1
+    (count,) = marker.args
+    if not isinstance(count, int) or count < 1:
+        raise E2EError(f"{node.nodeid}: e2e_nodes takes a positive number of nodes, not {count!r}")
+    return count
+
+
+@contextmanager
+def _local_cluster(request: pytest.FixtureRequest, *, nodes: int) -> Iterator[ClusterHandle]:
+    """A local cluster of ``nodes`` nodes in a fresh state directory, down afterwards."""
     config = request.config
-    external = external_kubeconfig(config)
-    if external is not None:
-        _say(config, f"[dra-e2e] using the existing cluster of --kubeconfig {external}")
-        yield ClusterHandle(kubeconfig=external, kubectl_path=default_kubectl())
-        return
     build_error = config.stash.get(_BUILD_ERROR, None)
     if build_error is not None:
         raise build_error
     state_dir = Path(tempfile.mkdtemp(prefix="dra-e2e-"))
     cluster = Cluster(state_dir, kube_version=_kube_version())
-    cluster.up(progress=lambda msg: _say(config, msg))
+    cluster.up(progress=lambda msg: _say(config, msg), nodes=nodes)
     handle = ClusterHandle(
         kubeconfig=cluster.kubeconfig, kubectl_path=cluster.bins.kubectl, local=cluster
     )
+    failed_before = request.session.testsfailed
     try:
         yield handle
     finally:
-        failed = request.session.testsfailed > 0
-        if failed:
+        if request.session.testsfailed > failed_before:
             _say(config, cluster.failure_report())
             kept = cluster.save_logs()
             if kept is not None:
@@ -131,6 +162,39 @@ def e2e_cluster(request: pytest.FixtureRequest) -> Iterator[ClusterHandle]:
             leftovers = cluster.down(progress=lambda msg: _say(config, msg))
             if leftovers:
                 _say(config, f"[dra-e2e] WARNING: teardown left {leftovers}")
+
+
+@pytest.fixture(scope="session")
+def e2e_cluster(request: pytest.FixtureRequest) -> Iterator[ClusterHandle]:
+    """The cluster under test (see the module docstring)."""
+    config = request.config
+    external = external_kubeconfig(config)
+    if external is not None:
+        _say(config, f"[dra-e2e] using the existing cluster of --kubeconfig {external}")
+        yield ClusterHandle(kubeconfig=external, kubectl_path=default_kubectl())
+        return
+    with _local_cluster(request, nodes=session_nodes()) as handle:
+        yield handle
+
+
+@pytest.fixture(scope="module")
+def e2e_cluster_nodes(request: pytest.FixtureRequest) -> Iterator[ClusterHandle]:
+    """A cluster with the nodes the module asks for (``pytest.mark.e2e_nodes(N)``).
+
+    The session's cluster when it has them (an existing one, or ``$DRA_E2E_NODES`` nodes);
+    otherwise a local cluster of N nodes of its own, up for this module only, so that the
+    other suites keep their single node. An existing cluster with fewer nodes skips the module.
+    """
+    wanted = wanted_nodes(request.node)
+    if external_kubeconfig(request.config) is not None or session_nodes() >= wanted:
+        handle: ClusterHandle = request.getfixturevalue("e2e_cluster")
+        have = handle.node_names()
+        if len(have) < wanted:
+            pytest.skip(f"needs {wanted} nodes; the cluster under test has {have}")
+        yield handle
+        return
+    with _local_cluster(request, nodes=wanted) as handle:
+        yield handle
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dra_e2e import configs
+from dra_e2e import configs, node_mounts
 from dra_e2e.versions import KUBERNETES_VERSION
 
 STATE_FILE = "cluster.json"
@@ -18,7 +18,7 @@ STATE_FILE = "cluster.json"
 
 @dataclass
 class NodeState:
-    """One kubelet node: its network, ports, cgroup root and state layout."""
+    """One kubelet node: its network, ports, cgroup root, state layout and mount namespace."""
 
     name: str
     index: int
@@ -26,11 +26,20 @@ class NodeState:
     kubelet_port: int
     healthz_port: int
     cgroup_root: str
+    #: The file the node's mount namespace is bound to ("" until it exists).
+    mount_ns: str = ""
+    #: That namespace's inode (``mnt:[N]`` in /proc/PID/ns/mnt), to find what runs inside.
+    mount_ns_inode: int = 0
 
     @property
     def paths(self) -> configs.NodePaths:
         """Filesystem layout under the cluster state directory."""
         return configs.NodePaths(Path(self.root))
+
+    @property
+    def mounts(self) -> node_mounts.NodeMounts:
+        """The node's mount namespace: its file and the binds inside."""
+        return node_mounts.plan(self.name, self.paths, ns_dir=Path(self.mount_ns).parent)
 
 
 @dataclass

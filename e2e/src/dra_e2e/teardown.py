@@ -4,7 +4,9 @@ Order matters: controllers stop first (nothing recreates pods), the kubelets get
 a chance to stop pods cleanly (CNI DEL, DRA unprepare), then the runtime goes
 and whatever is left is swept: containerd's shims by their socket path (inside
 the state directory), containers by this cluster's cgroup subtree. Finally the
-control plane stops and the bridge, DNAT chain, mounts, slot and state go.
+control plane stops and the bridge, DNAT chain, mounts, slot and state go. The nodes' mount
+namespaces (pod volumes, container root filesystems) vanish with their last process once their
+files are unmounted.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dra_e2e import hostcleanup, hostnet
+from dra_e2e import hostcleanup, hostnet, node_mounts
 from dra_e2e.errors import KubectlError
 from dra_e2e.process import ProcessRecord, is_running, kill_pids, stop
 
@@ -50,7 +53,21 @@ def teardown(cluster: Cluster, *, progress: Progress) -> list[str]:
     for rec in reversed(list(records.values())):
         stop(rec)
     kill_pids(cluster.own_pids())
+    # Whatever still runs in a node's mount namespace (a CNI plugin, a process that left the
+    # cgroup) is the node's alone, as long as the namespace file still holds that namespace.
+    namespaces = {
+        node.name: node.mount_ns_inode
+        for node in state.nodes
+        if node.mount_ns and node_mounts.bound_inode(Path(node.mount_ns)) == node.mount_ns_inode
+    }
+    for inode in namespaces.values():
+        kill_pids(node_mounts.pids_inside(inode))
     leftovers: list[str] = []
+    for name, inode in namespaces.items():
+        leftovers += [
+            f"process {pid} in the mount namespace of {name}"
+            for pid in node_mounts.pids_inside(inode)
+        ]
     for node in state.nodes:
         leftovers += [f"cgroup {p}" for p in hostcleanup.remove_cgroup_tree(node.cgroup_root)]
     net = hostnet.cluster_net(state.slot)

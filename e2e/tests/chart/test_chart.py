@@ -190,6 +190,10 @@ def test_fake_backend_defaults_its_fleet(render: Render) -> None:
     assert "--fake-gpus=2xT4,1xL4" in escaped["args"]
     mig = _container(render({"devices.backend": "fake", "devices.fakeGpus": "2xA100-40GB:mig"}))
     assert "--fake-gpus=2xA100-40GB:mig" in mig["args"]
+    layout = _container(
+        render({"devices.backend": "fake", "devices.fakeGpus": "{4xL4,2xGH200-96GB:mig=7x1g.12gb}"})
+    )
+    assert "--fake-gpus=4xL4,2xGH200-96GB:mig=7x1g.12gb" in layout["args"]
 
 
 def test_nvml_backend_is_privileged_and_reads_the_driver_root(render: Render) -> None:

@@ -82,15 +82,12 @@ def test_chart_in_the_tree_is_newer_than_the_fixture() -> None:
     assert fixture_meta["name"] == yaml.safe_load((CHART / "Chart.yaml").read_text())["name"]
 
 
-def test_fixture_renders_with_the_harness_values(tmp_path: Path) -> None:
+def test_fixture_renders_with_the_harness_values() -> None:
     # The keys test_upgrade.py installs the fixture with (driver_support's install values).
     sets = {
         **BASE_SETS,
         "devices.backend": "fake",
         "devices.fakeGpus": "{4xA100-40GB,4xL4}",
-        "kubeletPlugin.kubeletRegistrarDirectoryPath": str(tmp_path / "plugins_registry"),
-        "kubeletPlugin.kubeletPluginsDirectoryPath": str(tmp_path / "plugins"),
-        "kubeletPlugin.cdiRoot": str(tmp_path / "cdi"),
         "image.pullPolicy": "Never",
         "image.tag": "0.1.0-previous",
     }

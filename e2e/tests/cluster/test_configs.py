@@ -80,7 +80,8 @@ def test_containerd_config_enables_cdi_and_runc_cgroupfs(tmp_path: Path) -> None
     assert config["plugins"]["io.containerd.nri.v1.nri"]["disable"] is True
     runtime = config["plugins"]["io.containerd.cri.v1.runtime"]
     assert runtime["enable_cdi"] is True
-    assert runtime["cdi_spec_dirs"] == [str(paths.cdi_dir)]
+    # The node's own CDI dir is bound there in its mount namespace (dra_e2e.node_mounts).
+    assert runtime["cdi_spec_dirs"] == ["/var/run/cdi"]
     runc = runtime["containerd"]["runtimes"]["runc"]
     assert runc["options"] == {
         "BinaryName": "/usr/sbin/runc",

@@ -2,7 +2,7 @@
 down.
 
 ``down`` must leave nothing behind: no process, bridge, DNAT chain, cgroup,
-mount, slot or state directory.
+mount, node mount namespace, slot or state directory.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from dra_e2e import hostnet
+from dra_e2e import hostnet, node_mounts
 from dra_e2e.cluster import Cluster
 from dra_e2e.handle import ClusterHandle
 from dra_e2e.process import ProcessRecord, is_running
@@ -74,11 +74,15 @@ def test_cli_up_add_node_status_logs_down_leaves_nothing(e2e_cluster: ClusterHan
         net = cluster.net
         bridges = [net.node(n.index).bridge for n in cluster.state.nodes]
         cgroups = [n.cgroup_root for n in cluster.state.nodes]
+        namespaces = [n.mount_ns_inode for n in cluster.state.nodes]
+        assert all(node_mounts.pids_inside(inode) for inode in namespaces)
     finally:
         down = _cli(state_dir, "down")
     assert down.returncode == 0, down.stderr
     assert "nothing left behind" in down.stderr
     _assert_nothing_left(cluster, records, net, bridges, cgroups)
+    # Nothing runs in the nodes' mount namespaces any more: the kernel has dropped them.
+    assert [node_mounts.pids_inside(inode) for inode in namespaces] == [[], []]
 
 
 def _kubelet(state_dir: Path, node: str) -> ProcessRecord:

@@ -1,9 +1,9 @@
 """What the driver scenarios share: installing the chart on the cluster under test, and waiting
 for pods, claims and slices.
 
-Against the local e2e cluster the driver image and the stand-in workload images are built
-without a registry (images/build_image.py) and imported into the nodes, and the chart is
-installed (``dra_e2e.chart``, as the demo does) with the node's kubelet and CDI directories.
+Against the local e2e cluster the driver is installed the way ``e2e-cluster install-driver`` and
+the demo install it (``dra_e2e.driver_install``: images built without a registry and imported
+into every node, the chart with its default kubelet and CDI paths, the plugin up on every node).
 Against an existing cluster (``--kubeconfig`` / ``$DRA_E2E_KUBECONFIG``) with
 ``DRA_E2E_RELEASE=<namespace>/<release>`` set (kind/up.sh does this), the installed release is
 used as it is.
@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from dra_e2e import chart
-from dra_e2e.chart import CHART, NAMESPACE, RELEASE, helm_path, run_helm
+from dra_e2e.chart import CHART, helm_path, run_helm
+from dra_e2e.configs import CDI_DIR, KUBELET_ROOT
+from dra_e2e.driver_install import install_driver
 from dra_e2e.errors import KubectlError
 from dra_e2e.handle import ClusterHandle
-from dra_e2e.images import build_project_image
 
 __all__ = [
     "CHART",
@@ -62,7 +63,8 @@ class Driver:
     namespace: str
     release: str
     nodes: list[str]
-    #: Node name -> (kubelet root, CDI dir) on this machine; empty for a remote cluster.
+    #: Node name -> where this machine sees the node's kubelet root and CDI dir; empty for a
+    #: remote cluster.
     node_dirs: dict[str, tuple[Path, Path]] = field(default_factory=dict)
     install_output: str = ""
     installed_here: bool = False
@@ -128,27 +130,19 @@ def install(
             "an existing cluster (--kubeconfig) needs the driver installed first; set "
             "DRA_E2E_RELEASE=<namespace>/<release> (kind/up.sh does both)"
         )
-    status = cluster.local.status()["nodes"]
-    if len(status) != 1:
-        raise RuntimeError(f"the chart install assumes one node; the cluster has {sorted(status)}")
-    (node,) = status
-    kubelet_root, cdi_dir = Path(status[node]["kubelet_root"]), Path(status[node]["cdi_dir"])
-    for kind in ("driver", "workload"):
-        cluster.import_image(build_project_image(kind, workdir / f"{kind}.tar"))
-    sets = chart.local_values(kubelet_root=kubelet_root, cdi_dir=cdi_dir, fake_gpus=FAKE_GPUS)
-    sets.update(values or {})
-    out = chart.install(cluster.kubeconfig, sets)
-    driver = Driver(
+    installed = install_driver(cluster.local, sets=values, fake_gpus=FAKE_GPUS, workdir=workdir)
+    return Driver(
         cluster,
-        NAMESPACE,
-        RELEASE,
+        installed.namespace,
+        installed.release,
         nodes,
-        node_dirs={node: (kubelet_root, cdi_dir)},
-        install_output=out,
+        node_dirs={
+            n.name: (n.mounts.on_host(KUBELET_ROOT), n.mounts.on_host(CDI_DIR))
+            for n in cluster.local.state.nodes
+        },
+        install_output=installed.helm_output,
         installed_here=True,
     )
-    driver.wait_for_slices()
-    return driver
 
 
 def uninstall(driver: Driver) -> None:

@@ -5,35 +5,42 @@ The scheduler turns each pod's request into a ResourceClaim of its own; the fake
 ``nvidia-smi -L`` in the pod lists exactly the GPUs of that claim. A pod asking for more GPUs
 than the node has stays Pending and ``kubectl dra explain`` (live) says why.
 
-NVIDIA's ``extended-resources_mig-1g-12gb.yaml`` is checked offline only
-(``packages/controller/tests/test_extended_resources.py``): no fake GPU model has the
-``1g.12gb`` profile (a GH200's).
+NVIDIA's ``extended-resources_mig-1g-12gb.yaml`` runs too: this module's install adds the node
+its comment describes, 2x GH200 96GB with 7x 1g.12gb each (``2xGH200-96GB:mig=7x1g.12gb``, MIG
+devices created before the plugin starts, as mig-parted leaves them), next to the usual fleet.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from dra_e2e.configs import KUBELET_ROOT
 from dra_e2e.handle import ClusterHandle
 
 sys.path.insert(0, str(Path(__file__).parent))
 from driver_support import (
+    FAKE_GPUS,
     Driver,
     allocated_devices,
     applied,
     events_for,
+    install,
     pod,
     smi_lines,
+    uninstall,
+    wait_gone,
     wait_running,
 )
 
-# driver and driver_diagnostics: conftest.py.
+# driver_diagnostics: conftest.py; driver: below (this module's own fleet).
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("driver_diagnostics")]
 
 REPO = Path(__file__).resolve().parents[3]
@@ -42,6 +49,64 @@ KUBECTL_DRA = Path(sys.executable).with_name("kubectl-dra")
 #: The harness's stand-in for NVIDIA's CUDA images (images/build_image.py "workload").
 STAND_IN_IMAGE = "ubuntu:22.04"
 LIST_AND_WAIT = "nvidia-smi -L; trap 'exit 0' TERM; sleep 9999 & wait"
+#: The node of extended-resources_mig-1g-12gb.yaml's comment, after the usual fleet (whose GPUs
+#: keep their indices and so their UUIDs).
+GH200_NODE = "2xGH200-96GB:mig=7x1g.12gb"
+MIG_SPEC = "extended-resources_mig-1g-12gb.yaml"
+MIG_LINE = re.compile(r"^MIG (\S+)\s+Device\s+(\d+): \(UUID: (MIG-[0-9a-f-]+)\)$")
+
+
+def _remove_fake_state(kubelet_roots: list[Path]) -> None:
+    """Forgets the fake fleet of the nodes (the plugin refuses a state file of another fleet)."""
+    for kubelet_root in kubelet_roots:
+        plugin_dir = kubelet_root / "plugins" / "gpu.nvidia.com"
+        for name in ("fake-gpus.json", "fake-gpus.json.lock"):
+            (plugin_dir / name).unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="module")
+def driver(
+    e2e_cluster: ClusterHandle, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Driver]:
+    """The chart installed on the usual fake fleet plus the spec's two GH200s; the node's fake
+    state is reset before and after, so other modules' installs start from their own fleet."""
+    local = e2e_cluster.local
+    roots: list[Path] = []
+    if local is not None and not os.environ.get("DRA_E2E_RELEASE"):
+        roots = [n.mounts.on_host(KUBELET_ROOT) for n in local.state.nodes]
+    _remove_fake_state(roots)
+    fleet = "{" + ",".join((*FAKE_GPUS, GH200_NODE)) + "}"
+    installed = install(
+        e2e_cluster, tmp_path_factory.mktemp("driver-images"), {"devices.fakeGpus": fleet}
+    )
+    yield installed
+    uninstall(installed)
+    if installed.installed_here:
+        wait_gone(installed.cluster, "kubelet plugin pods", lambda: not installed.plugin_pods())
+        _remove_fake_state(roots)
+
+
+def _mig_lines(text: str) -> list[tuple[str, int, str]]:
+    """``(profile, index, UUID)`` of each ``nvidia-smi -L`` MIG line."""
+    out = []
+    for line in text.splitlines():
+        m = MIG_LINE.match(line.strip())
+        if m:
+            out.append((m.group(1), int(m.group(2)), m.group(3)))
+    return out
+
+
+def _mig_1g_12gb(driver: Driver) -> list[dict[str, Any]]:
+    """The node's published 1g.12gb devices; skips on an adopted release without them."""
+    devices = [
+        d
+        for d in driver.devices(driver.nodes[0]).values()
+        if d["attributes"]["type"]["string"] == "mig"
+        and d["attributes"].get("profile", {}).get("string") == "1g.12gb"
+    ]
+    if not devices and not driver.installed_here:
+        pytest.skip("the adopted release ($DRA_E2E_RELEASE) publishes no MIG 1g.12gb device")
+    return devices
 
 
 def _device_plugin_pod(name: str, namespace: str, gpus: int) -> dict[str, Any]:
@@ -180,4 +245,81 @@ def test_more_gpus_than_the_node_has_stays_pending_and_explain_says_why(
         assert (
             f"    - request container-0-request-0: needs {want} device(s) of class "
             f"gpu.nvidia.com, {len(gpus)} usable"
+        ) in lines, proc.stdout
+
+
+def test_nvidia_mig_1g_12gb_spec_runs_on_one_mig_device(driver: Driver) -> None:
+    cluster = driver.cluster
+    assert len(_mig_1g_12gb(driver)) == 14
+    docs = [d for d in yaml.safe_load_all((SPECS / MIG_SPEC).read_text()) if d]
+    for doc in docs:
+        if doc["kind"] == "Pod":
+            for ctr in doc["spec"]["containers"]:
+                ctr["image"] = STAND_IN_IMAGE  # the command stays NVIDIA's
+    (pod_doc,) = [d for d in docs if d["kind"] == "Pod"]
+    name, namespace = pod_doc["metadata"]["name"], pod_doc["metadata"]["namespace"]
+    with applied(cluster, yaml.safe_dump_all(docs), namespaces=(namespace,)):
+        wait_running(cluster, name, namespace)
+        claim = _scheduler_claim(cluster, name, namespace)
+        (request,) = claim["spec"]["devices"]["requests"]
+        assert request["exactly"]["deviceClassName"] == "mig-1g-12gb.gpu.nvidia.com"
+        assert request["exactly"]["count"] == 1
+        status = pod(cluster, name, namespace)["status"]["extendedResourceClaimStatus"]
+        assert status["requestMappings"] == [
+            {
+                "containerName": "cuda-container",
+                "requestName": "container-0-request-0",
+                "resourceName": "nvidia.com/mig-1g.12gb",
+            }
+        ]
+        listing = cluster.kubectl("exec", name, "-n", namespace, "--", "nvidia-smi", "-L")
+        gpus = smi_lines(listing)
+        assert [(i, product) for i, product, _ in gpus] == [(0, "NVIDIA GH200 96GB HBM3")]
+        migs = _mig_lines(listing)
+        assert [(profile, index) for profile, index, _ in migs] == [("1g.12gb", 0)], listing
+        assert {migs[0][2]} == _uuids(driver, claim)
+
+
+def test_more_mig_1g_12gb_than_exist_stays_pending_and_explain_says_why(
+    driver: Driver, e2e_namespace: str
+) -> None:
+    cluster = driver.cluster
+    have = len(_mig_1g_12gb(driver))
+    want = have + 1
+    docs = [d for d in yaml.safe_load_all((SPECS / MIG_SPEC).read_text()) if d]
+    (device_class,) = [d for d in docs if d["kind"] == "DeviceClass"]
+    name = "too-many-mig"
+    too_many = _device_plugin_pod(name, e2e_namespace, want)
+    limits = too_many["spec"]["containers"][0]["resources"]["limits"]
+    limits.clear()
+    limits["nvidia.com/mig-1g.12gb"] = want
+    with applied(cluster, yaml.safe_dump_all([device_class, too_many])):
+        cluster.wait_until(
+            f"FailedScheduling of {e2e_namespace}/{name}",
+            lambda: any(
+                e.startswith("FailedScheduling")
+                for e in events_for(cluster, "Pod", name, e2e_namespace)
+            ),
+            timeout=120,
+        )
+        assert pod(cluster, name, e2e_namespace)["status"]["phase"] == "Pending"
+        proc = subprocess.run(
+            [str(KUBECTL_DRA), "explain", f"pod/{name}", "-n", e2e_namespace],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
+        )
+        assert proc.returncode == 0, proc.stderr
+        lines = proc.stdout.splitlines()
+        assert lines[0] == f"Pod {e2e_namespace}/{name}: pending; extended resources:"
+        assert (
+            f"  container ctr: nvidia.com/mig-1g.12gb: {want} -> DeviceClass "
+            "mig-1g-12gb.gpu.nvidia.com"
+        ) in lines[1], proc.stdout
+        assert "  fits on no node" in lines, proc.stdout
+        assert (
+            f"    - request container-0-request-0: needs {want} device(s) of class "
+            f"mig-1g-12gb.gpu.nvidia.com, {have} usable"
         ) in lines, proc.stdout

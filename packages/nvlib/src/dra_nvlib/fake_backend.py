@@ -130,6 +130,11 @@ def initial_state(fleet: FleetSpec, *, node_name: str) -> NodeState:
                 "gpu_instances": [],
             }
         )
+        gpu = gpus[-1]
+        for planned in entry.mig_instances:
+            gpu["gpu_instances"].append(
+                _new_instance(gpu, profile_id=planned.profile_id, start=planned.start)
+            )
     return {
         "version": STATE_VERSION,
         "node_name": node_name,
@@ -141,6 +146,20 @@ def initial_state(fleet: FleetSpec, *, node_name: str) -> NodeState:
         "events": [],
         "next_seq": 1,
         "faults": [],
+    }
+
+
+def _new_instance(gpu: GpuState, *, profile_id: int, start: int) -> GiState:
+    """A GPU instance with its full compute instance, under the GPU's lowest free GI id (the
+    placement was checked by the caller)."""
+    used = {gi["gi_id"] for gi in gpu["gpu_instances"]}
+    gi_id = next(i for i in range(1, 64) if i not in used)
+    return {
+        "gi_id": gi_id,
+        "ci_id": 0,
+        "profile_id": profile_id,
+        "start": start,
+        "uuid": mig_uuid(gpu["uuid"], gi_id=gi_id, ci_id=0),
     }
 
 
@@ -444,18 +463,9 @@ class FakeDeviceLib(DeviceLib):
                 if reason is Refusal.OVERLAP:
                     raise PlacementConflictError(gpu_uuid, op, message)
                 raise InsufficientResourcesError(gpu_uuid, op, message)
-            used = {gi["gi_id"] for gi in gpu["gpu_instances"]}
-            gi_id = next(i for i in range(1, 64) if i not in used)
-            new_uuid = mig_uuid(gpu_uuid, gi_id=gi_id, ci_id=0)
-            entry: GiState = {
-                "gi_id": gi_id,
-                "ci_id": 0,
-                "profile_id": profile_id,
-                "start": placement_start,
-                "uuid": new_uuid,
-            }
+            entry = _new_instance(gpu, profile_id=profile_id, start=placement_start)
             gpu["gpu_instances"].append(entry)
-            created.append(new_uuid)
+            created.append(entry["uuid"])
 
         self._mutate("create_mig_device", gpu_uuid, change=change)
         for dev in self.gpu(gpu_uuid).mig_devices:

@@ -77,7 +77,7 @@ def _seven_slice_table(
     ofa: tuple[int, int, int, int, int, int, int],
     names: tuple[str, str, str, str, str, str, str],
 ) -> tuple[MigProfileSpec, ...]:
-    """The 7-compute/8-memory-slice layout shared by A100, H100, H200 and GB200.
+    """The 7-compute/8-memory-slice layout shared by A100, H100, H200, GH200 and GB200.
 
     Rows in order: 1g, 1g+me, 1g (2 memory slices), 2g, 3g, 4g, 7g. Profile ids, NVML indices,
     instance counts and placements are the same on all these parts; only sizes and engine
@@ -162,6 +162,19 @@ _H200_141GB = _seven_slice_table(
     ofa=(0, 1, 0, 0, 0, 0, 1),
 )
 
+# GH200 96GB HBM3 (Grace Hopper): the MIG user guide's GH200 table (H100's engine layout,
+# 1g.12gb .. 7g.96gb names); sizes and SMs from `mig -lgip` on a GH200
+# (11.00/23.00/46.50/93.00 GiB; 16/26/32/60/64/132 SMs).
+_GH200_96GB = _seven_slice_table(
+    names=("1g.12gb", "1g.12gb+me", "1g.24gb", "2g.24gb", "3g.48gb", "4g.48gb", "7g.96gb"),
+    mem=(11264, 11264, 23552, 23552, 47616, 47616, 95232),
+    sms=(16, 16, 26, 32, 60, 64, 132),
+    ce=(1, 1, 1, 2, 3, 4, 8),
+    dec=(1, 1, 1, 2, 3, 4, 7),
+    jpeg=(1, 1, 1, 2, 3, 4, 7),
+    ofa=(0, 1, 0, 0, 0, 0, 1),
+)
+
 # GB200: the guide has no GB200 table; names are the GPU Operator mig-parted ones (1g.23gb,
 # 2g.47gb, 3g.93gb...); engine counts are B200's; sizes keep H100's ratio of profile to board
 # memory, rounded to 128 MiB, so every profile fits the 189471 MiB board.
@@ -225,6 +238,19 @@ _ALL = (
         memory_slices=8,
     ),
     GpuModel(
+        key="GH200-96GB",
+        product_name="NVIDIA GH200 96GB HBM3",
+        brand=Brand.NVIDIA,
+        architecture=Architecture.HOPPER,
+        compute_capability=CudaComputeCapability(9, 0),
+        memory_mib=97871,
+        pci_device_id=0x234210DE,
+        mig_profiles=_GH200_96GB,
+        compute_slices=7,
+        memory_slices=8,
+        addressing_mode=AddressingMode.ATS,
+    ),
+    GpuModel(
         key="GB200",
         product_name="NVIDIA GB200",
         brand=Brand.NVIDIA,
@@ -280,6 +306,8 @@ _ALIASES = {
     "H100": "H100-80GB",
     "H100-SXM5-80GB": "H100-80GB",
     "H200-141GB": "H200",
+    "GH200": "GH200-96GB",
+    "GH200-96GB-HBM3": "GH200-96GB",
     "GB200-186GB": "GB200",
     "V100": "V100-16GB",
     "V100-SXM2-16GB": "V100-16GB",
