@@ -223,3 +223,41 @@ def test_bad_mps_limit_is_a_per_claim_config_error(lib: FakeDeviceLib, tmp_path:
     with pytest.raises(DeviceConfigError) as info:
         sharing.plan(REF_A, [_planned(device, mps)])
     assert info.value.field == 'c[0].sharing.mpsConfig.defaultPerDevicePinnedMemoryLimit["3"]'
+
+
+def test_mps_on_a_static_mig_device(tmp_path: Path) -> None:
+    config = DeviceLibConfig(
+        backend="fake",
+        node_name="n4",
+        fake_fleet="1xA100-40GB:mig",
+        fake_state_path=tmp_path / "m.json",
+    )
+    with open_device_lib(config) as lib:
+        assert isinstance(lib, FakeDeviceLib)
+        lib.create_mig_device(lib.gpus()[0].uuid, profile_id=9, placement_start=0)
+        sharing = _sharing(lib, tmp_path, mps=True)
+        (mig,) = build_inventory(lib.gpus())
+        parameters = {
+            "apiVersion": API,
+            "kind": "MigDeviceConfig",
+            "sharing": {"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": 30}},
+        }
+        planned = PlannedDevice(
+            request="mig",
+            pool_name="n1",
+            device=mig,
+            admin_access=False,
+            share_id=None,
+            config=decode_opaque_config(parameters),
+            config_field="c[0]",
+        )
+
+        async def scenario() -> None:
+            result = await sharing.prepare(REF_A, sharing.plan(REF_A, [planned]), [mig])
+            (daemon,) = result.state.mps_daemons
+            assert daemon.device_uuids == (mig.uuid,)
+            assert any(m.container_path == "/tmp/nvidia-mps" for m in result.edits.mounts)
+            await sharing.unprepare(REF_A.uid, result.state)
+            assert lib.gpu(mig.gpu.uuid).compute_mode is ComputeMode.DEFAULT
+
+        asyncio.run(scenario())
