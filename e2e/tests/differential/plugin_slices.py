@@ -92,6 +92,8 @@ def plugin_dynamic_mig() -> Scenario:
         lambda n: _renamed(n, plugin),
         pods,
         requires=("slices:0.spec.sharedCounters", "slices:1.spec.devices.0.consumesCounters"),
+        # The whole GPU: both GPUs' counters are partly taken by then.
+        refused={3: "Unschedulable"},
     )
 
 
