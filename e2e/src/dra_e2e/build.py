@@ -71,6 +71,8 @@ class GoComponent:
     # An alternate go.mod (``go build -modfile``; its go.sum sits beside it with the
     # suffix .sum): one module directory serves several pinned versions.
     modfile: Path | None = None
+    # cgo on (a C toolchain needed): for modules that dlopen C libraries, e.g. go-nvml.
+    cgo: bool = False
 
     @property
     def module_dir(self) -> Path:
@@ -97,6 +99,9 @@ class GoComponent:
             digest.update(path.read_bytes())
         for part in (*self.packages, *self.tags, *self.ldflags, *self.outputs, *self.aliases):
             digest.update(part.encode())
+        if self.cgo:
+            # Only when set, so the keys of the existing (cgo-free) builds stay the same.
+            digest.update(b"cgo")
         return f"{self.name}-{self.version}-{digest.hexdigest()[:12]}"
 
 
@@ -246,14 +251,14 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _go_env(go: Path) -> dict[str, str]:
+def _go_env(go: Path, *, cgo: bool = False) -> dict[str, str]:
     env = dict(os.environ)
     # "auto": an older local Go fetches the toolchain go.mod asks for from the
     # module proxy instead of failing.
     env.setdefault("GOTOOLCHAIN", "auto")
     env.update(
         {
-            "CGO_ENABLED": "0",
+            "CGO_ENABLED": "1" if cgo else "0",
             "GOFLAGS": "-mod=readonly -buildvcs=false",
             "PATH": f"{go.parent}:{env.get('PATH', '')}",
         }
@@ -293,7 +298,7 @@ def build_component(
         if (final / ".complete").is_file():
             return final
         go = find_go()
-        env = _go_env(go)
+        env = _go_env(go, cgo=component.cgo)
         staging = final.with_name(final.name + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)

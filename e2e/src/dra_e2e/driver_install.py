@@ -162,7 +162,9 @@ def install_driver(
                 echo(f"$ python images/build_image.py {kind}")
             else:
                 progress(f"[dra-e2e] building the {kind} image (images/build_image.py {kind})")
-            archive = build_project_image(kind, Path(tmp) / f"{kind}.tar", capture=echo is None)
+            archive = build_project_image(
+                kind, Path(tmp) / f"{kind}.tar", capture=echo is None, progress=progress
+            )
             refs = cluster.import_image(archive)
             progress(f"[dra-e2e] {kind} image imported into {', '.join(nodes)}: {', '.join(refs)}")
     output = chart.install(cluster.kubeconfig, values, values_files=values_files, echo=echo)

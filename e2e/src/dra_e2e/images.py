@@ -10,13 +10,14 @@ other than ``latest``.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from dra_e2e import oci_archive, preflight
+from dra_e2e import image_cache, oci_archive, preflight
 from dra_e2e.checkout import REPO
 from dra_e2e.errors import ImageError
 from dra_e2e.oci_archive import PATH_ENV, LayerBuilder
@@ -82,11 +83,38 @@ def write_oci_archive(path: Path, spec: ImageSpec, *, layer: LayerBuilder | None
     return path
 
 
-def build_project_image(kind: str, out: Path, *, capture: bool = True) -> Path:
+def build_project_image(
+    kind: str, out: Path, *, capture: bool = True, progress: Callable[[str], None] | None = None
+) -> Path:
     """``images/build_image.py KIND --output OUT`` (``driver`` or ``workload``); returns ``out``.
 
-    With ``capture`` its output is kept for the error; without, it goes to the terminal.
+    The archive comes from the content-keyed cache (:mod:`dra_e2e.image_cache`) when an earlier
+    build had the same inputs, and is built into it otherwise; outside a git checkout it is
+    built straight into ``out``. With ``capture`` the build's output is kept for the error;
+    without, it goes to the terminal. ``progress`` hears whether the cache was used.
     """
+    try:
+        key = image_cache.current_key(kind, REPO)
+    except image_cache.NotACheckoutError as exc:
+        if progress is not None:
+            progress(f"[dra-e2e] {exc}; building {kind} without the cache")
+        _run_build_script(kind, out, capture=capture)
+        return out
+    built: list[Path] = []
+
+    def build(path: Path) -> None:
+        _run_build_script(kind, path, capture=capture)
+        built.append(path)
+
+    archive = image_cache.cached_archive(key, build)
+    if progress is not None:
+        how = "built into" if built else "reused from"
+        progress(f"[dra-e2e] {kind} image {how} the image cache: {archive}")
+    shutil.copyfile(archive, out)
+    return out
+
+
+def _run_build_script(kind: str, out: Path, *, capture: bool) -> None:
     proc = subprocess.run(
         [sys.executable, str(BUILD_SCRIPT), kind, "--output", str(out)],
         capture_output=capture,
@@ -97,7 +125,6 @@ def build_project_image(kind: str, out: Path, *, capture: bool = True) -> Path:
     if proc.returncode != 0:
         detail = f":\n{proc.stderr.strip()}" if capture else " (its output is above)"
         raise ImageError(kind, f"images/build_image.py {kind} exited {proc.returncode}{detail}")
-    return out
 
 
 def import_image(archive: Path, *, ctr: Path, containerd_socket: Path) -> list[str]:

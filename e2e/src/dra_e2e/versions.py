@@ -13,6 +13,8 @@ KUBERNETES_VERSION = "v1.37.2"
 KUBERNETES_VERSIONS = ("v1.37.2", "v1.36.5", "v1.35.4", "v1.34.4")
 ETCD_VERSION = "v3.6.16"
 CONTAINERD_VERSION = "v2.3.7"
+# nvidia-ctk and nvidia-cdi-hook for the CDI parity tests (not part of a cluster).
+NVIDIA_CONTAINER_TOOLKIT_VERSION = "v1.19.1"
 
 # Names under which locally built images are imported. The pause image carries
 # the name containerd's CRI plugin pins as its sandbox image, so nothing is pulled.

@@ -123,7 +123,7 @@ def test_nvidias_values_render_with_nvidias_meaning(helm: Path) -> None:
 @pytest.mark.parametrize(
     ("key", "value", "listed"),
     [
-        ("nvidiaCDIHookPath", "/usr/local/nvidia/toolkit/nvidia-cdi-hook", "nvidiaCDIHookPath"),
+        ("nvidiaCDIHookPath", "/usr/local/nvidia/toolkit/nvidia-cdi-hook", None),
         ("altProcDevices", "/var/lib/nvml-mock/imex/proc-devices", "altProcDevices"),
         ("consumableShares", "memory", None),
         ("consumableShares", "8", None),
@@ -331,3 +331,11 @@ def test_selector_labels_override(helm: Path) -> None:
         "app.kubernetes.io/component": "kubelet-plugin",
     }
     assert ds["spec"]["template"]["metadata"]["labels"]["app"] == "gpu-plugin"
+
+
+def test_nvidia_cdi_hook_path_reaches_the_plugin_on_real_gpus(helm: Path) -> None:
+    hook = "/usr/local/nvidia/toolkit/nvidia-cdi-hook"
+    real = {"devices.backend": "nvml", "nvidiaCDIHookPath": hook}
+    assert f"--nvidia-cdi-hook-path={hook}" in _gpus(render_objects(helm, real))["args"]
+    unset = _gpus(render_objects(helm, {"devices.backend": "nvml"}))["args"]
+    assert not any(a.startswith("--nvidia-cdi-hook-path") for a in unset)

@@ -68,9 +68,11 @@ class Releases:
     driver: Driver
     #: The values the harness install used (node directories, fake GPUs), as a values file.
     values: Path
+    #: The node the tests' pods run on, and whose plugin pod, checkpoint and CDI specs they read.
     node: str
     ctr: Path
-    containerd_socket: Path
+    #: Every node's containerd socket: each node's plugin pod runs the re-tagged image.
+    containerd_sockets: dict[str, Path]
 
 
 @pytest.fixture(scope="module")
@@ -97,14 +99,15 @@ def releases(
         )
     )
     uninstall(driver)
-    (node,) = driver.nodes
-    status = e2e_cluster.local.status()["nodes"][node]
+    # With DRA_E2E_NODES>=2 the release runs a plugin pod on every node; the tests follow one.
+    node = sorted(driver.nodes)[0]
+    statuses = e2e_cluster.local.status()["nodes"]
     yield Releases(
         driver=driver,
         values=values,
         node=node,
         ctr=e2e_cluster.local.bins.ctr,
-        containerd_socket=Path(status["containerd_socket"]),
+        containerd_sockets={n: Path(statuses[n]["containerd_socket"]) for n in driver.nodes},
     )
     if _helm_status(driver) is not None:
         _helm(driver, "uninstall", driver.release, "--wait")
@@ -182,37 +185,45 @@ def _tag_previous_image(releases: Releases) -> str:
     app_version = str(yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"])
     repository = "docker.io/library/dra-driver-nvidia-gpu-py"
     tag = f"{app_version}-previous"
-    subprocess.run(
-        [
-            str(releases.ctr),
-            "--address",
-            str(releases.containerd_socket),
-            "--namespace",
-            "k8s.io",
-            "images",
-            "tag",
-            "--force",
-            f"{repository}:{app_version}",
-            f"{repository}:{tag}",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    for socket in releases.containerd_sockets.values():
+        subprocess.run(
+            [
+                str(releases.ctr),
+                "--address",
+                str(socket),
+                "--namespace",
+                "k8s.io",
+                "images",
+                "tag",
+                "--force",
+                f"{repository}:{app_version}",
+                f"{repository}:{tag}",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     return tag
 
 
-def _plugin_pod(driver: Driver) -> dict[str, Any]:
-    pods = [p for p in driver.plugin_pods() if not p["metadata"].get("deletionTimestamp")]
+def _node_plugin_pods(driver: Driver, node: str) -> list[dict[str, Any]]:
+    return [p for p in driver.plugin_pods() if p["spec"].get("nodeName") == node]
+
+
+def _plugin_pod(driver: Driver, node: str) -> dict[str, Any]:
+    pods = [
+        p for p in _node_plugin_pods(driver, node) if not p["metadata"].get("deletionTimestamp")
+    ]
     assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
     return pods[0]
 
 
-def _wait_new_plugin(driver: Driver, old_uid: str, image_tag: str) -> dict[str, Any]:
-    """Until one plugin pod other than ``old_uid`` runs the image ``image_tag`` and is ready."""
+def _wait_new_plugin(driver: Driver, node: str, old_uid: str, image_tag: str) -> dict[str, Any]:
+    """Until the one plugin pod of ``node``, other than ``old_uid``, runs the image
+    ``image_tag`` and is ready."""
 
     def replaced() -> dict[str, Any] | None:
-        pods = driver.plugin_pods()
+        pods = _node_plugin_pods(driver, node)
         if len(pods) != 1:
             return None
         (plugin,) = pods
@@ -260,8 +271,9 @@ def _cdi_spec(driver: Driver, node: str, claim_uid: str) -> str:
     return spec.read_text()
 
 
-def _looping_claim_pod(name: str, namespace: str) -> str:
-    """A claim template and a pod that prints ``nvidia-smi -L`` every second until stopped."""
+def _looping_claim_pod(name: str, namespace: str, node: str) -> str:
+    """A claim template and a pod on ``node`` that prints ``nvidia-smi -L`` every second until
+    stopped."""
     template = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",
@@ -287,6 +299,7 @@ def _looping_claim_pod(name: str, namespace: str) -> str:
         "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
             "terminationGracePeriodSeconds": 1,
             "containers": [
                 {
@@ -398,9 +411,9 @@ def test_upgrade_from_the_previous_chart_keeps_prepared_claims_and_rollback_too(
     previous_tag = _tag_previous_image(releases)
     _install_or_upgrade(releases, PREVIOUS_CHART, "--set", f"image.tag={previous_tag}")
     driver.wait_for_slices()
-    old_plugin = _plugin_pod(driver)
+    old_plugin = _plugin_pod(driver, node)
     manifests = {
-        name: _looping_claim_pod(name, e2e_namespace) for name in ("holder", "after-upgrade")
+        name: _looping_claim_pod(name, e2e_namespace, node) for name in ("holder", "after-upgrade")
     }
     with applied(cluster, manifests["holder"]):
         holder = _holder(driver, node, "holder", e2e_namespace)
@@ -412,7 +425,7 @@ def test_upgrade_from_the_previous_chart_keeps_prepared_claims_and_rollback_too(
         previous = f"dra-driver-nvidia-gpu-{_previous_chart_version()}"
         assert _history(driver) == [(1, previous, "superseded"), (2, current, "deployed")]
         app_version = str(yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"])
-        new_plugin = _wait_new_plugin(driver, old_plugin["metadata"]["uid"], app_version)
+        new_plugin = _wait_new_plugin(driver, node, old_plugin["metadata"]["uid"], app_version)
         _assert_kept(driver, node, holder, new_plugin)
 
         # The upgraded plugin prepares new claims, on another GPU.
@@ -423,7 +436,9 @@ def test_upgrade_from_the_previous_chart_keeps_prepared_claims_and_rollback_too(
 
             _helm(driver, "rollback", driver.release, "1", "--wait", "--timeout", "5m")
             assert _history(driver)[-1] == (3, previous, "deployed")
-            rolled_back = _wait_new_plugin(driver, new_plugin["metadata"]["uid"], previous_tag)
+            rolled_back = _wait_new_plugin(
+                driver, node, new_plugin["metadata"]["uid"], previous_tag
+            )
             for kept in (holder, second):
                 _assert_kept(driver, node, kept, rolled_back)
         # The rolled-back plugin unprepares a claim the newer one prepared.

@@ -339,7 +339,8 @@ class PluginProcess:
 class FakeApiServer:
     """Test double of the kube-apiserver's endpoints the plugin uses, over real HTTP.
 
-    Serves ``GET /api/v1/nodes/NAME``, ``GET .../resourceclaims/NAME``, the ResourceSlice
+    Serves the ``resource.k8s.io`` discovery document, ``GET /api/v1/nodes/NAME``,
+    ``GET .../resourceclaims/NAME``, the ResourceSlice
     collection (list with field selectors, watch, create with generateName, update with
     resourceVersion checks, delete) and ``POST .../events``. Standing in for the real API
     server until the e2e harness provides one.
@@ -446,6 +447,12 @@ class FakeApiServer:
         send: Callable[[int, dict[str, Any]], None] = h._send
         with self.cond:
             self.authorizations.add(str(h.headers.get("Authorization")))
+            if parts == ["apis", "resource.k8s.io"] and method == "GET":
+                versions = [
+                    {"groupVersion": f"resource.k8s.io/{v}", "version": v}
+                    for v in ("v1", "v1beta2", "v1beta1")
+                ]
+                return send(200, {"kind": "APIGroup", "versions": versions})
             if parts[:3] == ["api", "v1", "nodes"] and method == "GET":
                 node = self.nodes.get(parts[3])
                 if node is None:

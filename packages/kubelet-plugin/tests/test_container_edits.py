@@ -1,34 +1,55 @@
-"""CDI content of the real (NVML) backend, over temp driver and /dev roots."""
+"""CDI content of the real (NVML) backend, over temp driver, /dev and /proc roots.
+
+The full comparison with nvidia-container-toolkit's own output is
+``e2e/tests/cdi/test_toolkit_parity.py``; these are the rules one by one.
+"""
 
 from __future__ import annotations
 
+import logging
+import os
+import stat
 from pathlib import Path
 
 import pytest
 from dra_kubelet_plugin.container_edits import NvmlEdits
 from dra_kubelet_plugin.core.errors import ClaimRef, DeviceNodeMissingError
+from dra_kubelet_plugin.driver_edits import FILE_MOUNT_OPTIONS
 from dra_kubelet_plugin.inventory import NodeDevice, build_inventory
 from dra_nvlib import DeviceLibConfig, open_device_lib
+from elf_support import write_library
 
 REF = ClaimRef(namespace="default", name="c", uid="u1")
+VERSION = "570.133.20"
+LIB = "usr/lib/x86_64-linux-gnu"
+HOOK = "/usr/local/nvidia/toolkit/nvidia-cdi-hook"
+PROC_DEVICES = "Character devices:\n  1 mem\n195 nvidia\n237 nvidia-caps\n510 nvidia-uvm\n\n"
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
+
+
+def _write_driver(driver: Path, version: str = VERSION, lib_dir: str = LIB) -> None:
+    lib = driver / lib_dir
+    write_library(lib, f"libcuda.so.{version}", "libcuda.so.1", "libcuda.so.1")
+    (lib / "libcuda.so").symlink_to("libcuda.so.1")
+    write_library(lib, f"libnvidia-ml.so.{version}", "libnvidia-ml.so.1", "libnvidia-ml.so.1")
+    write_library(lib, f"libnvidia-glcore.so.{version}", f"libnvidia-glcore.so.{version}")
+    (driver / "usr" / "bin").mkdir(parents=True, exist_ok=True)
+    (driver / "usr" / "bin" / "nvidia-smi").write_text("#!/bin/sh\n")
+    (driver / "usr" / "bin" / "nvidia-smi").chmod(0o755)
 
 
 @pytest.fixture
-def roots(tmp_path: Path) -> tuple[Path, Path]:
+def roots(tmp_path: Path) -> tuple[Path, Path, Path]:
     dev = tmp_path / "host"
     (dev / "dev").mkdir(parents=True)
-    for name in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"):
+    for name in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"):
         (dev / "dev" / name).touch()
     driver = tmp_path / "driver"
-    lib = driver / "usr" / "lib" / "x86_64-linux-gnu"
-    lib.mkdir(parents=True)
-    (lib / "libcuda.so.570.133.20").touch()
-    (lib / "libcuda.so.1").symlink_to("libcuda.so.570.133.20")
-    (lib / "libnvidia-ml.so.570.133.20").touch()
-    (lib / "libnvidia-ml.so.1").symlink_to("libnvidia-ml.so.570.133.20")
-    (driver / "usr" / "bin").mkdir(parents=True)
-    (driver / "usr" / "bin" / "nvidia-smi").touch()
-    return dev, driver
+    _write_driver(driver)
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    (proc / "devices").write_text(PROC_DEVICES)
+    return dev, driver, proc
 
 
 def devices(tmp_path: Path, fleet: str = "2xH100-80GB") -> list[NodeDevice]:
@@ -40,38 +61,155 @@ def devices(tmp_path: Path, fleet: str = "2xH100-80GB") -> list[NodeDevice]:
 
 
 def test_gpu_gets_its_node_control_nodes_driver_files_and_void_visible_devices(
-    tmp_path: Path, roots: tuple[Path, Path]
+    tmp_path: Path, roots: tuple[Path, Path, Path]
 ) -> None:
-    dev, driver = roots
-    edits = NvmlEdits(driver_root=driver, dev_root=dev)
+    dev, driver, proc = roots
+    edits = NvmlEdits(driver_root=driver, dev_root=dev, proc_root=proc, cdi_hook_path=HOOK)
     gpu1 = devices(tmp_path)[1]
     own = edits.device_edits(REF, gpu1)
     # Checked below the dev root the plugin sees, named by the host path in the spec.
     assert [(n.path, n.host_path) for n in own.device_nodes] == [("/dev/nvidia1", None)]
     common = edits.claim_edits(REF, [gpu1])
-    assert common.env == ("NVIDIA_VISIBLE_DEVICES=void",)
-    assert [n.path for n in common.device_nodes] == ["/dev/nvidiactl", "/dev/nvidia-uvm"]
-    mounts = {m.container_path: m.host_path for m in common.mounts}
-    real = str(driver / "usr/lib/x86_64-linux-gnu/libcuda.so.570.133.20")
+    assert common.env == (f"NVIDIA_CTK_LIBCUDA_DIR=/{LIB}", "NVIDIA_VISIBLE_DEVICES=void")
+    assert [n.path for n in common.device_nodes] == [
+        "/dev/nvidia-uvm",
+        "/dev/nvidia-uvm-tools",
+        "/dev/nvidiactl",
+    ]
+    mounts = {m.container_path: m for m in common.mounts}
+    assert set(mounts) == {
+        "/usr/bin/nvidia-smi",
+        f"/{LIB}/libcuda.so.{VERSION}",
+        f"/{LIB}/libnvidia-glcore.so.{VERSION}",
+        f"/{LIB}/libnvidia-ml.so.{VERSION}",
+    }
+    assert all(m.options == FILE_MOUNT_OPTIONS for m in common.mounts)
+    assert mounts["/usr/bin/nvidia-smi"].host_path == str(driver / "usr/bin/nvidia-smi")
     as_host = NvmlEdits(
-        driver_root=Path("/run/nvidia/driver"), container_driver_root=driver, dev_root=dev
+        driver_root=Path("/run/nvidia/driver"),
+        container_driver_root=driver,
+        dev_root=dev,
+        proc_root=proc,
+        cdi_hook_path=HOOK,
     ).claim_edits(REF, [gpu1])
-    host_mounts = {m.container_path: m.host_path for m in as_host.mounts}
-    assert host_mounts["/usr/lib/x86_64-linux-gnu/libcuda.so.1"] == (
-        "/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libcuda.so.570.133.20"
+    assert {m.host_path for m in as_host.mounts} == {f"/run/nvidia/driver{path}" for path in mounts}
+
+
+def test_hooks_link_sonames_and_libcuda_so_and_update_the_ld_cache(
+    tmp_path: Path, roots: tuple[Path, Path, Path]
+) -> None:
+    dev, driver, proc = roots
+    edits = NvmlEdits(driver_root=driver, dev_root=dev, proc_root=proc, cdi_hook_path=HOOK)
+    hooks = edits.claim_edits(REF, devices(tmp_path)[:1]).hooks
+    assert [h.args[1] for h in hooks] == [
+        "create-symlinks",
+        "enable-cuda-compat",
+        "update-ldcache",
+        "disable-device-node-modification",
+    ]
+    assert all(h.path == HOOK and h.args[0] == "nvidia-cdi-hook" for h in hooks)
+    assert all(h.hook_name == "createContainer" for h in hooks)
+    links = hooks[0].args[2:]
+    assert links == (
+        "--link",
+        f"libcuda.so.1::/{LIB}/libcuda.so",
+        "--link",
+        f"libcuda.so.{VERSION}::/{LIB}/libcuda.so.1",
+        "--link",
+        f"libnvidia-ml.so.{VERSION}::/{LIB}/libnvidia-ml.so.1",
     )
-    assert mounts["/usr/lib/x86_64-linux-gnu/libcuda.so.570.133.20"] == real
-    assert mounts["/usr/lib/x86_64-linux-gnu/libcuda.so.1"] == real
-    assert "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1" in mounts
-    assert mounts["/usr/bin/nvidia-smi"] == str(driver / "usr/bin/nvidia-smi")
+    assert hooks[1].args[2:] == (f"--host-driver-version={VERSION}",)
+    assert hooks[2].args[2:] == ("--folder", f"/{LIB}")
+
+
+def test_nvidia_ctk_as_hook_program_runs_its_hook_subcommand(
+    tmp_path: Path, roots: tuple[Path, Path, Path]
+) -> None:
+    dev, driver, proc = roots
+    edits = NvmlEdits(
+        driver_root=driver, dev_root=dev, proc_root=proc, cdi_hook_path="/usr/bin/nvidia-ctk"
+    )
+    hooks = edits.claim_edits(REF, devices(tmp_path)[:1]).hooks
+    assert all(h.args[:2] == ("nvidia-ctk", "hook") for h in hooks)
+
+
+def test_hook_is_found_at_the_driver_root_and_named_by_its_host_path(
+    tmp_path: Path, roots: tuple[Path, Path, Path]
+) -> None:
+    dev, driver, proc = roots
+    hook = driver / "usr/local/nvidia/toolkit/nvidia-cdi-hook"
+    hook.parent.mkdir(parents=True)
+    hook.write_text("#!/bin/sh\n")
+    hook.chmod(0o755)
+    edits = NvmlEdits(
+        driver_root=Path("/run/nvidia/driver"),
+        container_driver_root=driver,
+        dev_root=dev,
+        proc_root=proc,
+    )
+    assert edits.hook_path() == "/run/nvidia/driver/usr/local/nvidia/toolkit/nvidia-cdi-hook"
+    assert edits.claim_edits(REF, devices(tmp_path)[:1]).hooks[0].path == edits.hook_path()
+
+
+def test_without_a_hook_libraries_are_mounted_under_their_link_names(
+    tmp_path: Path, roots: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    dev, driver, proc = roots
+    edits = NvmlEdits(driver_root=driver, dev_root=dev, proc_root=proc)
+    with caplog.at_level(logging.WARNING):
+        common = edits.claim_edits(REF, devices(tmp_path)[:1])
+    assert common.hooks == ()
+    mounts = {m.container_path: m.host_path for m in common.mounts}
+    real = str(driver / LIB / f"libcuda.so.{VERSION}")
+    assert mounts[f"/{LIB}/libcuda.so.1"] == real
+    assert mounts[f"/{LIB}/libcuda.so"] == real
+    assert mounts[f"/{LIB}/libnvidia-ml.so.1"] == str(driver / LIB / f"libnvidia-ml.so.{VERSION}")
+    assert any(getattr(r, "event", "") == "cdi_hook_missing" for r in caplog.records)
+
+
+def test_libraries_in_lib64_are_found_gke_style(tmp_path: Path) -> None:
+    driver = tmp_path / "nvidia"
+    _write_driver(driver, lib_dir="lib64")
+    (tmp_path / "dev").mkdir()
+    for name in ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"):
+        (tmp_path / "dev" / name).touch()
+    edits = NvmlEdits(driver_root=driver, dev_root=tmp_path, cdi_hook_path=HOOK)
+    common = edits.claim_edits(REF, [])
+    paths = {m.container_path for m in common.mounts}
+    assert f"/lib64/libcuda.so.{VERSION}" in paths
+    assert "NVIDIA_CTK_LIBCUDA_DIR=/lib64" in common.env
+
+
+def test_mounts_follow_a_driver_upgrade(tmp_path: Path, roots: tuple[Path, Path, Path]) -> None:
+    dev, driver, proc = roots
+    edits = NvmlEdits(driver_root=driver, dev_root=dev, proc_root=proc, cdi_hook_path=HOOK)
+    before = edits.claim_edits(REF, [])
+    assert f"/{LIB}/libcuda.so.{VERSION}" in {m.container_path for m in before.mounts}
+    for old in (driver / LIB).iterdir():
+        old.unlink()
+    _write_driver(driver, version="580.65.06")
+    after = edits.claim_edits(REF, [])
+    paths = {m.container_path for m in after.mounts}
+    assert f"/{LIB}/libcuda.so.580.65.06" in paths
+    assert not any(VERSION in p for p in paths)
+    assert "--host-driver-version=580.65.06" in after.hooks[1].args
+
+
+def test_no_driver_below_the_root_fails_the_prepare(
+    tmp_path: Path, roots: tuple[Path, Path, Path]
+) -> None:
+    dev, _, proc = roots
+    edits = NvmlEdits(driver_root=tmp_path / "empty", dev_root=dev, proc_root=proc)
+    with pytest.raises(DeviceNodeMissingError, match=r"libcuda\.so\.<version>"):
+        edits.claim_edits(REF, [])
 
 
 def test_missing_device_node_fails_the_prepare_instead_of_writing_a_partial_spec(
-    tmp_path: Path, roots: tuple[Path, Path]
+    tmp_path: Path, roots: tuple[Path, Path, Path]
 ) -> None:
-    dev, driver = roots
+    dev, driver, proc = roots
     (dev / "dev" / "nvidia1").unlink()
-    edits = NvmlEdits(driver_root=driver, dev_root=dev)
+    edits = NvmlEdits(driver_root=driver, dev_root=dev, proc_root=proc)
     with pytest.raises(DeviceNodeMissingError, match="nvidia1"):
         edits.device_edits(REF, devices(tmp_path)[1])
     (dev / "dev" / "nvidiactl").unlink()
@@ -79,7 +217,36 @@ def test_missing_device_node_fails_the_prepare_instead_of_writing_a_partial_spec
         edits.claim_edits(REF, devices(tmp_path)[:1])
 
 
-def test_mig_device_gets_parent_node_and_capability_nodes(tmp_path: Path) -> None:
+def test_uvm_nodes_missing_with_module_unloaded_fail_the_prepare_naming_them(
+    tmp_path: Path, roots: tuple[Path, Path, Path]
+) -> None:
+    # NVIDIA #1380: the spec silently lacked /dev/nvidia-uvm when it did not exist yet.
+    dev, driver, proc = roots
+    (dev / "dev" / "nvidia-uvm").unlink()
+    (proc / "devices").write_text("Character devices:\n195 nvidia\n")
+    edits = NvmlEdits(driver_root=driver, dev_root=dev, proc_root=proc, cdi_hook_path=HOOK)
+    with pytest.raises(DeviceNodeMissingError, match=r"/dev/nvidia-uvm .*nvidia-uvm loaded"):
+        edits.claim_edits(REF, devices(tmp_path)[:1])
+
+
+@needs_root
+def test_uvm_nodes_missing_are_created_from_proc_devices(
+    tmp_path: Path, roots: tuple[Path, Path, Path]
+) -> None:
+    dev, driver, proc = roots
+    (dev / "dev" / "nvidia-uvm").unlink()
+    (dev / "dev" / "nvidia-uvm-tools").unlink()
+    edits = NvmlEdits(driver_root=driver, dev_root=dev, proc_root=proc, cdi_hook_path=HOOK)
+    common = edits.claim_edits(REF, devices(tmp_path)[:1])
+    assert "/dev/nvidia-uvm" in [n.path for n in common.device_nodes]
+    for name, minor in (("nvidia-uvm", 0), ("nvidia-uvm-tools", 1)):
+        info = (dev / "dev" / name).stat()
+        assert stat.S_ISCHR(info.st_mode)
+        assert (os.major(info.st_rdev), os.minor(info.st_rdev)) == (510, minor)
+        assert stat.S_IMODE(info.st_mode) == 0o666
+
+
+def _mig(tmp_path: Path) -> tuple[NodeDevice, int, int]:
     config = DeviceLibConfig(
         backend="fake",
         node_name="n1",
@@ -90,20 +257,57 @@ def test_mig_device_gets_parent_node_and_capability_nodes(tmp_path: Path) -> Non
         parent = lib.gpus()[0]
         mig = lib.create_mig_device(parent.uuid, profile_id=19, placement_start=0)
         (device,) = build_inventory(lib.gpus())
+    return device, mig.gi_id, mig.ci_id
+
+
+def _mig_proc(tmp_path: Path, gi: int, ci: int) -> Path:
+    proc = tmp_path / "proc"
+    (proc / "driver" / "nvidia-caps").mkdir(parents=True)
+    (proc / "devices").write_text(PROC_DEVICES)
+    (proc / "driver" / "nvidia-caps" / "mig-minors").write_text(
+        f"config 1\nmonitor 2\ngpu0/gi{gi}/access 21\n"
+        f"gpu0/gi{gi}/ci{ci}/access 22\ngpu0/gi9/access 99\n"
+    )
+    return proc
+
+
+def test_mig_device_gets_parent_node_and_capability_nodes(tmp_path: Path) -> None:
+    device, gi, ci = _mig(tmp_path)
     dev = tmp_path / "host"
     (dev / "dev" / "nvidia-caps").mkdir(parents=True)
     for name in ("nvidia0", "nvidia-caps/nvidia-cap21", "nvidia-caps/nvidia-cap22"):
         (dev / "dev" / name).touch()
-    proc = tmp_path / "proc"
-    (proc / "driver" / "nvidia-caps").mkdir(parents=True)
-    (proc / "driver" / "nvidia-caps" / "mig-minors").write_text(
-        f"config 1\nmonitor 2\ngpu0/gi{mig.gi_id}/access 21\n"
-        f"gpu0/gi{mig.gi_id}/ci{mig.ci_id}/access 22\ngpu0/gi9/access 99\n"
-    )
-    edits = NvmlEdits(driver_root=tmp_path, dev_root=dev, proc_root=proc)
+    edits = NvmlEdits(driver_root=tmp_path, dev_root=dev, proc_root=_mig_proc(tmp_path, gi, ci))
     nodes = [n.path for n in edits.device_edits(REF, device).device_nodes]
     assert nodes == [
         "/dev/nvidia0",
         "/dev/nvidia-caps/nvidia-cap21",
         "/dev/nvidia-caps/nvidia-cap22",
     ]
+
+
+def test_mig_capabilities_unreadable_fail_the_prepare(tmp_path: Path) -> None:
+    # NVIDIA #787: a read error gave a MIG device without its capability nodes.
+    device, _, _ = _mig(tmp_path)
+    dev = tmp_path / "host"
+    (dev / "dev").mkdir(parents=True)
+    (dev / "dev" / "nvidia0").touch()
+    edits = NvmlEdits(driver_root=tmp_path, dev_root=dev, proc_root=tmp_path / "noproc")
+    with pytest.raises(DeviceNodeMissingError, match="mig-minors"):
+        edits.device_edits(REF, device)
+    proc = _mig_proc(tmp_path, 99, 99)
+    edits = NvmlEdits(driver_root=tmp_path, dev_root=dev, proc_root=proc)
+    with pytest.raises(DeviceNodeMissingError, match=r"gpu0/gi\d+/access .*not listed"):
+        edits.device_edits(REF, device)
+
+
+@needs_root
+def test_mig_capability_nodes_missing_are_created(tmp_path: Path) -> None:
+    device, gi, ci = _mig(tmp_path)
+    dev = tmp_path / "host"
+    (dev / "dev").mkdir(parents=True)
+    (dev / "dev" / "nvidia0").touch()
+    edits = NvmlEdits(driver_root=tmp_path, dev_root=dev, proc_root=_mig_proc(tmp_path, gi, ci))
+    edits.device_edits(REF, device)
+    info = (dev / "dev" / "nvidia-caps" / "nvidia-cap22").stat()
+    assert (os.major(info.st_rdev), os.minor(info.st_rdev)) == (237, 22)

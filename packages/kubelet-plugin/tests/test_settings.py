@@ -47,9 +47,18 @@ def test_every_flag_has_an_environment_twin_that_sets_it() -> None:
         "LOG_VERBOSITY": "4",
         "NVIDIA_DRIVER_ROOT": "/run/nvidia/driver",
         "ADDITIONAL_XIDS_TO_IGNORE": "94, 95",
+        "HEALTH_RECOVERY_PERIOD": "2m",
+        "NVIDIA_CDI_HOOK_PATH": "/usr/local/nvidia/toolkit/nvidia-cdi-hook",
     }
     s = parse([], env)
     assert s.additional_xids_to_ignore == frozenset({94, 95})
+    assert s.health_recovery_period_s == 120.0
+    assert (
+        parse(["--node-name", "n", "--health-recovery-period", "15"], {}).health_recovery_period_s
+        == 15.0
+    )
+    assert s.nvidia_cdi_hook_path == "/usr/local/nvidia/toolkit/nvidia-cdi-hook"
+    assert parse(["--node-name", "n"], {}).health_recovery_period_s is None
     assert (s.node_name, s.cdi_root, s.device_backend, s.fake_gpus) == (
         "from-env",
         Path("/run/cdi-x"),
@@ -84,6 +93,9 @@ def test_every_flag_has_an_environment_twin_that_sets_it() -> None:
             ["--node-name", "n", "--additional-xids-to-ignore", "48,x"],
             "--additional-xids-to-ignore",
         ),
+        (["--node-name", "n", "--health-recovery-period", "-5"], "--health-recovery-period"),
+        (["--node-name", "n", "--health-recovery-period", "5d"], "--health-recovery-period"),
+        (["--node-name", "n", "--nvidia-cdi-hook-path", "bin/hook"], "--nvidia-cdi-hook-path"),
     ],
 )
 def test_bad_settings_name_the_setting(argv: list[str], setting: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import json
 import subprocess
 import sys
@@ -60,6 +61,25 @@ def test_slice_has_the_seed_article_attributes_and_validates(tmp_path: Path) -> 
     assert "resource.kubernetes.io/pciBusID" in attrs
     assert "resource.kubernetes.io/pcieRoot" in attrs
     assert gpu0["capacity"]["memory"]["value"].endswith("Mi")
+
+
+def test_numa_node_is_published_next_to_pcie_root(tmp_path: Path) -> None:
+    devices = build_inventory(fake_gpus(tmp_path, "8xH100-80GB"))
+    (data,) = build_resource_slices(SPEC, devices, generation=1)
+    ResourceSlice.from_dict(data, validate=True)
+    numa = [d["attributes"]["resource.kubernetes.io/numaNode"] for d in data["spec"]["devices"]]
+    assert numa == [{"int": 0}] * 4 + [{"int": 1}] * 4
+
+
+def test_gpu_without_reported_memory_has_no_memory_capacity(tmp_path: Path) -> None:
+    # Unified-memory GPUs: NVML answers NOT_SUPPORTED for the memory size.
+    (gpu,) = fake_gpus(tmp_path, "1xH100-80GB")
+    gpu = dataclasses.replace(gpu, memory_bytes=None, numa_node=None)
+    (data,) = build_resource_slices(SPEC, build_inventory((gpu,)), generation=1)
+    ResourceSlice.from_dict(data, validate=True)
+    (device,) = data["spec"]["devices"]
+    assert "memory" not in device.get("capacity", {})
+    assert "resource.kubernetes.io/numaNode" not in device["attributes"]
 
 
 def test_versions_are_normalized_to_semver() -> None:

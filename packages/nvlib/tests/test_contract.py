@@ -128,6 +128,8 @@ def test_enumeration_reports_typed_well_formed_facts(lib: DeviceLib) -> None:
         assert isinstance(gpu.architecture, Architecture)
         assert isinstance(gpu.cuda_compute_capability, CudaComputeCapability)
         assert PRODUCT_RE.match(gpu.product_name), gpu.product_name
+        # The parts under test all report their memory (unified-memory GPUs would not).
+        assert gpu.memory_bytes is not None
         assert gpu.memory_bytes > 8 * 1024**3
         assert gpu.minor >= 0
         assert gpu.driver_version == driver.driver_version
@@ -266,7 +268,14 @@ def shape(gpu: GpuInfo) -> dict[str, str]:
 
 
 # Fields a backend may leave None (sysfs unknown, query unsupported by the driver, fake-only).
-OPTIONAL_FIELDS = {"pcie_root", "addressing_mode", "fabric", "time_slice"}
+OPTIONAL_FIELDS = {
+    "pcie_root",
+    "numa_node",
+    "memory_bytes",
+    "addressing_mode",
+    "fabric",
+    "time_slice",
+}
 
 
 def assert_same_shape(fake: GpuInfo, real: GpuInfo) -> None:
@@ -281,6 +290,19 @@ def assert_same_shape(fake: GpuInfo, real: GpuInfo) -> None:
 
 if CHILD_NVML:
     # Child run only: the NVML library under test is loaded in this process.
+
+    def test_nvml_serves_again_after_a_reload(
+        tmp_path: Path, request: pytest.FixtureRequest
+    ) -> None:
+        """What the backend does after a driver reload: shut down, unload, load, init."""
+        real = _open(f"nvml-{CHILD_NVML}", tmp_path, request)
+        try:
+            before = [g.uuid for g in real.gpus()]
+            api = getattr(real, "_api")  # noqa: B009 -- the binding under the backend
+            api.reload()
+            assert [g.uuid for g in real.gpus()] == before
+        finally:
+            real.close()
 
     def test_fake_reports_the_same_shape_as_nvml(
         tmp_path: Path, request: pytest.FixtureRequest

@@ -80,6 +80,13 @@ class FakeNvml:
         self.mig_sms: int | None = None
         self.events: list[RawEvent] = []
         self.shutdowns = 0
+        # Unified-memory parts answer nvmlDeviceGetMemoryInfo with NOT_SUPPORTED.
+        self.memory_supported = True
+        # A code nvmlDeviceGetGpuInstancePossiblePlacements fails with; None: it answers.
+        self.placements_code: int | None = None
+        # How many calls answer UNINITIALIZED (as after a driver reload) before a reload.
+        self.uninitialized = 0
+        self.reloads = 0
 
     def _gpu(self, dev: NvmlHandle) -> FakeGpu:
         gpu = self.gpus[int(str(dev))] if not isinstance(dev, tuple) else self.gpus[dev[0]]
@@ -93,6 +100,10 @@ class FakeNvml:
     def shutdown(self) -> None:
         self.shutdowns += 1
 
+    def reload(self) -> None:
+        self.reloads += 1
+        self.uninitialized = 0
+
     def driver_version(self) -> str:
         return "550.54.15"
 
@@ -103,6 +114,8 @@ class FakeNvml:
         return "12.550.54.15"
 
     def device_count(self) -> int:
+        if self.uninitialized:
+            raise NvmlFailure("nvmlDeviceGetCount", 1, "Uninitialized")
         return len(self.gpus)
 
     def device_by_index(self, index: int) -> NvmlHandle:
@@ -135,6 +148,8 @@ class FakeNvml:
         return int(str(dev))
 
     def memory_total(self, dev: NvmlHandle) -> int:
+        if not self.memory_supported:
+            raise NvmlFailure("nvmlDeviceGetMemoryInfo", NOT_SUPPORTED, "Not Supported")
         return 4864 * 2**20 if isinstance(dev, tuple) else 40960 * 2**20
 
     def pci_bus_id(self, dev: NvmlHandle) -> str:
@@ -166,6 +181,10 @@ class FakeNvml:
         return table[profile_index]
 
     def gi_placements(self, dev: NvmlHandle, profile_id: int) -> list[tuple[int, int]]:
+        if self.placements_code is not None and profile_id == 9:
+            raise NvmlFailure(
+                "nvmlDeviceGetGpuInstancePossiblePlacements_v2", self.placements_code, "x"
+            )
         return [(s, 1) for s in range(7)] if profile_id == 19 else [(0, 4), (4, 4)]
 
     def max_mig_device_count(self, dev: NvmlHandle) -> int:
@@ -303,6 +322,65 @@ def test_enumeration_converts_nvml_values(lib: NvmlDeviceLib) -> None:
     assert second.fabric.state is FabricState.COMPLETED
     assert [p.name for p in first.mig_profiles] == ["1g.5gb", "3g.20gb"]
     assert first.mig_profile("3g.20gb").memory_slices == 4
+
+
+def test_numa_node_from_sysfs(lib: NvmlDeviceLib, tmp_path: Path) -> None:
+    node = tmp_path / "sys" / "bus" / "pci" / "devices" / "0000:07:00.0" / "numa_node"
+    assert lib.gpus()[0].numa_node is None
+    node.write_text("1\n")
+    assert lib.gpus()[0].numa_node == 1
+    node.write_text("-1\n")  # no NUMA affinity
+    assert lib.gpus()[0].numa_node is None
+
+
+def test_memory_not_supported_leaves_memory_unknown(lib: NvmlDeviceLib, nvml: FakeNvml) -> None:
+    # Before: NOT_SUPPORTED from nvmlDeviceGetMemoryInfo failed the whole enumeration.
+    dev = lib.create_mig_device(nvml.gpus[1].uuid, profile_id=19, placement_start=0)
+    nvml.memory_supported = False
+    first, second = lib.gpus()
+    assert first.memory_bytes is None
+    assert [p.name for p in first.mig_profiles] == ["1g.5gb", "3g.20gb"]
+    (mig,) = second.mig_devices
+    assert mig.uuid == dev.uuid
+    assert mig.memory_bytes == second.mig_profile(19).memory_bytes
+
+
+@pytest.mark.parametrize("code", [NOT_SUPPORTED, INVALID_ARGUMENT, INSUFFICIENT, 999])
+def test_placement_query_errors_do_not_stop_enumeration(
+    lib: NvmlDeviceLib, nvml: FakeNvml, code: int
+) -> None:
+    nvml.placements_code = code
+    profiles = {p.name: p for p in lib.gpus()[0].mig_profiles}
+    assert profiles["3g.20gb"].placements == ()
+    assert len(profiles["1g.5gb"].placements) == 7
+
+
+def test_driver_reload_reinitialises_nvml_and_enumerates_again(
+    lib: NvmlDeviceLib, nvml: FakeNvml
+) -> None:
+    nvml.uninitialized = 1
+    assert len(lib.gpus()) == 2
+    assert nvml.reloads == 1
+    assert len(lib.gpus()) == 2
+    assert nvml.reloads == 1
+
+
+def test_nvml_is_initialised_with_no_gpus_flag(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import pynvml  # type: ignore[import-untyped]
+    from dra_nvlib.nvml_binding import NVML_INIT_FLAG_NO_GPUS, PynvmlApi
+
+    library = tmp_path / "libnvidia-ml.so.1"
+    flags: list[int] = []
+
+    class Loaded:
+        _name = str(library)
+
+    monkeypatch.setattr(pynvml, "nvmlLib", Loaded())
+    monkeypatch.setattr(pynvml, "nvmlInitWithFlags", flags.append)
+    PynvmlApi(library).init()
+    assert flags == [NVML_INIT_FLAG_NO_GPUS]
 
 
 def test_unnamed_profiles_get_nvidia_names(lib: NvmlDeviceLib, nvml: FakeNvml) -> None:

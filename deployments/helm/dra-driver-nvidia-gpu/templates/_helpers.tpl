@@ -167,9 +167,6 @@ built yet, one "key: what" line each; empty when nothing.
 featureGates.{{ $name }}={{ get $v.featureGates $name }}: the plugin accepts the gate, nothing acts on it yet
 {{- end }}
 {{- end }}
-{{- if $v.nvidiaCDIHookPath }}
-nvidiaCDIHookPath: CDI specs carry no nvidia-cdi-hook hooks yet
-{{- end }}
 {{- if $v.altProcDevices }}
 altProcDevices: used by the compute domain plugin, which is not built yet
 {{- end }}

@@ -1,9 +1,10 @@
 """What a container needs to use prepared devices, per backend (the CDI content).
 
 :class:`NvmlEdits` (real GPUs): the GPU's ``/dev/nvidiaN`` (MIG: the parent's node plus its
-``nvidia-caps`` access nodes), the control nodes, the driver's user-space libraries and tools
-from the driver root, and ``NVIDIA_VISIBLE_DEVICES=void`` so a legacy NVIDIA runtime hook
-does not inject every GPU on top. A missing required device node fails the prepare.
+``nvidia-caps`` access nodes), the control nodes, and the driver's files, hooks and env as
+nvidia-container-toolkit generates them (:mod:`driver_edits`), with
+``NVIDIA_VISIBLE_DEVICES=void`` so a legacy NVIDIA runtime hook does not inject every GPU on
+top. A required device node that is missing and cannot be created fails the prepare.
 
 :class:`FakeEdits` (fake GPUs): environment variables describing the allocated GPUs, a
 ``/dev/nvidiaN`` backed by ``/dev/null`` so tools that look for the node find one, and the
@@ -16,6 +17,7 @@ per-device ``NVIDIA_FAKE_SMI_*`` variables at run time.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -27,10 +29,15 @@ from dra_nvlib import nvidia_smi_env, render_env_nvidia_smi_script
 
 from dra_kubelet_plugin.core.cdi import ContainerEdits, DeviceNode, Mount
 from dra_kubelet_plugin.core.errors import ClaimRef, DeviceNodeMissingError
+from dra_kubelet_plugin.device_nodes import NodeUnavailableError, ensure_char_node, mig_cap_minors
+from dra_kubelet_plugin.driver_edits import driver_edits
+from dra_kubelet_plugin.driver_files import DriverNotFoundError, driver_version_at, scan_driver_root
 from dra_kubelet_plugin.inventory import DeviceType, NodeDevice
 from dra_kubelet_plugin.slices import binary_quantity
 
 __all__ = ["EditsProvider", "FakeEdits", "NvmlEdits", "env_name_of"]
+
+log = logging.getLogger(__name__)
 
 
 class EditsProvider(Protocol):
@@ -90,10 +97,11 @@ class FakeEdits:
         """Env vars naming the device (and its ``nvidia-smi`` entry), and its ``/dev/nvidiaN``
         backed by ``/dev/null``."""
         token = env_name_of(device.name)
+        memory = device.memory_bytes
         env = (
             f"NVIDIA_FAKE_{token}_UUID={device.uuid}",
             f"NVIDIA_FAKE_{token}_PRODUCT_NAME={device.gpu.product_name}",
-            f"NVIDIA_FAKE_{token}_MEMORY={binary_quantity(device.memory_bytes)}",
+            *([f"NVIDIA_FAKE_{token}_MEMORY={binary_quantity(memory)}"] if memory else []),
             nvidia_smi_env(device.gpu, device.mig),
         )
         node = DeviceNode(path=f"/dev/nvidia{device.gpu.minor}", host_path="/dev/null")
@@ -132,34 +140,27 @@ class FakeEdits:
         return self._files.known_claims()
 
 
-#: Driver user-space files mounted into containers (globbed below the driver root).
-_DRIVER_LIBRARIES = (
-    "libcuda.so.*",
-    "libcudadebugger.so.*",
-    "libnvidia-ml.so.*",
-    "libnvidia-ptxjitcompiler.so.*",
-    "libnvidia-nvvm.so.*",
-    "libnvidia-gpucomp.so.*",
-    "libnvidia-allocator.so.*",
-    "libnvidia-cfg.so.*",
-    "libnvidia-opencl.so.*",
-    "libnvidia-pkcs11.so.*",
-    "libnvidia-pkcs11-openssl3.so.*",
-    "libnvidia-nscq.so.*",
+#: Where ``nvidia-cdi-hook`` is looked for below the driver root when no path is configured
+#: (the toolkit's and the GPU Operator's install dirs first).
+_HOOK_DIRS = (
+    "usr/local/nvidia/toolkit",
+    "usr/bin",
+    "usr/local/bin",
+    "usr/sbin",
+    "bin",
 )
-_LIBRARY_DIRS = ("usr/lib/x86_64-linux-gnu", "usr/lib64", "usr/lib/aarch64-linux-gnu", "usr/lib")
-_DRIVER_BINARIES = (
-    "nvidia-smi",
-    "nvidia-debugdump",
-    "nvidia-persistenced",
-    "nvidia-cuda-mps-control",
-    "nvidia-cuda-mps-server",
-)
-_BIN_DIRS = ("usr/bin", "usr/local/bin", "bin")
+_HOOK_NAME = "nvidia-cdi-hook"
 
 
 class NvmlEdits:
-    """CDI content for real GPUs, from the host's ``/dev`` and the driver root."""
+    """CDI content for real GPUs, from the host's ``/dev`` and the driver root.
+
+    The claim-wide part is what nvidia-container-toolkit generates (:mod:`driver_edits`),
+    rescanned whenever the driver version below the root changes (a driver upgrade must not
+    leave a spec naming the old version's files). Missing ``nvidia-uvm`` and MIG capability
+    nodes are created (:mod:`device_nodes`); a required node that cannot be made fails the
+    prepare with :class:`DeviceNodeMissingError`, never a spec that silently lacks it.
+    """
 
     def __init__(
         self,
@@ -168,26 +169,40 @@ class NvmlEdits:
         container_driver_root: Path | None = None,
         dev_root: Path = Path("/"),
         proc_root: Path = Path("/proc"),
+        cdi_hook_path: str | None = None,
+        host_dev_root: Path = Path("/"),
     ) -> None:
         """Describe the driver installed at ``driver_root`` on the host.
 
         The plugin may see the host's files elsewhere (it runs in a container): driver files
         are looked up below ``container_driver_root`` (default: ``driver_root``) and device
         nodes below ``dev_root``, but the spec names host paths, because the container
-        runtime on the host reads it.
+        runtime on the host reads it. ``cdi_hook_path`` is the host path of
+        ``nvidia-cdi-hook`` (chart value ``nvidiaCDIHookPath``); without it the hook is
+        looked for below the driver root, and without a hook the spec mounts each library
+        under its SONAME instead (:func:`driver_edits.driver_edits`). ``host_dev_root`` is
+        the root of the host's ``/dev`` as the runtime sees it (``/`` on a node; a
+        synthetic root in tests): other than ``/``, nodes name it as ``hostPath``.
         """
         self._driver_root = driver_root
         self._lookup_root = container_driver_root or driver_root
         self._dev_root = dev_root
         self._proc_root = proc_root
-        self._driver_mounts: tuple[Mount, ...] | None = None
+        self._cdi_hook_path = cdi_hook_path
+        self._host_dev_root = host_dev_root
+        self._driver: tuple[str, ContainerEdits] | None = None
+
+    def _spec_node(self, path: str) -> DeviceNode:
+        if self._host_dev_root == Path("/"):
+            return DeviceNode(path=path)
+        return DeviceNode(path=path, host_path=str(self._host_dev_root / path.lstrip("/")))
 
     def _node(
         self, claim: ClaimRef, path: str, *, required: bool, device: str
     ) -> DeviceNode | None:
         seen = self._dev_root / path.lstrip("/")
         if seen.exists():
-            return DeviceNode(path=path)
+            return self._spec_node(path)
         if required:
             raise DeviceNodeMissingError(
                 claim,
@@ -196,22 +211,57 @@ class NvmlEdits:
             )
         return None
 
-    def _mig_caps(self, device: NodeDevice) -> list[str]:
+    def _created_node(
+        self, claim: ClaimRef, path: str, *, module: str, minor: int, device: str
+    ) -> DeviceNode:
+        try:
+            if ensure_char_node(
+                self._dev_root,
+                path,
+                module=module,
+                minor=minor,
+                proc_devices=self._proc_root / "devices",
+            ):
+                log.info(
+                    "created missing device node",
+                    extra={"event": "device_node_created", "path": path, "module": module},
+                )
+        except NodeUnavailableError as exc:
+            raise DeviceNodeMissingError(claim, f"{device}: {exc}") from exc
+        return self._spec_node(path)
+
+    def _mig_caps(self, claim: ClaimRef, device: NodeDevice) -> list[DeviceNode]:
         assert device.mig is not None
-        minors = self._proc_root / "driver" / "nvidia-caps" / "mig-minors"
-        wanted = {
+        minors_file = self._proc_root / "driver" / "nvidia-caps" / "mig-minors"
+        try:
+            minors = mig_cap_minors(minors_file.read_text())
+        except OSError as exc:
+            # NVIDIA #787: an empty list here gave a MIG device without its access nodes.
+            raise DeviceNodeMissingError(
+                claim,
+                f"MIG capability nodes of {device.name}: cannot read {minors_file}: {exc}",
+            ) from exc
+        nodes = []
+        for cap in (
             f"gpu{device.gpu.minor}/gi{device.mig.gi_id}/access",
             f"gpu{device.gpu.minor}/gi{device.mig.gi_id}/ci{device.mig.ci_id}/access",
-        }
-        paths: list[str] = []
-        try:
-            for line in minors.read_text().splitlines():
-                parts = line.split()
-                if len(parts) == 2 and parts[0] in wanted:
-                    paths.append(f"/dev/nvidia-caps/nvidia-cap{parts[1]}")
-        except OSError:
-            return []
-        return paths
+        ):
+            minor = minors.get(cap)
+            if minor is None:
+                raise DeviceNodeMissingError(
+                    claim,
+                    f"MIG capability {cap} of {device.name} is not listed in {minors_file}",
+                )
+            nodes.append(
+                self._created_node(
+                    claim,
+                    f"/dev/nvidia-caps/nvidia-cap{minor}",
+                    module="nvidia-caps",
+                    minor=minor,
+                    device=device.name,
+                )
+            )
+        return nodes
 
     def device_edits(self, claim: ClaimRef, device: NodeDevice) -> ContainerEdits:
         """The GPU's device node (plus MIG capability nodes)."""
@@ -222,10 +272,7 @@ class NvmlEdits:
         assert gpu_node is not None
         nodes.append(gpu_node)
         if device.type is DeviceType.MIG:
-            for cap in self._mig_caps(device):
-                node = self._node(claim, cap, required=True, device=device.name)
-                assert node is not None
-                nodes.append(node)
+            nodes.extend(self._mig_caps(claim, device))
         return ContainerEdits(device_nodes=tuple(nodes))
 
     def claim_edits(
@@ -233,55 +280,67 @@ class NvmlEdits:
         claim: ClaimRef,
         devices: Sequence[NodeDevice],  # noqa: ARG002 -- the control files are the same for all
     ) -> ContainerEdits:
-        """Control nodes, driver libraries and tools, ``NVIDIA_VISIBLE_DEVICES=void``."""
+        """Control nodes, then the driver's files, hooks and env (:mod:`driver_edits`)."""
         nodes = [
             n
             for n in (
+                self._node(claim, "/dev/nvidia-modeset", required=False, device="modeset"),
+                self._created_node(
+                    claim, "/dev/nvidia-uvm", module="nvidia-uvm", minor=0, device="uvm"
+                ),
+                self._created_node(
+                    claim, "/dev/nvidia-uvm-tools", module="nvidia-uvm", minor=1, device="uvm"
+                ),
                 self._node(claim, "/dev/nvidiactl", required=True, device="control device"),
-                self._node(claim, "/dev/nvidia-uvm", required=False, device="uvm"),
-                self._node(claim, "/dev/nvidia-uvm-tools", required=False, device="uvm tools"),
             )
             if n is not None
         ]
+        driver = self._driver_edits(claim)
         return ContainerEdits(
-            env=("NVIDIA_VISIBLE_DEVICES=void",),
+            env=driver.env,
             device_nodes=tuple(nodes),
-            mounts=self._driver_files(),
+            mounts=driver.mounts,
+            hooks=driver.hooks,
         )
 
-    def _driver_files(self) -> tuple[Mount, ...]:
-        if self._driver_mounts is not None:
-            return self._driver_mounts
-        mounts: list[Mount] = []
-        root = self._lookup_root
+    def hook_path(self) -> str | None:
+        """Host path of ``nvidia-cdi-hook``: the configured one, else one below the driver
+        root, else ``None``."""
+        if self._cdi_hook_path:
+            return self._cdi_hook_path
+        for directory in _HOOK_DIRS:
+            found = self._lookup_root / directory / _HOOK_NAME
+            if found.is_file() and os.access(found, os.X_OK):
+                return str(self._driver_root / directory / _HOOK_NAME)
+        return None
 
-        def host(found: Path) -> str:
-            return str(self._driver_root / found.relative_to(root))
-
-        for lib_dir in _LIBRARY_DIRS:
-            base = root / lib_dir
-            for pattern in _DRIVER_LIBRARIES:
-                found = sorted(base.glob(pattern))
-                files = {f.resolve(): f for f in found if not f.is_symlink() and f.is_file()}
-                for real in files.values():
-                    container = "/" + str(real.relative_to(root))
-                    mounts.append(Mount(host_path=host(real), container_path=container))
-                # Programs open the SONAME (libcuda.so.1), a symlink the installer created;
-                # without an ldconfig hook in the container, mount the file under that name.
-                for link in (f for f in found if f.is_symlink()):
-                    real_file = files.get(link.resolve())
-                    if real_file is not None:
-                        container = "/" + str(link.relative_to(root))
-                        mounts.append(Mount(host_path=host(real_file), container_path=container))
-        for bin_dir in _BIN_DIRS:
-            for name in _DRIVER_BINARIES:
-                tool = root / bin_dir / name
-                if tool.is_file() and not any(
-                    m.container_path.endswith("/" + name) for m in mounts
-                ):
-                    mounts.append(Mount(host_path=host(tool), container_path=f"/usr/bin/{name}"))
-        self._driver_mounts = tuple(mounts)
-        return self._driver_mounts
+    def _driver_edits(self, claim: ClaimRef) -> ContainerEdits:
+        try:
+            version = driver_version_at(self._lookup_root)
+        except DriverNotFoundError as exc:
+            raise DeviceNodeMissingError(claim, str(exc)) from exc
+        if self._driver is not None and self._driver[0] == version:
+            return self._driver[1]
+        files = scan_driver_root(self._lookup_root)
+        hook = self.hook_path()
+        if hook is None:
+            log.warning(
+                "nvidia-cdi-hook not found: CDI specs mount libraries under their SONAMEs "
+                "and carry no hooks (no ld.so.cache update); set nvidiaCDIHookPath",
+                extra={"event": "cdi_hook_missing", "driver_root": str(self._lookup_root)},
+            )
+        edits = driver_edits(files, host_root=str(self._driver_root), hook_path=hook)
+        if self._driver is not None:
+            log.info(
+                "driver version changed: CDI mounts rescanned",
+                extra={
+                    "event": "driver_version_changed",
+                    "old": self._driver[0],
+                    "new": version,
+                },
+            )
+        self._driver = (version, edits)
+        return edits
 
     def release(self, claim_uid: str) -> None:
         """Nothing to remove: the real backend writes no per-claim host files."""

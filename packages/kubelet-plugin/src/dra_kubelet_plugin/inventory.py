@@ -62,8 +62,9 @@ class NodeDevice:
         return "" if self.dynamic else self.gpu.uuid
 
     @property
-    def memory_bytes(self) -> int:
-        """Memory usable through this device."""
+    def memory_bytes(self) -> int | None:
+        """Memory usable through this device; ``None`` where NVML does not report it
+        (unified-memory GPUs)."""
         if self.mig is not None:
             return self.mig.memory_bytes
         if self.dynamic and self.profile is not None:

@@ -168,6 +168,7 @@ class KubeletPlugin:
                 driver_root=s.driver_root,
                 container_driver_root=s.container_driver_root,
                 dev_root=s.dev_root,
+                cdi_hook_path=s.nvidia_cdi_hook_path,
             )
         self.state = state = DeviceState(
             driver_name=DRIVER_NAME,
@@ -183,7 +184,11 @@ class KubeletPlugin:
         health_on = s.gate("DeviceHealthCheck")
         await runner.serve_dra(state, health=hub if health_on else None)
         monitor = HealthMonitor(
-            lib, hub, devices, additional_ignored_xids=s.additional_xids_to_ignore
+            lib,
+            hub,
+            devices,
+            additional_ignored_xids=s.additional_xids_to_ignore,
+            xid_recovery_s=s.health_recovery_period_s,
         )
         if health_on:
             await monitor.open()

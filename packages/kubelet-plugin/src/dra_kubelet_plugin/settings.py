@@ -40,11 +40,15 @@ class Settings(CommonSettings):
 
     driver_root: Path = Path("/")
     container_driver_root: Path | None = None
+    nvidia_cdi_hook_path: str | None = None
     dev_root: Path = Path("/")
     device_backend: str = "nvml"
     fake_gpus: str = ""
     fake_gpu_state_file: Path | None = None
     additional_xids_to_ignore: frozenset[int] = frozenset()
+    #: Seconds without a further XID/ECC event after which a device is healthy again;
+    #: ``None``: the taint stays until the plugin restarts (NVIDIA's behaviour).
+    health_recovery_period_s: float | None = None
     feature_gates: Mapping[str, bool] = field(default_factory=lambda: dict(FEATURE_GATES))
     #: The gates named in ``--feature-gates`` (the rest are at their defaults).
     explicit_gates: frozenset[str] = frozenset()
@@ -81,6 +85,12 @@ _FLAGS: Sequence[Flag] = (
         "",
         "where this process sees the driver root (default: --nvidia-driver-root)",
     ),
+    (
+        "--nvidia-cdi-hook-path",
+        "NVIDIA_CDI_HOOK_PATH",
+        "",
+        "host path of nvidia-cdi-hook named in CDI hooks (default: found below the driver root)",
+    ),
     ("--dev-root", "DEV_ROOT", "/", "where this process sees the host's /dev (node checks)"),
     ("--device-backend", "DEVICE_BACKEND", "nvml", "nvml (real GPUs) or fake"),
     ("--fake-gpus", "FAKE_GPUS", "", "fake fleet, e.g. 8xH100-80GB (fake backend)"),
@@ -111,6 +121,13 @@ _FLAGS: Sequence[Flag] = (
         "",
         "share devices through consumable capacity: memory, unlimited or a share count N "
         "(turns the ConsumableShares gate on); empty or disabled: off",
+    ),
+    (
+        "--health-recovery-period",
+        "HEALTH_RECOVERY_PERIOD",
+        "0",
+        "time without a further XID/ECC event after which a device is healthy again: seconds "
+        "or a duration (90s, 5m, 1h); 0: never",
     ),
     _COMMON["--kubeconfig"],
     _COMMON["--pod-uid"],
@@ -147,6 +164,19 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     return parser
 
 
+_DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _optional_duration(value: str, flag: str) -> float | None:
+    """Seconds of ``"90"``, ``"90s"``, ``"5m"`` or ``"1h"``; ``None`` for ``"0"`` or empty."""
+    text = value.strip()
+    if text in ("", "0", "0s"):
+        return None
+    unit = _DURATION_UNITS.get(text[-1:], 0.0)
+    number = text[:-1] if unit else text
+    return parse_seconds(number, flag) * (unit or 1.0)
+
+
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """Validate parsed arguments.
 
@@ -177,6 +207,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         "--nvidia-driver-root": args.nvidia_driver_root,
         "--dev-root": args.dev_root,
         "--container-driver-root": args.container_driver_root or "/",
+        "--nvidia-cdi-hook-path": args.nvidia_cdi_hook_path or "/",
     }
     for flag, value in paths.items():
         if not Path(value).is_absolute():
@@ -187,11 +218,15 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         container_driver_root=(
             Path(args.container_driver_root) if args.container_driver_root else None
         ),
+        nvidia_cdi_hook_path=args.nvidia_cdi_hook_path or None,
         dev_root=Path(args.dev_root),
         device_backend=args.device_backend,
         fake_gpus=args.fake_gpus,
         fake_gpu_state_file=Path(args.fake_gpu_state_file) if args.fake_gpu_state_file else None,
         additional_xids_to_ignore=parse_xid_list(args.additional_xids_to_ignore),
+        health_recovery_period_s=_optional_duration(
+            args.health_recovery_period, "--health-recovery-period"
+        ),
         feature_gates=gates,
         explicit_gates=explicit,
         device_refresh_interval_s=refresh,

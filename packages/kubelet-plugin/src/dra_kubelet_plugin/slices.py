@@ -130,9 +130,15 @@ def device_json(
         attrs["uuid"] = _str(device.uuid)
     if gpu.pcie_root:
         attrs["resource.kubernetes.io/pcieRoot"] = _str(gpu.pcie_root)
+    if gpu.numa_node is not None:
+        # The standard attribute (NVIDIA v0.5 published it): matchAttribute keeps GPUs and
+        # NICs of one claim on one NUMA node.
+        attrs["resource.kubernetes.io/numaNode"] = _int(gpu.numa_node)
     if gpu.addressing_mode is not None and gpu.addressing_mode.name != "NONE":
         attrs["addressingMode"] = _str(gpu.addressing_mode.name)
-    capacity: dict[str, object] = {"memory": {"value": binary_quantity(device.memory_bytes)}}
+    capacity: dict[str, object] = {}
+    if device.memory_bytes is not None:
+        capacity["memory"] = {"value": binary_quantity(device.memory_bytes)}
     if device.type is DeviceType.MIG and device.mig is not None:
         attrs["parentUUID"] = _str(gpu.uuid)
         attrs["profile"] = _str(device.mig.profile_name)
@@ -157,11 +163,9 @@ def device_json(
     elif device.partitionable:
         capacity = full_gpu_capacity(gpu)
         consumes = full_gpu_consumption(gpu)
-    out: dict[str, object] = {
-        "name": device.name,
-        "attributes": dict(sorted(attrs.items())),
-        "capacity": dict(sorted(capacity.items())),
-    }
+    out: dict[str, object] = {"name": device.name, "attributes": dict(sorted(attrs.items()))}
+    if capacity:
+        out["capacity"] = dict(sorted(capacity.items()))
     if consumes is not None:
         out["consumesCounters"] = [consumes]
     if health is not None and not health.healthy and health.taint_key:

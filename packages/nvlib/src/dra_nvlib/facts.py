@@ -249,7 +249,7 @@ class GpuInfo:
     cuda_compute_capability: CudaComputeCapability
     driver_version: str
     cuda_driver_version: str
-    memory_bytes: int
+    memory_bytes: int | None
     pci_bus_id: str
     pcie_root: str | None
     addressing_mode: AddressingMode | None
@@ -261,6 +261,8 @@ class GpuInfo:
     fabric: FabricInfo | None
     time_slice: TimeSliceLevel | None = None
     lost: bool = False
+    # sysfs numa_node of the PCI device; None where the platform has no NUMA (-1).
+    numa_node: int | None = None
 
     def mig_profile(self, name_or_id: str | int) -> MigProfile:
         """Return the profile with this name ("1g.5gb") or profile id (19); KeyError if none."""

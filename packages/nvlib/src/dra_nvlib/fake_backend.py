@@ -54,7 +54,14 @@ from dra_nvlib.fake_state import (
     NodeState,
 )
 from dra_nvlib.fleet import FleetSpec, load_fleet_spec
-from dra_nvlib.identity import cluster_uuid, gpu_uuid, mig_uuid, pci_bus_id, pcie_root
+from dra_nvlib.identity import (
+    cluster_uuid,
+    gpu_uuid,
+    mig_uuid,
+    numa_node,
+    pci_bus_id,
+    pcie_root,
+)
 from dra_nvlib.mig_placement import ExistingInstance, Refusal, check_create, profile_spec
 from dra_nvlib.profiles import GPU_MODELS, MIB, GpuModel
 
@@ -236,6 +243,7 @@ def gpu_info_of(gpu: GpuState, doc: NodeState) -> GpuInfo:
         memory_bytes=model.memory_mib * MIB,
         pci_bus_id=gpu["pci_bus_id"],
         pcie_root=gpu["pcie_root"],
+        numa_node=numa_node(gpu["index"]),
         addressing_mode=model.addressing_mode,
         mig_capable=model.mig_capable,
         mig_mode=MigModeState(current=gpu["mig_current"], pending=gpu["mig_pending"]),

@@ -39,6 +39,12 @@ def pci_bus_id(index: int) -> str:
     return f"0000:{bus:02x}:00.0"
 
 
+def numa_node(index: int) -> int:
+    """NUMA node of GPU ``index``: the lower two root complexes on node 0, the upper on 1."""
+    bus = int(pci_bus_id(index).split(":")[1], 16)
+    return (bus >> 7) & 1
+
+
 def pcie_root(index: int) -> str:
     """PCIe root complex (``pci0000:40``) the GPU hangs off: one per quarter of the bus range."""
     bus = int(pci_bus_id(index).split(":")[1], 16)

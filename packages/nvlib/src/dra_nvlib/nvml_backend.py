@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import logging
 import threading
 import uuid as uuidlib
 from collections.abc import Callable, Iterator, Sequence
@@ -55,16 +56,19 @@ from dra_nvlib.nvml_binding import (
     EVENT_SINGLE_BIT_ECC,
     EVENT_XID,
     GI_PROFILE_INDICES,
+    NVML_ERROR_DRIVER_NOT_LOADED,
     NVML_ERROR_FUNCTION_NOT_FOUND,
     NVML_ERROR_GPU_IS_LOST,
     NVML_ERROR_IN_USE,
     NVML_ERROR_INSUFFICIENT_RESOURCES,
     NVML_ERROR_INVALID_ARGUMENT,
     NVML_ERROR_INVALID_STATE,
+    NVML_ERROR_LIB_RM_VERSION_MISMATCH,
     NVML_ERROR_NO_PERMISSION,
     NVML_ERROR_NOT_FOUND,
     NVML_ERROR_NOT_SUPPORTED,
     NVML_ERROR_RESET_REQUIRED,
+    NVML_ERROR_UNINITIALIZED,
     EventSetHandle,
     NvmlApi,
     NvmlFailure,
@@ -73,9 +77,16 @@ from dra_nvlib.nvml_binding import (
     RawGiProfile,
     find_library,
 )
-from dra_nvlib.sysfs import normalize_bus_id, pcie_root
+from dra_nvlib.sysfs import normalize_bus_id, numa_node, pcie_root
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+#: What NVML answers once the driver was unloaded, reloaded or upgraded under a process that
+#: initialised it before: re-initialising (reloading the library) is the way back.
+_REINIT_CODES = frozenset(
+    {NVML_ERROR_UNINITIALIZED, NVML_ERROR_DRIVER_NOT_LOADED, NVML_ERROR_LIB_RM_VERSION_MISMATCH}
+)
 
 _ERRORS: dict[int, type[DeviceError]] = {
     NVML_ERROR_INVALID_ARGUMENT: InvalidArgumentError,
@@ -177,8 +188,36 @@ class NvmlDeviceLib(DeviceLib):
 
     # -- queries ---------------------------------------------------------------------------
 
+    def _reinit(self, failure: NvmlFailure) -> None:
+        """Reload NVML after ``failure`` said the driver under it changed; caches go too,
+        because a new driver may report other profiles."""
+        log.warning(
+            "NVML lost its driver; re-initialising",
+            extra={"event": "nvml_reinit", "function": failure.function, "code": failure.code},
+        )
+        with self._lock:
+            self._profiles.clear()
+            try:
+                self._api.reload()
+            except NvmlFailure as exc:
+                raise translate(exc, gpu="*", operation="reinit") from exc
+
+    def _retrying(self, call: Callable[[], T]) -> T:
+        """``call()``, once more after a re-initialisation when NVML lost its driver."""
+        try:
+            return call()
+        except DeviceError as exc:
+            cause = exc.__cause__
+            if not (isinstance(cause, NvmlFailure) and cause.code in _REINIT_CODES):
+                raise
+            self._reinit(cause)
+        return call()
+
     def driver_info(self) -> DriverInfo:
         """Driver, CUDA driver and NVML versions."""
+        return self._retrying(self._driver_info)
+
+    def _driver_info(self) -> DriverInfo:
         with self._op("*", "driver_info"):
             return DriverInfo(
                 driver_version=self._api.driver_version(),
@@ -187,8 +226,15 @@ class NvmlDeviceLib(DeviceLib):
             )
 
     def gpus(self) -> tuple[GpuInfo, ...]:
-        """Enumerate every GPU; a lost GPU is reported from its last known facts, flagged."""
-        driver = self.driver_info()
+        """Enumerate every GPU; a lost GPU is reported from its last known facts, flagged.
+
+        After a driver reload or upgrade (NVML uninitialised, driver not loaded, library and
+        kernel module versions differ) NVML is loaded again and the enumeration repeated.
+        """
+        return self._retrying(self._gpus)
+
+    def _gpus(self) -> tuple[GpuInfo, ...]:
+        driver = self._driver_info()
         with self._op("*", "gpus"):
             count = self._api.device_count()
         out: list[GpuInfo] = []
@@ -234,9 +280,11 @@ class NvmlDeviceLib(DeviceLib):
             cuda_compute_capability=CudaComputeCapability(major, minor),
             driver_version=driver.driver_version,
             cuda_driver_version=driver.cuda_driver_version,
-            memory_bytes=api.memory_total(dev),
+            # Unified-memory parts (GB10, Jetson) answer NOT_SUPPORTED: no memory capacity.
+            memory_bytes=self._optional(lambda: api.memory_total(dev)),
             pci_bus_id=bus_id,
             pcie_root=pcie_root(self._sysfs_root, bus_id),
+            numa_node=numa_node(self._sysfs_root, bus_id),
             addressing_mode=AddressingMode(addressing) if addressing is not None else None,
             mig_capable=mig is not None,
             mig_mode=MigModeState(current=bool(mig and mig[0]), pending=bool(mig and mig[1])),
@@ -259,7 +307,7 @@ class NvmlDeviceLib(DeviceLib):
         )
 
     def _mig_profiles(self, dev: NvmlHandle) -> tuple[MigProfile, ...]:
-        device_memory = self._api.memory_total(dev)
+        device_memory = self._optional(lambda: self._api.memory_total(dev)) or 0
         out: list[MigProfile] = []
         seen: set[int] = set()
         for index in GI_PROFILE_INDICES:
@@ -277,10 +325,7 @@ class NvmlDeviceLib(DeviceLib):
             if raw.profile_id in seen:
                 continue
             seen.add(raw.profile_id)
-            placements = tuple(
-                MigPlacement(start, size)
-                for start, size in self._api.gi_placements(dev, raw.profile_id)
-            )
+            placements = self._placements(dev, raw.profile_id)
             out.append(
                 MigProfile(
                     name=profile_name(raw, nvml_profile=index, device_memory_bytes=device_memory),
@@ -300,6 +345,25 @@ class NvmlDeviceLib(DeviceLib):
                 )
             )
         return tuple(out)
+
+    def _placements(self, dev: NvmlHandle, profile_id: int) -> tuple[MigPlacement, ...]:
+        """The profile's possible placements; none where NVML cannot say (an unsupported or
+        currently impossible profile): the profile stays listed, enumeration goes on."""
+        try:
+            found = self._api.gi_placements(dev, profile_id)
+        except NvmlFailure as exc:
+            if exc.code in _REINIT_CODES or exc.code == NVML_ERROR_GPU_IS_LOST:
+                raise
+            log.warning(
+                "GPU instance placements unavailable",
+                extra={
+                    "event": "mig_placements_unavailable",
+                    "profile_id": profile_id,
+                    "code": exc.code,
+                },
+            )
+            return ()
+        return tuple(MigPlacement(start, size) for start, size in found)
 
     def _mig_devices(
         self,
@@ -332,11 +396,18 @@ class NvmlDeviceLib(DeviceLib):
                     profile_id=gi.profile_id,
                     profile_name=profile.name if profile else str(gi.profile_id),
                     placement=MigPlacement(gi.start, gi.size),
-                    memory_bytes=self._api.memory_total(mig),
+                    memory_bytes=self._mig_memory(mig, profile),
                     multiprocessor_count=self._mig_multiprocessors(mig, profile),
                 )
             )
         return tuple(out)
+
+    def _mig_memory(self, mig: NvmlHandle, profile: MigProfile | None) -> int:
+        """The MIG device's memory; its profile's where NVML does not report it."""
+        reported = self._optional(lambda: self._api.memory_total(mig))
+        if reported is not None:
+            return reported
+        return profile.memory_bytes if profile else 0
 
     def _mig_multiprocessors(self, mig: NvmlHandle, profile: MigProfile | None) -> int:
         """The MIG device's own SMs: a GPU instance split into several compute instances

@@ -7,6 +7,8 @@ code; the backend turns that into a typed error naming the GPU and operation.
 
 from __future__ import annotations
 
+import _ctypes
+import contextlib
 import ctypes
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,18 +25,24 @@ EventSetHandle = NewType("EventSetHandle", object)
 
 # NVML return codes the backend branches on.
 NVML_SUCCESS = 0
+NVML_ERROR_UNINITIALIZED = 1
 NVML_ERROR_INVALID_ARGUMENT = 2
 NVML_ERROR_NOT_SUPPORTED = 3
 NVML_ERROR_NO_PERMISSION = 4
 NVML_ERROR_NOT_FOUND = 6
+NVML_ERROR_DRIVER_NOT_LOADED = 9
 NVML_ERROR_TIMEOUT = 10
 NVML_ERROR_FUNCTION_NOT_FOUND = 13
 NVML_ERROR_GPU_IS_LOST = 15
 NVML_ERROR_RESET_REQUIRED = 16
+NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18
 NVML_ERROR_IN_USE = 19
 NVML_ERROR_INSUFFICIENT_RESOURCES = 23
 NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
 NVML_ERROR_INVALID_STATE = 29
+
+# nvmlInitWithFlags: succeed on a node without GPUs (NVIDIA's driver initialises with it).
+NVML_INIT_FLAG_NO_GPUS = 0x1
 
 EVENT_SINGLE_BIT_ECC = 0x1
 EVENT_DOUBLE_BIT_ECC = 0x2
@@ -134,6 +142,10 @@ class NvmlApi(Protocol):
 
     def shutdown(self) -> None:
         """``nvmlShutdown`` (reference counted by NVML)."""
+
+    def reload(self) -> None:
+        """Shut NVML down, unload the library and load it again from its path (after a
+        driver reload or upgrade replaced it), then initialise."""
 
     def driver_version(self) -> str:
         """``nvmlSystemGetDriverVersion``."""
@@ -305,11 +317,30 @@ class PynvmlApi:
                 pynvml.nvmlLib = ctypes.CDLL(str(self.library))
             except OSError as exc:
                 raise LibraryLoadError(str(self.library), str(exc)) from exc
-        self._call("nvmlInit")
+        # pynvml's nvmlInit is nvmlInitWithFlags(0): a node whose GPUs are all gone (or not
+        # yet probed) would fail here and the plugin crash-loop instead of publishing none.
+        self._call("nvmlInitWithFlags", NVML_INIT_FLAG_NO_GPUS)
 
     def shutdown(self) -> None:
         """``nvmlShutdown`` (reference counted by NVML)."""
         self._call("nvmlShutdown")
+
+    def reload(self) -> None:
+        """See :meth:`NvmlApi.reload`: pynvml's function cache is dropped with the library,
+        so no pointer into the old mapping survives."""
+        with contextlib.suppress(NvmlFailure):
+            self._call("nvmlShutdown")
+        loaded = getattr(pynvml, "nvmlLib", None)
+        if loaded is not None:
+            handle = getattr(loaded, "_handle", None)
+            pynvml.nvmlLib = None
+            cache = getattr(pynvml, "_nvmlGetFunctionPointer_cache", None)
+            if isinstance(cache, dict):
+                cache.clear()
+            if handle:
+                with contextlib.suppress(OSError):
+                    _ctypes.dlclose(handle)
+        self.init()
 
     def driver_version(self) -> str:
         """``nvmlSystemGetDriverVersion``."""

@@ -1,4 +1,4 @@
-"""PCIe facts from sysfs: the root complex a PCI device hangs off."""
+"""PCIe facts from sysfs: the root complex a PCI device hangs off, its NUMA node."""
 
 from __future__ import annotations
 
@@ -13,6 +13,15 @@ def normalize_bus_id(bus_id: str) -> str:
     if not rest:
         raise ValueError(f"not a PCI bus id: {bus_id!r}")
     return f"{int(domain, 16):04x}:{rest.lower()}"
+
+
+def numa_node(sysfs_root: Path, bus_id: str) -> int | None:
+    """The device's ``numa_node``; ``None`` when unknown or ``-1`` (no NUMA affinity)."""
+    try:
+        value = int((sysfs_root / "bus" / "pci" / "devices" / bus_id / "numa_node").read_text())
+    except (OSError, ValueError):
+        return None
+    return value if value >= 0 else None
 
 
 def pcie_root(sysfs_root: Path, bus_id: str) -> str | None:

@@ -62,21 +62,25 @@ class ConsumableShares:
     def __str__(self) -> str:
         return str(self.shares) if self.mode is ConsumableMode.SHARES else self.mode.value
 
-    def shape_device(self, device: dict[str, Any], memory_bytes: int) -> dict[str, Any]:
-        """``device`` (ResourceSlice device JSON) with the sharing fields of this mode."""
+    def shape_device(self, device: dict[str, Any], memory_bytes: int | None) -> dict[str, Any]:
+        """``device`` (ResourceSlice device JSON) with the sharing fields of this mode.
+
+        A device whose memory is not reported (``None``: unified-memory GPUs) gets no memory
+        policy; the ``shares`` capacity and multiple allocations still apply.
+        """
         if not self.enabled:
             return device
-        total_mib = memory_bytes // _MIB
-        total = f"{total_mib}Mi"
         capacity: dict[str, Any] = dict(device.get("capacity") or {})
-        if self.mode is ConsumableMode.MEMORY:
-            policy: dict[str, Any] = {
-                "default": total,
-                "validRange": {"min": "1Mi", "max": total, "step": "1Mi"},
-            }
-        else:
-            policy = {"default": "0", "validRange": {"min": "0", "max": total, "step": "1Mi"}}
-        capacity["memory"] = {"value": total, "requestPolicy": policy}
+        if memory_bytes is not None:
+            total = f"{memory_bytes // _MIB}Mi"
+            if self.mode is ConsumableMode.MEMORY:
+                policy: dict[str, Any] = {
+                    "default": total,
+                    "validRange": {"min": "1Mi", "max": total, "step": "1Mi"},
+                }
+            else:
+                policy = {"default": "0", "validRange": {"min": "0", "max": total, "step": "1Mi"}}
+            capacity["memory"] = {"value": total, "requestPolicy": policy}
         if self.mode is ConsumableMode.SHARES:
             n = str(self.shares)
             capacity["shares"] = {
@@ -87,7 +91,8 @@ class ConsumableShares:
                 },
             }
         out = dict(device)
-        out["capacity"] = dict(sorted(capacity.items()))
+        if capacity:
+            out["capacity"] = dict(sorted(capacity.items()))
         out["allowMultipleAllocations"] = True
         return out
 

@@ -83,7 +83,7 @@ def _totals(gpu: GpuInfo) -> dict[str, int]:
         )
     totals["memory"] = max(
         max((p.memory_bytes // _MIB) * p.instance_count for p in gpu.mig_profiles),
-        gpu.memory_bytes // _MIB,
+        (gpu.memory_bytes or 0) // _MIB,
     )
     return totals
 
@@ -165,7 +165,9 @@ def full_gpu_consumption(gpu: GpuInfo) -> dict[str, Any]:
 
 def full_gpu_capacity(gpu: GpuInfo) -> dict[str, Any]:
     """The full GPU's capacity in dynamic MIG mode: per-dimension maxima over the profiles."""
-    cap: dict[str, Any] = {"memory": {"value": _mem(gpu.memory_bytes // _MIB)}}
+    # Unified-memory GPUs report no total: the whole-GPU profile's memory stands for it.
+    total = gpu.memory_bytes or max(p.memory_bytes for p in gpu.mig_profiles)
+    cap: dict[str, Any] = {"memory": {"value": _mem(total // _MIB)}}
     for key, attr in (
         ("multiprocessors", "multiprocessor_count"),
         ("copyEngines", "copy_engine_count"),

@@ -22,6 +22,7 @@ __all__ = [
     "CDISpec",
     "ContainerEdits",
     "DeviceNode",
+    "Hook",
     "Mount",
     "SpecDevice",
     "cdi_device_name",
@@ -76,17 +77,21 @@ class CDIKind:
         env: list[str] = []
         nodes: list[DeviceNode] = []
         mounts: list[Mount] = []
+        hooks: list[Hook] = []
         for edit in common:
             env.extend(e for e in edit.env if e not in env)
             nodes.extend(n for n in edit.device_nodes if n not in nodes)
             mounts.extend(m for m in edit.mounts if m not in mounts)
+            hooks.extend(h for h in edit.hooks if h not in hooks)
         return CDISpec(
             kind=self.kind,
             devices=tuple(
                 SpecDevice(name=cdi_device_name(claim_uid, name), edits=edits)
                 for name, edits in devices
             ),
-            edits=ContainerEdits(env=tuple(env), device_nodes=tuple(nodes), mounts=tuple(mounts)),
+            edits=ContainerEdits(
+                env=tuple(env), device_nodes=tuple(nodes), mounts=tuple(mounts), hooks=tuple(hooks)
+            ),
         )
 
 
@@ -130,16 +135,37 @@ class Mount:
 
 
 @dataclass(frozen=True)
+class Hook:
+    """An OCI hook the runtime runs for the container (``args[0]`` is the program's name)."""
+
+    path: str
+    args: tuple[str, ...]
+    hook_name: str = "createContainer"
+    env: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        """Return the CDI JSON form."""
+        out: dict[str, object] = {"hookName": self.hook_name, "path": self.path}
+        if self.args:
+            out["args"] = list(self.args)
+        if self.env:
+            out["env"] = list(self.env)
+        return out
+
+
+@dataclass(frozen=True)
 class ContainerEdits:
-    """Edits applied to a container's OCI spec: env (``KEY=value``), device nodes, mounts."""
+    """Edits applied to a container's OCI spec: env (``KEY=value``), device nodes, mounts,
+    hooks."""
 
     env: tuple[str, ...] = ()
     device_nodes: tuple[DeviceNode, ...] = ()
     mounts: tuple[Mount, ...] = ()
+    hooks: tuple[Hook, ...] = ()
 
     def is_empty(self) -> bool:
         """Whether these edits change nothing."""
-        return not (self.env or self.device_nodes or self.mounts)
+        return not (self.env or self.device_nodes or self.mounts or self.hooks)
 
     def to_json(self) -> dict[str, object]:
         """Return the CDI JSON form (empty lists omitted)."""
@@ -150,6 +176,8 @@ class ContainerEdits:
             out["deviceNodes"] = [d.to_json() for d in self.device_nodes]
         if self.mounts:
             out["mounts"] = [m.to_json() for m in self.mounts]
+        if self.hooks:
+            out["hooks"] = [h.to_json() for h in self.hooks]
         return out
 
 

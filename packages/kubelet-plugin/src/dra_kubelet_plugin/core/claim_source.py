@@ -1,7 +1,8 @@
 """Where ResourceClaims come from: the API server, or a directory standing in for it.
 
-:class:`KubeClaimSource` GETs ``resource.k8s.io/v1`` claims through :class:`KubeTransport`
-and parses them with :mod:`dra_api_types`. :class:`DirectoryClaimSource` is a test double of
+:class:`KubeClaimSource` GETs claims through :class:`KubeTransport` in the
+``resource.k8s.io`` version the server serves (:mod:`.resource_api`), converts them to v1 and
+parses them with :mod:`dra_api_types`. :class:`DirectoryClaimSource` is a test double of
 that endpoint: it serves claims from JSON/YAML files, so the plugin's prepare path can be
 exercised without a cluster (selected with ``--claims-directory``; never in production).
 """
@@ -18,6 +19,7 @@ from dra_api_types import ResourceClaim, ValidationError
 
 from dra_kubelet_plugin.core.errors import KubeApiError
 from dra_kubelet_plugin.core.kube import JsonTransport, path_segment
+from dra_kubelet_plugin.core.resource_api import ResourceApi
 
 __all__ = ["ClaimParseError", "ClaimSource", "DirectoryClaimSource", "KubeClaimSource"]
 
@@ -51,14 +53,15 @@ def _parse(data: Any, where: str) -> ResourceClaim:
 class KubeClaimSource:
     """Claims from the API server (``GET .../resourceclaims/NAME``)."""
 
-    def __init__(self, transport: JsonTransport) -> None:
-        """Use ``transport`` for requests."""
+    def __init__(self, transport: JsonTransport, api: ResourceApi | None = None) -> None:
+        """Use ``transport`` for requests, in the version of ``api`` (default v1)."""
         self._transport = transport
+        self._api = api or ResourceApi()
 
     async def get(self, namespace: str, name: str) -> ResourceClaim | None:
         """GET the claim; 404 is ``None``."""
         path = (
-            f"/apis/resource.k8s.io/v1/namespaces/{path_segment(namespace)}"
+            f"/apis/resource.k8s.io/{self._api.version}/namespaces/{path_segment(namespace)}"
             f"/resourceclaims/{path_segment(name)}"
         )
         try:
@@ -67,7 +70,14 @@ class KubeClaimSource:
             if exc.status == 404:
                 return None
             raise
-        return _parse(data, f"ResourceClaim {namespace}/{name}")
+        where = f"ResourceClaim {namespace}/{name}"
+        if not isinstance(data, dict):
+            raise ClaimParseError(f"{where}: not a JSON object")
+        try:
+            data = self._api.to_v1(data, "ResourceClaim")
+        except ValidationError as exc:
+            raise ClaimParseError(f"{where}: {exc}") from exc
+        return _parse(data, where)
 
 
 class DirectoryClaimSource:

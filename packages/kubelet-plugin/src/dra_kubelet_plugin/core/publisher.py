@@ -14,6 +14,10 @@ difference on every reconcile and PUT (and bump the generation) forever, so the 
 remembers, per slice, the resourceVersion the server answered our last write with and what we
 sent: a slice nobody changed since, for unchanged desired content, is up to date whatever the
 server kept. A plugin restart forgets this and writes at most once more.
+
+The slices are built and compared as ``resource.k8s.io/v1``; on a server that serves only a
+beta version (Kubernetes 1.32, 1.33) they are written and read in that version
+(:class:`~dra_kubelet_plugin.core.resource_api.ResourceApi`, found by discovery).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from dra_kubelet_plugin.core.errors import KubeApiError
 from dra_kubelet_plugin.core.health import HealthHub
 from dra_kubelet_plugin.core.kube import JsonTransport, path_segment
 from dra_kubelet_plugin.core.metrics import PluginMetrics
+from dra_kubelet_plugin.core.resource_api import ResourceApi
 
 __all__ = ["SlicePublisher", "SliceSource", "slices_equal"]
 
@@ -41,7 +46,6 @@ __all__ = ["SlicePublisher", "SliceSource", "slices_equal"]
 SliceSource = Callable[[int], list[dict[str, Any]]]
 
 log = logging.getLogger(__name__)
-_SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 
 
 def _comparable(slice_spec: dict[str, Any]) -> dict[str, Any]:
@@ -117,11 +121,13 @@ class SlicePublisher:
         health: HealthHub,
         metrics: PluginMetrics,
         resync_s: float = 30.0,
+        api: ResourceApi | None = None,
     ) -> None:
         """Publish ``slices(generation)`` as the pool of ``driver_name`` on ``node_name``; a
         change of ``health`` (or :meth:`trigger`) reconciles at once; ``resync_s`` bounds the
-        time without a check."""
+        time without a check; ``api``: the served version (default v1)."""
         self._transport = transport
+        self._api = api or ResourceApi()
         self._driver_name = driver_name
         self._node_name = node_name
         self._slices = slices
@@ -142,11 +148,28 @@ class SlicePublisher:
     def _selector(self) -> dict[str, str]:
         return {"fieldSelector": f"spec.nodeName={self._node_name},spec.driver={self._driver_name}"}
 
+    def _v1(self, raw: Any) -> dict[str, Any] | None:
+        """A slice the server returned, as the typed model reads it in v1 (or ``None``)."""
+        if not isinstance(raw, dict):
+            return None
+        try:
+            return _parse(self._api.to_v1(raw, "ResourceSlice"))
+        except ValidationError as exc:
+            log.warning(
+                "ignoring unconvertible ResourceSlice",
+                extra={"event": "slice_unparsable", "error": str(exc)},
+            )
+            return None
+
     def _list(self) -> list[dict[str, Any]]:
-        data = self._transport.request("GET", _SLICES, query=self._selector())
+        data = self._transport.request(
+            "GET",
+            f"/apis/resource.k8s.io/{self._api.version}/resourceslices",
+            query=self._selector(),
+        )
         items: list[dict[str, Any]] = []
         for raw in data.get("items") or []:
-            parsed = _parse(raw)
+            parsed = self._v1(raw)
             if parsed is None:
                 continue
             # Guard against a server that ignores the field selector.
@@ -189,18 +212,27 @@ class SlicePublisher:
                 }
                 name = str(meta["name"])
                 stored = self._transport.request(
-                    "PUT", f"{_SLICES}/{path_segment(name)}", body=body
+                    "PUT",
+                    f"/apis/resource.k8s.io/{self._api.version}/resourceslices/{path_segment(name)}",
+                    body=self._api.slice_from_v1(body),
                 )
                 self._metrics.slice_publications.labels(operation="update").inc()
             else:
-                stored = self._transport.request("POST", _SLICES, body=body)
+                stored = self._transport.request(
+                    "POST",
+                    f"/apis/resource.k8s.io/{self._api.version}/resourceslices",
+                    body=self._api.slice_from_v1(body),
+                )
                 self._metrics.slice_publications.labels(operation="create").inc()
             self._remember(body, stored)
         for old in existing[len(desired) :]:
             name = str(old["metadata"]["name"])
             self._written.pop(name, None)
             try:
-                self._transport.request("DELETE", f"{_SLICES}/{path_segment(name)}")
+                self._transport.request(
+                    "DELETE",
+                    f"/apis/resource.k8s.io/{self._api.version}/resourceslices/{path_segment(name)}",
+                )
             except KubeApiError as exc:
                 if exc.status != 404:
                     raise
@@ -235,7 +267,7 @@ class SlicePublisher:
 
     def _remember(self, body: dict[str, Any], response: dict[str, Any]) -> None:
         """Record what the server answered a write of ``body`` with (see module docs)."""
-        stored = _parse(response)
+        stored = self._v1(response)
         if stored is None:
             return
         meta = stored["metadata"]
@@ -300,7 +332,9 @@ class SlicePublisher:
         while not self._stop.is_set():
             try:
                 for event in self._transport.watch_lines(
-                    _SLICES, query=self._selector(), timeout_s=300
+                    f"/apis/resource.k8s.io/{self._api.version}/resourceslices",
+                    query=self._selector(),
+                    timeout_s=300,
                 ):
                     if self._stop.is_set():
                         return

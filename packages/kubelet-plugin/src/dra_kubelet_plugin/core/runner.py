@@ -50,6 +50,11 @@ from dra_kubelet_plugin.core.metrics import PluginMetrics, serve_metrics
 from dra_kubelet_plugin.core.node_lock import NodeLock
 from dra_kubelet_plugin.core.publisher import SlicePublisher, SliceSource
 from dra_kubelet_plugin.core.registration import RegistrationServer, supported_versions
+from dra_kubelet_plugin.core.resource_api import (
+    ResourceApi,
+    UnsupportedResourceApiError,
+    discover_resource_api,
+)
 from dra_kubelet_plugin.core.settings import CommonSettings
 from dra_kubelet_plugin.core.sockets import (
     SocketPaths,
@@ -83,6 +88,7 @@ class PluginRunner:
         self.metrics = metrics or PluginMetrics()
         self.plugin_dir = settings.plugin_dir_of(identity.name)
         self.transport: KubeTransport | None = None
+        self.resource_api = ResourceApi()
         self.node_uid: str | None = None
         self.claims: ClaimSource | None = None
         self.events: EventRecorder = LogEventRecorder(settings.node_name)
@@ -136,7 +142,11 @@ class PluginRunner:
             self.transport = transport = KubeTransport.from_kubeconfig(s.kubeconfig or None)
             self.on_stop(transport.close)
             self.node_uid = await asyncio.to_thread(_node_uid, transport, s.node_name)
-            self.claims = KubeClaimSource(transport)
+            try:
+                self.resource_api = await asyncio.to_thread(discover_resource_api, transport)
+            except UnsupportedResourceApiError as exc:
+                raise ConfigurationError("--kubeconfig", str(exc)) from exc
+            self.claims = KubeClaimSource(transport, self.resource_api)
             self.events = KubeEventRecorder(
                 transport, s.node_name, self.node_uid, component=self.identity.component
             )
@@ -230,6 +240,7 @@ class PluginRunner:
             slices=slices,
             health=health,
             metrics=self.metrics,
+            api=self.resource_api,
         )
         self.task(publisher.run(), name="publisher")
         return publisher

@@ -1,0 +1,183 @@
+"""A synthetic NVIDIA driver root: stand-in files with the real names, versions and SONAMEs.
+
+Every library is a real (tiny) ELF shared object built with the C compiler, with the SONAME
+the real driver's library has, and the installer's links next to it, so both
+``nvidia-ctk cdi generate`` and our scanner read SONAMEs from the files and ``ldconfig`` in a
+container accepts them. ``libnvidia-ml`` is the go-nvml mock library
+(``dra_nvlib.mock_nvml_build``), so ``nvidia-ctk`` meets NVIDIA's mock GPUs through it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import stat
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+#: The driver version the go-nvml mock systems report (dgxa100).
+MOCK_DRIVER_VERSION = "550.54.15"
+
+# (library, SONAME suffix): "" means the SONAME is the versioned file name itself.
+_LIBRARIES = (
+    ("libcuda", "1"),
+    ("libcudadebugger", "1"),
+    ("libnvidia-ptxjitcompiler", "1"),
+    ("libnvidia-nvvm", "4"),
+    ("libnvidia-gpucomp", ""),
+    ("libnvidia-allocator", "1"),
+    ("libnvidia-cfg", "1"),
+    ("libnvidia-opencl", "1"),
+    ("libnvidia-encode", "1"),
+    ("libnvcuvid", "1"),
+    ("libnvidia-opticalflow", "1"),
+    ("libnvidia-fbc", "1"),
+    ("libnvoptix", "1"),
+    ("libnvidia-rtcore", ""),
+    ("libnvidia-eglcore", ""),
+    ("libnvidia-glcore", ""),
+    ("libnvidia-glsi", ""),
+    ("libnvidia-tls", ""),
+    ("libnvidia-glvkspirv", ""),
+    ("libEGL_nvidia", "0"),
+    ("libGLX_nvidia", "0"),
+    ("libGLESv2_nvidia", "2"),
+    ("libGLESv1_CM_nvidia", "1"),
+    ("libnvidia-pkcs11-openssl3", ""),
+)
+# Links a driver's installer adds besides the SONAME ones.
+_DEV_LINKS = ("libcuda.so", "libnvidia-opticalflow.so", "libnvidia-encode.so")
+_EGL_PLATFORM = (("libnvidia-egl-gbm", "1.1.2", "1"), ("libnvidia-egl-wayland", "1.1.13", "1"))
+_BINARIES = (
+    "nvidia-smi",
+    "nvidia-debugdump",
+    "nvidia-persistenced",
+    "nvidia-cuda-mps-control",
+    "nvidia-cuda-mps-server",
+    "nvidia-imex",
+    "nvidia-imex-ctl",
+)
+_CONFIGS = (
+    "usr/share/glvnd/egl_vendor.d/10_nvidia.json",
+    "usr/share/egl/egl_external_platform.d/15_nvidia_gbm.json",
+    "usr/share/egl/egl_external_platform.d/10_nvidia_wayland.json",
+    "usr/share/nvidia/nvoptix.bin",
+    "etc/vulkan/icd.d/nvidia_icd.json",
+    "usr/share/vulkan/implicit_layer.d/nvidia_layers.json",
+)
+#: Where each layout keeps the libraries and the tools.
+LAYOUTS = {
+    "debian": ("usr/lib/x86_64-linux-gnu", "usr/bin"),
+    "rhel": ("usr/lib64", "usr/bin"),
+    "gke": ("lib64", "bin"),
+}
+
+
+@dataclass(frozen=True)
+class DriverRoot:
+    """A synthetic driver root (which is its own ``/dev`` root too)."""
+
+    root: Path
+    lib_dir: str
+    version: str
+
+    @property
+    def lib_path(self) -> Path:
+        """The library directory on this machine."""
+        return self.root / self.lib_dir
+
+
+def _shared_object(path: Path, soname: str, cc: str, build: Path) -> None:
+    source = build / "stub.c"
+    if not source.exists():
+        source.write_text("int dra_stand_in(void) { return 0; }\n")
+    subprocess.run(
+        [
+            cc,
+            "-shared",
+            "-fPIC",
+            "-nostdlib",
+            f"-Wl,-soname,{soname}",
+            "-o",
+            str(path),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+    )
+
+
+def _char_device(path: Path, major: int, minor: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+
+
+def make_driver_root(
+    root: Path,
+    *,
+    nvml_library: Path,
+    layout: str = "debian",
+    version: str = MOCK_DRIVER_VERSION,
+    gpus: int = 8,
+) -> DriverRoot:
+    """Lay out a driver installation below ``root`` (needs root for ``mknod`` and a C compiler).
+
+    ``gpus``: how many ``/dev/nvidiaN`` nodes (the mock systems have 8 GPUs).
+    """
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise RuntimeError("a C compiler (cc) is needed to build the stand-in libraries")
+    lib_dir, bin_dir = LAYOUTS[layout]
+    lib = root / lib_dir
+    (lib / "vdpau").mkdir(parents=True)
+    build = root.parent / f"{root.name}.build"
+    build.mkdir(exist_ok=True)
+    for name, suffix in _LIBRARIES:
+        real = f"{name}.so.{version}"
+        soname = f"{name}.so.{suffix}" if suffix else real
+        _shared_object(lib / real, soname, cc, build)
+        if soname != real:
+            (lib / soname).symlink_to(real)
+    for link in _DEV_LINKS:
+        target = next(p.name for p in lib.glob(link + ".?"))
+        (lib / link).symlink_to(target)
+    shutil.copyfile(nvml_library, lib / f"libnvidia-ml.so.{version}")
+    (lib / "libnvidia-ml.so.1").symlink_to(f"libnvidia-ml.so.{version}")
+    _shared_object(
+        lib / "vdpau" / f"libvdpau_nvidia.so.{version}", "libvdpau_nvidia.so.1", cc, build
+    )
+    (lib / "vdpau" / "libvdpau_nvidia.so.1").symlink_to(f"libvdpau_nvidia.so.{version}")
+    for name, own_version, suffix in _EGL_PLATFORM:
+        _shared_object(lib / f"{name}.so.{own_version}", f"{name}.so.{suffix}", cc, build)
+        (lib / f"{name}.so.{suffix}").symlink_to(f"{name}.so.{own_version}")
+    if layout == "debian":
+        # 32-bit compatibility libraries: not for 64-bit containers, never in the spec.
+        lib32 = root / "usr/lib/i386-linux-gnu"
+        lib32.mkdir(parents=True)
+        _shared_object(lib32 / f"libcuda.so.{version}", "libcuda.so.1", cc, build)
+    (root / bin_dir).mkdir(parents=True, exist_ok=True)
+    for tool in _BINARIES:
+        (root / bin_dir / tool).write_text("#!/bin/sh\n")
+        (root / bin_dir / tool).chmod(0o755)
+    for config in _CONFIGS:
+        (root / config).parent.mkdir(parents=True, exist_ok=True)
+        (root / config).write_text("{}\n")
+    firmware = root / "lib/firmware/nvidia" / version
+    firmware.mkdir(parents=True)
+    for blob in ("gsp_ga10x.bin", "gsp_tu10x.bin"):
+        (firmware / blob).write_bytes(b"\0")
+    for ipc in ("run/nvidia-persistenced/socket", "run/nvidia-fabricmanager/socket"):
+        (root / ipc).parent.mkdir(parents=True)
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.bind(str(root / ipc))
+    (root / "tmp/nvidia-mps").mkdir(parents=True)
+    dev = root / "dev"
+    for minor in range(gpus):
+        _char_device(dev / f"nvidia{minor}", 195, minor)
+    _char_device(dev / "nvidiactl", 195, 255)
+    _char_device(dev / "nvidia-modeset", 195, 254)
+    _char_device(dev / "nvidia-uvm", 510, 0)
+    _char_device(dev / "nvidia-uvm-tools", 510, 1)
+    return DriverRoot(root=root, lib_dir=lib_dir, version=version)

@@ -1,0 +1,159 @@
+"""Device health end to end: a fake XID on an allocated GPU reaches the pod and the slice.
+
+The plugin's health monitor turns the XID into a device taint in the ResourceSlice and an
+``Unhealthy`` device in the DRA health stream, which the kubelet shows in the pod's
+``status.containerStatuses[].allocatedResourcesStatus`` (KEP-4680; ``ResourceHealthStatus``
+is on in the harness). With ``HEALTH_RECOVERY_PERIOD`` set, the device is healthy again once
+that long passes without a further event: the taint goes and the status says ``Healthy``.
+The XID is injected into the fake GPUs' state file on the node, the way ``dra-nvlib`` fault
+injection works on a fake node.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dra_e2e.handle import ClusterHandle
+
+sys.path.insert(0, str(Path(__file__).parent))
+from driver_support import (
+    DRIVER,
+    Driver,
+    allocated_devices,
+    applied,
+    as_json,
+    pod,
+    pod_claims,
+    uninstall,
+    wait_running,
+)
+from driver_support import install as install_driver
+
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("driver_diagnostics")]
+
+RECOVERY_S = 15
+DRA_NVLIB = Path(sys.executable).with_name("dra-nvlib")
+
+
+@pytest.fixture(scope="module")
+def driver(
+    e2e_cluster: ClusterHandle, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Driver]:
+    """The chart on fake GPUs, its devices healthy again after ``RECOVERY_S`` quiet seconds."""
+    if e2e_cluster.local is None:
+        pytest.skip("XIDs are injected into the local node's fake GPU state")
+    installed = install_driver(
+        e2e_cluster,
+        tmp_path_factory.mktemp("driver-images"),
+        values={
+            "kubeletPlugin.containers.gpus.env[0].name": "HEALTH_RECOVERY_PERIOD",
+            "kubeletPlugin.containers.gpus.env[0].value": f"{RECOVERY_S}s",
+        },
+    )
+    yield installed
+    uninstall(installed)
+
+
+def _manifest(namespace: str, name: str) -> str:
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"spec": {"devices": {"requests": [
+            {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}},
+        ]}}},
+    }  # fmt: skip
+    workload = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 1,
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": name}],
+            "containers": [{
+                "name": "ctr",
+                "image": "docker.io/dra-e2e/busybox:1.35",
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["sh", "-c", "trap 'exit 0' TERM; sleep 9999 & wait"],
+                "resources": {"claims": [{"name": "gpu"}]},
+            }],
+        },
+    }  # fmt: skip
+    return as_json({"apiVersion": "v1", "kind": "List", "items": [template, workload]})
+
+
+def _health(cluster: ClusterHandle, name: str, namespace: str, device: str) -> str | None:
+    """The device's health in the pod's ``allocatedResourcesStatus`` (None: not listed).
+
+    The kubelet names a device by its first CDI device ID (``<kind>=<claimUID>-<device>``),
+    else ``<driver>/<pool>/<device>``.
+    """
+    for status in pod(cluster, name, namespace)["status"].get("containerStatuses", []):
+        for entry in status.get("allocatedResourcesStatus") or []:
+            for resource in entry.get("resources") or []:
+                resource_id = str(resource.get("resourceID", ""))
+                if resource_id.endswith((f"-{device}", f"/{device}")):
+                    return str(resource.get("health"))
+    return None
+
+
+def _taints(driver: Driver, node: str, device: str) -> list[dict[str, Any]]:
+    return list(driver.devices(node)[device].get("taints", []))
+
+
+def test_xid_on_an_allocated_gpu_reaches_pod_status_and_slice_and_recovery_clears_both(
+    driver: Driver, e2e_namespace: str
+) -> None:
+    cluster, node = driver.cluster, driver.nodes[0]
+    name = f"health-{uuid.uuid4().hex[:6]}"
+    with applied(cluster, _manifest(e2e_namespace, name)):
+        wait_running(cluster, name, e2e_namespace)
+        (claim,) = pod_claims(cluster, name, e2e_namespace).values()
+        (device,) = allocated_devices(claim)
+        gpu_uuid = driver.devices(node)[device]["attributes"]["uuid"]["string"]
+        cluster.wait_until(
+            f"{device} listed Healthy in the pod's allocatedResourcesStatus",
+            lambda: _health(cluster, name, e2e_namespace, device) == "Healthy",
+            timeout=60,
+            interval=1,
+        )
+        assert _taints(driver, node, device) == []
+        subprocess.run(
+            [str(DRA_NVLIB), "--backend", "fake", "--node", node,
+             "--state", str(driver.plugin_dir(node) / "fake-gpus.json"),
+             "inject-xid", gpu_uuid, "79"],
+            check=True, capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+        cluster.wait_until(
+            f"{device} Unhealthy in the pod's status and tainted in the slice",
+            lambda: (
+                _health(cluster, name, e2e_namespace, device) == "Unhealthy"
+                and any(t["key"] == f"{DRIVER}/xid" for t in _taints(driver, node, device))
+            ),
+            timeout=60,
+            interval=1,
+        )
+        (taint,) = _taints(driver, node, device)
+        assert (taint["key"], taint.get("value"), taint["effect"]) == (
+            f"{DRIVER}/xid",
+            "79",
+            "NoSchedule",
+        )
+        # NoSchedule: the running pod stays, as on a real GPU whose XID needs a look.
+        assert pod(cluster, name, e2e_namespace)["status"]["phase"] == "Running"
+        cluster.wait_until(
+            f"{device} healthy again {RECOVERY_S}s after the XID",
+            lambda: (
+                _health(cluster, name, e2e_namespace, device) == "Healthy"
+                and _taints(driver, node, device) == []
+            ),
+            timeout=RECOVERY_S + 60,
+            interval=1,
+        )
