@@ -5,7 +5,7 @@ PACKAGES := $(wildcard packages/*) e2e
 # Go builds the cluster binaries and Helm; Go's own installer leaves it outside PATH.
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: help install prepare lint typecheck pytest test demo validate-demo bench proto
+.PHONY: help install prepare lint typecheck pytest test demo validate-demo bench proto gpu-check
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -41,3 +41,6 @@ bench: install ## benchmarks (on demand; BENCH=name filters), each printing rati
 
 proto: install ## regenerate the gRPC stubs of the kubelet plugin from its .proto files
 	$(MAKE) -C packages/kubelet-plugin proto UV=$(CURDIR)/$(UV)
+
+gpu-check: install ## on a machine with an NVIDIA GPU: contract suite, slices, a claim, nvidia-smi -L via CDI (<5 min)
+	$(UV) run --frozen python -m dra_e2e.gpu_check $(GPU_CHECK_ARGS)

@@ -4,9 +4,9 @@ Both image builds use this, so the Dockerfile and the registry-free build carry 
 application content:
 
 - ``<dest>/site-packages``: the workspace distributions (all but the e2e harness:
-  ``dra-kubelet-plugin``, ``dra-controller`` and their libraries) built as wheels by
-  ``uv build``, and their third-party dependencies at the versions pinned in ``uv.lock``
-  (``uv export`` constraints), installed for CPython 3.11 (manylinux x86_64 in the
+  ``dra-kubelet-plugin``, ``dra-computedomain``, ``dra-controller`` and their libraries) built
+  as wheels by ``uv build``, and their third-party dependencies at the versions pinned in
+  ``uv.lock`` (``uv export`` constraints), installed for CPython 3.11 (manylinux x86_64 in the
   registry-free build), compiled to bytecode;
 - ``<dest>/bin``: one launcher per console script of the workspace distributions, run by
   whatever ``python3`` is first on PATH (the image's only one).
@@ -24,9 +24,10 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-# What the image runs: the kubelet plugin and the `kubectl dra` tooling. Their workspace
-# dependencies (dra-api-types, dra-nvlib) come along through their requirements.
-APP_DISTRIBUTIONS = ("dra-kubelet-plugin", "dra-controller")
+# What the image runs: the kubelet plugin, the compute-domain controller, daemon and plugin,
+# and the `kubectl dra` tooling. Their workspace dependencies (dra-api-types, dra-nvlib) come
+# along through their requirements.
+APP_DISTRIBUTIONS = ("dra-kubelet-plugin", "dra-computedomain", "dra-controller")
 EXCLUDED_WHEELS = ("dra_e2e-",)
 IMAGE_SITE_PACKAGES = "/opt/dra/site-packages"
 PYTHON_VERSION = "3.11"

@@ -4,7 +4,8 @@
 harness's Kubernetes version and runs it offline on the same input as
 ``kubectl dra allocate``, printing the same report. It is built from the Go module
 proxy into the binary cache like the cluster components; :func:`run_batch` feeds it
-many cases through one process.
+many cases through one process, and :func:`run_cel_costs` asks it for upstream's
+compile-time cost estimate of CEL selectors.
 """
 
 from __future__ import annotations
@@ -17,16 +18,35 @@ from pathlib import Path
 from typing import Any
 
 from dra_e2e.build import GOBUILD_DIR, GoComponent, Progress, build_component, component_dir
-from dra_e2e.errors import E2EError
+from dra_e2e.errors import E2EError, UnknownVersionError
 from dra_e2e.versions import KUBERNETES_VERSION
 
-GO_ALLOCATOR = GoComponent(
-    name="dra-go-allocate",
-    version=KUBERNETES_VERSION,
-    packages=(".",),
-    outputs=("dra-go-allocate",),
-    source_dir=GOBUILD_DIR / "allocator",
-)
+#: Releases whose upstream allocator can be built: the default from ``gobuild/allocator/go.mod``,
+#: the others from ``gobuild/allocator/versions/<version>.mod`` with the same sources.
+ALLOCATOR_VERSIONS = (KUBERNETES_VERSION, "v1.36.5")
+
+
+def go_allocator_component(version: str = KUBERNETES_VERSION) -> GoComponent:
+    """``dra-go-allocate`` linking ``k8s.io/dynamic-resource-allocation`` of ``version``."""
+    if version not in ALLOCATOR_VERSIONS:
+        known = ", ".join(ALLOCATOR_VERSIONS)
+        raise UnknownVersionError(f"no upstream allocator pinned for {version} (known: {known})")
+    source_dir = GOBUILD_DIR / "allocator"
+    modfile = None if version == KUBERNETES_VERSION else source_dir / "versions" / f"{version}.mod"
+    # compat_v136.go / compat_v137.go hold what the two releases' APIs spell differently.
+    tags = ("kube136",) if version.startswith("v1.36.") else ()
+    return GoComponent(
+        name="dra-go-allocate",
+        version=version,
+        packages=(".",),
+        outputs=("dra-go-allocate",),
+        tags=tags,
+        source_dir=source_dir,
+        modfile=modfile,
+    )
+
+
+GO_ALLOCATOR = go_allocator_component()
 
 
 @dataclass(frozen=True)
@@ -61,14 +81,15 @@ class OracleResult:
     error: str = ""
 
 
-def ensure_go_allocator(*, progress: Progress) -> Path:
-    """Build ``dra-go-allocate`` into the cache unless present; return its path."""
-    return build_component(GO_ALLOCATOR, progress=progress) / "dra-go-allocate"
+def ensure_go_allocator(*, progress: Progress, version: str = KUBERNETES_VERSION) -> Path:
+    """Build ``dra-go-allocate`` of ``version`` into the cache unless present; its path."""
+    component = go_allocator_component(version)
+    return build_component(component, progress=progress) / "dra-go-allocate"
 
 
-def go_allocator_path() -> Path:
+def go_allocator_path(version: str = KUBERNETES_VERSION) -> Path:
     """Where the cached binary is (it may not be built yet)."""
-    return component_dir(GO_ALLOCATOR) / "dra-go-allocate"
+    return component_dir(go_allocator_component(version)) / "dra-go-allocate"
 
 
 def run_batch(
@@ -99,4 +120,64 @@ def run_batch(
                 error=str(data.get("error") or ""),
             )
         )
+    return results
+
+
+@dataclass(frozen=True)
+class CelCostCase:
+    """One CEL selector and the two gates that shape the API server's CEL environment."""
+
+    id: str
+    expression: str
+    consumable_capacity: bool = True
+    list_type_attributes: bool = False
+
+
+@dataclass(frozen=True)
+class CelCostResult:
+    """Upstream's compile-time ``MaxCost`` of a selector, or its compile error."""
+
+    id: str
+    max_cost: int | None
+    error: str = ""
+
+
+def run_cel_costs(
+    binary: Path, cases: Iterable[CelCostCase], *, timeout_s: float = 600
+) -> list[CelCostResult]:
+    """Estimate every selector's cost with ``dra-go-allocate -cel-cost`` (one process)."""
+    lines = "".join(
+        json.dumps(
+            {
+                "id": c.id,
+                "expression": c.expression,
+                "consumableCapacity": c.consumable_capacity,
+                "listTypeAttributes": c.list_type_attributes,
+            }
+        )
+        + "\n"
+        for c in cases
+    )
+    proc = subprocess.run(
+        [str(binary), "-cel-cost"],
+        input=lines,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise E2EError(f"dra-go-allocate -cel-cost exited {proc.returncode}: {proc.stderr.strip()}")
+    results = []
+    for line in proc.stdout.splitlines():
+        if line.strip():
+            data = json.loads(line)
+            cost = data.get("maxCost")
+            results.append(
+                CelCostResult(
+                    id=str(data["id"]),
+                    max_cost=None if cost is None else int(cost),
+                    error=str(data.get("error") or ""),
+                )
+            )
     return results

@@ -13,6 +13,9 @@ KUBERNETES_VERSION = "v1.37.2"
 KUBERNETES_VERSIONS = ("v1.37.2", "v1.36.5", "v1.35.4", "v1.34.4")
 ETCD_VERSION = "v3.6.16"
 CONTAINERD_VERSION = "v2.3.7"
+# github.com/prometheus/prometheus v0.316.0 is Prometheus 3.16.0 (and its promtool):
+# the server that scrapes the allocation controller in e2e, and the rule unit tests.
+PROMETHEUS_VERSION = "v0.316.0"
 # nvidia-ctk and nvidia-cdi-hook for the CDI parity tests (not part of a cluster).
 NVIDIA_CONTAINER_TOOLKIT_VERSION = "v1.19.1"
 

@@ -72,9 +72,18 @@ def _one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
 
 
 def _container(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    """The GPU plugin's container (the compute-domains one is tested on its own)."""
     pod = _one(objects, "DaemonSet")["spec"]["template"]["spec"]
-    (container,) = pod["containers"]
+    (container,) = [c for c in pod["containers"] if c["name"] == "gpus"]
     return dict(container)
+
+
+def _plugin(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    """The kubelet plugin's object of ``kind`` (the compute-domain controller and daemons
+    have their own: test_chart_rbac_computedomain.py)."""
+    found = [o for o in _kind(objects, kind) if o["metadata"]["name"].endswith("-kubelet-plugin")]
+    assert len(found) == 1, f"expected one plugin {kind}, got {found}"
+    return found[0]
 
 
 def _pod_spec(objects: list[dict[str, Any]]) -> dict[str, Any]:
@@ -105,12 +114,14 @@ def test_gpus_require_the_device_plugin_override(render: Render) -> None:
         {"resources.gpus.enabled": "false", "resources.computeDomains.enabled": "true"}, base=False
     )
     assert [o["metadata"]["name"] for o in _kind(objects, "DeviceClass")] == CD_CLASSES
-    assert not _kind(objects, "DaemonSet")
+    (plugin,) = _kind(objects, "DaemonSet")
+    containers = plugin["spec"]["template"]["spec"]["containers"]
+    assert [c["name"] for c in containers] == ["compute-domains"]
 
 
 def test_nothing_enabled_is_an_error(render: Render) -> None:
     with pytest.raises(HelmFailed, match="Nothing to install"):
-        render({"resources.gpus.enabled": "false"})
+        render({"resources.gpus.enabled": "false", "resources.computeDomains.enabled": "false"})
 
 
 @pytest.mark.parametrize(
@@ -170,6 +181,8 @@ def test_fake_backend_runs_unprivileged_with_only_the_mounts_it_needs(render: Re
     host_paths = {
         v["name"]: v["hostPath"]["path"] for v in _pod_spec(objects)["volumes"] if "hostPath" in v
     }
+    cd_dir = host_paths.pop("compute-domain-plugin-dir")
+    assert cd_dir == "/var/lib/kubelet/plugins/compute-domain.nvidia.com"
     assert host_paths == {
         "plugins-registry": "/var/lib/kubelet/plugins_registry",
         "plugin-dir": "/var/lib/kubelet/plugins/gpu.nvidia.com",
@@ -332,8 +345,9 @@ def test_image_reference_defaults_to_app_version(render: Render) -> None:
 
 
 def test_device_classes_are_nvidias(render: Render) -> None:
+    # Compute domains are on by default (NVIDIA's default), with their two classes.
     classes = {o["metadata"]["name"]: o for o in _kind(render(), "DeviceClass")}
-    assert sorted(classes) == sorted(GPU_CLASSES)
+    assert sorted(classes) == sorted(GPU_CLASSES + CD_CLASSES)
     expected = {
         "gpu.nvidia.com": "device.driver == 'gpu.nvidia.com' && "
         "device.attributes['gpu.nvidia.com'].type == 'gpu'",
@@ -386,8 +400,9 @@ def test_device_classes_validate_with_the_api_models(render: Render) -> None:
 
 
 def test_rbac_is_least_privilege(render: Render) -> None:
+    # The kubelet plugin's RBAC (the allocation controller's has a test module of its own).
     objects = render()
-    role = _one(objects, "ClusterRole")
+    role = _plugin(objects, "ClusterRole")
     granted: dict[tuple[str, str], set[str]] = {}
     for rule in role["rules"]:
         for group in rule["apiGroups"]:
@@ -397,12 +412,18 @@ def test_rbac_is_least_privilege(render: Render) -> None:
     assert all(resource != "*" and group != "*" for group, resource in granted)
     # The exact verbs are pinned against the plugin's code in test_chart_rbac.py.
     assert granted[("resource.k8s.io", "resourceclaims")] == {"get"}
-    assert granted[("", "nodes")] == {"get"}
+    # get: the slices' owner; patch: the compute-domain plugin's node label.
+    assert granted[("", "nodes")] == {"get", "patch"}
     for forbidden in ("secrets", "pods", "configmaps", "resourceclaimtemplates"):
         assert not any(resource == forbidden for _, resource in granted)
-    assert not _kind(objects, "Role"), "nothing namespaced is needed"
-    binding = _one(objects, "ClusterRoleBinding")
-    sa = _one(objects, "ServiceAccount")
+    sa = _plugin(objects, "ServiceAccount")
+    bound = [
+        b
+        for b in _kind(objects, "RoleBinding")
+        if any(s["name"] == sa["metadata"]["name"] for s in b["subjects"])
+    ]
+    assert not bound, "nothing namespaced is needed"
+    binding = _plugin(objects, "ClusterRoleBinding")
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": NAMESPACE}
     ]
@@ -410,10 +431,10 @@ def test_rbac_is_least_privilege(render: Render) -> None:
 
 
 def test_admission_policy_confines_the_plugin_to_its_node(render: Render) -> None:
-    objects = render()
+    objects = render({"allocationController.enabled": "false"})
     vap = _one(objects, "ValidatingAdmissionPolicy")
     binding = _one(objects, "ValidatingAdmissionPolicyBinding")
-    sa = _one(objects, "ServiceAccount")["metadata"]["name"]
+    sa = _plugin(objects, "ServiceAccount")["metadata"]["name"]
     assert binding["spec"]["policyName"] == vap["metadata"]["name"]
     assert binding["spec"]["validationActions"] == ["Deny"]
     (condition,) = vap["spec"]["matchConditions"]
@@ -436,8 +457,18 @@ def test_namespace_override_moves_every_namespaced_object(render: Render) -> Non
     objects = render({"namespaceOverride": "gpu-system"})
     namespaced = [o for o in objects if "namespace" in o["metadata"]]
     assert {o["metadata"]["namespace"] for o in namespaced} == {"gpu-system"}
-    assert {o["kind"] for o in namespaced} == {"ServiceAccount", "DaemonSet"}
-    assert _one(objects, "ClusterRoleBinding")["subjects"][0]["namespace"] == "gpu-system"
+    assert {o["kind"] for o in namespaced} == {
+        "ServiceAccount",
+        "DaemonSet",
+        "Deployment",
+        # The allocation controller's.
+        "Service",
+        "ConfigMap",
+        "Role",
+        "RoleBinding",
+    }
+    for binding in _kind(objects, "ClusterRoleBinding") + _kind(objects, "RoleBinding"):
+        assert binding["subjects"][0]["namespace"] == "gpu-system"
 
 
 def test_chart_ships_the_crds_generated_by_api_types() -> None:

@@ -40,7 +40,7 @@ def _pod(objects: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _gpus(objects: list[dict[str, Any]]) -> dict[str, Any]:
-    (container,) = _pod(objects)["containers"]
+    (container,) = [c for c in _pod(objects)["containers"] if c["name"] == "gpus"]
     return dict(container)
 
 
@@ -114,9 +114,16 @@ def test_nvidias_values_render_with_nvidias_meaning(helm: Path) -> None:
     assert gpus["startupProbe"]["grpc"]["port"] == 51516
     (init,) = pod["initContainers"]
     assert init["name"] == "init"
+    (cd,) = [c for c in pod["containers"] if c["name"] == "compute-domains"]
+    assert cd["securityContext"] == {"privileged": True}
+    assert "--http-endpoint=:8081" in cd["args"]
+    assert cd["startupProbe"]["grpc"]["port"] == 51515
+    assert [o["metadata"]["name"] for o in objects if o["kind"] == "Deployment"] == [
+        "dra-dra-driver-nvidia-gpu-compute-domain-controller"
+    ]
     notes = render_notes(helm, values=[NVIDIA_VALUES])
-    assert NOT_IMPLEMENTED in notes
-    assert "resources.computeDomains.enabled: only the ComputeDomain DeviceClasses" in notes
+    assert NOT_IMPLEMENTED not in notes, "NVIDIA's defaults configure only built parts"
+    assert "compute-domain controller" in notes
     assert "webhook" not in notes, "NVIDIA's values leave the webhook off"
 
 
@@ -131,10 +138,14 @@ def test_nvidias_values_render_with_nvidias_meaning(helm: Path) -> None:
         ("controller.networkPolicy.enabled", "true", "controller.networkPolicy.enabled"),
         ("kubeletPlugin.metrics.metricsPath", "/prom", None),
         ("webhook.enabled", "true", None),
-        ("resources.computeDomains.imex.mode", "hostManaged", None),
+        ("resources.computeDomains.imex.mode", "hostManaged", "resources.computeDomains.imex"),
         ("controller.leaderElection.enabled", "true", None),
         ("webhook.tls.mode", "secret", None),
-        ("kubeletPlugin.containers.computeDomains.gpuCliqueLabelEnabled", "true", None),
+        (
+            "kubeletPlugin.containers.computeDomains.gpuCliqueLabelEnabled",
+            "true",
+            "kubeletPlugin.containers.computeDomains.gpuCliqueLabelEnabled",
+        ),
     ],
 )
 def test_values_of_parts_not_built_are_accepted_and_listed(

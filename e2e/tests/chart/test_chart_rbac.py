@@ -20,6 +20,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from chart_helpers import REPO, HelmFailed, helm_path
 from chart_render import render_objects
+from dra_computedomain import node_api
 
 PLUGIN_SRC = REPO / "packages" / "kubelet-plugin" / "src" / "dra_kubelet_plugin"
 #: The transport itself (its calls go to the HTTP client, not to the API's resources).
@@ -170,13 +171,38 @@ def test_the_scan_finds_the_plugins_requests() -> None:
     assert ("", "nodes", "get") in used
 
 
-def test_cluster_role_grants_exactly_what_the_plugin_calls(helm: Path) -> None:
+@pytest.mark.parametrize("compute_domains", [True, False])
+def test_cluster_role_grants_exactly_what_the_plugin_calls(
+    helm: Path, compute_domains: bool
+) -> None:
     used = {verb_of(c) for c in resource_calls()}
-    objects = render_objects(helm, {"resources.computeDomains.enabled": "true"})
-    (role,) = [o for o in objects if o["kind"] == "ClusterRole"]
+    if compute_domains:
+        # The compute-domain container shares the pod's service account; its requests are
+        # declared next to its code and checked against what it does by its unit tests.
+        used |= node_api.REQUESTS
+    objects = render_objects(
+        helm, {"resources.computeDomains.enabled": str(compute_domains).lower()}
+    )
+    (role,) = [
+        o
+        for o in objects
+        if o["kind"] == "ClusterRole" and o["metadata"]["name"].endswith("-kubelet-plugin")
+    ]
     granted = _granted(role)
     assert granted == used, (
         f"granted but never used: {sorted(granted - used)}; "
         f"used but not granted: {sorted(used - granted)}"
     )
-    assert not [o for o in objects if o["kind"] in ("Role", "RoleBinding")]
+    # The compute-domain components have roles of their own (test_chart_rbac_computedomain);
+    # none is bound to the plugin's service account.
+    plugin_sa = next(
+        o["metadata"]["name"]
+        for o in objects
+        if o["kind"] == "ServiceAccount" and o["metadata"]["name"].endswith("-kubelet-plugin")
+    )
+    bound = [
+        o
+        for o in objects
+        if o["kind"] == "RoleBinding" and any(s["name"] == plugin_sa for s in o["subjects"])
+    ]
+    assert not bound

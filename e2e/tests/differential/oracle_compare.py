@@ -9,13 +9,14 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from dra_controller.allocate_report import EXIT_ERROR, run_allocate
 from dra_controller.allocation.cel_engine import CelEngine
 from dra_controller.allocation.errors import AllocationError
-from dra_controller.allocation.features import Features
+from dra_controller.allocation.features import LATEST_KUBE_MINOR, Features
 from dra_controller.inputs import Document
 from dra_controller.snapshot import build_snapshot
 from dra_e2e.go_allocator import OracleCase, OracleResult
@@ -23,11 +24,12 @@ from dra_e2e.go_allocator import OracleCase, OracleResult
 CASES_DIR = Path(__file__).parent / "oracle_cases"
 
 
-def python_answer(case: OracleCase) -> OracleResult:
-    """What ``kubectl dra allocate`` answers for the case."""
+def python_answer(case: OracleCase, *, kube_minor: int = LATEST_KUBE_MINOR) -> OracleResult:
+    """What ``kubectl dra allocate --kube-version 1.<kube_minor>`` answers for the case."""
     docs = [Document(source=case.id, index=i, data=obj) for i, obj in enumerate(case.objects)]
     try:
         features = Features.parse(case.features) if case.features is not None else Features()
+        features = replace(features, kube_minor=kube_minor)
         report = run_allocate(
             build_snapshot(docs),
             engine=CelEngine(),

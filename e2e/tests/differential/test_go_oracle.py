@@ -7,8 +7,10 @@ node and the whole allocation (results, configs, node selector); for unsatisfiab
 claims stayed pending.
 
 ``DRA_ORACLE_CASES`` sets the number of random scenarios (default 1000; 10000 on demand);
-``DRA_ORACLE_SEED`` the first seed. The checked-in cases in ``oracle_cases/`` (each a
-disagreement found earlier, kept before it was fixed) run every time. Disagreeing cases of a
+``DRA_ORACLE_SEED`` the first seed. ``DRA_E2E_KUBE_VERSION=1.36`` compares at 1.36 instead
+(upstream's allocator of v1.36.5, ours with ``--kube-version 1.36``; on demand, CI keeps
+1.37). The checked-in cases in ``oracle_cases/`` (each a disagreement found earlier, kept
+before it was fixed) run every time. Disagreeing cases of a
 run are written to ``$DRA_ORACLE_SAVE`` (default: a temporary directory, printed), ready to be
 checked in.
 """
@@ -22,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from dra_e2e.go_allocator import OracleCase, ensure_go_allocator, run_batch
+from dra_e2e.versions import KUBERNETES_VERSION, resolve_kube_version
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from oracle_compare import disagreement, load_cases, python_answer, save_case
@@ -36,9 +39,16 @@ def _cases() -> list[OracleCase]:
     return [*load_cases(), *(random_case(seed) for seed in range(first, first + count))]
 
 
+def _version() -> str:
+    """The release to compare at: the harness's (``DRA_E2E_KUBE_VERSION``, default 1.37)."""
+    return resolve_kube_version(os.environ.get("DRA_E2E_KUBE_VERSION") or KUBERNETES_VERSION)
+
+
 @pytest.fixture(scope="module")
 def go_allocator() -> Path:
-    return ensure_go_allocator(progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+    return ensure_go_allocator(
+        progress=lambda msg: print(msg, file=sys.stderr, flush=True), version=_version()
+    )
 
 
 def test_checked_in_cases_are_kept() -> None:
@@ -55,7 +65,7 @@ def test_python_allocator_agrees_with_upstream(go_allocator: Path) -> None:
     outcomes: dict[int, int] = {}
     save_dir = Path(os.environ.get("DRA_ORACLE_SAVE") or tempfile.mkdtemp(prefix="dra-oracle-"))
     for case, their in zip(cases, theirs, strict=True):
-        ours = python_answer(case)
+        ours = python_answer(case, kube_minor=int(_version().split(".")[1]))
         outcomes[their.exit] = outcomes.get(their.exit, 0) + 1
         diff = disagreement(ours, their)
         if diff is not None:

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -267,19 +267,21 @@ def _init_pod(driver: Driver, driver_root: Path, namespace: str) -> dict[str, An
 
 
 @contextmanager
-def _shared_mount(path: Path) -> Iterator[None]:
-    """Make ``path`` a shared mount, as ``/`` is on a systemd node.
+def _shared_mount(path: Path, enter: Callable[[list[str]], list[str]]) -> Iterator[None]:
+    """Make ``path`` a shared mount in the node's mount namespace, as ``/`` is on a systemd
+    node.
 
     The chart mounts the driver root with HostToContainer propagation (so the GPU Operator's
-    later mount shows), which the runtime only allows on a shared or slave mount; this
-    machine's ``/`` may be private.
+    later mount shows), which the runtime only allows on a shared or slave mount. Each harness
+    node runs in a private mount namespace of its own, so the mount must be made there (the
+    files below it are the host's, the same filesystem).
     """
-    subprocess.run(["mount", "--bind", str(path), str(path)], check=True)
+    subprocess.run(enter(["mount", "--bind", str(path), str(path)]), check=True)
     try:
-        subprocess.run(["mount", "--make-rshared", str(path)], check=True)
+        subprocess.run(enter(["mount", "--make-rshared", str(path)]), check=True)
         yield
     finally:
-        subprocess.run(["umount", "--lazy", str(path)], check=False)
+        subprocess.run(enter(["umount", "--lazy", str(path)]), check=False)
 
 
 def _init_log(cluster: ClusterHandle, namespace: str) -> str:
@@ -295,7 +297,14 @@ def test_init_container_waits_for_the_driver_and_explains(
     if not driver.local:
         pytest.skip("needs the node's file system (the local e2e cluster)")
     cluster = driver.cluster
-    with tempfile.TemporaryDirectory(prefix="e2e-driver-root-") as tmp, _shared_mount(Path(tmp)):
+    assert cluster.local is not None
+    # The pod runs where the plugin pod runs (see _init_pod).
+    node_name = _plugin_pod(driver)["spec"]["nodeName"]
+    (node,) = [n for n in cluster.local.state.nodes if n.name == node_name]
+    with (
+        tempfile.TemporaryDirectory(prefix="e2e-driver-root-") as tmp,
+        _shared_mount(Path(tmp), node.mounts.enter),
+    ):
         root = Path(tmp)
         cluster.apply(json.dumps(_init_pod(driver, root, e2e_namespace)))
         log = cluster.wait_until(

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 FIXTURES = Path(__file__).parent / "fixtures" / "cli"
@@ -309,6 +310,47 @@ def test_validate_reports_field_paths() -> None:
     assert any(
         "spec.devices.config[0].opaque.parameters.sharing.strategy" in line for line in lines
     )
+
+
+def test_validate_refuses_a_selector_over_the_api_servers_cost_limit() -> None:
+    proc = run("validate", "-f", "invalid.yaml")
+    lines = [line for line in proc.stdout.splitlines() if "too-expensive" in line]
+    assert lines == [
+        "invalid.yaml#2: DeviceClass too-expensive: spec.selectors[1].cel.expression: "
+        "Forbidden: too complex, exceeds cost limit "
+        "(estimated worst case 23337219, limit 1000000)"
+    ], proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("flags", "refused"),
+    [
+        # The release's defaults: DRAConsumableCapacity (beta) on, DRAListTypeAttributes off.
+        ((), ["list-attributes"]),
+        (("--kube-version", "1.36"), ["list-attributes"]),
+        (("--features", "DRAConsumableCapacity=false"), ["shared-gpus", "list-attributes"]),
+        (("--features", "DRAConsumableCapacity,DRAListTypeAttributes"), []),
+        (("--features", "DRAListTypeAttributes"), ["shared-gpus"]),
+        (("--features", "all"), []),
+        (("--features", "none"), ["shared-gpus", "list-attributes"]),
+    ],
+)
+def test_validate_declares_what_the_gates_enable(
+    flags: tuple[str, ...], refused: list[str]
+) -> None:
+    proc = run("validate", "-f", "gated.yaml", *flags)
+    named = [name for name in ("shared-gpus", "list-attributes") if name in proc.stdout]
+    assert named == refused, proc.stdout
+    assert proc.returncode == (1 if refused else 0)
+    if "shared-gpus" in refused:
+        assert "undefined field 'allowMultipleAllocations'" in proc.stdout
+    if "list-attributes" in refused:
+        assert "undeclared reference to 'includes'" in proc.stdout
+
+
+def test_validate_refuses_an_unmodelled_release_or_gate() -> None:
+    assert run("validate", "-f", "gated.yaml", "--kube-version", "1.35").returncode == 2
+    assert run("validate", "-f", "gated.yaml", "--features", "DRANope").returncode == 2
 
 
 def test_validate_clean_files_exit_0() -> None:

@@ -63,10 +63,35 @@ PLUGIN_STYLE_POD = {
 }
 
 
+#: Taints every device of the driver (NoSchedule): explain must say so, as the scheduler would.
+TAINT_RULE = {
+    "metadata": {"name": "maintenance"},
+    "spec": {
+        "deviceSelector": {"driver": "gpu.nvidia.com"},
+        "taint": {"key": "maintenance", "value": "gpu", "effect": "NoSchedule"},
+    },
+}
+
+
 @pytest.fixture
 def api_server() -> Iterator[str]:
-    objects = _api_objects()
+    """The API without DeviceTaintRules (404 on the collection, as a server without the API)."""
+    yield from _serve(_api_objects())
 
+
+@pytest.fixture
+def tainted_api_server() -> Iterator[str]:
+    """The API with one DeviceTaintRule, and no claims holding devices (only the taint blocks)."""
+    objects = _api_objects()
+    claims = objects["/apis/resource.k8s.io/v1/resourceclaims"]["items"]
+    objects["/apis/resource.k8s.io/v1/resourceclaims"] = {
+        "items": [c for c in claims if not (c.get("status") or {}).get("allocation")]
+    }
+    objects["/apis/resource.k8s.io/v1/devicetaintrules"] = {"items": [TAINT_RULE]}
+    yield from _serve(objects)
+
+
+def _serve(objects: dict[str, Any]) -> Iterator[str]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             body = objects.get(self.path.split("?")[0])
@@ -123,6 +148,20 @@ def test_explain_pod_live(api_server: str, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "ResourceClaim team-a/waiting: pending" in proc.stdout
     assert "held by claim(s) team-b/holder-1 on 2 devices" in proc.stdout
+
+
+def test_explain_live_reads_device_taint_rules(tainted_api_server: str, tmp_path: Path) -> None:
+    env = {"KUBECONFIG": str(_kubeconfig(tmp_path, tainted_api_server)), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run(
+        [str(SCRIPT), "explain", "pod/trainer", "-n", "team-a"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "tainted maintenance=gpu:NoSchedule, not tolerated" in proc.stdout
 
 
 def test_explain_live_missing_pod_exit_2(api_server: str, tmp_path: Path) -> None:

@@ -17,8 +17,10 @@ from dra_kubelet_plugin.core._proto import pluginregistration_v1_pb2 as pb
 from dra_kubelet_plugin.core.errors import ConfigurationError
 from dra_kubelet_plugin.core.registration import RegistrationServer, supported_versions
 from dra_kubelet_plugin.core.sockets import (
+    MAX_GRPC_BIND_PATH,
     MAX_SOCKET_PATH,
     SocketPaths,
+    bind_unix,
     pod_token,
     short_socket_path,
 )
@@ -80,6 +82,30 @@ def test_short_alias_leaves_short_paths_alone_and_is_removed_after_use(long_dir:
     assert not alias.parent.exists()
     with pytest.raises(ConfigurationError, match="107"), short_socket_path(long_dir / ("z" * 120)):
         pass
+
+
+@pytest.mark.parametrize("length", [MAX_GRPC_BIND_PATH, 106, MAX_SOCKET_PATH])
+def test_grpc_binds_paths_up_to_the_unix_limit(length: int) -> None:
+    """gRPC itself refuses 106 and 107 bytes; the alias makes those lengths bind too."""
+    base = Path(tempfile.mkdtemp(prefix="kp-len-", dir="/tmp"))
+    try:
+        sub = "d" * (length - len(os.fsencode(base)) - 2 - len("dra.sock"))
+        (base / sub).mkdir()
+        path = base / sub / "dra.sock"
+        assert len(os.fsencode(path)) == length
+
+        async def scenario() -> None:
+            server = grpc.aio.server()
+            bind_unix(server, path)
+            await server.start()
+            try:
+                assert stat.S_ISSOCK(os.lstat(path).st_mode)
+            finally:
+                await server.stop(None)
+
+        asyncio.run(scenario())
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_registration_binds_at_a_long_path_and_reports_the_absolute_endpoint(

@@ -9,6 +9,11 @@ the NVML backend as the only backend under test, and the fake-versus-NVML shape 
 runs there too. The same child run also goes over ``tests/nvml_stub`` (our own C stand-in
 for libnvidia-ml), kept for what the go-nvml mock does not model: placement conflicts
 (its ``CreateGpuInstanceWithPlacement`` accepts any placement).
+
+``DRA_NVLIB_CONTRACT_NVML=real`` runs the child mode against the machine's own
+libnvidia-ml (``make gpu-check``; ``DRA_NVLIB_CONTRACT_NVML_PATH`` names the library or is
+empty for the default search): it asserts invariants every real GPU holds, not a mock's
+values, and leaves the GPUs' compute and MIG modes alone (they may be in use).
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ CHILD_NVML_PATH = os.environ.get("DRA_NVLIB_CONTRACT_NVML_PATH", "")
 BACKENDS = [f"nvml-{CHILD_NVML}"] if CHILD_NVML else ["fake-a100", "fake-gb200"]
 REPO_ROOT = Path(__file__).resolve().parents[3]
 GO_MOCK = bool(CHILD_NVML and CHILD_NVML.startswith("mock-"))
+REAL = CHILD_NVML == "real"
 # go-nvml's dgxa100 names its part "Mock NVIDIA A100-SXM4-40GB"; real parts start NVIDIA/Tesla.
 PRODUCT_RE = re.compile(r"^(Mock )?(NVIDIA|Tesla) ")
 # The fake node each NVML library under test is compared with: same part where the fake has
@@ -67,6 +73,12 @@ FAKE_TWIN = {
 }
 # Where the twin is the same part, its MIG profile names must cover NVML's.
 SAME_PART = {"mock-dgxa100", "mock-dgxh100", "mock-dgxh200", "stub-a100"}
+
+
+def leave_real_gpus_alone() -> None:
+    """Skip a test that changes a GPU's mode when the GPUs are the machine's own."""
+    if REAL:
+        pytest.skip("real hardware: compute and MIG modes are left as they are (GPUs in use)")
 
 
 @contextlib.contextmanager
@@ -96,6 +108,10 @@ def _open(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> DeviceLi
         )
     # Child run: the library's configuration (MOCK_NVML_CONFIG) is already in the environment.
     path = Path(CHILD_NVML_PATH)
+    if REAL and not CHILD_NVML_PATH:
+        return open_device_lib(DeviceLibConfig(backend="nvml"))
+    if REAL:
+        return open_device_lib(DeviceLibConfig(backend="nvml", nvml_library=path))
     if path.is_dir():
         config = DeviceLibConfig(backend="nvml", driver_root=path, sysfs_root=tmp_path / "sys")
     else:
@@ -128,9 +144,13 @@ def test_enumeration_reports_typed_well_formed_facts(lib: DeviceLib) -> None:
         assert isinstance(gpu.architecture, Architecture)
         assert isinstance(gpu.cuda_compute_capability, CudaComputeCapability)
         assert PRODUCT_RE.match(gpu.product_name), gpu.product_name
-        # The parts under test all report their memory (unified-memory GPUs would not).
-        assert gpu.memory_bytes is not None
-        assert gpu.memory_bytes > 8 * 1024**3
+        if REAL:
+            # A unified-memory part reports none; any other part some.
+            assert gpu.memory_bytes is None or gpu.memory_bytes > 0
+        else:
+            # The parts under test all report their memory (unified-memory GPUs would not).
+            assert gpu.memory_bytes is not None
+            assert gpu.memory_bytes > 8 * 1024**3
         assert gpu.minor >= 0
         assert gpu.driver_version == driver.driver_version
         assert gpu.cuda_driver_version == driver.cuda_driver_version
@@ -156,6 +176,7 @@ def test_operation_on_unknown_uuid_names_the_gpu(lib: DeviceLib) -> None:
 
 
 def test_compute_mode_round_trip(lib: DeviceLib) -> None:
+    leave_real_gpus_alone()
     gpu = lib.gpus()[0].uuid
     with mock_gaps(lib):
         lib.set_compute_mode(gpu, ComputeMode.EXCLUSIVE_PROCESS)
@@ -165,9 +186,15 @@ def test_compute_mode_round_trip(lib: DeviceLib) -> None:
 
 
 def test_mig_profiles_are_consistent(lib: DeviceLib) -> None:
-    with mock_gaps(lib):
-        lib.set_mig_mode(lib.gpus()[0].uuid, enabled=True)
-    gpu = lib.gpus()[0]
+    if REAL:
+        enabled = [g for g in lib.gpus() if g.mig_mode.current]
+        if not enabled:
+            pytest.skip("real hardware: no GPU has MIG mode enabled (it is not switched on)")
+        gpu = enabled[0]
+    else:
+        with mock_gaps(lib):
+            lib.set_mig_mode(lib.gpus()[0].uuid, enabled=True)
+        gpu = lib.gpus()[0]
     assert gpu.mig_capable
     assert gpu.mig_profiles
     ids = [p.profile_id for p in gpu.mig_profiles]
@@ -182,6 +209,7 @@ def test_mig_profiles_are_consistent(lib: DeviceLib) -> None:
 
 
 def test_mig_create_and_destroy(lib: DeviceLib) -> None:
+    leave_real_gpus_alone()
     with mock_gaps(lib):
         lib.set_mig_mode(lib.gpus()[0].uuid, enabled=True)
     gpu = lib.gpus()[0]
@@ -209,6 +237,7 @@ def test_mig_placement_conflicts_are_refused(lib: DeviceLib) -> None:
             "go-nvml's mock accepts any placement (CreateGpuInstanceWithPlacement does not "
             "check overlaps); the fake and tests/nvml_stub cover this"
         )
+    leave_real_gpus_alone()
     lib.set_mig_mode(lib.gpus()[0].uuid, enabled=True)
     gpu = lib.gpus()[0]
     small = min(gpu.mig_profiles, key=lambda p: (p.memory_slices, p.instance_count * -1))
@@ -228,7 +257,12 @@ def test_mig_placement_conflicts_are_refused(lib: DeviceLib) -> None:
 
 def test_fabric_on_gb200_only(lib: DeviceLib) -> None:
     for gpu in lib.gpus():
-        if "GB200" in gpu.product_name:
+        if REAL:
+            # A real part's fabric may still be training or absent; its facts stay typed.
+            if gpu.fabric is not None:
+                assert CLUSTER_RE.match(gpu.fabric.cluster_uuid)
+                assert isinstance(gpu.fabric.state, FabricState)
+        elif "GB200" in gpu.product_name:
             assert gpu.fabric is not None
             assert CLUSTER_RE.match(gpu.fabric.cluster_uuid)
             assert isinstance(gpu.fabric.clique_id, int)
@@ -308,11 +342,14 @@ if CHILD_NVML:
         tmp_path: Path, request: pytest.FixtureRequest
     ) -> None:
         label = str(CHILD_NVML)
-        fake = _open(f"fake-{FAKE_TWIN[label]}", tmp_path, request)
+        # A real GPU has no fixed twin: only the shape is compared, against an A100 node.
+        fake = _open(f"fake-{FAKE_TWIN.get(label, '8xA100-40GB')}", tmp_path, request)
         real = _open(f"nvml-{label}", tmp_path, request)
         try:
             fake_gpu, real_gpu = fake.gpus()[0], real.gpus()[0]
             assert_same_shape(fake_gpu, real_gpu)
+            if REAL:
+                return
             assert fake_gpu.architecture == real_gpu.architecture
             assert fake_gpu.brand == real_gpu.brand
             assert fake_gpu.cuda_compute_capability == real_gpu.cuda_compute_capability
@@ -355,6 +392,11 @@ else:
         """This module again over tests/nvml_stub (our C stand-in for an A100 node), loaded
         from under a driver root: the nvidia-ml-py/ctypes path end to end."""
         _child_run("stub-a100", nvml_stub_driver_root, {})
+
+    def test_real_hardware_mode_over_nvml_stub(nvml_stub_driver_root: Path) -> None:
+        """The real-hardware mode ``make gpu-check`` uses, proven without a GPU: its
+        invariants hold over tests/nvml_stub named as the library file."""
+        _child_run("real", nvml_stub_driver_root / "usr" / "lib64" / "libnvidia-ml.so.1", {})
 
 
 if GO_MOCK:

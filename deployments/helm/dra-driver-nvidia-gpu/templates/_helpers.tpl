@@ -168,13 +168,16 @@ featureGates.{{ $name }}={{ get $v.featureGates $name }}: the plugin accepts the
 {{- end }}
 {{- end }}
 {{- if $v.altProcDevices }}
-altProcDevices: used by the compute domain plugin, which is not built yet
+altProcDevices: the compute domain plugin does not read /proc/devices (fake channels are backed by /dev/null)
 {{- end }}
 {{- if $v.maskNvidiaDriverParams }}
 maskNvidiaDriverParams: the driver's params file is not masked
 {{- end }}
-{{- if $v.resources.computeDomains.enabled }}
-resources.computeDomains.enabled: only the ComputeDomain DeviceClasses are installed; controller.*, resources.computeDomains.imex.*, kubeletPlugin.containers.computeDomains and kubeletPlugin.metrics.computeDomainHttpEndpoint configure parts not built yet
+{{- if and $v.resources.computeDomains.enabled (ne $v.resources.computeDomains.imex.mode "driverManaged") }}
+resources.computeDomains.imex.mode={{ $v.resources.computeDomains.imex.mode }}: only driverManaged is built; no controller or domain daemons are installed
+{{- end }}
+{{- if and $v.resources.computeDomains.enabled $v.kubeletPlugin.containers.computeDomains.gpuCliqueLabelEnabled }}
+kubeletPlugin.containers.computeDomains.gpuCliqueLabelEnabled: the nvidia.com/gpu.clique label is not set
 {{- end }}
 {{- if $v.kubeletPlugin.networkPolicy.enabled }}
 kubeletPlugin.networkPolicy.enabled: no NetworkPolicy is installed

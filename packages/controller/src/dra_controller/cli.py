@@ -14,6 +14,7 @@ import yaml
 from .allocate_report import EXIT_ERROR, run_allocate
 from .allocation.errors import AllocationError
 from .allocation.features import KUBE_MINORS, Features, parse_kube_version
+from .cel.environment import CEL_GATES, Environment
 from .inputs import InputError, read_documents
 from .snapshot import build_snapshot
 
@@ -89,6 +90,14 @@ def _parser() -> argparse.ArgumentParser:
     val.add_argument(
         "-f", "--filename", action="append", nargs="+", required=True, metavar="FILE_OR_DIR"
     )
+    val.add_argument(
+        "--features",
+        default=None,
+        metavar="GATE[,GATE=false...]",
+        help="the API server's DRA gates (listed on, others off; default: the release's): "
+        "DRAConsumableCapacity and DRAListTypeAttributes shape its CEL environment",
+    )
+    val.add_argument("--kube-version", default=None, metavar="1.MINOR")
 
     mig = sub.add_parser(
         "migrate",
@@ -178,20 +187,35 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cel_environment(spec: str | None, kube_version: str | None) -> Environment:
+    """The API server's CEL environment for ``validate``: its two gates from ``--features``
+    (the allocator's gate names are accepted too), else the release's defaults."""
+    if kube_version is not None:
+        parse_kube_version(kube_version)  # 1.36 and 1.37 gate the environment alike
+    if spec is None:
+        return Environment()
+    gates: dict[str, bool] = {}
+    rest: list[str] = []
+    for raw in spec.split(","):
+        name, _, value = raw.strip().partition("=")
+        if name in CEL_GATES:
+            gates[CEL_GATES[name]] = (value.strip().lower() or "true") == "true"
+        else:
+            rest.append(raw)
+    features = Features.parse(",".join(rest))  # refuses unknown gates
+    every = any(raw.strip() == "all" for raw in rest)
+    return Environment(
+        consumable_capacity=gates.get("consumable_capacity", features.consumable_capacity),
+        list_type_attributes=gates.get("list_type_attributes", every),
+    )
+
+
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from .cel import CelCompileError, compile_selector
-    from .validation import validate_documents
+    from .validation import check_selector, validate_documents
 
-    def compile_check(expression: str) -> str | None:
-        """The compile error of an expression, or None."""
-        try:
-            compile_selector(expression)
-        except CelCompileError as exc:
-            return str(exc)
-        return None
-
+    env = _cel_environment(args.features, args.kube_version)
     docs = read_documents(_files(args.filename))
-    result = validate_documents(docs, compile_check=compile_check)
+    result = validate_documents(docs, compile_check=lambda expr: check_selector(expr, env))
     for finding in result.findings:
         sys.stdout.write(f"{finding}\n")
     sys.stdout.write(f"{result.summary(len(docs))}\n")

@@ -76,6 +76,54 @@ def _as_v1(data: Mapping[str, Any], *, where: str) -> Mapping[str, Any]:
     return data
 
 
+def read_object(
+    data: Mapping[str, Any], *, where: str, taint_rules: Sequence[Mapping[str, Any]] = ()
+) -> ClassInfo | SliceInfo | ClaimInfo | NodeInfo | Mapping[str, Any] | None:
+    """One object as the allocator reads it: a ClassInfo, SliceInfo (with the DeviceTaintRules'
+    taints), ClaimInfo or NodeInfo; a Pod as it is; None for kinds nothing here reads.
+
+    Raises:
+        AllocationError: the object cannot be read (naming ``where`` and the field).
+    """
+    data = _as_v1(data, where=where)
+    kind, api = data.get("kind"), data.get("apiVersion")
+    if kind == "Node":
+        return NodeInfo.from_dict(data)
+    if kind == "Pod":
+        return data
+    if api == RESOURCE_API and kind in ("DeviceClass", "ResourceSlice", "ResourceClaim"):
+        plain = lenient_plain(data, where=f"{where} {kind}")
+        if kind == "DeviceClass":
+            return parse_class(plain)
+        if kind == "ResourceSlice":
+            return parse_slice(apply_taint_rules(plain, taint_rules))
+        return parse_claim(plain)
+    return None
+
+
+def add_to_snapshot(snap: Snapshot, item: object) -> None:
+    """File one :func:`read_object` result under its kind."""
+    if isinstance(item, ClassInfo):
+        snap.classes.append(item)
+    elif isinstance(item, SliceInfo):
+        snap.slices.append(item)
+    elif isinstance(item, ClaimInfo):
+        snap.claims.append(item)
+    elif isinstance(item, NodeInfo):
+        snap.nodes.append(item)
+    elif isinstance(item, Mapping):
+        snap.pods.append(item)
+
+
+def is_taint_rule(data: object) -> bool:
+    """Whether a raw document is a ``resource.k8s.io`` DeviceTaintRule."""
+    return (
+        isinstance(data, Mapping)
+        and data.get("kind") == "DeviceTaintRule"
+        and str(data.get("apiVersion", "")).startswith("resource.k8s.io/")
+    )
+
+
 def build_snapshot(docs: Sequence[Document]) -> Snapshot:
     """Sort documents by kind; objects other tools care about are ignored.
 
@@ -85,29 +133,9 @@ def build_snapshot(docs: Sequence[Document]) -> Snapshot:
     devices, as the kube-scheduler does.
     """
     snap = Snapshot()
-    rules = [
-        doc.data
-        for doc in docs
-        if isinstance(doc.data, Mapping)
-        and doc.data.get("kind") == "DeviceTaintRule"
-        and str(doc.data.get("apiVersion", "")).startswith("resource.k8s.io/")
-    ]
+    rules = [doc.data for doc in docs if is_taint_rule(doc.data)]
     for doc in docs:
-        data = doc.data
-        if not isinstance(data, Mapping):
+        if not isinstance(doc.data, Mapping):
             raise AllocationError("document is not an object", object_ref=doc.where)
-        data = _as_v1(data, where=doc.where)
-        kind, api = data.get("kind"), data.get("apiVersion")
-        if kind == "Node":
-            snap.nodes.append(NodeInfo.from_dict(data))
-        elif kind == "Pod":
-            snap.pods.append(data)
-        elif api == RESOURCE_API and kind in ("DeviceClass", "ResourceSlice", "ResourceClaim"):
-            plain = lenient_plain(data, where=f"{doc.where} {kind}")
-            if kind == "DeviceClass":
-                snap.classes.append(parse_class(plain))
-            elif kind == "ResourceSlice":
-                snap.slices.append(parse_slice(apply_taint_rules(plain, rules)))
-            else:
-                snap.claims.append(parse_claim(plain))
+        add_to_snapshot(snap, read_object(doc.data, where=doc.where, taint_rules=rules))
     return snap

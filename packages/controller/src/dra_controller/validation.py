@@ -19,11 +19,39 @@ from dra_api_types.codec import parse_object
 from dra_api_types.errors import ValidationError
 from dra_api_types.legacy import REPLACED_BY, legacy_kind
 
+from .cel import CelCompileError, compile_selector
+from .cel.cost_estimate import MAX_SELECTOR_COST, exceeds_cost_limit
+from .cel.environment import Environment
+from .cel.new_expressions import new_expression_error
 from .inputs import Document, object_label
 
 NVIDIA_DRIVERS = ("gpu.nvidia.com", "compute-domain.nvidia.com")
 
 CompileCheck = Callable[[str], str | None]
+
+#: The API server's message for a selector over the cost limit (field.Forbidden).
+TOO_COMPLEX = "Forbidden: too complex, exceeds cost limit"
+
+
+def check_selector(expression: str, env: Environment | None = None) -> str | None:
+    """What the API server says of a new CEL device selector, or None when it accepts it.
+
+    A compile error (in the new-expressions environment of ``env``'s feature gates), or an
+    estimated worst-case cost over ``CELSelectorExpressionMaxCost`` (checked only once the
+    expression compiles, as upstream does).
+    """
+    env = env or Environment()
+    try:
+        compile_selector(expression)
+    except CelCompileError as exc:
+        return f"CEL compile error: {exc}"
+    gated = new_expression_error(expression, env)
+    if gated is not None:
+        return f"CEL compile error: {gated}"
+    worst = exceeds_cost_limit(expression, env)
+    if worst is not None:
+        return f"{TOO_COMPLEX} (estimated worst case {worst}, limit {MAX_SELECTOR_COST})"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +157,9 @@ def _legacy_finding(doc: Document, kind: str, data: Mapping[str, Any]) -> Findin
     )
 
 
-def validate_documents(docs: Sequence[Document], *, compile_check: CompileCheck) -> Validation:
+def validate_documents(
+    docs: Sequence[Document], *, compile_check: CompileCheck = check_selector
+) -> Validation:
     """All findings for the documents, and which ones had nothing to check."""
     findings: list[Finding] = []
     unchecked: list[str] = []
@@ -158,9 +188,7 @@ def validate_documents(docs: Sequence[Document], *, compile_check: CompileCheck)
                 for sel_path, expr in _selectors(body, path):
                     problem = compile_check(expr)
                     if problem:
-                        findings.append(
-                            Finding(doc.where, ref, sel_path, f"CEL compile error: {problem}")
-                        )
+                        findings.append(Finding(doc.where, ref, sel_path, problem))
             else:
                 findings.extend(_check_opaque(doc, ref, path, body))
     return Validation(findings, unchecked)

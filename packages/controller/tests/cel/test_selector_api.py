@@ -147,3 +147,25 @@ def test_compile_errors_are_cached_but_raised_fresh_each_time() -> None:
     assert first.value is not second.value
     assert str(first.value) == str(second.value)
     assert second.value.position == first.value.position == len("device.")
+
+
+def test_back_to_back_negations_cancel_as_in_cel_go_parser() -> None:
+    # cel-go keeps one operator of a run (`!!x` is `x`): the API server accepts this, and
+    # a random cost differential found that we rejected it (`!_` applied to string).
+    selector = compile_selector("!!device.driver == 'gpu.nvidia.com'")
+    assert selector.matches(_gpu())
+    assert not compile_selector("!!!(device.driver == 'gpu.nvidia.com')").matches(_gpu())
+    with pytest.raises(CelCompileError, match="'!_'"):
+        compile_selector("!(!device.driver) == 'gpu.nvidia.com'")
+
+
+def test_arithmetic_with_one_typed_side_is_typed_as_upstream() -> None:
+    # any + string can only be add_string: comparing it with an int does not compile
+    # (the API server's verdict, found with its real instance), nor does any + bool.
+    with pytest.raises(CelCompileError, match="'_==_' applied to '\\(string, int\\)'"):
+        compile_selector("device.attributes['gpu.nvidia.com'].index + 'x' == 1")
+    with pytest.raises(CelCompileError, match="'_\\+_' applied to '\\(dyn, bool\\)'"):
+        compile_selector("device.attributes['gpu.nvidia.com'].index + true")
+    assert compile_selector("device.attributes['gpu.nvidia.com'].type + '-x' == 'gpu-x'").matches(
+        _gpu()
+    )

@@ -5,6 +5,7 @@
 //
 //	dra-go-allocate -f FILE [-f FILE...] [--claim NS/NAME...] [--node NAME] [--features LIST]
 //	dra-go-allocate --batch < cases.jsonl > results.jsonl
+//	dra-go-allocate -cel-cost < expressions.jsonl > costs.jsonl   (see celcost.go)
 //
 // A batch case is one JSON object a line: {"id", "objects", "claims", "node",
 // "features"}; each result line is {"id", "exit", "report"} or {"id", "exit": 2,
@@ -59,7 +60,7 @@ const (
 )
 
 // gateNames maps the gate names `kubectl dra allocate --features` takes to the
-// allocator's feature switches.
+// allocator's feature switches; compat_*.go add those of one release only.
 var gateNames = map[string]func(*structured.Features, bool){
 	"DRAPrioritizedList":      func(f *structured.Features, on bool) { f.PrioritizedList = on },
 	"DRAAdminAccess":          func(f *structured.Features, on bool) { f.AdminAccess = on },
@@ -74,12 +75,8 @@ var gateNames = map[string]func(*structured.Features, bool){
 		claimDeviceStatus = on
 		f.DeviceBindingAndStatus = bindingConditions && claimDeviceStatus
 	},
-	"DRAFractionalCapacityRange":   func(f *structured.Features, on bool) { f.FractionalCapacityRange = on },
-	"DRAListTypeAttributes":        func(f *structured.Features, on bool) { f.ListTypeAttributes = on },
-	"DRAOptionalNodeOperations":    func(f *structured.Features, on bool) { f.OptionalNodeOperations = on },
-	"DRADerivedAttributes":         func(f *structured.Features, on bool) { f.DerivedAttributes = on },
-	"DRADeviceCompatibilityGroups": func(f *structured.Features, on bool) { f.CompatibilityGroups = on },
-	"DRADeviceTaintRules":          func(_ *structured.Features, on bool) { taintRules = on },
+	"DRAListTypeAttributes": func(f *structured.Features, on bool) { f.ListTypeAttributes = on },
+	"DRADeviceTaintRules":   func(_ *structured.Features, on bool) { taintRules = on },
 }
 
 // The allocator only knows the combined binding switch; DeviceTaintRules is a
@@ -132,7 +129,7 @@ type input struct {
 	slices  []*resourceapi.ResourceSlice
 	claims  []*resourceapi.ResourceClaim
 	nodes   []*v1.Node
-	rules   []*resourceapi.DeviceTaintRule
+	rules   []*deviceTaintRule
 	pods    []*v1.Pod
 }
 
@@ -195,7 +192,7 @@ func (in *input) addObject(raw json.RawMessage) error {
 		in.claims = append(in.claims, obj)
 	case strings.HasPrefix(tm.APIVersion, "resource.k8s.io/") && tm.Kind == "DeviceTaintRule":
 		// Every served version has the same spec shape; the scheduler reads them as v1.
-		obj := &resourceapi.DeviceTaintRule{}
+		obj := &deviceTaintRule{}
 		if err := decodeInto(raw, obj); err != nil {
 			return fmt.Errorf("DeviceTaintRule: %w", err)
 		}
@@ -316,6 +313,9 @@ func patchedSlices(ctx context.Context, in *input, consumable bool) ([]*resource
 		}
 		objs = append(objs, copied)
 	}
+	for _, c := range in.classes {
+		objs = append(objs, c.DeepCopy()) // 1.36's tracker resolves classes of rules
+	}
 	for i, r := range in.rules {
 		copied := r.DeepCopy()
 		if copied.Name == "" {
@@ -329,12 +329,7 @@ func patchedSlices(ctx context.Context, in *input, consumable bool) ([]*resource
 	// Informers stop only once their context is cancelled, so cancel before Shutdown.
 	defer factory.Shutdown()
 	defer cancel()
-	t, err := tracker.StartTracker(ctx, tracker.Options{
-		EnableDeviceTaintRules:   true,
-		EnableConsumableCapacity: consumable,
-		SliceInformer:            factory.Resource().V1().ResourceSlices(),
-		TaintInformer:            factory.Resource().V1().DeviceTaintRules(),
-	})
+	t, err := tracker.StartTracker(ctx, trackerOptions(factory, consumable))
 	if err != nil {
 		return nil, err
 	}
@@ -760,8 +755,16 @@ func main() {
 	featureSpec := flag.String("features", "", "DRA feature gates on (GATE[,GATE=false...], all, none); default: those of kubectl dra allocate")
 	batch := flag.Bool("batch", false, "read cases as JSON lines on stdin, write results as JSON lines")
 	sequence := flag.Bool("sequence", false, "read one case on stdin and allocate its claims one at a time (benchmark)")
+	celCost := flag.Bool("cel-cost", false, "read CEL selectors as JSON lines on stdin, write upstream's compile-time cost estimate of each")
 	flag.Parse()
 	ctx := context.Background()
+	if *celCost {
+		if err := runCelCost(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "dra-go-allocate: %v\n", err)
+			os.Exit(exitError)
+		}
+		return
+	}
 	if *sequence {
 		if err := runSequence(ctx, os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintf(os.Stderr, "dra-go-allocate: %v\n", err)

@@ -26,7 +26,8 @@ CRD_DIRECTORY: Final = Path(__file__).parent
 # What the Go types express with kubebuilder markers and JSON tags, keyed by model class:
 # required properties, list-map keys, and CEL rules.
 _REQUIRED: Final[dict[type[BaseModel], list[str]]] = {
-    nv.ComputeDomainSpec: ["numNodes", "channel"],
+    # numNodes is optional (default 0) since NVIDIA 25.12; only the channel is required.
+    nv.ComputeDomainSpec: ["channel"],
     nv.ComputeDomainChannelSpec: ["resourceClaimTemplate"],
     nv.ComputeDomainResourceClaimTemplate: ["name"],
     nv.ComputeDomainStatus: ["status"],

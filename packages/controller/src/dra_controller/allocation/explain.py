@@ -33,6 +33,22 @@ class NodeDiagnosis:
     picks: list[str] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
     error: str | None = None
+    # The requests short of devices, as data (the reasons say the same in words).
+    shortfalls: list[RequestShortfall] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class RequestShortfall:
+    """A request (or subrequest) with fewer usable devices on a node than it needs."""
+
+    request: str
+    class_name: str
+    need: int
+    usable: int
+    # Selector expression -> how many of the node's devices it rejected first.
+    false_selectors: Counter[str] = field(default_factory=Counter)
+    # The devices those selectors rejected (to report the closest one's values).
+    rejected: list[DeviceInfo] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -101,11 +117,19 @@ def diagnose(
         except AllocationError as exc:
             for diag, claim in zip(result, claims, strict=True):
                 try:
-                    reasons = claim_reasons(cluster, claim, node, others=len(claims) > 1)
+                    reasons, shortfalls = claim_findings(
+                        cluster, claim, node, others=len(claims) > 1
+                    )
                 except AllocationError:
-                    reasons = []
+                    reasons, shortfalls = [], []
                 diag.nodes.append(
-                    NodeDiagnosis(node=name, allocatable=False, error=str(exc), reasons=reasons)
+                    NodeDiagnosis(
+                        node=name,
+                        allocatable=False,
+                        error=str(exc),
+                        reasons=reasons,
+                        shortfalls=shortfalls,
+                    )
                 )
             continue
         if isinstance(outcome, Allocated):
@@ -117,20 +141,25 @@ def diagnose(
                 diag.nodes.append(NodeDiagnosis(node=name, allocatable=True, picks=picks))
             continue
         for diag, claim in zip(result, claims, strict=True):
+            reasons, shortfalls = claim_findings(cluster, claim, node, others=len(claims) > 1)
             diag.nodes.append(
-                NodeDiagnosis(
-                    node=name,
-                    allocatable=False,
-                    reasons=claim_reasons(cluster, claim, node, others=len(claims) > 1),
-                )
+                NodeDiagnosis(node=name, allocatable=False, reasons=reasons, shortfalls=shortfalls)
             )
     return result
 
 
 def claim_reasons(cluster: Cluster, claim: ClaimInfo, node: NodeInfo, *, others: bool) -> list[str]:
     """Why the claim does not fit on the node."""
+    return claim_findings(cluster, claim, node, others=others)[0]
+
+
+def claim_findings(
+    cluster: Cluster, claim: ClaimInfo, node: NodeInfo, *, others: bool
+) -> tuple[list[str], list[RequestShortfall]]:
+    """Why the claim does not fit on the node: the reasons, and the requests short of devices."""
     pools = cluster.pools_for(node)
     reasons: list[str] = []
+    shortfalls: list[RequestShortfall] = []
     for pool in pools:
         if pool.incomplete:
             reasons.append(
@@ -141,17 +170,22 @@ def claim_reasons(cluster: Cluster, claim: ClaimInfo, node: NodeInfo, *, others:
             reasons.append(f"pool {pool} is invalid: {pool.invalid_reason}")
     if not any(p.candidates for p in pools):
         reasons.append("no ResourceSlice offers devices to this node")
-        return reasons
+        return reasons, shortfalls
     short = False
     usable_by_request: dict[str, list[DeviceInfo]] = {}
     for req in claim.requests:
         specs = list(req.first_available) or ([req.exact] if req.exact else [])
         for spec in specs:
-            usable, lines = _request_reasons(cluster, spec, pools)
+            shortfall = RequestShortfall(
+                request=spec.full_name, class_name=spec.class_name, need=0, usable=0
+            )
+            usable, lines = _request_reasons(cluster, spec, pools, shortfall)
             usable_by_request[spec.full_name] = usable
             need = spec.count if spec.mode != MODE_ALL else max(len(usable), 1)
             if len(usable) < need:
                 short = True
+                shortfall.need, shortfall.usable = need, len(usable)
+                shortfalls.append(shortfall)
                 reasons.append(
                     f"request {spec.full_name}: needs {need} device(s) of class "
                     f"{spec.class_name}, {len(usable)} usable"
@@ -161,11 +195,11 @@ def claim_reasons(cluster: Cluster, claim: ClaimInfo, node: NodeInfo, *, others:
         reasons.extend(_constraint_reasons(claim, usable_by_request))
         if others:
             reasons.append("the pod's claims together need more devices than are usable")
-    return reasons
+    return reasons, shortfalls
 
 
 def _request_reasons(
-    cluster: Cluster, spec: RequestSpec, pools: Sequence[Pool]
+    cluster: Cluster, spec: RequestSpec, pools: Sequence[Pool], shortfall: RequestShortfall
 ) -> tuple[list[DeviceInfo], list[str]]:
     feats = cluster.features
     cls = cluster.classes.get(spec.class_name)
@@ -185,6 +219,9 @@ def _request_reasons(
             failed = _first_failing_selector(cluster, exprs, dev)
             if failed is not None:
                 tally.add(failed[0], f"{name}: {failed[1]}" if failed[1] else name)
+                if failed[2]:
+                    shortfall.false_selectors[failed[2]] += 1
+                    shortfall.rejected.append(dev)
                 continue
             if not spec.admin_access and dev.id in cluster.state.devices:
                 owners = sorted(set(cluster.state.owners.get(dev.id, [])))
@@ -224,22 +261,23 @@ def _request_reasons(
 
 def _first_failing_selector(
     cluster: Cluster, exprs: Sequence[tuple[str | None, str]], dev: DeviceInfo
-) -> tuple[str, str] | None:
+) -> tuple[str, str, str] | None:
+    """(reason, detail, the expression when it was false) of the first selector failing."""
     for expr, label in exprs:
         if expr is None:
-            return (f"{label} is not a CEL selector", "")
+            return (f"{label} is not a CEL selector", "", "")
         try:
             value = evaluate(cluster.allocator.engine, expr, dev)
         except SelectorCompileFailure as exc:
-            return (f"{label} does not compile: {exc}", "")
+            return (f"{label} does not compile: {exc}", "", "")
         if isinstance(value, Exception):
-            return (f"{label} fails: {value}", "")
+            return (f"{label} fails: {value}", "", "")
         if not value:
             try:
                 detail = cluster.allocator.engine.compile(expr).explain(dev.cel_device)
             except Exception as exc:  # explanation is best effort
                 detail = f"(no explanation: {exc})"
-            return (f"{label} is false", detail)
+            return (f"{label} is false", detail, expr)
     return None
 
 

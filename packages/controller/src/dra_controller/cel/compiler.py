@@ -131,6 +131,25 @@ _LITERAL_CHECKED: Final[dict[str, Callable[[str], Any]]] = {
     "timestamp": Timestamp.parse,
 }
 
+#: Per arithmetic operator, the types an operand may have when the other one is dyn, and
+#: whether that type alone decides the result (duration + dyn may be a timestamp).
+_DYN_ARITHMETIC: Final[dict[str, dict[str, bool]]] = {
+    "_+_": {
+        "int": True,
+        "uint": True,
+        "double": True,
+        "string": True,
+        "bytes": True,
+        "list": True,
+        DURATION_TYPE: False,
+        TIMESTAMP_TYPE: True,
+    },
+    "_-_": {"int": True, "uint": True, "double": True, DURATION_TYPE: False, TIMESTAMP_TYPE: False},
+    "_*_": {"int": True, "uint": True, "double": True},
+    "_/_": {"int": True, "uint": True, "double": True},
+    "_%_": {"int": True, "uint": True},
+}
+
 _BINARY_OPS: Final[dict[str, Callable[[Any, Any], Any]]] = {
     "_+_": add,
     "_-_": subtract,
@@ -775,6 +794,18 @@ class Compiler:
                 raise self.error(
                     f"found no matching overload for '{name}' applied to '({lt}, {rt})'", node
                 )
+        elif not is_relation and (lt == DYN) != (rt == DYN):
+            # One side typed: only the overloads taking that type there can match
+            # (``dyn + 'x'`` is add_string, a string; ``dyn + true`` matches none).
+            known = rt if lt == DYN else lt
+            usable = _DYN_ARITHMETIC[name]
+            if known not in usable:
+                shown = f"({lt}, {rt})"
+                raise self.error(
+                    f"found no matching overload for '{name}' applied to '{shown}'", node
+                )
+            if usable[known]:
+                lt = rt = known
         static = BOOL if is_relation else (lt if lt == rt else DYN)
         if name == "_-_" and lt == rt == TIMESTAMP_TYPE:
             static = DURATION_TYPE

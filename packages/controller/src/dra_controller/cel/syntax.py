@@ -317,7 +317,20 @@ class _Builder:
             return self.build(kids[0])
         s, e = self.span(tree)
         op = "!_" if kids[0].data == "unary_not" else "-_"
-        return Call(s, e, op, None, (self.build(kids[1]),))
+        # cel-go's parser keeps one operator of a run written back to back (``!!x`` is
+        # ``x``, ``!!!x`` is ``!x``); parentheses end the run.
+        run, inner = 1, kids[1]
+        while (
+            isinstance(inner, lark.Tree)
+            and inner.data == "unary"
+            and len(inner.children) == 2
+            and inner.children[0].data == kids[0].data
+        ):
+            run, inner = run + 1, inner.children[1]
+        operand = self.build(inner)
+        if run % 2 == 0:
+            return operand
+        return Call(s, e, op, None, (operand,))
 
     def _member(self, tree: lark.Tree[Any]) -> Node:
         return self.build(tree.children[0])

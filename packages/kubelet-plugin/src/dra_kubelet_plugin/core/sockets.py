@@ -25,6 +25,7 @@ import grpc.aio
 from dra_kubelet_plugin.core.errors import ConfigurationError
 
 __all__ = [
+    "MAX_GRPC_BIND_PATH",
     "MAX_SOCKET_PATH",
     "POD_TOKEN_LENGTH",
     "SocketPaths",
@@ -38,6 +39,9 @@ __all__ = [
 
 #: sockaddr_un.sun_path holds 108 bytes including the terminating NUL.
 MAX_SOCKET_PATH = 107
+#: gRPC's own unix-socket resolver refuses to bind paths of 106 and 107 bytes (measured with
+#: grpcio: its address parsing keeps room of its own), so the plugin's binds stay at 105.
+MAX_GRPC_BIND_PATH = 105
 #: Characters of the pod UID in per-pod socket names: the UID's first group (32 random bits),
 #: enough to tell two plugin pods that overlap on one node apart while keeping names short.
 POD_TOKEN_LENGTH = 8
@@ -90,8 +94,8 @@ class SocketPaths:
         )
 
 
-def _fits(path: Path) -> bool:
-    return len(os.fsencode(path)) <= MAX_SOCKET_PATH
+def _fits(path: Path, limit: int = MAX_SOCKET_PATH) -> bool:
+    return len(os.fsencode(path)) <= limit
 
 
 def check_socket_path(path: Path, *, setting: str = "socket path") -> None:
@@ -121,7 +125,8 @@ def check_kubelet_dialable(path: Path, *, setting: str) -> None:
 
 @contextlib.contextmanager
 def short_socket_path(path: Path) -> Iterator[Path]:
-    """A path of at most 107 bytes naming the same socket file as ``path``, while in use.
+    """A path of at most 105 bytes (:data:`MAX_GRPC_BIND_PATH`) naming the same socket file as
+    ``path``, while in use.
 
     A path that fits is returned as it is. Otherwise a fresh temporary directory holds a
     one-letter symlink to ``path``'s directory; the kernel follows it on bind and connect, so
@@ -131,7 +136,7 @@ def short_socket_path(path: Path) -> Iterator[Path]:
     Raises:
         ConfigurationError: even the alias is too long (the socket's own name is too long).
     """
-    if _fits(path):
+    if _fits(path, MAX_GRPC_BIND_PATH):
         yield path
         return
     alias_dir = Path(tempfile.mkdtemp(prefix="dra-sock-"))

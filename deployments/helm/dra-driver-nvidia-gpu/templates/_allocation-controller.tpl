@@ -1,0 +1,44 @@
+{{/* Names, labels and the alert rules of the allocation controller (allocation-controller-*.yaml). */}}
+
+{{- define "dra-driver-nvidia-gpu.allocationControllerName" -}}
+{{- printf "%s-allocation-controller" (include "dra-driver-nvidia-gpu.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "dra-driver-nvidia-gpu.allocationControllerSelectorLabels" -}}
+{{ include "dra-driver-nvidia-gpu.selectorLabels" . }}
+app.kubernetes.io/component: allocation-controller
+{{- end }}
+
+{{- define "dra-driver-nvidia-gpu.allocationControllerServiceAccountName" -}}
+{{- if .Values.allocationController.serviceAccount.create }}
+{{- default (include "dra-driver-nvidia-gpu.allocationControllerName" .) .Values.allocationController.serviceAccount.name }}
+{{- else }}
+{{- required "allocationController.serviceAccount.name is required when allocationController.serviceAccount.create=false" .Values.allocationController.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "dra-driver-nvidia-gpu.allocationControllerLeaseName" -}}
+{{- default (include "dra-driver-nvidia-gpu.allocationControllerName" .) .Values.allocationController.leaderElection.leaseName }}
+{{- end }}
+
+{{/*
+The rule groups, shared by the PrometheusRule and the plain rules file. The seed article's
+expression compared each claim's 0/1 series with the threshold and could never fire: pending
+claims are summed per DeviceClass first.
+*/}}
+{{- define "dra-driver-nvidia-gpu.allocationControllerRuleGroups" -}}
+{{- $alerts := .Values.allocationController.alerts -}}
+groups:
+- name: dra-allocation-controller
+  rules:
+  - alert: DRAResourceExhausted
+    expr: sum by (resource_class) (kube_resourceclaim_pending) > {{ int $alerts.exhaustedThreshold }}
+    for: {{ $alerts.for }}
+    {{- with $alerts.labels }}
+    labels:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
+    annotations:
+      summary: "{{ "{{" }} $labels.resource_class {{ "}}" }} resources exhausted: {{ "{{" }} $value {{ "}}" }} claims waiting for allocation"
+      description: "More than {{ int $alerts.exhaustedThreshold }} ResourceClaims of DeviceClass {{ "{{" }} $labels.resource_class {{ "}}" }} have been pending for {{ $alerts.for }}; kubectl dra explain pod/NAME says why, and the pods carry DRAUnsatisfiable events."
+{{- end }}

@@ -1,0 +1,386 @@
+"""ComputeDomains on fake GB200 nodes: NVIDIA's IMEX demo specs, unchanged, against the real
+chart (controller Deployment, compute-domains plugin container, domain daemons with the IMEX
+stand-in), and the faults the issue names.
+
+One chart install for the module, on a cluster of two nodes (``e2e_nodes(2)``) whose fake fleet
+is ``4xGB200``: the nodes of one harness cluster share an NVLink clique.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dra_e2e.handle import ClusterHandle
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from driver_support import (
+    Driver,
+    applied,
+    dump_diagnostics,
+    exists,
+    install,
+    uninstall,
+    wait_gone,
+    wait_running,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.e2e_nodes(2)]
+
+REPO = Path(__file__).resolve().parents[3]
+SPECS = REPO / "packages" / "api-types" / "tests" / "fixtures" / "nvidia-demo-specs"
+CD_DRIVER = "compute-domain.nvidia.com"
+LABEL = "resource.nvidia.com/computeDomain"
+#: The ComputeDomain of NVIDIA's demo/specs/imex/nvbandwidth-test-job-1.yaml, verbatim (the
+#: rest of that file is an MPIJob, which needs the MPI operator).
+NVBANDWIDTH_DOMAIN = """\
+apiVersion: resource.nvidia.com/v1beta1
+kind: ComputeDomain
+metadata:
+  name: nvbandwidth-test-compute-domain-1
+spec:
+  numNodes: 2
+  channel:
+    resourceClaimTemplate:
+      name: nvbandwidth-test-compute-domain-1-channel
+"""
+
+
+@pytest.fixture(scope="module")
+def driver(
+    e2e_cluster_nodes: ClusterHandle, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Driver]:
+    """The chart on two fake GB200 nodes."""
+    installed = install(
+        e2e_cluster_nodes,
+        tmp_path_factory.mktemp("cd-images"),
+        {
+            "devices.fakeGpus": "{4xGB200}",
+            # The seed's values (the harness's base) switch compute domains off.
+            "resources.computeDomains.enabled": "true",
+        },
+    )
+    yield installed
+    uninstall(installed)
+
+
+@pytest.fixture(autouse=True)
+def diagnostics(request: pytest.FixtureRequest, driver: Driver) -> Iterator[None]:
+    """Plugin logs, controller logs and events when a test failed."""
+    failed_before = request.session.testsfailed
+    yield
+    if request.session.testsfailed > failed_before:
+        print(dump_diagnostics(driver))
+        for selector in ("app.kubernetes.io/component=compute-domain-controller", LABEL):
+            try:
+                print(driver.cluster.kubectl(
+                    "logs", "-n", driver.namespace, "-l", selector, "--tail=80",
+                    "--all-containers", "--prefix",
+                ))  # fmt: skip
+            except Exception as exc:
+                print(f"(no logs for {selector}: {exc})")
+
+
+def _domain(cluster: ClusterHandle, name: str, namespace: str) -> dict[str, Any]:
+    return dict(cluster.kubectl_json("get", "computedomain", name, "-n", namespace))
+
+
+def _wait_ready(cluster: ClusterHandle, name: str, namespace: str, nodes: int) -> dict[str, Any]:
+    def ready() -> bool:
+        status = _domain(cluster, name, namespace).get("status") or {}
+        return status.get("status") == "Ready" and len(status.get("nodes") or []) >= nodes
+
+    cluster.wait_until(f"ComputeDomain {namespace}/{name} Ready", ready, timeout=180, interval=2)
+    return _domain(cluster, name, namespace)
+
+
+def _leftovers(driver: Driver, uid: str) -> list[str]:
+    """Everything still labelled with the domain's UID."""
+    cluster = driver.cluster
+    found = []
+    for kind, scope in (
+        ("daemonsets", ["-n", driver.namespace]),
+        ("resourceclaimtemplates", ["-A"]),
+        ("computedomaincliques", ["-n", driver.namespace]),
+        ("nodes", []),
+    ):
+        items = cluster.kubectl_json("get", kind, *scope, "-l", f"{LABEL}={uid}")["items"]
+        found += [f"{kind}/{i['metadata']['name']}" for i in items]
+    return found
+
+
+def _spec(name: str, namespace: str) -> str:
+    return _spec_text((SPECS / name).read_text(), namespace)
+
+
+def _spec_text(text: str, namespace: str) -> str:
+    # Unchanged but for the namespace the test runs in (the specs use the default one).
+    return text.replace("metadata:\n  name:", f"metadata:\n  namespace: {namespace}\n  name:")
+
+
+def _namespace(cluster: ClusterHandle, name: str) -> str:
+    return f'{{"apiVersion": "v1", "kind": "Namespace", "metadata": {{"name": "{name}"}}}}'
+
+
+def test_a_compute_domain_slice_per_node_next_to_the_gpu_one(driver: Driver) -> None:
+    # The seed's `kubectl get resourceslice` view.
+    out = driver.cluster.kubectl("get", "resourceslices", "--no-headers")
+    for node in driver.nodes:
+        rows = [line.split() for line in out.splitlines() if node in line]
+        assert {r[2] for r in rows} >= {"gpu.nvidia.com", CD_DRIVER}, out
+    slices = driver.cluster.kubectl_json("get", "resourceslices")["items"]
+    cd = [s for s in slices if s["spec"]["driver"] == CD_DRIVER]
+    assert len(cd) == len(driver.nodes)
+    for s in cd:
+        devices = {d["name"]: d["attributes"]["type"]["string"] for d in s["spec"]["devices"]}
+        assert devices == {"daemon-0": "daemon", "channel-0": "channel"}
+
+
+@pytest.mark.parametrize(
+    ("spec", "pod", "expected"),
+    [
+        ("imex_channel-injection.yaml", "imex-channel-injection", ["channel0"]),
+        (
+            "imex_channel-injection-all.yaml",
+            "imex-channel-injection-all",
+            ["channel0", "channel2047"],
+        ),
+    ],
+)
+def test_nvidia_channel_injection_specs(
+    driver: Driver, spec: str, pod: str, expected: list[str]
+) -> None:
+    cluster = driver.cluster
+    ns = "cd-" + pod.removeprefix("imex-")[:20]
+    cluster.apply(_namespace(cluster, ns))
+    try:
+        with applied(cluster, _spec(spec, ns)):
+            wait_running(cluster, pod, ns, timeout=240)
+            log = cluster.kubectl("logs", pod, "-n", ns)
+            for channel in expected:
+                assert channel in log, log
+            if "channel2047" not in expected:
+                assert "channel1" not in log.split(), log
+            domain = _wait_ready(cluster, pod, ns, nodes=1)
+            uid = domain["metadata"]["uid"]
+            node = cluster.kubectl_json("get", "pod", pod, "-n", ns)["spec"]["nodeName"]
+            assert [n["name"] for n in domain["status"]["nodes"]] == [node]
+            assert _leftovers(driver, uid)
+        # The domain was deleted with the pod: nothing of it stays.
+        wait_gone(cluster, "the domain's objects", lambda: not _leftovers(driver, uid))
+        wait_gone(
+            cluster, "the domain", lambda: not exists(cluster, "computedomain", pod, "-n", ns)
+        )
+    finally:
+        cluster.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=false")
+
+
+def _cd_manifest(name: str, ns: str, *, num_nodes: int = 1) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.nvidia.com/v1beta1",
+        "kind": "ComputeDomain",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"numNodes": num_nodes, "channel": {"resourceClaimTemplate": {"name": name}}},
+    }
+
+
+def _worker(name: str, ns: str, template: str | None, claim: str | None = None) -> dict[str, Any]:
+    source = {"resourceClaimTemplateName": template} if template else {"resourceClaimName": claim}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": {"app": "cd-worker"}},
+        "spec": {
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{
+                "name": "ctr", "image": "ubuntu:22.04", "command": ["bash", "-c"],
+                "args": ["ls /dev/nvidia-caps-imex-channels; trap 'exit 0' TERM; "
+                         "sleep 9999 & wait"],
+                "resources": {"claims": [{"name": "channel"}]},
+            }],
+            "resourceClaims": [{"name": "channel", **source}],
+        },
+    }  # fmt: skip
+
+
+def _list(*objects: dict[str, Any]) -> str:
+    import json
+
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)})
+
+
+def _events(cluster: ClusterHandle, ns: str, name: str) -> str:
+    return cluster.kubectl(
+        "get",
+        "events",
+        "-n",
+        ns,
+        "--field-selector",
+        f"involvedObject.name={name}",
+        "-o",
+        "custom-columns=R:.reason,M:.message",
+        "--no-headers",
+    )
+
+
+@pytest.fixture
+def ns(driver: Driver, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A namespace of the test's own."""
+    name = "cd-" + request.node.name.removeprefix("test_")[:40].replace("_", "-").rstrip("-")
+    driver.cluster.apply(_namespace(driver.cluster, name))
+    yield name
+    driver.cluster.kubectl(
+        "delete",
+        "namespace",
+        name,
+        "--ignore-not-found",
+        "--wait=true",
+        "--timeout=120s",
+        timeout=150,
+    )
+
+
+def test_workload_in_another_namespace_is_refused_with_the_reason(driver: Driver, ns: str) -> None:
+    cluster = driver.cluster
+    other = ns + "-b"
+    cluster.apply(_namespace(cluster, other))
+    try:
+        cluster.apply(_list(_cd_manifest("cd", ns)))
+        uid = _domain(cluster, "cd", ns)["metadata"]["uid"]
+        claim = {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "stolen", "namespace": other},
+            "spec": {"devices": {
+                "requests": [{"name": "channel", "exactly": {
+                    "deviceClassName": "compute-domain-default-channel.nvidia.com"}}],
+                "config": [{"requests": ["channel"], "opaque": {
+                    "driver": CD_DRIVER, "parameters": {
+                        "apiVersion": "resource.nvidia.com/v1beta1",
+                        "kind": "ComputeDomainChannelConfig", "domainID": uid}}}],
+            }},
+        }  # fmt: skip
+        cluster.apply(_list(claim, _worker("thief", other, None, "stolen")))
+        cluster.wait_until(
+            "the prepare error naming the namespaces",
+            lambda: "differs from ComputeDomain" in _events(cluster, other, "thief"),
+            timeout=120, interval=3,
+        )  # fmt: skip
+        assert not cluster.kubectl_json("get", "nodes", "-l", f"{LABEL}={uid}")["items"]
+    finally:
+        cluster.kubectl("delete", "namespace", other, "--ignore-not-found", "--wait=false")
+
+
+def test_controller_and_daemon_killed_mid_way_recover_and_deletion_cleans_up(
+    driver: Driver, ns: str
+) -> None:
+    cluster = driver.cluster
+    cluster.apply(_list(_cd_manifest("cd", ns)))
+    # The controller dies right after the domain appears (mid-reconcile).
+    cluster.kubectl(
+        "delete",
+        "pod",
+        "-n",
+        driver.namespace,
+        "-l",
+        "app.kubernetes.io/component=compute-domain-controller",
+        "--wait=false",
+    )
+    cluster.wait_until(
+        "the workload template",
+        lambda: exists(cluster, "resourceclaimtemplate", "cd", "-n", ns),
+        timeout=120,
+        interval=2,
+    )
+    cluster.apply(_list(_worker("w0", ns, "cd")))
+    wait_running(cluster, "w0", ns, timeout=240)
+    assert "channel0" in cluster.kubectl("logs", "w0", "-n", ns)
+    domain = _wait_ready(cluster, "cd", ns, nodes=1)
+    uid = domain["metadata"]["uid"]
+    # A daemon dies: its DaemonSet brings it back and the domain is Ready again.
+    before = cluster.kubectl_json("get", "pods", "-n", driver.namespace, "-l", f"{LABEL}={uid}")[
+        "items"
+    ]
+    assert len(before) == 1
+    cluster.kubectl(
+        "delete", "pod", "-n", driver.namespace, before[0]["metadata"]["name"], "--grace-period=1"
+    )
+
+    def replaced_and_ready() -> bool:
+        pods = cluster.kubectl_json("get", "pods", "-n", driver.namespace, "-l", f"{LABEL}={uid}")[
+            "items"
+        ]
+        fresh = [p for p in pods if p["metadata"]["uid"] != before[0]["metadata"]["uid"]]
+        status = _domain(cluster, "cd", ns).get("status") or {}
+        return bool(fresh) and status.get("status") == "Ready"
+
+    cluster.wait_until("a new daemon, domain Ready", replaced_and_ready, timeout=180, interval=2)
+    # The domain is deleted while its workload runs: every object and label goes.
+    cluster.kubectl("delete", "computedomain", "cd", "-n", ns, "--wait=false")
+    wait_gone(cluster, "the domain's objects", lambda: not _leftovers(driver, uid))
+    wait_gone(cluster, "the domain", lambda: not exists(cluster, "computedomain", "cd", "-n", ns))
+    assert "Deleted" in _events(cluster, ns, "cd")
+
+
+def test_two_nodes_like_the_nvbandwidth_job(driver: Driver, ns: str) -> None:
+    # imex_nvbandwidth-test-job-1.yaml: its ComputeDomain unchanged (numNodes: 2); its MPIJob
+    # workers as a StatefulSet with pod anti-affinity (the MPI operator cannot be built here).
+    cluster = driver.cluster
+    assert len(driver.nodes) >= 2
+    cluster.apply(_spec_text(NVBANDWIDTH_DOMAIN, ns))
+    name = "nvbandwidth-test-compute-domain-1"
+    labels = {"app": "nvbandwidth-worker"}
+    worker = _worker("w", ns, f"{name}-channel")["spec"]
+    worker["affinity"] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
+    sts = {
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": "nvbandwidth-workers", "namespace": ns},
+        "spec": {"replicas": 2, "serviceName": "nvbandwidth-workers",
+                 "podManagementPolicy": "Parallel", "selector": {"matchLabels": labels},
+                 "template": {"metadata": {"labels": labels}, "spec": worker}},
+    }  # fmt: skip
+    cluster.apply(_list(sts))
+    pods = [f"nvbandwidth-workers-{i}" for i in range(2)]
+    for p in pods:
+        wait_running(cluster, p, ns, timeout=300)
+        assert "channel0" in cluster.kubectl("logs", p, "-n", ns).split()
+    nodes = {cluster.kubectl_json("get", "pod", p, "-n", ns)["spec"]["nodeName"] for p in pods}
+    assert len(nodes) == 2
+    domain = _wait_ready(cluster, name, ns, nodes=2)
+    assert {n["name"] for n in domain["status"]["nodes"]} == nodes
+    uid = domain["metadata"]["uid"]
+    daemons = cluster.kubectl_json("get", "pods", "-n", driver.namespace, "-l", f"{LABEL}={uid}")[
+        "items"
+    ]
+    ips = {d["status"]["podIP"] for d in daemons}
+    assert len(daemons) == 2
+    for daemon in daemons:
+        # Each daemon's IMEX (the stand-in) resolves both DNS names to the two daemons' IPs.
+        def lists_both(d: dict[str, Any] = daemon) -> bool:
+            out = cluster.kubectl(
+                "exec",
+                "-n",
+                driver.namespace,
+                d["metadata"]["name"],
+                "--",
+                "dra-fake-imex",
+                "ctl",
+                "-c",
+                "/imexd/imexd.cfg",
+                "-N",
+            )
+            resolved = {line.split()[2] for line in out.splitlines()[:2]}
+            return resolved == ips
+
+        cluster.wait_until("daemons list each other", lists_both, timeout=60, interval=2)
+    cluster.kubectl("delete", "statefulset", "nvbandwidth-workers", "-n", ns, "--wait=true")
+    cluster.kubectl("delete", "computedomain", name, "-n", ns, "--wait=false")
+    wait_gone(cluster, "the domain's objects", lambda: not _leftovers(driver, uid))

@@ -1,0 +1,180 @@
+"""``dra-compute-domain-controller``: the ComputeDomain controller (a Deployment).
+
+Flags take their defaults from NVIDIA's environment variables, so the chart's Deployment
+needs no arguments beyond the image.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from types import FrameType
+
+from dra_kubelet_plugin.core.errors import ConfigurationError
+from dra_kubelet_plugin.core.kube import KubeTransport
+from dra_kubelet_plugin.core.logs import configure_logging
+
+from .controller import ComputeDomainController
+from .leader import LeaseElector, LeaseTimings
+from .manifests import DaemonSettings
+from .names import LEASE_NAME, MAX_NODES_PER_IMEX_DOMAIN
+
+__all__ = ["build_parser", "main"]
+
+log = logging.getLogger(__name__)
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+def _duration(value: str) -> float:
+    """``15s``, ``2m`` or plain seconds."""
+    text = value.strip()
+    scale = {"ms": 0.001, "s": 1.0, "m": 60.0}
+    for suffix in ("ms", "s", "m"):
+        if text.endswith(suffix):
+            return float(text[: -len(suffix)]) * scale[suffix]
+    return float(text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The controller's flags."""
+    p = argparse.ArgumentParser(prog="dra-compute-domain-controller", description=__doc__)
+    p.add_argument("--kubeconfig", default=_env("KUBECONFIG", ""))
+    p.add_argument(
+        "--namespace",
+        default=_env("NAMESPACE", "default"),
+        help="driver namespace: daemon DaemonSets, templates, cliques, the Lease",
+    )
+    p.add_argument(
+        "--image-name",
+        default=_env("IMAGE_NAME", ""),
+        help="image of the domain daemon pods (required)",
+    )
+    p.add_argument("--image-pull-policy", default=_env("IMAGE_PULL_POLICY", "IfNotPresent"))
+    p.add_argument(
+        "--cd-daemon-image-pull-secret-names", default=_env("CD_DAEMON_IMAGE_PULL_SECRET_NAMES", "")
+    )
+    p.add_argument(
+        "--log-verbosity-cd-daemon", type=int, default=int(_env("LOG_VERBOSITY_CD_DAEMON", "1"))
+    )
+    p.add_argument(
+        "--max-nodes-per-imex-domain",
+        type=int,
+        default=int(_env("MAX_NODES_PER_IMEX_DOMAIN", str(MAX_NODES_PER_IMEX_DOMAIN))),
+    )
+    p.add_argument(
+        "--imex-backend",
+        choices=("real", "fake"),
+        default=_env("IMEX_BACKEND", "real"),
+        help="real: nvidia-imex; fake: this project's stand-in (fake GPU nodes)",
+    )
+    p.add_argument("--pod-name", default=_env("POD_NAME", socket.gethostname()))
+    p.add_argument("--resync-period", type=_duration, default=_duration("2s"))
+    p.add_argument(
+        "--leader-election",
+        action="store_true",
+        default=_env("LEADER_ELECTION", "false").lower() == "true",
+    )
+    p.add_argument("--leader-election-lease-duration", type=_duration, default=15.0)
+    p.add_argument("--leader-election-renew-deadline", type=_duration, default=10.0)
+    p.add_argument("--leader-election-retry-period", type=_duration, default=2.0)
+    p.add_argument("-v", "--verbosity", type=int, default=int(_env("LOG_VERBOSITY", "1")))
+    return p
+
+
+class _Leadership:
+    """Tracks whether this replica leads, renewing in a thread of its own."""
+
+    def __init__(self, elector: LeaseElector) -> None:
+        self._elector = elector
+        self._leading = False
+        self._last_renew = 0.0
+
+    def loop(self, stop: threading.Event) -> None:
+        timings = self._elector.timings
+        while not stop.is_set():
+            if self._elector.try_hold():
+                self._leading = True
+                self._last_renew = time.monotonic()
+            elif time.monotonic() - self._last_renew > timings.renew_deadline_s:
+                if self._leading:
+                    log.warning("lost leadership", extra={"event": "leader_lost"})
+                self._leading = False
+            stop.wait(timings.retry_period_s)
+
+    def leading(self) -> bool:
+        return self._leading
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the controller until SIGTERM."""
+    args = build_parser().parse_args(argv)
+    configure_logging(args.verbosity)
+    logging.getLogger("dra_computedomain").setLevel(
+        logging.DEBUG if args.verbosity >= 1 else logging.INFO
+    )
+    if not args.image_name:
+        print(
+            "dra-compute-domain-controller: --image-name (IMAGE_NAME) is required", file=sys.stderr
+        )
+        return 2
+    try:
+        transport = KubeTransport.from_kubeconfig(args.kubeconfig or None)
+    except ConfigurationError as exc:
+        print(f"dra-compute-domain-controller: {exc}", file=sys.stderr)
+        return 2
+    secrets = tuple(s for s in args.cd_daemon_image_pull_secret_names.split(",") if s)
+    settings = DaemonSettings(
+        namespace=args.namespace,
+        image=args.image_name,
+        image_pull_policy=args.image_pull_policy,
+        image_pull_secrets=secrets,
+        max_nodes_per_imex_domain=args.max_nodes_per_imex_domain,
+        log_verbosity=args.log_verbosity_cd_daemon,
+        imex_backend=args.imex_backend,
+    )
+    stop = threading.Event()
+
+    def _stop(_signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    controller = ComputeDomainController(transport, settings)
+    log.info(
+        "starting",
+        extra={
+            "event": "start",
+            "namespace": args.namespace,
+            "leader_election": args.leader_election,
+        },
+    )
+    if args.leader_election:
+        leadership = _Leadership(
+            LeaseElector(
+                transport,
+                namespace=args.namespace,
+                name=LEASE_NAME,
+                identity=args.pod_name,
+                timings=LeaseTimings(
+                    args.leader_election_lease_duration,
+                    args.leader_election_renew_deadline,
+                    args.leader_election_retry_period,
+                ),
+            )
+        )
+        threading.Thread(target=leadership.loop, args=(stop,), daemon=True).start()
+        controller.run(stop, interval_s=args.resync_period, is_leader=leadership.leading)
+    else:
+        controller.run(stop, interval_s=args.resync_period)
+    transport.close()
+    return 0

@@ -1,0 +1,102 @@
+"""What the compute-domain kubelet plugin reads and writes on the API server (kube edge).
+
+The domains (found by UID: claims name their domain by UID only), this node's clique object
+of a domain, and the node's domain label, which is set and removed with a JSON-patch ``test``
+so a label another prepare or the controller changed meanwhile is never overwritten.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+from dra_api_types import ComputeDomain, ComputeDomainClique
+from dra_kubelet_plugin.core.errors import KubeApiError
+from dra_kubelet_plugin.core.kube import JsonTransport
+
+from .api_paths import Permission, collection_path, node_path, object_path
+from .names import COMPUTE_DOMAIN_LABEL, clique_object_name
+
+__all__ = ["REQUESTS", "NodeApi"]
+
+log = logging.getLogger(__name__)
+
+#: What the compute-domain plugin asks of the API server (added to the plugin's ClusterRole).
+REQUESTS: Final[frozenset[Permission]] = frozenset(
+    {
+        ("resource.nvidia.com", "computedomains", "list"),
+        ("resource.nvidia.com", "computedomaincliques", "get"),
+        ("", "nodes", "get"),
+        ("", "nodes", "patch"),
+    }
+)
+_LABEL_PATH: Final = "/metadata/labels/" + COMPUTE_DOMAIN_LABEL.replace("/", "~1")
+
+
+class NodeApi:
+    """The API objects of one node's compute-domain plugin."""
+
+    def __init__(self, transport: JsonTransport, *, node_name: str, driver_namespace: str) -> None:
+        """Cliques are read from ``driver_namespace``."""
+        self._transport = transport
+        self.node_name = node_name
+        self._namespace = driver_namespace
+
+    def domain(self, uid: str) -> ComputeDomain | None:
+        """The ComputeDomain with ``uid``, or None."""
+        items = self._transport.request("GET", collection_path("ComputeDomain")).get("items")
+        for item in items or []:
+            if (item.get("metadata") or {}).get("uid") == uid:
+                return ComputeDomain.from_dict(item)
+        return None
+
+    def cliques(self, domain_uid: str, clique_id: str) -> list[ComputeDomainClique]:
+        """This node's clique object of the domain (none yet: empty)."""
+        name = clique_object_name(domain_uid, clique_id)
+        path = object_path("ComputeDomainClique", self._namespace, name)
+        try:
+            return [ComputeDomainClique.from_dict(self._transport.request("GET", path))]
+        except KubeApiError as exc:
+            if exc.status == 404:
+                return []
+            raise
+
+    def node_label(self) -> tuple[str | None, str]:
+        """The node's domain label (None without) and its resourceVersion."""
+        node = self._transport.request("GET", node_path(self.node_name))
+        meta = node.get("metadata") or {}
+        label = (meta.get("labels") or {}).get(COMPUTE_DOMAIN_LABEL)
+        return label, str(meta.get("resourceVersion", ""))
+
+    def set_label(self, domain_uid: str, resource_version: str) -> None:
+        """Label the node for ``domain_uid`` if it is unchanged since ``resource_version``."""
+        patch = [
+            {"op": "test", "path": "/metadata/resourceVersion", "value": resource_version},
+            {"op": "add", "path": _LABEL_PATH, "value": domain_uid},
+        ]
+        self._transport.request(
+            "PATCH",
+            node_path(self.node_name),
+            body=patch,
+            content_type="application/json-patch+json",
+        )
+        log.info("node labelled", extra={"event": "node_labelled", "domain_uid": domain_uid})
+
+    def remove_label(self, domain_uid: str) -> None:
+        """Remove the node's label if it still names ``domain_uid``."""
+        patch = [
+            {"op": "test", "path": _LABEL_PATH, "value": domain_uid},
+            {"op": "remove", "path": _LABEL_PATH},
+        ]
+        try:
+            self._transport.request(
+                "PATCH",
+                node_path(self.node_name),
+                body=patch,
+                content_type="application/json-patch+json",
+            )
+        except KubeApiError as exc:
+            if exc.status in (404, 422):  # node gone, or the label is not (or no longer) ours
+                return
+            raise
+        log.info("node unlabelled", extra={"event": "node_unlabelled", "domain_uid": domain_uid})

@@ -1,0 +1,192 @@
+"""``dra-compute-domain-kubelet-plugin``: the compute-domain kubelet plugin (the second
+container of the plugin DaemonSet).
+
+Flags are the core's (``--node-name``, ``--cdi-root``, the kubelet directories, health check
+and metrics endpoints, ...) plus the driver namespace and the device backend the node's clique
+ID is read from (NVML fabric info, or the fake fleet).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from dra_kubelet_plugin.core.errors import ConfigurationError, KubeApiError, PluginError
+from dra_kubelet_plugin.core.health import HealthHub
+from dra_kubelet_plugin.core.logs import configure_logging
+from dra_kubelet_plugin.core.runner import PluginRunner
+from dra_kubelet_plugin.core.settings import (
+    CommonSettings,
+    add_flags,
+    common_flags,
+    common_settings_from_args,
+)
+from dra_nvlib import DeviceLibConfig, NvlibError, open_device_lib
+
+from .clique_id import node_clique_id
+from .errors import CliqueIdError
+from .names import COMPUTE_DOMAIN_DRIVER
+from .node_api import NodeApi
+from .plugin_driver import (
+    ComputeDomainDriver,
+    ComputeDomainEngine,
+    compute_domain_identity,
+    compute_domain_slices,
+)
+
+__all__ = ["PluginSettings", "build_parser", "main", "settings_from_args"]
+
+log = logging.getLogger("dra_computedomain")
+_DOMAIN_DIR_CLEANUP_S = 600.0
+
+
+@dataclass(frozen=True)
+class PluginSettings:
+    """The core's settings plus this plugin's."""
+
+    common: CommonSettings
+    namespace: str
+    device_backend: str
+    fake_gpus: str
+    fake_gpu_state_file: Path | None
+    driver_root: Path
+
+
+def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
+    """The core's flags and this plugin's, each with its environment twin."""
+    parser = argparse.ArgumentParser(prog="dra-compute-domain-kubelet-plugin", description=__doc__)
+    own = (
+        ("--namespace", "NAMESPACE", "default", "driver namespace (ComputeDomainCliques)"),
+        ("--device-backend", "DEVICE_BACKEND", "nvml", "nvml (real GPUs) or fake"),
+        ("--fake-gpus", "FAKE_GPUS", "", "fake fleet, e.g. 4xGB200 (backend fake)"),
+        ("--fake-gpu-state-file", "FAKE_GPU_STATE_FILE", "", "fake node state file"),
+        ("--nvidia-driver-root", "NVIDIA_DRIVER_ROOT", "/", "where the NVIDIA driver is"),
+    )
+    add_flags(parser, [*common_flags(COMPUTE_DOMAIN_DRIVER).values(), *own], environ)
+    return parser
+
+
+def settings_from_args(args: argparse.Namespace) -> PluginSettings:
+    """Validated settings; a bad one is a :class:`ConfigurationError` naming the flag."""
+    common = CommonSettings(**common_settings_from_args(args))
+    if args.device_backend not in ("nvml", "fake"):
+        raise ConfigurationError("--device-backend", f"{args.device_backend!r}: nvml or fake")
+    if common.claims_directory is not None:
+        raise ConfigurationError("--claims-directory", "the compute-domain plugin needs an API")
+    return PluginSettings(
+        common=common,
+        namespace=args.namespace,
+        device_backend=args.device_backend,
+        fake_gpus=args.fake_gpus,
+        fake_gpu_state_file=Path(args.fake_gpu_state_file) if args.fake_gpu_state_file else None,
+        driver_root=Path(args.nvidia_driver_root),
+    )
+
+
+def read_clique_id(settings: PluginSettings, plugin_dir: Path) -> str:
+    """The node's clique ID from its GPUs' fabric info ("" without NVLink fabric)."""
+    fake = settings.device_backend == "fake"
+    state = settings.fake_gpu_state_file or (plugin_dir / "fake-gpus.json" if fake else None)
+    if state is not None:
+        state.parent.mkdir(parents=True, exist_ok=True)
+    config = DeviceLibConfig(
+        backend="fake" if fake else "nvml",
+        driver_root=settings.driver_root,
+        node_name=settings.common.node_name,
+        fake_fleet=settings.fake_gpus or None,
+        fake_state_path=state,
+    )
+    with open_device_lib(config) as lib:
+        return node_clique_id(settings.common.node_name, lib.gpus())
+
+
+async def _clean_domain_dirs(api: NodeApi, domains_dir: Path) -> None:
+    """Remove the config directories of domains that no longer exist (NVIDIA: 10 minutes)."""
+    while True:
+        await asyncio.sleep(_DOMAIN_DIR_CLEANUP_S)
+        try:
+            for path in sorted(domains_dir.glob("*")):
+                if path.is_dir() and await asyncio.to_thread(api.domain, path.name) is None:
+                    await asyncio.to_thread(shutil.rmtree, path, True)
+                    log.info(
+                        "domain dir removed",
+                        extra={"event": "domain_dir_removed", "domain_uid": path.name},
+                    )
+        except KubeApiError as exc:
+            log.warning(
+                "domain dir cleanup failed", extra={"event": "cleanup_failed", "error": str(exc)}
+            )
+
+
+async def run(settings: PluginSettings, stop: asyncio.Event) -> None:
+    """Serve until ``stop`` is set."""
+    s = settings.common
+    async with PluginRunner(s, compute_domain_identity()) as runner:
+        clique_id = await asyncio.to_thread(read_clique_id, settings, runner.plugin_dir)
+        log.info("clique", extra={"event": "clique_id", "clique_id": clique_id})
+        await runner.connect()
+        assert runner.transport is not None  # no --claims-directory (checked)
+        api = NodeApi(runner.transport, node_name=s.node_name, driver_namespace=settings.namespace)
+        domains_dir = runner.plugin_dir / "domains"
+        driver = ComputeDomainDriver(
+            api,
+            clique_id=clique_id,
+            domains_dir=domains_dir,
+            fake=settings.device_backend == "fake",
+        )
+        engine = ComputeDomainEngine(driver=driver, **runner.engine_parts())
+        await engine.start()
+        await runner.serve_dra(engine, health=None)
+        await runner.register()
+        await runner.serve_endpoints()
+        runner.publish(
+            lambda generation: compute_domain_slices(s.node_name, runner.node_uid, generation),
+            health=HealthHub(s.node_name),
+        )
+        runner.cleanup_periodically(engine)
+        runner.task(_clean_domain_dirs(api, domains_dir), name="domain-dirs")
+        log.info("plugin started", extra={"event": "started", "node": s.node_name})
+        await runner.wait(stop)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: 2 for bad settings, 1 for start failures."""
+    args = build_parser(os.environ).parse_args(argv)
+    configure_logging(args.verbosity)
+    logging.getLogger("dra_computedomain").setLevel(
+        logging.DEBUG if args.verbosity >= 1 else logging.INFO
+    )
+    try:
+        settings = settings_from_args(args)
+    except ConfigurationError as exc:
+        log.error(str(exc), extra={"event": "bad_settings", "setting": exc.setting})
+        return 2
+
+    async def _main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await run(settings, stop)
+
+    try:
+        asyncio.run(_main())
+    except (PluginError, NvlibError, CliqueIdError) as exc:
+        log.error(str(exc), extra={"event": "fatal", "error_type": type(exc).__name__})
+        return 1
+    with contextlib.suppress(Exception):
+        log.info("stopped", extra={"event": "stopped"})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

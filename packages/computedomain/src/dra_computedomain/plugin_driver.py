@@ -1,0 +1,398 @@
+"""The ``compute-domain.nvidia.com`` kubelet plugin: a driver on the kubelet plugin core.
+
+:class:`ComputeDomainDriver` implements the core's driver API for the node's two devices,
+``daemon-0`` and ``channel-0`` (:mod:`.claim_devices`); :class:`ComputeDomainEngine` is the
+core's claim engine with the retry NVIDIA's plugin has: a channel prepare waits for the
+node's domain daemon, so retryable claim errors are retried (250 ms doubling to 3 s) within
+the kubelet's deadline, each attempt a separate commit, so the node lock is free in between
+for the daemon's own prepare.
+
+NVIDIA's bugs, fixed here:
+
+* #641 (double channel prepare): the core refuses ``channel-0`` while another live claim
+  holds it; the engine retries that until the old claim's unprepare comes;
+* #1162 (stale prepare after unprepare): an unprepare bumps the claim's generation first; an
+  attempt planned for an older generation fails before any side effect, and a retry loop
+  started before stops;
+* #892 (two domains in one clique): readiness is read from this domain's own clique object.
+
+The node label is set (after recording it in the checkpoint) before the readiness check: it
+is what brings the domain's daemon to the node. It stays while a channel claim of the domain
+waits for its daemon or is prepared on the node, and goes with the last of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from dra_api_types import (
+    ComputeDomainChannelConfig,
+    ComputeDomainDaemonConfig,
+    ResourceClaim,
+    ValidationError,
+    decode_opaque_config,
+)
+from dra_kubelet_plugin.core.allocated import AllocatedDevice
+from dra_kubelet_plugin.core.cdi import CDIKind, ContainerEdits
+from dra_kubelet_plugin.core.checkpoint import ClaimState, PreparedClaim, PreparedDevice
+from dra_kubelet_plugin.core.claims import UnprepareOutcome
+from dra_kubelet_plugin.core.driver import ClaimEdits, ClaimPlan, DriverIdentity, PrepareContext
+from dra_kubelet_plugin.core.errors import (
+    ClaimError,
+    ClaimNotReadyError,
+    ClaimRef,
+    DeviceConfigError,
+    DeviceInUseError,
+)
+from dra_kubelet_plugin.core.state import ClaimEngine
+
+from .channel_prepare import (
+    ChannelClaim,
+    NodeView,
+    channel_edits,
+    daemon_edits,
+    daemon_ready_on,
+    decide_channel,
+)
+from .claim_devices import CHANNEL_DEVICE, DAEMON_DEVICE, slice_devices
+from .errors import DomainNotFoundError, PrepareError
+from .names import COMPUTE_DOMAIN_DRIVER
+from .node_api import NodeApi
+
+__all__ = [
+    "CDI_KIND",
+    "ComputeDomainDriver",
+    "ComputeDomainEngine",
+    "compute_domain_identity",
+    "compute_domain_slices",
+]
+
+log = logging.getLogger(__name__)
+
+CDI_KIND = CDIKind("k8s.compute-domain.nvidia.com")
+_CHANNEL = "channel"
+_DAEMON = "daemon"
+
+
+def compute_domain_identity() -> DriverIdentity:
+    """Driver name, plugin directory and CDI kind of the compute-domain plugin."""
+    return DriverIdentity(name=COMPUTE_DOMAIN_DRIVER, cdi=CDI_KIND)
+
+
+def compute_domain_slices(
+    node_name: str, node_uid: str | None, generation: int
+) -> list[dict[str, Any]]:
+    """The node's one ``compute-domain.nvidia.com`` ResourceSlice: ``daemon-0``, ``channel-0``."""
+    metadata: dict[str, Any] = {"generateName": f"{node_name}-{COMPUTE_DOMAIN_DRIVER}-"}
+    if node_uid:
+        metadata["ownerReferences"] = [
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "name": node_name,
+                "uid": node_uid,
+                "controller": True,
+            }
+        ]
+    return [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": metadata,
+            "spec": {
+                "driver": COMPUTE_DOMAIN_DRIVER,
+                "nodeName": node_name,
+                "pool": {"name": node_name, "generation": generation, "resourceSliceCount": 1},
+                "devices": slice_devices(),
+            },
+        }
+    ]
+
+
+class _ClaimFailed(ClaimError):
+    """A compute-domain claim error; ``reason`` is the underlying error's (e.g.
+    ``NamespaceMismatch``)."""
+
+
+class _ClaimWaiting(ClaimNotReadyError):
+    """A retryable compute-domain claim error (e.g. ``DaemonNotReady``)."""
+
+
+def _claim_error(ref: ClaimRef, exc: PrepareError) -> ClaimError:
+    err: ClaimError = (_ClaimFailed if exc.permanent else _ClaimWaiting)(ref, str(exc))
+    err.reason = type(exc).__name__.removesuffix("Error")
+    return err
+
+
+class StalePrepareError(ClaimError):
+    """The claim was unprepared while this prepare was pending (NVIDIA #1162)."""
+
+
+def _decode(device: AllocatedDevice, ref: ClaimRef) -> ComputeDomainChannelConfig | (
+    ComputeDomainDaemonConfig
+):
+    expected: type[ComputeDomainChannelConfig] | type[ComputeDomainDaemonConfig]
+    expected = (
+        ComputeDomainChannelConfig
+        if device.device_name == CHANNEL_DEVICE
+        else (ComputeDomainDaemonConfig)
+    )
+    if not device.configs:
+        raise DeviceConfigError(
+            ref,
+            f"no {expected.__name__} applies to device {device.device_name}",
+            field=f"status.allocation.devices.results[{device.index}]",
+        )
+    chosen = device.configs[-1]
+    try:
+        config = decode_opaque_config(chosen.parameters)
+    except ValidationError as exc:
+        raise DeviceConfigError(ref, f"invalid {exc}", field=chosen.field) from exc
+    if not isinstance(config, expected):
+        raise DeviceConfigError(
+            ref,
+            f"{type(config).__name__} cannot configure {device.device_name} "
+            f"(it takes {expected.__name__})",
+            field=chosen.field,
+        )
+    return config.normalize()
+
+
+class ComputeDomainDriver:
+    """The core driver of ``compute-domain.nvidia.com`` on one node."""
+
+    def __init__(self, api: NodeApi, *, clique_id: str, domains_dir: Path, fake: bool) -> None:
+        """``domains_dir``: the per-domain IMEX config directories (a host path, for CDI)."""
+        self.api = api
+        self.clique_id = clique_id
+        self._domains_dir = domains_dir
+        self._fake = fake
+        self._generation: dict[str, int] = {}
+        #: channel claims prepared on this node: claim UID -> domain UID
+        self.prepared: dict[str, str] = {}
+        #: channel claims whose prepare waits for the daemon (label kept): claim UID -> domain
+        self.waiting: dict[str, str] = {}
+
+    @property
+    def identity(self) -> DriverIdentity:
+        """The compute-domain driver's identity."""
+        return compute_domain_identity()
+
+    def generation(self, claim_uid: str) -> int:
+        """How many unprepares this claim has seen (a prepare must not outlive one)."""
+        return self._generation.get(claim_uid, 0)
+
+    # ------------------------------------------------------------ plan (pure)
+    def plan(
+        self,
+        ref: ClaimRef,
+        claim: ResourceClaim,  # noqa: ARG002 -- the core's API; the results carry what counts
+        allocated: Sequence[AllocatedDevice],
+    ) -> ClaimPlan:
+        """One prepared device per result, its config's essentials as its driver state."""
+        devices = []
+        for device in allocated:
+            if device.device_name not in (CHANNEL_DEVICE, DAEMON_DEVICE):
+                raise DeviceConfigError(
+                    ref,
+                    f"unknown device {device.device_name!r}",
+                    field=f"status.allocation.devices.results[{device.index}].device",
+                )
+            config = _decode(device, ref)
+            state: dict[str, Any] = {"domainUID": config.domain_id}
+            if isinstance(config, ComputeDomainChannelConfig):
+                state.update(kind=_CHANNEL, allocationMode=config.allocation_mode or "Single")
+            else:
+                state["kind"] = _DAEMON
+            devices.append(
+                PreparedDevice(
+                    request_names=(device.request,),
+                    pool_name=device.pool_name,
+                    device_name=device.device_name,
+                    cdi_device_ids=(CDI_KIND.device_id(ref.uid, device.device_name),),
+                    admin_access=device.admin_access,
+                    share_id=device.share_id,
+                    driver_state=state,
+                )
+            )
+        return ClaimPlan(devices=tuple(devices), context=self.generation(ref.uid))
+
+    # ------------------------------------------------------------ prepare
+    def _check(self, ref: ClaimRef, generation: object) -> None:
+        if self.generation(ref.uid) != generation:
+            raise StalePrepareError(ref, "unprepared while the prepare was pending")
+
+    async def _channel(
+        self, ref: ClaimRef, state: Mapping[str, Any], generation: object, ctx: PrepareContext
+    ) -> ContainerEdits:
+        domain_uid = str(state["domainUID"])
+        claim = ChannelClaim(
+            uid=ref.uid,
+            namespace=ref.namespace,
+            name=ref.name,
+            domain_uid=domain_uid,
+            allocation_mode=str(state.get("allocationMode", "Single")),
+        )
+        domain = await asyncio.to_thread(self.api.domain, domain_uid)
+        label, resource_version = await asyncio.to_thread(self.api.node_label)
+        node = NodeView(name=self.api.node_name, clique_id=self.clique_id, label=label)
+        cliques = (
+            await asyncio.to_thread(self.api.cliques, domain_uid, self.clique_id)
+            if domain is not None and self.clique_id
+            else []
+        )
+        ready = domain is not None and daemon_ready_on(node, domain, cliques)
+        decision = decide_channel(claim, domain, node, daemon_ready=ready)
+        if decision.label_node:
+            self._check(ref, generation)
+            # Recorded first: after a crash, recover() knows whose label it is.
+            await ctx.record(driver_state={"labelled": domain_uid})
+            await asyncio.to_thread(self.api.set_label, domain_uid, resource_version)
+        if decision.error is not None:
+            ours = decision.label_node or label == domain_uid
+            if ours and not decision.error.permanent:
+                self.waiting[ref.uid] = domain_uid
+            raise decision.error
+        self._check(ref, generation)
+        self.waiting.pop(ref.uid, None)
+        self.prepared[ref.uid] = domain_uid
+        return channel_edits(claim.allocation_mode, self.clique_id, fake=self._fake)
+
+    async def _daemon(self, ref: ClaimRef, state: Mapping[str, Any]) -> ContainerEdits:
+        domain_uid = str(state["domainUID"])
+        domain = await asyncio.to_thread(self.api.domain, domain_uid)
+        if domain is None:
+            raise DomainNotFoundError(str(ref), f"no ComputeDomain with UID {domain_uid}")
+        directory = self._domains_dir / domain_uid
+        await asyncio.to_thread(directory.mkdir, parents=True, exist_ok=True)
+        return daemon_edits(domain, self.clique_id, str(directory))
+
+    async def prepare(self, ref: ClaimRef, plan: ClaimPlan, ctx: PrepareContext) -> ClaimEdits:
+        """Channel: label, wait for the daemon, inject the channel(s); daemon: its config."""
+        self._check(ref, plan.context)
+        edits: list[tuple[str, ContainerEdits]] = []
+        try:
+            for device in plan.devices:
+                if device.driver_state.get("kind") == _CHANNEL:
+                    edit = await self._channel(ref, device.driver_state, plan.context, ctx)
+                else:
+                    edit = await self._daemon(ref, device.driver_state)
+                edits.append((device.device_name, edit))
+        except PrepareError as exc:
+            raise _claim_error(ref, exc) from exc
+        return ClaimEdits(devices=tuple(edits))
+
+    # ------------------------------------------------------------ unprepare
+    def _users(self, domain_uid: str) -> bool:
+        return domain_uid in self.prepared.values() or domain_uid in self.waiting.values()
+
+    async def _release(self, domain_uid: str) -> None:
+        if not self._users(domain_uid):
+            await asyncio.to_thread(self.api.remove_label, domain_uid)
+
+    async def unprepare(self, entry: PreparedClaim) -> None:
+        """Forget a channel claim; the last one of its domain takes the node label off.
+
+        A prepare that failed because the daemon is not ready is undone too, but its label
+        stays (the daemon is on its way); :meth:`forget` takes it off if the claim goes.
+        """
+        domains = {
+            str(d.driver_state.get("domainUID"))
+            for d in entry.devices
+            if d.driver_state.get("kind") == _CHANNEL
+        }
+        if not domains:
+            return
+        if entry.uid in self.waiting and entry.state is ClaimState.PREPARE_STARTED:
+            return
+        self.prepared.pop(entry.uid, None)
+        for domain_uid in domains:
+            await self._release(domain_uid)
+
+    def begin_unprepare(self, claim_uid: str) -> None:
+        """The kubelet unprepares ``claim_uid``: prepares planned before now are stale."""
+        self._generation[claim_uid] = self.generation(claim_uid) + 1
+
+    async def forget(self, claim_uid: str) -> None:
+        """After an unprepare: a claim still waiting for its daemon gives its label up."""
+        domain_uid = self.waiting.pop(claim_uid, None)
+        self.prepared.pop(claim_uid, None)
+        if domain_uid is not None:
+            await self._release(domain_uid)
+
+    async def recover(self, entries: Mapping[str, PreparedClaim]) -> None:
+        """Rebuild the channel bookkeeping; a label no checkpointed claim explains goes."""
+        for uid, entry in entries.items():
+            for device in entry.devices:
+                if device.driver_state.get("kind") != _CHANNEL:
+                    continue
+                domain_uid = str(device.driver_state.get("domainUID"))
+                if entry.state is ClaimState.PREPARE_COMPLETED:
+                    self.prepared[uid] = domain_uid
+                else:
+                    self.waiting[uid] = domain_uid
+        label, _ = await asyncio.to_thread(self.api.node_label)
+        if label is not None and not self._users(label):
+            log.info(
+                "removing a node label no claim holds",
+                extra={"event": "stale_label", "domain_uid": label},
+            )
+            await asyncio.to_thread(self.api.remove_label, label)
+
+    def device_type(self, device: PreparedDevice) -> str:
+        """``channel`` or ``daemon`` (the metrics label)."""
+        return str(device.driver_state.get("kind", "unknown"))
+
+
+class ComputeDomainEngine(ClaimEngine):
+    """The core's claim engine, retrying retryable claim errors within a deadline."""
+
+    def __init__(
+        self,
+        *,
+        driver: ComputeDomainDriver,
+        deadline_s: float = 40.0,
+        backoff_s: tuple[float, float] = (0.25, 3.0),
+        **parts: Any,
+    ) -> None:
+        """``parts``: the runner's :meth:`engine_parts`."""
+        super().__init__(driver=driver, **parts)
+        self.cd_driver = driver
+        self._deadline_s = deadline_s
+        self._backoff = backoff_s
+
+    async def prepare(self, ref: ClaimRef) -> tuple[PreparedDevice, ...]:
+        """Prepare, retrying a waiting claim (daemon not ready, channel still held)."""
+        generation = self.cd_driver.generation(ref.uid)
+        deadline = time.monotonic() + self._deadline_s
+        delay = self._backoff[0]
+        while True:
+            try:
+                return await super().prepare(ref)
+            except ClaimError as exc:
+                waiting = exc.retryable or isinstance(exc, DeviceInUseError)
+                if not waiting or time.monotonic() + delay > deadline:
+                    raise
+                log.info(
+                    "prepare retried",
+                    extra={"event": "prepare_retry", "reason": exc.reason, "retry_in_s": delay},
+                )
+            await asyncio.sleep(delay)
+            if self.cd_driver.generation(ref.uid) != generation:
+                raise StalePrepareError(ref, "unprepared while the prepare was retrying")
+            delay = min(delay * 2, self._backoff[1])
+
+    async def unprepare_claims(self, claims: Sequence[ClaimRef]) -> dict[str, UnprepareOutcome]:
+        """Unprepare; stale the claims' pending prepares first, release waiting labels after."""
+        for ref in claims:
+            self.cd_driver.begin_unprepare(ref.uid)
+        out = await super().unprepare_claims(claims)
+        for ref in claims:
+            if not out[ref.uid].error:
+                await self.cd_driver.forget(ref.uid)
+        return out

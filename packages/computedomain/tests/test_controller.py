@@ -1,0 +1,261 @@
+"""Controller reconcile against an in-memory API: create, status, delete, stale cleanup."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from conftest import DRIVER_NS, domain_body
+from dra_computedomain.api_paths import collection_path, node_path, object_path
+from dra_computedomain.controller import ComputeDomainController
+from dra_computedomain.leader import decide
+from dra_computedomain.manifests import DaemonSettings
+from dra_computedomain.names import CLIQUE_ID_POD_LABEL, COMPUTE_DOMAIN_LABEL, FINALIZER
+from memory_api import MemoryApi
+
+SETTINGS = DaemonSettings(namespace=DRIVER_NS, image="driver:1")
+CD_PATH = object_path("ComputeDomain", "team-a", "cd1")
+
+
+def _setup(api: MemoryApi, **kwargs: Any) -> str:
+    cd = api.put_object(CD_PATH, domain_body(**kwargs))
+    return str(cd["metadata"]["uid"])
+
+
+def _events(api: MemoryApi) -> list[tuple[str, str]]:
+    return [(e["type"], e["reason"]) for e in api.kind_items("events")]
+
+
+def _daemon_pod(api: MemoryApi, uid: str, node: str, ip: str, *, ready: bool) -> None:
+    api.put_object(
+        object_path("Pod", DRIVER_NS, f"daemon-{node}"),
+        {
+            "metadata": {
+                "name": f"daemon-{node}",
+                "namespace": DRIVER_NS,
+                "labels": {COMPUTE_DOMAIN_LABEL: uid, CLIQUE_ID_POD_LABEL: "c.1"},
+            },
+            "spec": {"nodeName": node},
+            "status": {
+                "podIP": ip,
+                "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+            },
+        },
+    )
+
+
+def _clique(api: MemoryApi, uid: str, daemons: list[dict[str, Any]]) -> None:
+    api.put_object(
+        object_path("ComputeDomainClique", DRIVER_NS, f"{uid}.c.1"),
+        {
+            "apiVersion": "resource.nvidia.com/v1beta1",
+            "kind": "ComputeDomainClique",
+            "metadata": {
+                "name": f"{uid}.c.1",
+                "namespace": DRIVER_NS,
+                "labels": {COMPUTE_DOMAIN_LABEL: uid},
+            },
+            "daemons": daemons,
+        },
+    )
+
+
+def _entry(node: str, ip: str, index: int, status: str = "Ready") -> dict[str, Any]:
+    return {"nodeName": node, "ipAddress": ip, "cliqueID": "c.1", "index": index, "status": status}
+
+
+def test_first_pass_adds_finalizer_daemonset_and_both_templates(api: MemoryApi) -> None:
+    uid = _setup(api)
+    ComputeDomainController(api, SETTINGS).reconcile_once()
+    cd = api.objects[CD_PATH]
+    assert cd["metadata"]["finalizers"] == [FINALIZER]
+    assert f"{collection_path('DaemonSet', DRIVER_NS)}/computedomain-daemon-{uid}" in api.objects
+    rct_daemon = object_path("ResourceClaimTemplate", DRIVER_NS, f"computedomain-daemon-{uid}")
+    rct_workload = object_path("ResourceClaimTemplate", "team-a", "imex-channel-0")
+    assert rct_daemon in api.objects
+    assert rct_workload in api.objects
+    assert cd["status"] == {"status": "NotReady", "nodes": []}
+    reasons = [r for _, r in _events(api)]
+    assert reasons.count("CreatedResourceClaimTemplate") == 2
+    assert "CreatedDaemonSet" in reasons
+    # A second pass changes nothing and posts no event twice.
+    before = len(api.requests)
+    ComputeDomainController(api, SETTINGS).reconcile_once()
+    assert [m for m, _ in api.requests[before:] if m != "GET"] == []
+
+
+def test_status_ready_with_both_nodes_then_pruned_when_a_daemon_pod_goes(
+    api: MemoryApi,
+) -> None:
+    uid = _setup(api)
+    controller = ComputeDomainController(api, SETTINGS)
+    controller.reconcile_once()
+    _clique(api, uid, [_entry("node-a", "10.0.0.1", 0), _entry("node-b", "10.0.0.2", 1)])
+    _daemon_pod(api, uid, "node-a", "10.0.0.1", ready=True)
+    _daemon_pod(api, uid, "node-b", "10.0.0.2", ready=True)
+    controller.reconcile_once()
+    status = api.objects[CD_PATH]["status"]
+    assert status["status"] == "Ready"
+    assert [(n["name"], n["index"], n["status"]) for n in status["nodes"]] == [
+        ("node-a", 0, "Ready"),
+        ("node-b", 1, "Ready"),
+    ]
+    assert ("Normal", "Ready") in _events(api)
+    # node-b's daemon pod dies without deregistering: its entry is pruned, the domain
+    # drops below numNodes and says so.
+    del api.objects[object_path("Pod", DRIVER_NS, "daemon-node-b")]
+    controller.reconcile_once()
+    clique = api.objects[object_path("ComputeDomainClique", DRIVER_NS, f"{uid}.c.1")]
+    assert [d["nodeName"] for d in clique["daemons"]] == ["node-a"]
+    assert api.objects[CD_PATH]["status"]["status"] == "NotReady"
+    assert ("Warning", "NotReady") in _events(api)
+
+
+def test_non_fabric_node_reports_through_its_daemon_pod(api: MemoryApi) -> None:
+    uid = _setup(api, num_nodes=1)
+    _daemon_pod(api, uid, "node-c", "10.0.0.3", ready=True)
+    pod = api.objects[object_path("Pod", DRIVER_NS, "daemon-node-c")]
+    pod["metadata"]["labels"][CLIQUE_ID_POD_LABEL] = ""
+    ComputeDomainController(api, SETTINGS).reconcile_once()
+    status = api.objects[CD_PATH]["status"]
+    assert status["status"] == "Ready"
+    assert status["nodes"][0]["cliqueID"] == ""
+
+
+def test_delete_removes_every_object_label_and_finally_the_domain(api: MemoryApi) -> None:
+    uid = _setup(api)
+    controller = ComputeDomainController(api, SETTINGS)
+    controller.reconcile_once()
+    _clique(api, uid, [_entry("node-a", "10.0.0.1", 0)])
+    for node in ("node-a", "node-b", "node-x"):
+        labels = {COMPUTE_DOMAIN_LABEL: uid if node != "node-x" else "other"}
+        api.put_object(node_path(node), {"metadata": {"name": node, "labels": labels}})
+    api.put_object(
+        object_path("ComputeDomain", "team-a", "other"),
+        {
+            **domain_body("other"),
+            "metadata": {"name": "other", "namespace": "team-a", "uid": "other"},
+        },
+    )
+    api.request("DELETE", CD_PATH)
+    for _ in range(3):
+        controller.reconcile_once()
+    assert CD_PATH not in api.objects
+    left = [
+        p
+        for p, o in api.objects.items()
+        if (o["metadata"].get("labels") or {}).get(COMPUTE_DOMAIN_LABEL) == uid
+    ]
+    assert left == []
+    assert api.objects[node_path("node-x")]["metadata"]["labels"] == {COMPUTE_DOMAIN_LABEL: "other"}
+    assert ("Normal", "Deleted") in _events(api)
+
+
+def test_stale_objects_and_labels_of_a_vanished_domain_are_cleaned(api: MemoryApi) -> None:
+    controller = ComputeDomainController(api, SETTINGS)
+    _setup(api)
+    controller.reconcile_once()
+    # The domain disappears without the controller seeing the deletion (force-deleted).
+    cd = api.objects.pop(CD_PATH)
+    uid = cd["metadata"]["uid"]
+    api.put_object(
+        node_path("node-a"), {"metadata": {"name": "node-a", "labels": {COMPUTE_DOMAIN_LABEL: uid}}}
+    )
+    for _ in range(2):
+        controller.reconcile_once()
+    left = [
+        p
+        for p, o in api.objects.items()
+        if (o["metadata"].get("labels") or {}).get(COMPUTE_DOMAIN_LABEL) == uid
+    ]
+    assert left == []
+    assert COMPUTE_DOMAIN_LABEL not in api.objects[node_path("node-a")]["metadata"]["labels"]
+
+
+def test_killed_mid_reconcile_the_next_pass_finishes(api: MemoryApi) -> None:
+    uid = _setup(api)
+    rct_collection = collection_path("ResourceClaimTemplate", "team-a")
+    api.fail[("POST", rct_collection)] = 500
+    ComputeDomainController(api, SETTINGS).reconcile_once()
+    assert object_path("ResourceClaimTemplate", "team-a", "imex-channel-0") not in api.objects
+    # A new controller (the old one was killed) picks up where the first stopped.
+    ComputeDomainController(api, SETTINGS).reconcile_once()
+    assert object_path("ResourceClaimTemplate", "team-a", "imex-channel-0") in api.objects
+    assert len(api.kind_items("daemonsets")) == 1
+    assert api.kind_items("daemonsets")[0]["metadata"]["labels"] == {COMPUTE_DOMAIN_LABEL: uid}
+
+
+def test_template_name_taken_by_a_foreign_object_is_a_warning(api: MemoryApi) -> None:
+    api.put_object(
+        object_path("ResourceClaimTemplate", "team-a", "imex-channel-0"),
+        {
+            "metadata": {
+                "name": "imex-channel-0",
+                "namespace": "team-a",
+                "labels": {COMPUTE_DOMAIN_LABEL: "someone-else"},
+            }
+        },
+    )
+    _setup(api)
+    ComputeDomainController(api, SETTINGS).reconcile_once()
+    assert ("Warning", "NameConflict") in _events(api)
+    assert api.objects[CD_PATH]["status"]["status"] == "NotReady"
+
+
+def test_invalid_spec_is_an_event_naming_the_field(api: MemoryApi) -> None:
+    _setup(api, template="")
+    ComputeDomainController(api, SETTINGS).reconcile_once()
+    events = api.kind_items("events")
+    assert [e["reason"] for e in events] == ["InvalidSpec"]
+    assert "spec.channel.resourceClaimTemplate.name" in events[0]["message"]
+    assert api.kind_items("daemonsets") == []
+
+
+def test_lease_decisions() -> None:
+    now = datetime.datetime(2026, 12, 1, 12, 0, 0, tzinfo=datetime.UTC)
+    fresh = decide(None, "a", now, 15)
+    assert fresh is not None
+    assert fresh["holderIdentity"] == "a"
+    assert decide(fresh, "b", now + datetime.timedelta(seconds=5), 15) is None
+    taken = decide(fresh, "b", now + datetime.timedelta(seconds=20), 15)
+    assert taken is not None
+    assert taken["holderIdentity"] == "b"
+    assert taken["leaseTransitions"] == 1
+    renewed = decide(fresh, "a", now + datetime.timedelta(seconds=5), 15)
+    assert renewed is not None
+    assert renewed["acquireTime"] == fresh["acquireTime"]
+
+
+def test_every_request_is_a_declared_permission(api: MemoryApi) -> None:
+    from dra_computedomain.api_paths import request_permission
+    from dra_computedomain.controller import CLUSTER_REQUESTS, NAMESPACE_REQUESTS
+    from dra_computedomain.leader import LeaseElector, LeaseTimings
+
+    uid = _setup(api)
+    controller = ComputeDomainController(api, SETTINGS)
+    controller.reconcile_once()
+    _clique(api, uid, [_entry("node-a", "10.0.0.1", 0)])
+    api.put_object(
+        node_path("node-a"), {"metadata": {"name": "node-a", "labels": {COMPUTE_DOMAIN_LABEL: uid}}}
+    )
+    controller.reconcile_once()
+    api.request("DELETE", CD_PATH)
+    for _ in range(3):
+        controller.reconcile_once()
+    elector = LeaseElector(api, namespace=DRIVER_NS, name="l", identity="a", timings=LeaseTimings())
+    assert elector.try_hold()
+    assert elector.try_hold()
+    used = {request_permission(m, p) for m, p in api.requests if p != CD_PATH or m != "DELETE"}
+    declared = CLUSTER_REQUESTS | NAMESPACE_REQUESTS
+    assert used <= declared, sorted(used - declared)
+    # Nothing declared goes unused in these scenarios but patching templates/DaemonSets
+    # (finalizer removal on objects the scenario deletes directly).
+    assert declared - used <= {
+        ("resource.k8s.io", "resourceclaimtemplates", "get"),
+        ("resource.k8s.io", "resourceclaimtemplates", "patch"),
+        ("apps", "daemonsets", "get"),
+        ("apps", "daemonsets", "patch"),
+        ("resource.nvidia.com", "computedomaincliques", "patch"),
+        ("resource.nvidia.com", "computedomaincliques", "update"),
+        ("resource.nvidia.com", "computedomaincliques", "delete"),
+    }

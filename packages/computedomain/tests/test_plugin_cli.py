@@ -1,0 +1,41 @@
+"""The compute-domain plugin's settings and the clique ID it reads from the fake fleet."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from dra_computedomain.plugin_cli import (
+    PluginSettings,
+    build_parser,
+    main,
+    read_clique_id,
+    settings_from_args,
+)
+from dra_kubelet_plugin.core.errors import ConfigurationError
+from dra_nvlib.identity import cluster_uuid
+
+
+def _settings(tmp_path: Path, *args: str) -> PluginSettings:
+    parser = build_parser({"NODE_NAME": "node-a"})
+    return settings_from_args(
+        parser.parse_args(["--kubelet-plugins-directory-path", str(tmp_path), *args])
+    )
+
+
+def test_fake_gb200_nodes_share_a_clique_and_h100s_have_none(tmp_path: Path) -> None:
+    gb200 = _settings(tmp_path, "--device-backend=fake", "--fake-gpus=4xGB200")
+    clique = read_clique_id(gb200, tmp_path / "a")
+    assert clique == f"{cluster_uuid('fake-nvlink-domain')}.1"
+    h100 = _settings(tmp_path, "--device-backend=fake", "--fake-gpus=2xH100-80GB")
+    assert read_clique_id(h100, tmp_path / "b") == ""
+
+
+def test_bad_settings_name_the_flag(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError) as err:
+        _settings(tmp_path, "--device-backend=cuda")
+    assert err.value.setting == "--device-backend"
+    with pytest.raises(ConfigurationError) as err:
+        _settings(tmp_path, f"--claims-directory={tmp_path}")
+    assert err.value.setting == "--claims-directory"
+    assert main(["--device-backend=cuda", "--node-name=n"]) == 2

@@ -1,0 +1,324 @@
+"""The compute-domain driver on the kubelet plugin core's claim engine, against an in-memory
+API: channel prepare waiting for the daemon, the node label, #641, #1162, daemon prepare, the
+CDI spec, recovery."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import DRIVER_NS, domain_body
+from dra_api_types import ResourceClaim
+from dra_computedomain.api_paths import node_path, object_path, request_permission
+from dra_computedomain.names import COMPUTE_DOMAIN_LABEL
+from dra_computedomain.node_api import REQUESTS, NodeApi
+from dra_computedomain.plugin_driver import (
+    CDI_KIND,
+    ComputeDomainDriver,
+    ComputeDomainEngine,
+    compute_domain_slices,
+)
+from dra_kubelet_plugin.core.cdi_store import CDIStore
+from dra_kubelet_plugin.core.checkpoint import CheckpointStore
+from dra_kubelet_plugin.core.errors import ClaimError, ClaimRef
+from dra_kubelet_plugin.core.events import LogEventRecorder
+from dra_kubelet_plugin.core.metrics import PluginMetrics
+from dra_kubelet_plugin.core.node_lock import NodeLock
+from memory_api import MemoryApi
+
+CLIQUE = "cluster.1"
+NODE = "node-a"
+
+
+class Claims:
+    """A claim source over a dict (namespace, name) -> claim."""
+
+    def __init__(self) -> None:
+        self.claims: dict[tuple[str, str], ResourceClaim] = {}
+
+    async def get(self, namespace: str, name: str) -> ResourceClaim | None:
+        return self.claims.get((namespace, name))
+
+
+def _claim(
+    domain_uid: str, *, device: str = "channel-0", namespace: str = "team-a", uid: str = "claim-1"
+) -> ResourceClaim:
+    kind = "ComputeDomainChannelConfig" if device == "channel-0" else "ComputeDomainDaemonConfig"
+    return ResourceClaim.from_dict(
+        {
+            "metadata": {"name": f"c-{uid}", "namespace": namespace, "uid": uid},
+            "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "x"}}]}},
+            "status": {
+                "allocation": {
+                    "devices": {
+                        "results": [
+                            {
+                                "request": "r",
+                                "driver": "compute-domain.nvidia.com",
+                                "pool": NODE,
+                                "device": device,
+                            }
+                        ],
+                        "config": [
+                            {
+                                "source": "FromClaim",
+                                "requests": ["r"],
+                                "opaque": {
+                                    "driver": "compute-domain.nvidia.com",
+                                    "parameters": {
+                                        "apiVersion": "resource.nvidia.com/v1beta1",
+                                        "kind": kind,
+                                        "domainID": domain_uid,
+                                    },
+                                },
+                            }
+                        ],
+                    }
+                }
+            },
+        }
+    )
+
+
+class Plugin:
+    """Engine + driver + claims over one in-memory API, restartable."""
+
+    def __init__(self, api: MemoryApi, tmp: Path, clique_id: str = CLIQUE) -> None:
+        self.api, self.tmp, self.clique_id = api, tmp, clique_id
+        self.claims = Claims()
+        # One loop for the whole test: the engine finishes a commit after answering.
+        self.loop = asyncio.new_event_loop()
+        self.start()
+
+    def run(self, coro: Any) -> Any:
+        """Run ``coro`` on the plugin's loop."""
+        return self.loop.run_until_complete(coro)
+
+    def close(self) -> None:
+        """Let the engine finish its last commit, then close the loop."""
+        pending = asyncio.all_tasks(self.loop)
+        if pending:
+            self.loop.run_until_complete(asyncio.wait(pending, timeout=5))
+        self.loop.close()
+
+    def start(self) -> None:
+        node_api = NodeApi(self.api, node_name=NODE, driver_namespace=DRIVER_NS)
+        self.driver = ComputeDomainDriver(
+            node_api, clique_id=self.clique_id, domains_dir=self.tmp / "domains", fake=True
+        )
+        self.engine = ComputeDomainEngine(
+            driver=self.driver,
+            deadline_s=10,
+            backoff_s=(0.02, 0.05),
+            pool_name=NODE,
+            claims=self.claims,
+            checkpoints=CheckpointStore(self.tmp / "checkpoint.json"),
+            cdi=CDIStore(self.tmp / "cdi", kind=CDI_KIND),
+            lock=NodeLock(self.tmp / "lock"),
+            boot_id="boot",
+            events=LogEventRecorder(NODE),
+            metrics=PluginMetrics(),
+        )
+
+    def add(self, claim: ResourceClaim) -> ClaimRef:
+        meta = claim.metadata
+        self.claims.claims[(meta.namespace or "", meta.name or "")] = claim
+        return ClaimRef(namespace=meta.namespace or "", name=meta.name or "", uid=meta.uid or "")
+
+
+@pytest.fixture
+def setup(api: MemoryApi, tmp_path: Path) -> Iterator[tuple[Plugin, str]]:
+    cd = api.put_object(object_path("ComputeDomain", "team-a", "cd1"), domain_body())
+    api.put_object(node_path(NODE), {"metadata": {"name": NODE, "labels": {}}})
+    (tmp_path / "cdi").mkdir()
+    plugin = Plugin(api, tmp_path)
+    plugin.run(plugin.engine.start())
+    yield plugin, str(cd["metadata"]["uid"])
+    plugin.close()
+
+
+def _ready(api: MemoryApi, uid: str, status: str = "Ready") -> None:
+    api.put_object(
+        object_path("ComputeDomainClique", DRIVER_NS, f"{uid}.{CLIQUE}"),
+        {
+            "metadata": {
+                "name": f"{uid}.{CLIQUE}",
+                "namespace": DRIVER_NS,
+                "labels": {COMPUTE_DOMAIN_LABEL: uid},
+            },
+            "daemons": [
+                {
+                    "nodeName": NODE,
+                    "ipAddress": "10.0.0.1",
+                    "cliqueID": CLIQUE,
+                    "index": 0,
+                    "status": status,
+                }
+            ],
+        },
+    )
+
+
+def _label(api: MemoryApi) -> Any:
+    return api.objects[node_path(NODE)]["metadata"]["labels"].get(COMPUTE_DOMAIN_LABEL)
+
+
+def _spec(plugin: Plugin, uid: str) -> dict[str, Any]:
+    return dict(json.loads((plugin.tmp / "cdi" / CDI_KIND.spec_file_name(uid)).read_text()))
+
+
+def test_channel_waits_for_the_daemon_with_the_label_on_then_gets_its_channel(
+    api: MemoryApi, setup: tuple[Plugin, str]
+) -> None:
+    plugin, uid = setup
+    ref = plugin.add(_claim(uid))
+
+    async def scenario() -> None:
+        task = asyncio.create_task(plugin.engine.prepare(ref))
+        await asyncio.sleep(0.3)
+        assert _label(api) == uid  # the label brings the daemon; it stays while waiting
+        assert not task.done()
+        _ready(api, uid)
+        devices = await task
+        assert [d.device_name for d in devices] == ["channel-0"]
+
+    plugin.run(scenario())
+    spec = _spec(plugin, "claim-1")
+    nodes = spec["devices"][0]["containerEdits"]["deviceNodes"]
+    assert nodes == [
+        {
+            "path": "/dev/nvidia-caps-imex-channels/channel0",
+            "hostPath": "/dev/null",
+            "permissions": "rw",
+        }
+    ]
+    plugin.run(plugin.engine.unprepare(ref))
+    assert _label(api) is None
+    assert not (plugin.tmp / "cdi" / CDI_KIND.spec_file_name("claim-1")).exists()
+    used = {request_permission(m, p) for m, p in api.requests}
+    assert used == REQUESTS
+
+
+def test_daemon_never_ready_is_a_retryable_error_and_the_label_stays(
+    api: MemoryApi, setup: tuple[Plugin, str]
+) -> None:
+    plugin, uid = setup
+    plugin.engine._deadline_s = 0.3
+    _ready(api, uid, "NotReady")
+    ref = plugin.add(_claim(uid))
+    with pytest.raises(ClaimError) as err:
+        plugin.run(plugin.engine.prepare(ref))
+    assert err.value.retryable
+    assert err.value.reason == "DaemonNotReady"
+    assert _label(api) == uid
+    # The pod goes away: its unprepare takes the label off.
+    plugin.run(plugin.engine.unprepare(ref))
+    assert _label(api) is None
+
+
+def test_namespace_mismatch_is_permanent(api: MemoryApi, setup: tuple[Plugin, str]) -> None:
+    plugin, uid = setup
+    ref = plugin.add(_claim(uid, namespace="team-b"))
+    with pytest.raises(ClaimError) as err:
+        plugin.run(plugin.engine.prepare(ref))
+    assert not err.value.retryable
+    assert err.value.reason == "NamespaceMismatch"
+    assert _label(api) is None
+    assert plugin.run(plugin.engine.prepared_claims()) == {}
+
+
+def test_second_domain_on_the_node_is_refused(api: MemoryApi, setup: tuple[Plugin, str]) -> None:
+    plugin, uid = setup
+    plugin.engine._deadline_s = 0.2
+    other = api.put_object(object_path("ComputeDomain", "team-a", "cd2"), domain_body("cd2"))
+    # The first domain's workload waits for its daemon: the node is labelled for it.
+    with pytest.raises(ClaimError):
+        plugin.run(plugin.engine.prepare(plugin.add(_claim(uid))))
+    assert _label(api) == uid
+    second = plugin.add(_claim(other["metadata"]["uid"], uid="claim-2"))
+    with pytest.raises(ClaimError) as err:
+        plugin.run(plugin.engine.prepare(second))
+    assert err.value.reason == "NodeTaken"
+    assert uid in str(err.value)
+    assert _label(api) == uid
+
+
+def test_double_channel_prepare_waits_for_the_old_claims_unprepare(
+    api: MemoryApi, setup: tuple[Plugin, str]
+) -> None:
+    # NVIDIA #641: claim-2 got channel-0 while claim-1 is still prepared.
+    plugin, uid = setup
+    _ready(api, uid)
+    first = plugin.add(_claim(uid))
+    plugin.run(plugin.engine.prepare(first))
+    second = plugin.add(_claim(uid, uid="claim-2"))
+
+    async def scenario() -> None:
+        task = asyncio.create_task(plugin.engine.prepare(second))
+        await asyncio.sleep(0.3)
+        assert not task.done()
+        await plugin.engine.unprepare(first)
+        await task
+
+    plugin.run(scenario())
+    assert set(plugin.run(plugin.engine.prepared_claims())) == {"claim-2"}
+    assert _label(api) == uid
+
+
+def test_unprepare_during_a_waiting_prepare_stops_it(
+    api: MemoryApi, setup: tuple[Plugin, str]
+) -> None:
+    # NVIDIA #1162: nothing of the claim survives its unprepare.
+    plugin, uid = setup
+    ref = plugin.add(_claim(uid))
+
+    async def scenario() -> None:
+        task = asyncio.create_task(plugin.engine.prepare(ref))
+        await asyncio.sleep(0.3)
+        await plugin.engine.unprepare(ref)
+        _ready(api, uid)  # too late: the claim is gone
+        with pytest.raises(ClaimError) as err:
+            await task
+        assert err.value.reason == "StalePrepare"
+
+    plugin.run(scenario())
+    assert _label(api) is None
+    assert plugin.run(plugin.engine.prepared_claims()) == {}
+    assert not (plugin.tmp / "cdi" / CDI_KIND.spec_file_name("claim-1")).exists()
+
+
+def test_daemon_prepare_and_restart_recovery(api: MemoryApi, setup: tuple[Plugin, str]) -> None:
+    plugin, uid = setup
+    plugin.run(plugin.engine.prepare(plugin.add(_claim(uid, device="daemon-0", uid="d-1"))))
+    env = _spec(plugin, "d-1")["devices"][0]["containerEdits"]["env"]
+    assert f"COMPUTE_DOMAIN_UUID={uid}" in env
+    assert f"CLIQUE_ID={CLIQUE}" in env
+    assert (plugin.tmp / "domains" / uid).is_dir()
+    _ready(api, uid)
+    plugin.run(plugin.engine.prepare(plugin.add(_claim(uid))))
+    # A restarted plugin knows the channel claim: its unprepare still takes the label off.
+    plugin.start()
+    plugin.run(plugin.engine.start())
+    assert _label(api) == uid
+    plugin.run(plugin.engine.unprepare(ClaimRef("team-a", "c-claim-1", "claim-1")))
+    assert _label(api) is None
+
+
+def test_restart_removes_a_label_no_claim_holds(api: MemoryApi, setup: tuple[Plugin, str]) -> None:
+    plugin, uid = setup
+    labels = api.objects[node_path(NODE)]["metadata"]["labels"]
+    labels[COMPUTE_DOMAIN_LABEL] = uid
+    plugin.start()
+    plugin.run(plugin.engine.start())
+    assert _label(api) is None
+
+
+def test_slice_has_daemon_and_channel() -> None:
+    (slice_,) = compute_domain_slices("node-a", "uid-n", 3)
+    assert slice_["spec"]["pool"] == {"name": "node-a", "generation": 3, "resourceSliceCount": 1}
+    assert [d["name"] for d in slice_["spec"]["devices"]] == ["daemon-0", "channel-0"]
+    assert slice_["metadata"]["ownerReferences"][0]["uid"] == "uid-n"

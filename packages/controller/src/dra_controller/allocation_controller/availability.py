@@ -1,0 +1,155 @@
+"""Free devices per node and DeviceClass, as the allocator sees them.
+
+A device is free for a node when a claim with no special tolerations could get it now:
+it is a candidate of one of the node's pools (incomplete and invalid pools have none),
+not held by an allocated claim, its shared counters still allow it, no ``NoSchedule`` or
+``NoExecute`` taint is on it, and (consumable capacity) its default share still fits.
+It counts for every DeviceClass whose selectors all match it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from ..allocation import capacity as cap
+from ..allocation.cluster import Cluster
+from ..allocation.counters import CounterTracker
+from ..allocation.model import DeviceInfo
+from ..allocation.pools import Pool
+from ..allocation.selectors import SelectorCompileFailure, evaluate
+from ..allocation.taints import untolerated_taint
+
+#: ``attribute`` label when a device has neither a product name nor a MIG profile.
+UNKNOWN_ATTRIBUTE = "unknown"
+
+
+class AvailableSeries(NamedTuple):
+    """One series of ``node_dra_resource_available``."""
+
+    node: str
+    resource_class: str
+    attribute: str
+
+
+def device_attribute(dev: DeviceInfo) -> str:
+    """The product name, or the MIG profile of a MIG device (the ``attribute`` label)."""
+    values = {key.rsplit("/", 1)[-1]: value[1] for key, value in dev.attributes.items()}
+    if str(values.get("type", "")).lower() == "mig" and values.get("profile"):
+        return str(values["profile"])
+    product = values.get("productName") or values.get("profile")
+    return str(product) if product else UNKNOWN_ATTRIBUTE
+
+
+def _is_free(cluster: Cluster, dev: DeviceInfo, counters: CounterTracker, pool: Pool) -> bool:
+    state = cluster.state
+    feats = cluster.features
+    if dev.id in state.devices:
+        return False
+    if dev.binding_conditions and not feats.binding_and_status:
+        return False
+    if dev.consumes_counters:
+        if not feats.partitionable_devices or not counters.try_consume(dev, pool):
+            return False
+        counters.release(dev, pool)
+    if feats.device_taints and untolerated_taint(dev, ()) is not None:
+        return False
+    if dev.allow_multiple and feats.consumable_capacity:
+        return cap.fits(dev, None, allocated=state.capacity.get(dev.id), allocating=None) is True
+    return True
+
+
+def _matches(cluster: Cluster, class_name: str, dev: DeviceInfo) -> bool:
+    cls = cluster.classes[class_name]
+    for expr in cls.selectors:
+        if expr is None:
+            return False
+        try:
+            value = evaluate(cluster.allocator.engine, expr, dev)
+        except SelectorCompileFailure:
+            return False
+        if value is not True:
+            return False
+    return True
+
+
+@dataclass(slots=True)
+class _NodeEntry:
+    key: tuple[object, ...]
+    # Kept so that the ids in ``key`` cannot be reused by other objects while cached.
+    refs: tuple[object, ...]
+    counts: Counter[AvailableSeries]
+
+
+class AvailabilityCache:
+    """Each node's counts, kept while nothing they depend on changed.
+
+    A node's free devices depend on its pools' slices, the DeviceClasses, which of its
+    devices are allocated (exclusively or shared, with their consumed capacity) and the
+    feature gates. Parsed slices and classes are the same objects until they change (the
+    controller's view), so their identities stand for their content.
+    """
+
+    def __init__(self) -> None:
+        """An empty cache."""
+        self._nodes: dict[str, _NodeEntry] = {}
+
+    def node_counts(self, cluster: Cluster, node_name: str) -> Counter[AvailableSeries]:
+        """The node's counts, recomputed only when their inputs changed."""
+        pools = cluster.pools_for(cluster.node(node_name))
+        state = cluster.state
+        slices = tuple(s for p in pools for s in p.slices)
+        devices = [d for p in pools for d in p.candidates]
+        classes = tuple(cluster.classes[n] for n in sorted(cluster.classes))
+        key = (
+            tuple(id(s) for s in slices),
+            tuple(id(c) for c in classes),
+            tuple(state.is_allocated(d.id) for d in devices),
+            tuple(
+                tuple(sorted((state.capacity.get(d.id) or {}).items()))
+                for d in devices
+                if d.allow_multiple
+            ),
+            cluster.features,
+        )
+        entry = self._nodes.get(node_name)
+        if entry is not None and entry.key == key:
+            return entry.counts
+        counts = _count_node(cluster, node_name, pools)
+        self._nodes[node_name] = _NodeEntry(key=key, refs=(slices, classes), counts=counts)
+        return counts
+
+    def retain(self, nodes: set[str]) -> None:
+        """Forget nodes that are gone."""
+        if len(self._nodes) > len(nodes):
+            self._nodes = {k: v for k, v in self._nodes.items() if k in nodes}
+
+
+def _count_node(cluster: Cluster, node_name: str, pools: list[Pool]) -> Counter[AvailableSeries]:
+    counts: Counter[AvailableSeries] = Counter()
+    classes = sorted(cluster.classes)
+    counters = CounterTracker(cluster.state, {})
+    for pool in pools:
+        for dev in pool.candidates:
+            attribute = device_attribute(dev)
+            free = _is_free(cluster, dev, counters, pool)
+            for class_name in classes:
+                if _matches(cluster, class_name, dev):
+                    key = AvailableSeries(node_name, class_name, attribute)
+                    # Present with 0 when none is free: "exhausted" is visible as 0.
+                    counts[key] += 1 if free else 0
+    return counts
+
+
+def free_devices(
+    cluster: Cluster, cache: AvailabilityCache | None = None
+) -> Counter[AvailableSeries]:
+    """Free devices per (node, class, attribute); every class appears for nodes with devices."""
+    cache = cache if cache is not None else AvailabilityCache()
+    counts: Counter[AvailableSeries] = Counter()
+    names = cluster.node_names()
+    for node_name in names:
+        counts.update(cache.node_counts(cluster, node_name))
+    cache.retain(set(names))
+    return counts

@@ -1,0 +1,140 @@
+"""``dra-allocation-controller``: informers, metrics, Events for unschedulable pods."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import threading
+from collections.abc import Sequence
+from types import FrameType
+
+from ..allocation.features import Features
+from ..informers.shared import SharedInformers
+from ..kube.transport import ApiError, load_transport
+from . import logs
+from .controller import AllocationController, Settings
+from .events import EventPublisher, TokenBucket
+from .http import serve
+from .leader import LeaderElector
+from .metrics import ControllerMetrics
+
+log = logging.getLogger(__name__)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="dra-allocation-controller",
+        description="Watches DRA objects; exports claim and device metrics; explains "
+        "unschedulable pods with DRAUnsatisfiable Events.",
+    )
+    env = os.environ.get
+    p.add_argument("--kubeconfig", default=env("KUBECONFIG"), help="default: in-cluster")
+    p.add_argument(
+        "--http-address",
+        default=env("HTTP_ADDRESS", "0.0.0.0:8080"),
+        help="HOST:PORT of /healthz, /readyz and /metrics (default 0.0.0.0:8080)",
+    )
+    p.add_argument("--leader-elect", default=env("LEADER_ELECT", "true"), choices=["true", "false"])
+    p.add_argument("--lease-namespace", default=env("POD_NAMESPACE", "default"))
+    p.add_argument("--lease-name", default=env("LEASE_NAME", "dra-allocation-controller"))
+    p.add_argument("--identity", default=env("POD_NAME") or socket.gethostname())
+    p.add_argument(
+        "--resync-period",
+        type=float,
+        default=float(env("RESYNC_PERIOD", "30")),
+        help="seconds between full reconciles without changes (default 30)",
+    )
+    p.add_argument(
+        "--event-repeat",
+        type=float,
+        default=float(env("EVENT_REPEAT", "600")),
+        help="seconds before the same Event is posted again (default 600)",
+    )
+    p.add_argument("--events-per-second", type=float, default=float(env("EVENTS_PER_SECOND", "5")))
+    p.add_argument(
+        "--events",
+        default=env("EVENTS", "true"),
+        choices=["true", "false"],
+        help="post DRAUnsatisfiable Events (default true)",
+    )
+    p.add_argument("-v", "--verbosity", type=int, default=int(env("VERBOSITY", "0")))
+    return p
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    return host or "0.0.0.0", int(port)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run until SIGTERM/SIGINT."""
+    args = _parser().parse_args(argv)
+    logs.setup(args.verbosity)
+    try:
+        transport = load_transport(kubeconfig=args.kubeconfig)
+    except ApiError as exc:
+        log.error(str(exc), extra={"event": "config_error"})
+        return 2
+    stop = threading.Event()
+
+    def on_signal(_signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    # Objects are read (and unreadable ones skipped, logged) once, by the controller's view.
+    informers = SharedInformers(transport)
+    metrics = ControllerMetrics(
+        lambda: {k: (len(i.store), i.stats) for k, i in informers.informers.items()}
+    )
+    elector: LeaderElector | None = None
+    if args.leader_elect == "true":
+        elector = LeaderElector(
+            transport,
+            namespace=args.lease_namespace,
+            name=args.lease_name,
+            identity=args.identity,
+            on_change=lambda leading: metrics.leader.set(1 if leading else 0),
+        )
+    else:
+        metrics.leader.set(1)
+    publisher = None
+    if args.events == "true":
+        publisher = EventPublisher(
+            transport,
+            instance=args.identity,
+            repeat_s=args.event_repeat,
+            bucket=TokenBucket(rate_per_s=args.events_per_second, burst=20),
+            on_outcome=lambda reason, outcome: metrics.events.labels(reason, outcome).inc(),
+        )
+    controller = AllocationController(
+        {kind: informers.store(kind) for kind in informers.informers},
+        metrics=metrics,
+        publisher=publisher,
+        is_leader=(lambda: elector.leading) if elector is not None else (lambda: True),
+        features=Features(),
+        settings=Settings(resync_s=args.resync_period),
+    )
+    server = serve(
+        _address(args.http_address),
+        registry=metrics.registry,
+        ready=lambda: informers.synced() and controller.reconciled.is_set(),
+    )
+    log.info(
+        f"serving on {args.http_address}",
+        extra={"event": "started", "identity": args.identity, "leader_elect": args.leader_elect},
+    )
+    informers.start(stop)
+    if elector is not None:
+        threading.Thread(target=elector.run, args=(stop,), name="leader", daemon=True).start()
+    worker = threading.Thread(
+        target=controller.run, args=(stop,), kwargs={"ready": informers.synced}, daemon=True
+    )
+    worker.start()
+    stop.wait()
+    server.shutdown()
+    log.info("stopped", extra={"event": "stopped"})
+    return 0

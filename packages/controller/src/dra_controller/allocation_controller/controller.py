@@ -1,0 +1,163 @@
+"""The reconcile loop: informer caches -> metrics, and Events for unschedulable pods.
+
+Every change to a cache marks the controller dirty; changes arriving together (a burst of
+watch events) are folded into one reconcile after ``debounce_s``. A resync every
+``resync_s`` re-diagnoses pods still pending. Only the leader posts Events; every replica
+serves metrics, so a scrape of any replica answers.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from ..allocation.cel_engine import CelEngine
+from ..allocation.cluster import Cluster
+from ..allocation.features import Features
+from ..allocation.selectors import SelectorEngine
+from ..informers.store import Store
+from ..snapshot import Snapshot
+from .availability import AvailabilityCache, free_devices
+from .claim_series import SeriesCache, claim_series
+from .diagnosis import Finding, diagnose_pod, is_unschedulable, make_cluster, pod_uid
+from .events import EventPublisher, InvolvedObject
+from .metrics import ClusterSeries, ControllerMetrics
+from .view import ClusterView
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Timings of the loop."""
+
+    debounce_s: float = 0.2
+    resync_s: float = 30.0
+    # A pod is diagnosed again at most this often (diagnosis looks at every node).
+    diagnose_every_s: float = 30.0
+    # At most this many pods are diagnosed per reconcile; the rest wait for the next.
+    max_pods_per_reconcile: int = 50
+
+
+class AllocationController:
+    """Keeps the metrics current and explains unschedulable pods."""
+
+    def __init__(
+        self,
+        stores: Mapping[str, Store],
+        *,
+        metrics: ControllerMetrics,
+        publisher: EventPublisher | None = None,
+        is_leader: Callable[[], bool] = lambda: True,
+        engine: SelectorEngine | None = None,
+        features: Features | None = None,
+        settings: Settings | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """Read ``stores`` (by kind); publish to ``metrics``; post through ``publisher``."""
+        self.view = ClusterView(stores=stores, on_error=self._unreadable)
+        self.metrics = metrics
+        self.publisher = publisher
+        self.is_leader = is_leader
+        self.engine = engine if engine is not None else CelEngine()
+        self.features = features if features is not None else Features()
+        self.settings = settings if settings is not None else Settings()
+        self.clock = clock
+        self.dirty = threading.Event()
+        self.reconciled = threading.Event()
+        self._diagnosed: dict[str, float] = {}
+        self._series_cache = SeriesCache()
+        self._availability_cache = AvailabilityCache()
+        for store in stores.values():
+            store.subscribe(lambda *_: self.dirty.set())
+
+    def _unreadable(self, kind: str, key: str, exc: Exception) -> None:
+        log.error(
+            f"cannot read {kind} {key}: {exc}",
+            extra={"event": "object_rejected", "kind": kind, "object": key, "error": str(exc)},
+        )
+
+    def reconcile(self) -> tuple[ClusterSeries, list[Finding]]:
+        """One pass: metrics from the caches, then diagnoses of due unschedulable pods."""
+        started = time.perf_counter()
+        snapshot = self.view.snapshot()
+        cluster = make_cluster(snapshot, engine=self.engine, features=self.features)
+        allocated, pending = claim_series(snapshot.claims, self._series_cache)
+        available = free_devices(cluster, self._availability_cache)
+        series = ClusterSeries(allocated=allocated, pending=pending, available=available)
+        self.metrics.publish(series)
+        findings: list[Finding] = []
+        if self.publisher is not None and self.is_leader():
+            findings = self._diagnose(cluster, snapshot)
+        self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
+        self.metrics.reconciles.labels(result="ok").inc()
+        self.reconciled.set()
+        return series, findings
+
+    def _diagnose(self, cluster: Cluster, snapshot: Snapshot) -> list[Finding]:
+        now = self.clock()
+        unschedulable = [p for p in snapshot.pods if is_unschedulable(p)]
+        live = {pod_uid(p) for p in unschedulable}
+        self._diagnosed = {uid: t for uid, t in self._diagnosed.items() if uid in live}
+        due = [
+            p
+            for p in unschedulable
+            if now - self._diagnosed.get(pod_uid(p), -1e18) >= self.settings.diagnose_every_s
+        ][: self.settings.max_pods_per_reconcile]
+        findings: list[Finding] = []
+        for pod in due:
+            self._diagnosed[pod_uid(pod)] = now
+            try:
+                found = diagnose_pod(cluster, snapshot, pod)
+            except Exception as exc:  # one pod's bad input must not stop the others
+                log.error(
+                    f"cannot diagnose pod: {exc}",
+                    extra={"event": "diagnosis_failed", "pod": pod_uid(pod), "error": str(exc)},
+                )
+                continue
+            findings.extend(found)
+            for finding in found:
+                self._publish(finding)
+        if self.publisher is not None:
+            claim_uids = {c.uid for c in snapshot.claims}
+            self.publisher.forget_except(live | claim_uids)
+        return findings
+
+    def _publish(self, finding: Finding) -> None:
+        assert self.publisher is not None
+        meta = finding.pod.get("metadata") or {}
+        pod_ns = str(meta.get("namespace") or "default")
+        self.publisher.warn(
+            InvolvedObject("v1", "Pod", pod_ns, str(meta.get("name")), pod_uid(finding.pod)),
+            finding.message,
+        )
+        claim = finding.claim
+        self.publisher.warn(
+            InvolvedObject(
+                "resource.k8s.io/v1", "ResourceClaim", claim.namespace, claim.name, claim.uid
+            ),
+            finding.message,
+        )
+
+    def run(self, stop: threading.Event, *, ready: Callable[[], bool] = lambda: True) -> None:
+        """Reconcile on changes (debounced) and every ``resync_s`` until ``stop``."""
+        while not stop.is_set() and not ready():
+            stop.wait(0.1)
+        self.dirty.set()
+        while not stop.is_set():
+            self.dirty.wait(self.settings.resync_s)
+            if stop.is_set():
+                return
+            stop.wait(self.settings.debounce_s)
+            self.dirty.clear()
+            try:
+                self.reconcile()
+            except Exception as exc:  # keep serving; the next change or resync retries
+                self.metrics.reconciles.labels(result="error").inc()
+                log.exception(
+                    f"reconcile failed: {exc}",
+                    extra={"event": "reconcile_failed", "error": str(exc)},
+                )

@@ -1,0 +1,49 @@
+"""``/healthz``, ``/readyz`` and ``/metrics`` on one plain HTTP port."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+
+def serve(
+    address: tuple[str, int],
+    *,
+    registry: CollectorRegistry,
+    ready: Callable[[], bool],
+) -> ThreadingHTTPServer:
+    """Start serving on a daemon thread; return the server (``server_address`` has the port)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                self._reply(HTTPStatus.OK, generate_latest(registry), CONTENT_TYPE_LATEST)
+            elif path == "/healthz":
+                self._reply(HTTPStatus.OK, b"ok\n", "text/plain")
+            elif path == "/readyz":
+                ok = ready()
+                status = HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE
+                self._reply(status, b"ok\n" if ok else b"caches not synced\n", "text/plain")
+            else:
+                self._reply(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain")
+
+        def _reply(self, status: HTTPStatus, body: bytes, content_type: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            """Scrapes and probes are not logged (one line each would flood the log)."""
+
+    server = ThreadingHTTPServer(address, Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
+    return server

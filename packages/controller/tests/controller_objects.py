@@ -1,0 +1,147 @@
+"""GPU-like v1 objects with resourceVersions, for the allocation controller tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dra_controller.informers import Store
+
+DRIVER = "gpu.nvidia.com"
+
+
+def gpu(name: str, memory: str, product: str = "NVIDIA A100", **extra: Any) -> dict[str, Any]:
+    """A full GPU device."""
+    return {
+        "name": name,
+        "attributes": {"type": {"string": "gpu"}, "productName": {"string": product}},
+        "capacity": {"memory": {"value": memory}},
+        **extra,
+    }
+
+
+def mig(name: str, profile: str, **extra: Any) -> dict[str, Any]:
+    """A MIG device."""
+    return {
+        "name": name,
+        "attributes": {
+            "type": {"string": "mig"},
+            "profile": {"string": profile},
+            "productName": {"string": "NVIDIA A100"},
+        },
+        "capacity": {"memory": {"value": "5Gi"}},
+        **extra,
+    }
+
+
+def slice_(node: str, devices: list[dict[str, Any]], rv: str = "1", **spec: Any) -> dict[str, Any]:
+    """A node-local slice of one-slice pool ``node``."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-slice", "resourceVersion": rv},
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+            **spec,
+        },
+    }
+
+
+def device_class(name: str, expr: str, rv: str = "1") -> dict[str, Any]:
+    """A DeviceClass with one selector."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name, "resourceVersion": rv},
+        "spec": {"selectors": [{"cel": {"expression": expr}}]},
+    }
+
+
+GPU_CLASS = device_class(
+    "gpu.nvidia.com", f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == 'gpu'"
+)
+MIG_CLASS = device_class(
+    "mig.nvidia.com", f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == 'mig'"
+)
+
+
+def claim(
+    name: str,
+    *,
+    ns: str = "team",
+    cls: str = "gpu.nvidia.com",
+    selector: str | None = None,
+    allocated_on: tuple[str, str] | None = None,
+    rv: str = "1",
+) -> dict[str, Any]:
+    """A one-request claim (``gpu``), optionally allocated to (node, device)."""
+    exactly: dict[str, Any] = {"deviceClassName": cls}
+    if selector:
+        exactly["selectors"] = [{"cel": {"expression": selector}}]
+    obj: dict[str, Any] = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}", "resourceVersion": rv},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
+    }
+    if allocated_on:
+        node, dev = allocated_on
+        obj["status"] = {
+            "allocation": {
+                "devices": {
+                    "results": [{"request": "gpu", "driver": DRIVER, "pool": node, "device": dev}]
+                },
+                "nodeSelector": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchFields": [
+                                {"key": "metadata.name", "operator": "In", "values": [node]}
+                            ]
+                        }
+                    ]
+                },
+            }
+        }
+    return obj
+
+
+def pod(
+    name: str, claim_name: str, *, ns: str = "team", unschedulable: bool = True
+) -> dict[str, Any]:
+    """A pod using one claim, marked Unschedulable by the scheduler."""
+    conditions = []
+    if unschedulable:
+        conditions.append({"type": "PodScheduled", "status": "False", "reason": "Unschedulable"})
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "uid": f"uid-pod-{name}",
+            "resourceVersion": "1",
+        },
+        "spec": {
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": claim_name}],
+            "containers": [{"name": "c"}],
+        },
+        "status": {"phase": "Pending", "conditions": conditions},
+    }
+
+
+def node(name: str) -> dict[str, Any]:
+    """A Node."""
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "resourceVersion": "1"}}
+
+
+def stores(objects: list[dict[str, Any]]) -> dict[str, Store]:
+    """Stores by kind, filled with ``objects``."""
+    out = {
+        k: Store(k)
+        for k in ("DeviceClass", "ResourceSlice", "ResourceClaim", "Node", "Pod", "DeviceTaintRule")
+    }
+    for obj in objects:
+        out[obj["kind"]].upsert(obj)
+    return out

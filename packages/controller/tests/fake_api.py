@@ -1,0 +1,83 @@
+"""A scripted :class:`ApiTransport` for the informer and controller tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dra_controller.kube.transport import ApiError
+
+
+@dataclass
+class FakeApi:
+    """Lists answered from ``lists`` (path -> pages), watches from ``watches`` (path -> scripts).
+
+    A watch script is a list of events; an ``ApiError`` in it is raised at that point.
+    When a path's scripts run out, the watch raises status 0 (as a broken connection).
+    """
+
+    lists: dict[str, list[Any]] = field(default_factory=dict)
+    watches: dict[str, list[list[Any]]] = field(default_factory=dict)
+    calls: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
+    posted: list[tuple[str, str, Any]] = field(default_factory=list)
+    objects: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: object = None,
+        content_type: str = "application/json",
+        timeout_s: float = 30.0,
+    ) -> dict[str, Any]:
+        """Answer a list page, a GET of a stored object, or record a write."""
+        self.calls.append((method, path, dict(query or {})))
+        if method != "GET":
+            self.posted.append((method, path, body))
+            if isinstance(body, dict):
+                self.objects[path] = body
+            return body if isinstance(body, dict) else {}
+        if path in self.objects:
+            return self.objects[path]
+        pages = self.lists.get(path)
+        if not pages:
+            raise ApiError(method, path, 404, "not found")
+        page = pages.pop(0) if len(pages) > 1 else pages[0]
+        if isinstance(page, ApiError):
+            raise page
+        result: dict[str, Any] = page
+        return result
+
+    def watch(
+        self, path: str, *, query: Mapping[str, str], timeout_s: float
+    ) -> Iterator[dict[str, Any]]:
+        """Replay the next script of ``path``."""
+        self.calls.append(("WATCH", path, dict(query)))
+        scripts = self.watches.get(path) or []
+        if not scripts:
+            raise ApiError("WATCH", path, 0, "connection refused")
+        for event in scripts.pop(0):
+            if isinstance(event, ApiError):
+                raise event
+            yield event
+
+
+def obj(
+    kind: str, name: str, rv: str, namespace: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    """A minimal object of ``kind`` with ``metadata.resourceVersion``."""
+    meta: dict[str, Any] = {"name": name, "resourceVersion": rv, "uid": f"uid-{name}"}
+    if namespace:
+        meta["namespace"] = namespace
+    return {"kind": kind, "metadata": meta, **extra}
+
+
+def page(items: list[dict[str, Any]], rv: str, cont: str = "") -> dict[str, Any]:
+    """A list answer."""
+    meta: dict[str, Any] = {"resourceVersion": rv}
+    if cont:
+        meta["continue"] = cont
+    return {"items": items, "metadata": meta}

@@ -1,0 +1,423 @@
+"""The allocation controller: seed metrics, DRAUnsatisfiable text and Events, Lease, HTTP."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+from controller_objects import (
+    DRIVER,
+    GPU_CLASS,
+    MIG_CLASS,
+    claim,
+    gpu,
+    mig,
+    node,
+    pod,
+    slice_,
+    stores,
+)
+from dra_controller.allocation.cel_engine import CelEngine
+from dra_controller.allocation.features import Features
+from dra_controller.allocation_controller import (
+    AllocationController,
+    AvailableSeries,
+    ClaimSeries,
+    ControllerMetrics,
+    Settings,
+    claim_series,
+    free_devices,
+)
+from dra_controller.allocation_controller.diagnosis import make_cluster
+from dra_controller.allocation_controller.event_text import capacity_bounds
+from dra_controller.allocation_controller.events import EventPublisher, TokenBucket
+from dra_controller.allocation_controller.http import serve
+from dra_controller.allocation_controller.leader import LeaderElector
+from dra_controller.allocation_controller.view import ClusterView
+from dra_controller.kube.transport import ApiError
+from fake_api import FakeApi
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+MEM_40 = f"device.capacity['{DRIVER}'].memory.compareTo(quantity('40Gi')) >= 0"
+
+
+def _cluster(objects: list[dict[str, Any]]):  # type: ignore[no-untyped-def]
+    snap = ClusterView(stores=stores(objects)).snapshot()
+    return snap, make_cluster(snap, engine=CelEngine(), features=Features())
+
+
+def _fleet() -> list[dict[str, Any]]:
+    return [
+        GPU_CLASS,
+        MIG_CLASS,
+        node("n1"),
+        node("n2"),
+        node("n3"),
+        slice_("n1", [gpu("gpu-0", "8Gi"), gpu("gpu-1", "8Gi")]),
+        slice_("n2", [gpu("gpu-0", "12Gi")]),
+        slice_("n3", [gpu("gpu-0", "16Gi", product="NVIDIA H100"), mig("mig-0", "1g.5gb")]),
+    ]
+
+
+def test_claim_series_by_class_allocated_pending_deleting() -> None:
+    objs = [
+        *_fleet(),
+        claim("held", allocated_on=("n1", "gpu-0")),
+        claim("waiting", cls="mig.nvidia.com"),
+        claim("going")
+        | {
+            "metadata": {
+                "name": "going",
+                "namespace": "team",
+                "deletionTimestamp": "2026-01-01T00:00:00Z",
+                "resourceVersion": "1",
+            }
+        },
+    ]
+    snap, _ = _cluster(objs)
+    allocated, pending = claim_series(snap.claims)
+    assert allocated == [ClaimSeries("team", "held", "gpu.nvidia.com")]
+    assert pending == [ClaimSeries("team", "waiting", "mig.nvidia.com")]
+
+
+def test_free_devices_match_classes_and_skip_held_and_tainted() -> None:
+    tainted = gpu("gpu-1", "8Gi", taints=[{"key": "broken", "effect": "NoSchedule"}])
+    objs = [
+        *_fleet()[:-3],
+        slice_("n1", [gpu("gpu-0", "8Gi"), tainted]),
+        slice_("n3", [gpu("gpu-0", "16Gi", product="NVIDIA H100"), mig("mig-0", "1g.5gb")]),
+        claim("held", allocated_on=("n3", "gpu-0")),
+    ]
+    _, cluster = _cluster(objs)
+    free = free_devices(cluster)
+    assert free[AvailableSeries("n1", "gpu.nvidia.com", "NVIDIA A100")] == 1
+    assert free[AvailableSeries("n3", "gpu.nvidia.com", "NVIDIA H100")] == 0  # held, still listed
+    assert AvailableSeries("n3", "gpu.nvidia.com", "NVIDIA H100") in free
+    assert free[AvailableSeries("n3", "mig.nvidia.com", "1g.5gb")] == 1
+    assert AvailableSeries("n1", "mig.nvidia.com", "NVIDIA A100") not in free
+
+
+def test_free_devices_respect_shared_counters() -> None:
+    counters = [{"name": "gpu-0-counters", "counters": {"memory": {"value": "10Gi"}}}]
+    whole = gpu(
+        "gpu-0",
+        "10Gi",
+        consumesCounters=[
+            {"counterSet": "gpu-0-counters", "counters": {"memory": {"value": "10Gi"}}}
+        ],
+    )
+    part = mig(
+        "mig-0",
+        "1g.5gb",
+        consumesCounters=[
+            {"counterSet": "gpu-0-counters", "counters": {"memory": {"value": "5Gi"}}}
+        ],
+    )
+    shared = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": "n1-counters", "resourceVersion": "1"},
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": "n1",
+            "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 2},
+            "sharedCounters": counters,
+        },
+    }
+    devices = slice_("n1", [whole, part])
+    devices["spec"]["pool"]["resourceSliceCount"] = 2
+    objs = [
+        GPU_CLASS,
+        MIG_CLASS,
+        node("n1"),
+        shared,
+        devices,
+        claim("m", cls="mig.nvidia.com", allocated_on=("n1", "mig-0")),
+    ]
+    _, cluster = _cluster(objs)
+    free = free_devices(cluster)
+    # The MIG device holds half the counter: the whole GPU no longer fits.
+    assert free[AvailableSeries("n1", "gpu.nvidia.com", "NVIDIA A100")] == 0
+    assert free[AvailableSeries("n1", "mig.nvidia.com", "1g.5gb")] == 0
+
+
+def test_capacity_bounds_parsed_from_selectors() -> None:
+    bounds = capacity_bounds(
+        MEM_40 + f" && device.capacity['{DRIVER}'].memory.isGreaterThan(quantity('1Gi'))"
+    )
+    assert [(b.name, b.op, b.text) for b in bounds] == [
+        ("memory", ">=", "40Gi"),
+        ("memory", ">", "1Gi"),
+    ]
+
+
+def _controller(
+    objs: list[dict[str, Any]],
+    api: FakeApi,
+    *,
+    leader: bool = True,
+    clock: list[float] | None = None,
+) -> tuple[AllocationController, ControllerMetrics]:
+    now = clock if clock is not None else [0.0]
+    metrics = ControllerMetrics()
+    publisher = EventPublisher(
+        api,
+        instance="ctl-0",
+        repeat_s=600,
+        bucket=TokenBucket(100, 100, clock=lambda: now[0]),
+        clock=lambda: now[0],
+        on_outcome=lambda reason, outcome: metrics.events.labels(reason, outcome).inc(),
+    )
+    ctl = AllocationController(
+        stores(objs),
+        metrics=metrics,
+        publisher=publisher,
+        is_leader=lambda: leader,
+        settings=Settings(diagnose_every_s=30),
+        clock=lambda: now[0],
+    )
+    return ctl, metrics
+
+
+def test_unschedulable_pod_gets_events_naming_the_memory_gap() -> None:
+    objs = [*_fleet(), claim("big", selector=MEM_40), pod("trainer", "big")]
+    api = FakeApi()
+    ctl, _ = _controller(objs, api)
+    _, findings = ctl.reconcile()
+    expected = (
+        "ResourceClaim team/big cannot be allocated on any of 3 node(s): request gpu: "
+        "memory >= 40Gi: best node n3 has 16Gi"
+    )
+    assert [f.message for f in findings] == [expected]
+    posted = [
+        (p[1], p[2]["involvedObject"]["kind"], p[2]["reason"], p[2]["message"]) for p in api.posted
+    ]
+    assert posted == [
+        ("/api/v1/namespaces/team/events", "Pod", "DRAUnsatisfiable", expected),
+        ("/api/v1/namespaces/team/events", "ResourceClaim", "DRAUnsatisfiable", expected),
+    ]
+    assert api.posted[0][2]["involvedObject"]["uid"] == "uid-pod-trainer"
+
+
+def test_count_shortfall_names_closest_node() -> None:
+    objs = [*_fleet(), claim("two", cls="mig.nvidia.com"), pod("p", "two")]
+    objs[-2]["spec"]["devices"]["requests"][0]["exactly"]["count"] = 2
+    ctl, _ = _controller(objs, FakeApi())
+    _, findings = ctl.reconcile()
+    assert len(findings) == 1
+    assert (
+        "closest node n3: request gpu needs 2 device(s) of class mig.nvidia.com, 1 usable"
+        in findings[0].message
+    )
+
+
+def test_events_are_deduplicated_rate_limited_and_leader_only() -> None:
+    objs = [*_fleet(), claim("big", selector=MEM_40), pod("trainer", "big")]
+    now = [0.0]
+    api = FakeApi()
+    ctl, metrics = _controller(objs, api, clock=now)
+    ctl.reconcile()
+    now[0] = 31.0  # diagnosed again, same message: not posted again
+    ctl.reconcile()
+    assert len(api.posted) == 2
+    text = generate_latest(metrics.registry).decode()
+    assert (
+        _sample(
+            text,
+            "dra_allocation_controller_events_total",
+            outcome="deduplicated",
+            reason="DRAUnsatisfiable",
+        )
+        == 2.0
+    )
+    follower_api = FakeApi()
+    follower, _ = _controller(objs, follower_api, leader=False)
+    follower.reconcile()
+    assert follower_api.posted == []
+    bucket = TokenBucket(rate_per_s=1, burst=2, clock=lambda: 0.0)
+    assert [bucket.take() for _ in range(3)] == [True, True, False]
+
+
+def test_schedulable_or_fitting_pods_get_no_event() -> None:
+    objs = [
+        *_fleet(),
+        claim("small"),
+        pod("fits", "small"),
+        claim("big", selector=MEM_40),
+        pod("new", "big", unschedulable=False),
+    ]
+    api = FakeApi()
+    ctl, _ = _controller(objs, api)
+    _, findings = ctl.reconcile()
+    assert findings == []
+    assert api.posted == []
+
+
+def test_metrics_exposition_has_the_seed_series() -> None:
+    objs = [*_fleet(), claim("held", allocated_on=("n1", "gpu-0")), claim("big", selector=MEM_40)]
+    ctl, metrics = _controller(objs, FakeApi())
+    ctl.reconcile()
+    text = generate_latest(metrics.registry).decode()
+    assert (
+        _sample(
+            text,
+            "kube_resourceclaim_allocated",
+            name="held",
+            namespace="team",
+            resource_class="gpu.nvidia.com",
+        )
+        == 1.0
+    )
+    assert (
+        _sample(
+            text,
+            "kube_resourceclaim_pending",
+            name="big",
+            namespace="team",
+            resource_class="gpu.nvidia.com",
+        )
+        == 1.0
+    )
+    assert (
+        _sample(
+            text,
+            "node_dra_resource_available",
+            attribute="NVIDIA A100",
+            node="n1",
+            resource_class="gpu.nvidia.com",
+        )
+        == 1.0
+    )
+    assert (
+        _sample(
+            text,
+            "node_dra_resource_available",
+            attribute="1g.5gb",
+            node="n3",
+            resource_class="mig.nvidia.com",
+        )
+        == 1.0
+    )
+    assert "dra_allocation_controller_reconcile_duration_seconds_count 1.0" in text
+
+
+def test_view_rereads_only_changed_objects_and_skips_unreadable(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    st = stores([*_fleet(), claim("a"), claim("b")])
+    errors: list[str] = []
+    view = ClusterView(stores=st, on_error=lambda kind, key, exc: errors.append(key))
+    first = view.snapshot()
+    second = view.snapshot()
+    assert second.slices[0] is first.slices[0]  # same parse, same device selector caches
+    bad = claim("b", rv="2")
+    bad["spec"]["devices"]["requests"] = "not a list"
+    st["ResourceClaim"].upsert(bad)
+    third = view.snapshot()
+    assert [c.name for c in third.claims] == ["a"]
+    view.snapshot()
+    assert errors == ["team/b"]  # once per resourceVersion, not per reconcile
+
+
+def test_leader_election_create_hold_and_take_over() -> None:
+    api = FakeApi()
+    clock = [1000.0]
+    a = LeaderElector(
+        api, namespace="ns", name="l", identity="a", lease_s=15, wall_clock=lambda: clock[0]
+    )
+    a.step()
+    assert a.leading
+    lease = api.objects["/apis/coordination.k8s.io/v1/namespaces/ns/leases"]
+    assert lease["spec"]["holderIdentity"] == "a"
+    api.objects["/apis/coordination.k8s.io/v1/namespaces/ns/leases/l"] = lease
+    b = LeaderElector(api, namespace="ns", name="l", identity="b", lease_s=15)
+    b.step()  # a's lease was just renewed (real time)
+    held_by_a = b.leading
+    lease["spec"]["renewTime"] = "2020-01-01T00:00:00.000000Z"
+    b.step()
+    assert (held_by_a, b.leading) == (False, True)
+    assert lease["spec"]["holderIdentity"] == "b"
+    assert lease["spec"]["leaseTransitions"] == 1
+
+
+def test_leader_keeps_leading_through_short_api_outage_then_steps_down() -> None:
+    clock = [0.0]
+
+    class Down(FakeApi):
+        def request(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+            raise ApiError(method, path, 0, "connection refused")
+
+    api = FakeApi()
+    el = LeaderElector(
+        api, namespace="ns", name="l", identity="a", lease_s=15, wall_clock=lambda: clock[0]
+    )
+    el.step()
+    assert el.leading
+    el.transport = Down()
+    clock[0] = 10.0
+    el.step()
+    within_lease = el.leading
+    clock[0] = 20.0
+    el.step()
+    assert (within_lease, el.leading) == (True, False)
+
+
+def _sample(text: str, metric: str, /, **labels: str) -> float | None:
+    """The value of one sample of an exposition text."""
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == metric and sample.labels == labels:
+                return float(sample.value)
+    return None
+
+
+def _get(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as err:
+        with err:
+            return err.code, err.read()
+
+
+def test_http_endpoints() -> None:
+    metrics = ControllerMetrics()
+    ready = [False]
+    server = serve(("127.0.0.1", 0), registry=metrics.registry, ready=lambda: ready[0])
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        assert _get(f"{base}/healthz") == (200, b"ok\n")
+        assert _get(f"{base}/readyz")[0] == 503
+        ready[0] = True
+        assert _get(f"{base}/readyz")[0] == 200
+        status, body = _get(f"{base}/metrics")
+        assert status == 200
+        assert "# TYPE kube_resourceclaim_pending gauge" in body.decode()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_availability_cache_recomputes_only_changed_nodes() -> None:
+    from dra_controller.allocation_controller.availability import AvailabilityCache
+
+    st = stores(_fleet())
+    view = ClusterView(stores=st)
+    cache = AvailabilityCache()
+
+    def counts() -> dict[AvailableSeries, int]:
+        snap = view.snapshot()
+        return dict(
+            free_devices(make_cluster(snap, engine=CelEngine(), features=Features()), cache)
+        )
+
+    before = counts()
+    n2 = cache._nodes["n2"].counts
+    st["ResourceClaim"].upsert(claim("held", allocated_on=("n1", "gpu-0")))
+    after = counts()
+    assert cache._nodes["n2"].counts is n2  # nothing on n2 changed
+    key = AvailableSeries("n1", "gpu.nvidia.com", "NVIDIA A100")
+    assert (before[key], after[key]) == (2, 1)
