@@ -11,10 +11,11 @@ layer that the Dockerfile (``images/Dockerfile``, for users with Docker) also in
 ``app_stage.py``.
 
 ``workload``: a stand-in for the public images the walkthrough and NVIDIA's demo manifests run
-(``nvidia/cuda:12.1.0-base-ubuntu22.04``, ``ubuntu:22.04``), which no registry serves here: bash
-and busybox from Debian packages, enough for their ``bash -c "nvidia-smi -L; sleep ..."``
-commands. It is named ``docker.io/dra-driver-nvidia-gpu-py/standin-{cuda,ubuntu}:<their tags>``,
-never after the real images; the e2e harness adds the real names inside its own containerd.
+(``nvidia/cuda:12.1.0-base-ubuntu22.04``, ``ubuntu:22.04``, the CUDA nbody sample), which no
+registry serves here: bash and busybox from Debian packages, enough for their ``bash -c
+"nvidia-smi -L; sleep ..."`` commands, and a ``/tmp/sample`` standing in for the nbody sample.
+It is named ``docker.io/dra-driver-nvidia-gpu-py/standin-{cuda,ubuntu,cuda-sample}:<their
+tags>``, never after the real images; the e2e harness adds the real names inside its own containerd.
 On GPU nodes ``nvidia-smi`` comes from the driver (CDI), on fake nodes from this driver's fake
 backend (CDI as well); neither image ships it. Clusters that can pull the real
 images do not need this one.
@@ -48,6 +49,10 @@ STANDS_IN_FOR = {
         "docker.io/nvidia/cuda:12.1.0-base-ubuntu22.04"
     ),
     "docker.io/dra-driver-nvidia-gpu-py/standin-ubuntu:22.04": "docker.io/library/ubuntu:22.04",
+    # NVIDIA's sharing demos (gpu-test4/5, gpu-test-mps) run `/tmp/sample` of this image.
+    "docker.io/dra-driver-nvidia-gpu-py/standin-cuda-sample:nbody-cuda11.6.0-ubuntu18.04": (
+        "nvcr.io/nvidia/k8s/cuda-sample:nbody-cuda11.6.0-ubuntu18.04"
+    ),
 }
 WORKLOAD_NAMES = tuple(STANDS_IN_FOR)
 ALIASES_LABEL = "io.dra-e2e.image.aliases"
@@ -182,11 +187,28 @@ def _add_busybox_applets(layer: LayerBuilder) -> None:
             layer.add_symlink(f"usr/bin/{applet}", "busybox")
 
 
+# The CUDA nbody sample's stand-in: no CUDA here, so it shows what a GPU program would be given
+# (devices, compute mode, time-slice, the MPS daemon's settings) and runs until stopped.
+NBODY_STAND_IN = """#!/bin/bash
+echo "nbody stand-in: $*"
+nvidia-smi -L
+nvidia-smi -q | grep 'Compute Mode'
+nvidia-smi compute-policy -l
+if [ -n "$CUDA_MPS_PIPE_DIRECTORY" ]; then
+  echo "MPS pipe directory: $CUDA_MPS_PIPE_DIRECTORY"
+  pct=$(echo get_default_active_thread_percentage | nvidia-cuda-mps-control)
+  echo "MPS active thread percentage: $pct"
+fi
+while :; do sleep 3600; done
+"""
+
+
 def build_workload(output: Path, *, cache: Path) -> list[str]:
     """Writes the stand-in workload image archive; returns its names."""
     base, packages = _debian_layer(WORKLOAD_PACKAGES, cache)
     base.add_symlink("usr/bin/sh", "bash")
     _add_busybox_applets(base)
+    base.add_file("tmp/sample", NBODY_STAND_IN.encode(), mode=0o755)
     config = ImageConfig(
         env=(PATH_ENV,),
         cmd=("bash",),

@@ -486,3 +486,10 @@ def test_chart_ships_the_crds_generated_by_api_types() -> None:
         (crd,) = [d for d in yaml.safe_load_all(text) if d]
         assert crd["kind"] == "CustomResourceDefinition"
         assert crd["spec"]["group"] == "resource.nvidia.com"
+
+
+@pytest.mark.parametrize(("value", "env"), [("4", "4"), ("memory", "memory"), ("", None)])
+def test_consumable_shares_reaches_the_plugin(render: Render, value: str, env: str | None) -> None:
+    container = _container(render({"devices.backend": "fake", "consumableShares": value}))
+    found = {e["name"]: e.get("value") for e in container["env"]}
+    assert found.get("CONSUMABLE_SHARES") == env

@@ -132,8 +132,8 @@ def test_nvidias_values_render_with_nvidias_meaning(helm: Path) -> None:
     [
         ("nvidiaCDIHookPath", "/usr/local/nvidia/toolkit/nvidia-cdi-hook", None),
         ("altProcDevices", "/var/lib/nvml-mock/imex/proc-devices", "altProcDevices"),
-        ("consumableShares", "memory", "consumableShares"),
-        ("consumableShares", "8", "consumableShares"),
+        ("consumableShares", "memory", None),
+        ("consumableShares", "8", None),
         ("kubeletPlugin.networkPolicy.enabled", "true", "kubeletPlugin.networkPolicy.enabled"),
         ("controller.networkPolicy.enabled", "true", "controller.networkPolicy.enabled"),
         ("kubeletPlugin.metrics.metricsPath", "/prom", None),

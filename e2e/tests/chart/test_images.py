@@ -112,6 +112,7 @@ def test_archive_is_a_valid_oci_layout_and_docker_archive(
     assert names == [
         "docker.io/dra-driver-nvidia-gpu-py/standin-cuda:12.1.0-base-ubuntu22.04",
         "docker.io/dra-driver-nvidia-gpu-py/standin-ubuntu:22.04",
+        "docker.io/dra-driver-nvidia-gpu-py/standin-cuda-sample:nbody-cuda11.6.0-ubuntu18.04",
     ]
     with tarfile.open(archive) as tar:
         assert json.loads(_read(tar, "oci-layout")) == {"imageLayoutVersion": "1.0.0"}
@@ -143,6 +144,7 @@ def test_only_the_harness_names_the_stand_in_after_the_real_images(
     assert archive_aliases(archive) == [
         (names[0], "docker.io/nvidia/cuda:12.1.0-base-ubuntu22.04"),
         (names[0], "docker.io/library/ubuntu:22.04"),
+        (names[0], "nvcr.io/nvidia/k8s/cuda-sample:nbody-cuda11.6.0-ubuntu18.04"),
     ]
 
 
@@ -157,6 +159,8 @@ def test_workload_image_has_bash_and_a_userland(workload_archive: tuple[Path, li
     (layer,) = _layers(workload_archive[0])
     for path in ("usr/bin/bash", "usr/bin/busybox", "usr/bin/sleep", "usr/bin/sh", "etc/passwd"):
         assert path in layer, path
+    # NVIDIA's sharing demos run /tmp/sample (the nbody sample) of the image they name.
+    assert "tmp/sample" in layer
     assert layer["bin"].issym()
     assert layer["bin"].linkname == "usr/bin"
     assert not any(name.startswith("usr/share/doc/") for name in layer)

@@ -29,6 +29,7 @@ from differential_support import (
     resource_slice,
     run_scenario,
 )
+from plugin_slices import plugin_consumable_shares, plugin_dynamic_mig
 
 pytestmark = pytest.mark.e2e
 
@@ -845,6 +846,8 @@ SCENARIOS = [
     _taint_rules(),
     _consumable_capacity(),
     _consumable_policies(),
+    plugin_dynamic_mig(),
+    plugin_consumable_shares(),
     *(_random(seed) for seed in (1, 2, 3)),
     *(_random_partitions(seed) for seed in (1, 2, 3)),
 ]

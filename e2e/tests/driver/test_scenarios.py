@@ -236,9 +236,10 @@ def test_demo_gpu_test3_pods_share_one_claim(driver: Driver) -> None:
 
 
 def test_demo_gpu_test6_time_slicing_is_refused_per_claim(driver: Driver) -> None:
-    """gpu-test6 with its stale ``index`` selector replaced by the UUIDs of the A100s; its
-    TimeSlicing config is refused at prepare with a clear per-claim error until GPU sharing
-    lands, and the pods wait instead of starting without the sharing they asked for."""
+    """gpu-test6 with its stale ``index`` selector replaced by the UUIDs of the A100s; with
+    the TimeSlicingSettings gate off (the default install) its TimeSlicing config is refused
+    at prepare with a clear per-claim error naming the gate, and the pods wait instead of
+    starting without the sharing they asked for (test_sharing_* runs it with the gate on)."""
     cluster, node = driver.cluster, _node_of(driver)
     a100s = sorted(
         d["attributes"]["uuid"]["string"]
@@ -264,14 +265,14 @@ def test_demo_gpu_test6_time_slicing_is_refused_per_claim(driver: Driver) -> Non
             messages = []
             for p in pods:
                 events = events_for(cluster, "Pod", p["metadata"]["name"], "gpu-test6")
-                hits = [e for e in events if "sharing strategy TimeSlicing" in e]
+                hits = [e for e in events if "TimeSlicing is selected" in e]
                 if not hits:
                     return []
                 messages.append(hits[0])
             return messages
 
         messages = cluster.wait_until("prepare to refuse TimeSlicing", refused, timeout=180)
-        assert all("not supported" in m for m in messages)
+        assert all("TimeSlicingSettings feature gate is not enabled" in m for m in messages)
         for p in cluster.kubectl_json("get", "pods", "-n", "gpu-test6")["items"]:
             assert p["status"]["phase"] == "Pending"
             for claim in pod_claims(cluster, p["metadata"]["name"], "gpu-test6").values():
@@ -303,12 +304,13 @@ def _wait_for_event(
 def test_demo_sharing_configs_are_refused_per_claim(
     driver: Driver, spec: str, namespace: str, pod_name: str, strategy: str
 ) -> None:
-    """Until GPU sharing lands, a claim asking for it is allocated but its prepare fails with
-    an error naming the strategy, and the pod waits instead of running unshared."""
+    """With the sharing gates off (the default install), a claim asking for sharing is
+    allocated but its prepare fails with an error naming the strategy and its gate, and the
+    pod waits instead of running unshared (test_sharing_* runs them with the gates on)."""
     cluster, manifest = driver.cluster, _demo(spec)
     with applied(cluster, manifest, namespaces=_namespaces(manifest)):
-        event = _wait_for_event(cluster, pod_name, namespace, f"sharing strategy {strategy}")
-        assert "not supported" in event
+        event = _wait_for_event(cluster, pod_name, namespace, f"{strategy} is selected")
+        assert "feature gate is not enabled" in event
         assert pod(cluster, pod_name, namespace)["status"]["phase"] == "Pending"
 
 

@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +65,9 @@ def percentile(samples: list[float], q: float) -> float:
 class Plugin:
     """The plugin program with the fake backend in a temp directory."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(
+        self, root: Path, *, fleet: str = f"{GPUS}xH100-80GB", extra_args: Sequence[str] = ()
+    ) -> None:
         self.root = root
         self.claims = root / "claims"
         self.claims.mkdir()
@@ -76,12 +79,13 @@ class Plugin:
                 "dra_kubelet_plugin",
                 "--node-name=n1",
                 "--device-backend=fake",
-                f"--fake-gpus={GPUS}xH100-80GB",
+                f"--fake-gpus={fleet}",
                 f"--kubelet-registrar-directory-path={root / 'reg'}",
                 f"--kubelet-plugins-directory-path={root / 'plugins'}",
                 f"--cdi-root={root / 'cdi'}",
                 f"--claims-directory={self.claims}",
                 f"--boot-id-file={root / 'boot_id'}",
+                *extra_args,
             ],
             stdout=subprocess.DEVNULL,
             stderr=open(root / "plugin.log", "wb"),  # noqa: SIM115 -- lives with the process

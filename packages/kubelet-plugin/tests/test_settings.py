@@ -196,6 +196,18 @@ def test_every_gate_is_accepted_on_and_off(name: str) -> None:
     assert off.unimplemented_gates().get(name) is (None if built[name] else False)
 
 
+def test_the_sharing_and_passthrough_gates_are_built() -> None:
+    built = {g.name for g in feature_gates.GATES if g.implemented}
+    assert {
+        "TimeSlicingSettings",
+        "MPSSupport",
+        "DynamicMIG",
+        "ConsumableShares",
+        "PassthroughSupport",
+        "DeviceMetadata",
+    } <= built
+
+
 @pytest.mark.parametrize(
     ("gates", "message"),
     [
@@ -233,7 +245,7 @@ def test_the_project_gates_stay_on_by_default_and_implemented() -> None:
 def test_unimplemented_gates_are_logged_in_one_line_at_start(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    gates = "MPSSupport=true,DeviceTaints=true,LoggingAlphaOptions=false"
+    gates = "LoggingBetaOptions=true,DeviceTaints=true,LoggingAlphaOptions=false"
     # --print-resource-slices starts the plugin up to its first output: no cluster needed.
     code = main(
         [
@@ -257,6 +269,6 @@ def test_unimplemented_gates_are_logged_in_one_line_at_start(
         if line.get("event") == "feature_gates_not_implemented"
     ]
     (line,) = lines
-    assert line["gates"] == {"MPSSupport": True, "LoggingAlphaOptions": False}
-    assert "MPSSupport=true" in line["msg"]
+    assert line["gates"] == {"LoggingBetaOptions": True, "LoggingAlphaOptions": False}
+    assert "LoggingBetaOptions=true" in line["msg"]
     assert line["level"] == "warning"

@@ -6,11 +6,19 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from dra_nvlib import DeviceLib, DeviceLibConfig, FakeDeviceLib, open_device_lib
+from dra_nvlib import (
+    ComputeMode,
+    DeviceLib,
+    DeviceLibConfig,
+    FakeDeviceLib,
+    TimeSliceLevel,
+    open_device_lib,
+)
 from dra_nvlib.nvidia_smi import (
     SMI_ENV_PREFIX,
     mig_line,
     nvidia_smi_env,
+    nvidia_smi_policy_env,
     render_env_nvidia_smi_script,
     render_nvidia_smi_list,
     render_nvidia_smi_script,
@@ -197,9 +205,9 @@ def test_env_script_without_entries_prints_nothing(tmp_path: Path) -> None:
 def test_env_script_refuses_other_arguments(tmp_path: Path) -> None:
     script = tmp_path / "nvidia-smi"
     script.write_text(render_env_nvidia_smi_script())
-    proc = subprocess.run(["sh", str(script), "-q"], capture_output=True, text=True)
+    proc = subprocess.run(["sh", str(script), "--version"], capture_output=True, text=True)
     assert proc.returncode == 2
-    assert "only -L/--list-gpus" in proc.stderr
+    assert "only -L/--list-gpus, -q and compute-policy -l" in proc.stderr
 
 
 def test_env_entry_names_are_unique_per_device(h100_node: DeviceLib) -> None:
@@ -209,3 +217,39 @@ def test_env_entry_names_are_unique_per_device(h100_node: DeviceLib) -> None:
     names += [nvidia_smi_env(gpus[0], m).split("=", 1)[0] for m in gpus[0].mig_devices]
     assert len(set(names)) == len(names) == 6
     assert all(n.startswith(SMI_ENV_PREFIX) for n in names)
+
+
+@pytest.mark.parametrize("shell", _env_shells())
+def test_env_script_query_shows_compute_mode_and_time_slice(
+    h100_node: DeviceLib, tmp_path: Path, shell: str
+) -> None:
+    # What a user types in the pod to check the sharing: `nvidia-smi -q` (compute mode)
+    # and `nvidia-smi compute-policy -l` (time-slice), for the GPUs the container got.
+    gpus = h100_node.gpus()
+    l4 = gpus[2]
+    h100_node.set_compute_mode(gpus[1].uuid, ComputeMode.EXCLUSIVE_PROCESS)
+    h100_node.set_time_slice(l4.uuid, TimeSliceLevel.LONG)
+    gpus = h100_node.gpus()
+    entries = [nvidia_smi_env(gpus[1]), nvidia_smi_env(gpus[2])]
+    entries += [nvidia_smi_policy_env(gpus[1]), nvidia_smi_policy_env(gpus[2])]
+    query = _run_env_script(tmp_path, shell, entries, "-q")
+    lines = [line.rstrip() for line in query.splitlines()]
+    assert "Attached GPUs                             : 2" in lines
+    assert "GPU 0" in lines
+    assert "GPU 1" in lines
+    assert f"    GPU UUID                              : {gpus[1].uuid}" in lines
+    modes = [line.split(":", 1)[1].strip() for line in lines if "Compute Mode" in line]
+    assert modes == ["Exclusive_Process", "Default"]
+    policy = _run_env_script(tmp_path, shell, entries, "compute-policy", "-l")
+    rows = [line for line in policy.splitlines() if "Timeslice" in line]
+    assert [row.split()[1:4] for row in rows] == [
+        ["0", "Timeslice", "Default"],
+        ["1", "Timeslice", "Long"],
+    ]
+
+
+def test_policy_env_names_the_gpu_and_its_settings(h100_node: DeviceLib) -> None:
+    gpu = h100_node.gpus()[2]
+    h100_node.set_time_slice(gpu.uuid, TimeSliceLevel.MEDIUM)
+    entry = nvidia_smi_policy_env(h100_node.gpu(gpu.uuid))
+    assert entry == f"NVIDIA_FAKE_SMI_POLICY_{gpu.index}=Default|Medium"

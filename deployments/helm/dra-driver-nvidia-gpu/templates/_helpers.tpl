@@ -111,19 +111,19 @@ a chart test keeps all three equal.
 {{- define "dra-driver-nvidia-gpu.gateTable" -}}
 {
 "gates": {
-  "TimeSlicingSettings": {"default": false, "implemented": false},
-  "MPSSupport": {"default": false, "implemented": false},
+  "TimeSlicingSettings": {"default": false, "implemented": true},
+  "MPSSupport": {"default": false, "implemented": true},
   "IMEXDaemonsWithDNSNames": {"default": true, "implemented": false},
   "PassthroughSupport": {"default": false, "implemented": true},
   "NVMLDeviceHealthCheck": {"default": false, "implemented": false},
-  "DynamicMIG": {"default": false, "implemented": false},
+  "DynamicMIG": {"default": false, "implemented": true},
   "ComputeDomainCliques": {"default": true, "implemented": false},
   "CrashOnNVLinkFabricErrors": {"default": true, "implemented": false},
   "DeviceMetadata": {"default": false, "implemented": true},
   "FabricManagerPartitioning": {"default": false, "implemented": false},
   "HostManagedIMEXDaemon": {"default": false, "implemented": false},
   "DRAListTypeAttributes": {"default": false, "implemented": false},
-  "ConsumableShares": {"default": false, "implemented": false},
+  "ConsumableShares": {"default": false, "implemented": true},
   "ContextualLogging": {"default": true, "implemented": false},
   "LoggingAlphaOptions": {"default": false, "implemented": false},
   "LoggingBetaOptions": {"default": true, "implemented": false},
@@ -169,9 +169,6 @@ featureGates.{{ $name }}={{ get $v.featureGates $name }}: the plugin accepts the
 {{- end }}
 {{- if $v.altProcDevices }}
 altProcDevices: the compute domain plugin does not read /proc/devices (fake channels are backed by /dev/null)
-{{- end }}
-{{- if $v.consumableShares }}
-consumableShares: consumable capacity is not published yet
 {{- end }}
 {{- if $v.maskNvidiaDriverParams }}
 maskNvidiaDriverParams: the driver's params file is not masked

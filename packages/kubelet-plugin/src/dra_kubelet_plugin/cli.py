@@ -29,7 +29,9 @@ log = logging.getLogger("dra_kubelet_plugin")
 
 def _print_slices(settings: Settings) -> int:
     with open_devices(settings) as lib:
-        devices = enumerate_devices(lib, open_passthrough(settings, lib))
+        devices = enumerate_devices(
+            lib, open_passthrough(settings, lib), dynamic_mig=settings.gate("DynamicMIG")
+        )
     sys.stdout.write(render_resource_slices(settings, devices))
     return 0
 

@@ -97,8 +97,8 @@ _NV, _K8S, _OWN = Origin.NVIDIA, Origin.KUBERNETES, Origin.PROJECT
 
 #: Every gate the plugin accepts.
 GATES: Sequence[FeatureGate] = (
-    FeatureGate("TimeSlicingSettings", False, _A, _NV, False, "time-slicing sharing settings"),
-    FeatureGate("MPSSupport", False, _A, _NV, False, "MPS sharing (control daemon per claim)"),
+    FeatureGate("TimeSlicingSettings", False, _A, _NV, True, "time-slicing sharing settings"),
+    FeatureGate("MPSSupport", False, _A, _NV, True, "MPS sharing (control daemon per claim)"),
     FeatureGate(
         "IMEXDaemonsWithDNSNames", True, _B, _NV, False, "IMEX daemons addressed by DNS names"
     ),
@@ -111,7 +111,7 @@ GATES: Sequence[FeatureGate] = (
         False,
         "NVIDIA's NVML XID watch; here the watch is DeviceHealthCheck and DeviceTaints (on)",
     ),
-    FeatureGate("DynamicMIG", False, _A, _NV, False, "MIG devices created on demand"),
+    FeatureGate("DynamicMIG", False, _A, _NV, True, "MIG devices created on demand"),
     FeatureGate("ComputeDomainCliques", True, _B, _NV, False, "ComputeDomainClique objects"),
     FeatureGate(
         "CrashOnNVLinkFabricErrors", True, _B, _NV, False, "refuse to start on fabric errors"
@@ -122,7 +122,9 @@ GATES: Sequence[FeatureGate] = (
         "HostManagedIMEXDaemon", False, _A, _NV, False, "resources.computeDomains.imex.mode"
     ),
     FeatureGate("DRAListTypeAttributes", False, _A, _NV, False, "list-valued device attributes"),
-    FeatureGate("ConsumableShares", False, _A, _NV, False, "consumable capacity, shared devices"),
+    FeatureGate(
+        "ConsumableShares", False, _A, _NV, True, "consumable capacity (--consumable-shares)"
+    ),
     FeatureGate(
         "ContextualLogging", True, _B, _K8S, False, "logs are always structured JSON lines"
     ),

@@ -1,17 +1,23 @@
 """The ``gpu.nvidia.com`` driver on top of the core: implements
 :class:`~dra_kubelet_plugin.core.driver.Driver` for full GPUs and MIG devices.
 
-Planning resolves each result to a published :class:`NodeDevice` and decodes its
-``resource.nvidia.com/v1beta1`` config; preparing renders the backend's CDI edits (and, for
-the fake backend, the per-claim host files that :meth:`GpuDriver.unprepare` removes).
+Planning resolves each result to a published :class:`NodeDevice`, decodes its
+``resource.nvidia.com/v1beta1`` config and resolves the claim's sharing
+(:mod:`dra_kubelet_plugin.gpu_sharing`); preparing applies the sharing (time-slices, MPS
+daemons, dynamic MIG devices; checkpointed in the claim's ``driver_state``) and renders the
+backend's CDI edits (and, for the fake backend, the per-claim host files that
+:meth:`GpuDriver.unprepare` removes); ``vfio`` devices (gate ``PassthroughSupport``) are
+switched to ``vfio-pci`` by :class:`~dra_kubelet_plugin.passthrough_claims.PassthroughClaims`.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import cast
 
 from dra_api_types import ResourceClaim
+from dra_sharing import ClaimSharingState, SharingGates, StateDecodeError
 
 from dra_kubelet_plugin.allocation import PlannedDevice, plan_claim
 from dra_kubelet_plugin.cdi import GPU_CDI, cdi_device_id
@@ -22,21 +28,31 @@ from dra_kubelet_plugin.core.cdi_store import CDIStore
 from dra_kubelet_plugin.core.checkpoint import (
     Checkpoint,
     CheckpointStore,
+    ClaimState,
     PreparedClaim,
     PreparedDevice,
 )
 from dra_kubelet_plugin.core.claim_source import ClaimSource
 from dra_kubelet_plugin.core.driver import ClaimEdits, ClaimPlan, DriverIdentity, PrepareContext
-from dra_kubelet_plugin.core.errors import ClaimRef, UnsupportedConfigError
+from dra_kubelet_plugin.core.errors import ClaimRef
 from dra_kubelet_plugin.core.events import EventRecorder
 from dra_kubelet_plugin.core.metrics import PluginMetrics
 from dra_kubelet_plugin.core.node_lock import NodeLock
 from dra_kubelet_plugin.core.state import ClaimEngine, count_prepared_devices
-from dra_kubelet_plugin.device_config import decode_device_config, sharing_of
+from dra_kubelet_plugin.device_config import decode_device_config
+from dra_kubelet_plugin.gpu_sharing import (
+    STATE_KEY,
+    GpuSharing,
+    SharingStep,
+    plan_sharing,
+    state_of,
+)
 from dra_kubelet_plugin.inventory import NodeDevice
 from dra_kubelet_plugin.passthrough_claims import PassthroughClaims
 
 __all__ = ["DeviceState", "GpuDriver", "gpu_identity", "prepared_device_types"]
+
+log = logging.getLogger(__name__)
 
 
 def gpu_identity(driver_name: str) -> DriverIdentity:
@@ -54,13 +70,17 @@ class GpuDriver:
         driver_name: str,
         devices: Sequence[NodeDevice],
         edits: EditsProvider,
+        sharing: GpuSharing | None = None,
         passthrough: PassthroughClaims | None = None,
     ) -> None:
         """Serve ``devices`` (replaced by :meth:`set_devices`) with the backend's ``edits``;
-        ``passthrough`` (gate ``PassthroughSupport``) prepares the ``vfio`` devices."""
+        ``sharing`` applies time-slicing, MPS and dynamic MIG (``None``: a sharing config is
+        refused as with every sharing gate off); ``passthrough`` (gate ``PassthroughSupport``)
+        prepares the ``vfio`` devices."""
         self._identity = gpu_identity(driver_name)
         self._devices = {d.name: d for d in devices}
         self._edits = edits
+        self._sharing = sharing
         self.passthrough = passthrough
 
     @property
@@ -80,18 +100,13 @@ class GpuDriver:
     def plan(
         self, ref: ClaimRef, claim: ResourceClaim, allocated: Sequence[AllocatedDevice]
     ) -> ClaimPlan:
-        """See :meth:`Driver.plan`; sharing strategies are refused until sharing lands."""
+        """See :meth:`Driver.plan`: devices, configs and the claim's sharing (pure)."""
         del claim  # everything the GPU plan needs is in the results and their configs
         planned = plan_claim(allocated, ref, devices=self._devices, decode=decode_device_config)
-        for p in planned:
-            strategy = sharing_of(p.config)
-            if strategy is not None:
-                raise UnsupportedConfigError(
-                    ref,
-                    f"sharing strategy {strategy} for device {p.device.name} is not supported by "
-                    "this plugin version yet (GPU sharing comes with the sharing component)",
-                    field=p.config_field,
-                )
+        if self._sharing is not None:
+            step = self._sharing.plan(ref, planned)
+        else:
+            step = plan_sharing(ref, planned, SharingGates())
         prepared = tuple(
             PreparedDevice(
                 request_names=(p.request,),
@@ -103,40 +118,77 @@ class GpuDriver:
             )
             for p in planned
         )
-        return ClaimPlan(devices=prepared, context=planned)
+        return ClaimPlan(devices=prepared, context=(planned, step))
 
     async def prepare(self, ref: ClaimRef, plan: ClaimPlan, ctx: PrepareContext) -> ClaimEdits:
-        """See :meth:`Driver.prepare`: the backend's edits (fake: writes host files); the
-        ``vfio`` devices' come from :class:`PassthroughClaims` (which records its progress)."""
-        planned = cast("list[PlannedDevice]", plan.context)
+        """See :meth:`Driver.prepare`: the ``vfio`` devices' switch first (
+        :class:`PassthroughClaims` records its progress), then the claim's sharing (recorded in
+        the checkpoint before the spec is written), then the backend's edits (fake: writes host
+        files)."""
+        planned, step = cast("tuple[list[PlannedDevice], SharingStep]", plan.context)
         vfio: dict[str, ContainerEdits] = {}
         if self.passthrough is not None:
             vfio = await self.passthrough.prepare(ref, planned, self._devices.values(), ctx)
         # Several results may name one device (admin access, shares): one CDI device each.
         unique: dict[str, NodeDevice] = {p.device.name: p.device for p in planned}
-        devices = tuple(
-            (name, vfio[name] if name in vfio else self._edits.device_edits(ref, d))
-            for name, d in unique.items()
-        )
         # The driver's files and control nodes only for containers that use a GPU through it.
-        gpus = [d for name, d in unique.items() if name not in vfio]
-        common = (self._edits.claim_edits(ref, gpus),) if gpus else ()
-        return ClaimEdits(devices=devices, common=common)
+        used = [d for name, d in unique.items() if name not in vfio]
+        common = []
+        if step.needed and self._sharing is not None:
+            result = await self._sharing.prepare(ref, step, used)
+            # A crash after this leaves the state for recover() and unprepare().
+            await ctx.record(
+                driver_state={**ctx.entry.driver_state, STATE_KEY: result.state.to_json()}
+            )
+            used = list(result.devices)
+            common.append(result.edits)
+        devices = tuple((d.name, self._edits.device_edits(ref, d)) for d in used)
+        devices += tuple(vfio.items())
+        if used:
+            common.insert(0, self._edits.claim_edits(ref, used))
+        return ClaimEdits(devices=devices, common=tuple(c for c in common if not c.is_empty()))
 
     async def unprepare(self, entry: PreparedClaim) -> None:
-        """See :meth:`Driver.unprepare`: removes the claim's host files (and gives its
-        passthrough GPUs back to ``nvidia``)."""
+        """See :meth:`Driver.unprepare`: gives the claim's passthrough GPUs back to
+        ``nvidia``, undoes its sharing (reference-counted across claims), then removes its host
+        files."""
         if self.passthrough is not None:
             await self.passthrough.unprepare(entry)
+        if self._sharing is not None:
+            await self._sharing.unprepare(entry.uid, self._state(entry))
         self._edits.release(entry.uid)
 
     async def recover(self, entries: Mapping[str, PreparedClaim]) -> None:
         """See :meth:`Driver.recover`: host files of claims not checkpointed are removed;
-        GPUs left on ``vfio-pci`` or on no driver are repaired."""
+        GPUs left on ``vfio-pci`` or on no driver are repaired; sharing of half-prepared claims
+        is undone and daemons and MIG devices no completed claim records are removed."""
         if self.passthrough is not None:
             await self.passthrough.recover(entries)
         for uid in self._edits.known_claims() - set(entries):
             self._edits.release(uid)
+        if self._sharing is None:
+            return
+        completed = {
+            uid: self._state(e)
+            for uid, e in entries.items()
+            if e.state is ClaimState.PREPARE_COMPLETED
+        }
+        started = {
+            uid: self._state(e)
+            for uid, e in entries.items()
+            if e.state is not ClaimState.PREPARE_COMPLETED
+        }
+        await self._sharing.recover(completed, started)
+
+    def _state(self, entry: PreparedClaim) -> ClaimSharingState:
+        try:
+            return state_of(entry.driver_state)
+        except StateDecodeError as exc:
+            log.error(
+                f"checkpointed sharing state unreadable: {exc}",
+                extra={"event": "sharing_state_corrupt", "claim_uid": entry.uid},
+            )
+            return ClaimSharingState()
 
     def device_type(self, device: PreparedDevice) -> str:
         """``gpu`` or ``mig``; ``unknown`` for a device this node no longer publishes."""
@@ -161,11 +213,16 @@ class DeviceState(ClaimEngine):
         boot_id: str,
         events: EventRecorder,
         metrics: PluginMetrics,
+        sharing: GpuSharing | None = None,
         passthrough: PassthroughClaims | None = None,
     ) -> None:
         """Wire the engine; call :meth:`start` before serving."""
         self.gpus = GpuDriver(
-            driver_name=driver_name, devices=devices, edits=edits, passthrough=passthrough
+            driver_name=driver_name,
+            devices=devices,
+            edits=edits,
+            sharing=sharing,
+            passthrough=passthrough,
         )
         super().__init__(
             driver=self.gpus,

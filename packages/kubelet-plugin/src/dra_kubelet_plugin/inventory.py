@@ -11,17 +11,22 @@ With passthrough (gate ``PassthroughSupport``) every GPU that is not in MIG mode
 second time, as ``gpu-vfio-<M>`` (type ``vfio``, ``M`` its index in PCI enumeration order):
 the same silicon, so :func:`hidden_siblings` names the twin to take out of the slice while
 one of them is prepared.
+
+With dynamic MIG (``build_inventory(gpus, dynamic_mig=True)``) every MIG-capable GPU is
+published as a full GPU plus one device per valid MIG placement (created at prepare, see
+:mod:`dra_sharing.partitionable`), whatever MIG devices exist at the moment; GPUs that
+cannot do MIG are published as full GPUs only.
 """
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 from dra_nvlib import Brand, GpuInfo, MigDevice, MigProfile, PciFacts
+from dra_sharing import dynamic_mig_device_name, mig_offers, partitionable
 
 __all__ = [
     "DeviceType",
@@ -48,29 +53,48 @@ class DeviceType(StrEnum):
 
 @dataclass(frozen=True)
 class NodeDevice:
-    """A device this node publishes: a full GPU, a static MIG device on ``gpu``, or a
-    passthrough GPU (``pci`` holds its PCI facts)."""
+    """A device this node publishes: a full GPU, a static MIG device on ``gpu``, (dynamic
+    MIG) a MIG placement ``placement_start`` of ``profile`` that is created at prepare, or a
+    passthrough GPU (``pci`` holds its PCI facts).
+
+    ``partitionable`` marks the devices of a GPU published with counters (dynamic MIG): its
+    full GPU and its placements.
+    """
 
     name: str
     type: DeviceType
     gpu: GpuInfo
     mig: MigDevice | None = None
     profile: MigProfile | None = None
+    placement_start: int | None = None
+    partitionable: bool = False
     pci: PciFacts | None = None
     iommufd: bool = False
 
     @property
+    def dynamic(self) -> bool:
+        """True for a MIG placement that exists only once prepared."""
+        return self.type is DeviceType.MIG and self.mig is None and self.placement_start is not None
+
+    @property
     def uuid(self) -> str:
-        """The device's own UUID (``GPU-...``, ``MIG-...``, or the PCI-derived vfio UUID)."""
+        """The device's own UUID (``GPU-...``, ``MIG-...``, or the PCI-derived vfio UUID);
+        empty for a dynamic placement."""
         if self.type is DeviceType.VFIO:
             return vfio_uuid(self.gpu.pci_bus_id)
-        return self.mig.uuid if self.mig is not None else self.gpu.uuid
+        if self.mig is not None:
+            return self.mig.uuid
+        return "" if self.dynamic else self.gpu.uuid
 
     @property
     def memory_bytes(self) -> int | None:
         """Memory usable through this device; ``None`` where NVML does not report it
         (unified-memory GPUs)."""
-        return self.mig.memory_bytes if self.mig is not None else self.gpu.memory_bytes
+        if self.mig is not None:
+            return self.mig.memory_bytes
+        if self.dynamic and self.profile is not None:
+            return self.profile.memory_bytes
+        return self.gpu.memory_bytes
 
 
 _BRANDS: Mapping[Brand, str] = {
@@ -110,19 +134,35 @@ def mig_device_name(gpu: GpuInfo, mig: MigDevice) -> str:
     plain name, the one published before compute instances were told apart, so existing
     slices and checkpoints keep their device names.
     """
-    profile = re.sub(r"[^a-z0-9]+", "-", mig.profile_name.lower().replace(".", "")).strip("-")
-    name = f"gpu-{gpu.minor}-mig-{profile}-{mig.profile_id}-{mig.placement.start}"
+    name = dynamic_mig_device_name(gpu.minor, mig.profile_name, mig.profile_id, mig.placement.start)
     siblings = sum(1 for other in gpu.mig_devices if other.gi_id == mig.gi_id)
     if siblings > 1:
         name += f"-ci{mig.ci_id}"
     return name
 
 
-def build_inventory(gpus: Iterable[GpuInfo]) -> list[NodeDevice]:
+def build_inventory(gpus: Iterable[GpuInfo], *, dynamic_mig: bool = False) -> list[NodeDevice]:
     """All devices to publish, in deterministic order. Lost GPUs are still listed (tainted)."""
     devices: list[NodeDevice] = []
     for gpu in sorted(gpus, key=lambda g: g.minor):
-        if gpu.mig_mode.current:
+        if dynamic_mig and partitionable(gpu):
+            devices.append(
+                NodeDevice(
+                    name=f"gpu-{gpu.minor}", type=DeviceType.GPU, gpu=gpu, partitionable=True
+                )
+            )
+            devices.extend(
+                NodeDevice(
+                    name=offer.name,
+                    type=DeviceType.MIG,
+                    gpu=gpu,
+                    profile=offer.profile,
+                    placement_start=offer.start,
+                    partitionable=True,
+                )
+                for offer in mig_offers(gpu)
+            )
+        elif gpu.mig_mode.current:
             for mig in sorted(gpu.mig_devices, key=lambda m: (m.placement.start, m.gi_id, m.ci_id)):
                 profile = next(
                     (p for p in gpu.mig_profiles if p.profile_id == mig.profile_id), None

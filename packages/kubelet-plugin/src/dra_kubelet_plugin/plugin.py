@@ -11,8 +11,19 @@ from dataclasses import dataclass, field
 import yaml
 from dra_api_types import ResourceSlice
 from dra_nvlib import DeviceLib, DeviceLibConfig, open_device_lib
+from dra_sharing import (
+    DynamicMig,
+    FakeMpsLauncher,
+    MpsDaemonManager,
+    MpsLauncher,
+    NvidiaMpsLauncher,
+    SharingGates,
+    SharingManager,
+    TimeSlicer,
+)
 
 from dra_kubelet_plugin.container_edits import EditsProvider, FakeEdits, NvmlEdits
+from dra_kubelet_plugin.core.errors import PluginError
 from dra_kubelet_plugin.core.health import HealthHub
 from dra_kubelet_plugin.core.healthcheck import HealthcheckServer
 from dra_kubelet_plugin.core.metrics import PluginMetrics
@@ -20,18 +31,26 @@ from dra_kubelet_plugin.core.runner import PluginRunner
 from dra_kubelet_plugin.core.sockets import SocketPaths
 from dra_kubelet_plugin.device_metadata import MetadataFiles
 from dra_kubelet_plugin.gpu_driver import DeviceState, gpu_identity
+from dra_kubelet_plugin.gpu_sharing import GpuSharing
 from dra_kubelet_plugin.health_monitor import HealthMonitor
 from dra_kubelet_plugin.inventory import NodeDevice, build_inventory
 from dra_kubelet_plugin.passthrough_claims import PassthroughClaims
 from dra_kubelet_plugin.passthrough_devices import Passthrough
 from dra_kubelet_plugin.settings import DRIVER_NAME, Settings
-from dra_kubelet_plugin.slices import SliceSpec, build_resource_slices, gpu_slice_source
+from dra_kubelet_plugin.slices import (
+    SlicePublication,
+    SliceSpec,
+    build_resource_slices,
+    gpu_slice_source,
+)
 
 __all__ = [
     "KubeletPlugin",
     "enumerate_devices",
     "open_devices",
     "open_passthrough",
+    "open_sharing",
+    "publication_of",
     "render_resource_slices",
 ]
 
@@ -63,10 +82,53 @@ def open_devices(settings: Settings) -> DeviceLib:
 def render_resource_slices(settings: Settings, devices: Sequence[NodeDevice]) -> str:
     """The slices this node would publish, validated, as multi-document YAML."""
     slices = build_resource_slices(
-        SliceSpec(driver_name=DRIVER_NAME, node_name=settings.node_name), devices, generation=1
+        SliceSpec(driver_name=DRIVER_NAME, node_name=settings.node_name),
+        devices,
+        generation=1,
+        publication=publication_of(settings),
     )
     docs = [ResourceSlice.from_dict(s, validate=True).to_dict() for s in slices]
     return yaml.safe_dump_all(docs, sort_keys=False)
+
+
+def publication_of(settings: Settings, *, split_counters: bool = True) -> SlicePublication:
+    """How the settings share devices in the slices (``split_counters``: Kubernetes 1.35+)."""
+    return SlicePublication(consumable=settings.consumable_shares, split_counters=split_counters)
+
+
+def open_sharing(settings: Settings, lib: DeviceLib) -> GpuSharing:
+    """Time-slicing, MPS daemons (below ``<plugin dir>/mps``) and dynamic MIG as the gates
+    select, on ``lib``."""
+    mps: MpsDaemonManager | None = None
+    if settings.gate("MPSSupport"):
+        launcher: MpsLauncher
+        if settings.device_backend == "fake":
+            launcher = FakeMpsLauncher()
+        else:
+            root = settings.container_driver_root or settings.driver_root
+            launcher = NvidiaMpsLauncher(root / "usr" / "bin" / "nvidia-cuda-mps-control")
+        mps = MpsDaemonManager(settings.plugin_dir / "mps", lib=lib, launcher=launcher)
+    manager = SharingManager(
+        time_slicer=TimeSlicer(lib),
+        mps=mps,
+        dynamic_mig=DynamicMig(lib) if settings.gate("DynamicMIG") else None,
+    )
+    gates = SharingGates(
+        time_slicing=settings.gate("TimeSlicingSettings"), mps=settings.gate("MPSSupport")
+    )
+    return GpuSharing(lib=lib, manager=manager, gates=gates, fake=settings.device_backend == "fake")
+
+
+def _split_counters(runner: PluginRunner) -> bool:
+    """Kubernetes 1.35+ takes counter sets in slices of their own; 1.34 next to devices."""
+    if runner.transport is None:
+        return True
+    try:
+        version = runner.transport.request("GET", "/version")
+        major, minor = int(version["major"]), int(str(version["minor"]).rstrip("+"))
+    except (PluginError, KeyError, TypeError, ValueError):
+        return True
+    return (major, minor) >= (1, 35)
 
 
 @dataclass
@@ -96,7 +158,9 @@ class KubeletPlugin:
     async def _serve(self, lib: DeviceLib, runner: PluginRunner, stop: asyncio.Event) -> None:
         s = self.settings
         passthrough = await asyncio.to_thread(open_passthrough, s, lib)
-        devices = await asyncio.to_thread(enumerate_devices, lib, passthrough)
+        devices = await asyncio.to_thread(
+            enumerate_devices, lib, passthrough, dynamic_mig=s.gate("DynamicMIG")
+        )
         await runner.connect()
         self.sockets = paths = runner.sockets
         assert paths is not None  # set by connect()
@@ -115,6 +179,7 @@ class KubeletPlugin:
             devices=devices,
             edits=edits,
             passthrough=passthrough,
+            sharing=open_sharing(s, lib),
             **runner.engine_parts(),
         )
         await state.start()
@@ -146,7 +211,12 @@ class KubeletPlugin:
                 return inventory.devices
             return passthrough.visible(inventory.devices)
 
-        publisher = runner.publish(gpu_slice_source(spec, published, taints), health=taints)
+        publication = publication_of(
+            s, split_counters=await asyncio.to_thread(_split_counters, runner)
+        )
+        publisher = runner.publish(
+            gpu_slice_source(spec, published, taints, publication), health=taints
+        )
         if passthrough is not None and publisher is not None:
             passthrough.on_change = publisher.trigger
         if health_on:
@@ -187,7 +257,12 @@ class KubeletPlugin:
         while True:
             await asyncio.sleep(self.settings.device_refresh_interval_s)
             try:
-                new = await asyncio.to_thread(enumerate_devices, lib, passthrough)
+                new = await asyncio.to_thread(
+                    enumerate_devices,
+                    lib,
+                    passthrough,
+                    dynamic_mig=self.settings.gate("DynamicMIG"),
+                )
             except Exception as exc:
                 log.error(
                     "GPU enumeration failed",
@@ -225,10 +300,13 @@ def open_passthrough(settings: Settings, lib: DeviceLib) -> PassthroughClaims | 
     )
 
 
-def enumerate_devices(lib: DeviceLib, passthrough: PassthroughClaims | None) -> list[NodeDevice]:
-    """The node's devices: GPUs and MIG devices, plus ``gpu-vfio-M`` with passthrough."""
+def enumerate_devices(
+    lib: DeviceLib, passthrough: PassthroughClaims | None, *, dynamic_mig: bool = False
+) -> list[NodeDevice]:
+    """The node's devices: GPUs and MIG devices (with ``dynamic_mig``, gate ``DynamicMIG``, the
+    MIG placements of MIG-capable GPUs), plus ``gpu-vfio-M`` with passthrough."""
     gpus = lib.gpus()
-    devices = build_inventory(gpus)
+    devices = build_inventory(gpus, dynamic_mig=dynamic_mig)
     if passthrough is not None:
         devices += passthrough.passthrough.devices(gpus)
     return devices

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dra_sharing import ConsumableShares, ConsumableSharesError, parse_consumable_shares
+
 from dra_kubelet_plugin.core.errors import ConfigurationError
 from dra_kubelet_plugin.core.settings import (
     CommonSettings,
@@ -54,6 +56,7 @@ class Settings(CommonSettings):
     explicit_gates: frozenset[str] = frozenset()
     device_refresh_interval_s: float = 30.0
     print_resource_slices: bool = False
+    consumable_shares: ConsumableShares = field(default_factory=ConsumableShares)
 
     @property
     def plugin_dir(self) -> Path:
@@ -127,6 +130,13 @@ _FLAGS: Sequence[Flag] = (
         "comma-separated XIDs the health monitor ignores besides NVIDIA's default list",
     ),
     (
+        "--consumable-shares",
+        "CONSUMABLE_SHARES",
+        "",
+        "share devices through consumable capacity: memory, unlimited or a share count N "
+        "(turns the ConsumableShares gate on); empty or disabled: off",
+    ),
+    (
         "--health-recovery-period",
         "HEALTH_RECOVERY_PERIOD",
         "0",
@@ -193,6 +203,19 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     if args.device_backend == "fake" and not args.fake_gpus and not args.fake_gpu_state_file:
         raise ConfigurationError("--fake-gpus", "required with --device-backend fake")
     gates, explicit = parse_feature_gates(args.feature_gates)
+    try:
+        shares = parse_consumable_shares(args.consumable_shares)
+    except ConsumableSharesError as exc:
+        raise ConfigurationError("--consumable-shares", str(exc).split(": ", 1)[1]) from None
+    if shares.enabled:
+        # The flag is the switch NVIDIA's chart exposes; the gate only may not say no.
+        if "ConsumableShares" in explicit and not gates["ConsumableShares"]:
+            raise ConfigurationError(
+                "--consumable-shares",
+                f"{shares} needs the ConsumableShares feature gate, which "
+                "--feature-gates sets to false",
+            )
+        gates["ConsumableShares"] = True
     refresh = parse_seconds(args.device_refresh_interval, "--device-refresh-interval")
     paths = {
         "--nvidia-driver-root": args.nvidia_driver_root,
@@ -226,4 +249,5 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         explicit_gates=explicit,
         device_refresh_interval_s=refresh,
         print_resource_slices=bool(args.print_resource_slices),
+        consumable_shares=shares,
     )

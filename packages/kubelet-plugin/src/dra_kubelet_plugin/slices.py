@@ -3,14 +3,29 @@
 One pool named after the node, owned by the Node; devices in inventory order, split into
 slices of at most 128 devices (64 when taints are present, the API's limit); every slice
 carries the pool's generation and ``resourceSliceCount``.
+
+:class:`SlicePublication` adds the sharing forms (see :mod:`dra_sharing`): consumable shares
+(``allowMultipleAllocations`` and request policies on every device) and dynamic MIG (one
+counter set per partitionable GPU, placements and the full GPU consuming its counters;
+counter sets in a slice of their own on Kubernetes 1.35+, next to their GPU's devices on
+1.34, one device slice per GPU).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from dra_sharing import (
+    ConsumableShares,
+    MigOffer,
+    counter_set_json,
+    full_gpu_capacity,
+    full_gpu_consumption,
+    split_layout,
+)
 
 from dra_kubelet_plugin.core.health import DeviceHealth, HealthHub
 from dra_kubelet_plugin.core.publisher import SliceSource
@@ -20,6 +35,7 @@ from dra_kubelet_plugin.inventory import DeviceType, NodeDevice, brand_name
 __all__ = [
     "MAX_DEVICES_PER_SLICE",
     "MAX_DEVICES_PER_SLICE_WITH_TAINTS",
+    "SlicePublication",
     "SliceSpec",
     "binary_quantity",
     "build_resource_slices",
@@ -46,6 +62,15 @@ class SliceSpec:
     driver_name: str
     node_name: str
     node_uid: str | None = None
+
+
+@dataclass(frozen=True)
+class SlicePublication:
+    """How devices are shared: consumable shares, and where counter sets go (dynamic MIG)."""
+
+    consumable: ConsumableShares = field(default_factory=ConsumableShares)
+    #: Kubernetes 1.35+: counter sets in their own slice (NVIDIA's split layout).
+    split_counters: bool = True
 
 
 def binary_quantity(n_bytes: int) -> str:
@@ -106,7 +131,12 @@ def _vfio_json(device: NodeDevice) -> tuple[dict[str, object], dict[str, object]
     return attrs, capacity
 
 
-def device_json(device: NodeDevice, health: DeviceHealth | None = None) -> dict[str, object]:
+def device_json(
+    device: NodeDevice,
+    health: DeviceHealth | None = None,
+    *,
+    consumable: ConsumableShares | None = None,
+) -> dict[str, object]:
     """One ``Device`` of the slice, with the attributes and capacity the driver publishes."""
     if device.type is DeviceType.VFIO:
         vfio_attrs, vfio_capacity = _vfio_json(device)
@@ -120,7 +150,6 @@ def device_json(device: NodeDevice, health: DeviceHealth | None = None) -> dict[
     gpu = device.gpu
     attrs: dict[str, object] = {
         "type": _str(device.type.value),
-        "uuid": _str(device.uuid),
         "productName": _str(gpu.product_name),
         "brand": _str(brand_name(gpu.brand)),
         "architecture": _str(gpu.architecture.display_name),
@@ -129,6 +158,8 @@ def device_json(device: NodeDevice, health: DeviceHealth | None = None) -> dict[
         "cudaDriverVersion": _ver(gpu.cuda_driver_version),
         "resource.kubernetes.io/pciBusID": _str(gpu.pci_bus_id),
     }
+    if device.uuid:  # a dynamic MIG placement has none until it is created
+        attrs["uuid"] = _str(device.uuid)
     if gpu.pcie_root:
         attrs["resource.kubernetes.io/pcieRoot"] = _str(gpu.pcie_root)
     if gpu.numa_node is not None:
@@ -151,13 +182,32 @@ def device_json(device: NodeDevice, health: DeviceHealth | None = None) -> dict[
             capacity["encoders"] = {"value": str(profile.encoder_count)}
             capacity["jpegEngines"] = {"value": str(profile.jpeg_count)}
             capacity["ofaEngines"] = {"value": str(profile.ofa_count)}
+        # The memory slices it occupies, as NVIDIA publishes them for static MIG devices.
+        for i in device.mig.placement.slices:
+            capacity[f"memorySlice{i}"] = {"value": "1"}
+    consumes: dict[str, Any] | None = None
+    if device.dynamic and device.profile is not None and device.placement_start is not None:
+        offer = MigOffer(gpu, device.profile, device.placement_start)
+        attrs["parentUUID"] = _str(gpu.uuid)
+        attrs["profile"] = _str(device.profile.name)
+        capacity = offer.capacity()
+        consumes = offer.consumption()
+    elif device.partitionable:
+        capacity = full_gpu_capacity(gpu)
+        consumes = full_gpu_consumption(gpu)
     out: dict[str, object] = {"name": device.name, "attributes": dict(sorted(attrs.items()))}
     if capacity:
         out["capacity"] = dict(sorted(capacity.items()))
-    return _with_taint(out, health)
+    if consumes is not None:
+        out["consumesCounters"] = [consumes]
+    out = _with_taint(out, health)
+    if consumable is not None and consumable.enabled:
+        out = consumable.shape_device(out, device.memory_bytes)
+    return out
 
 
 def _with_taint(out: dict[str, object], health: DeviceHealth | None) -> dict[str, object]:
+    """``out`` with the taint of an unhealthy device."""
     if health is not None and not health.healthy and health.taint_key:
         taint: dict[str, object] = {
             "key": health.taint_key,
@@ -175,16 +225,23 @@ def build_resource_slices(
     *,
     generation: int,
     health: Mapping[str, DeviceHealth] | None = None,
+    publication: SlicePublication | None = None,
 ) -> list[dict[str, Any]]:
     """The complete pool as ResourceSlice objects (``metadata.generateName``, no name).
 
     A node without devices still gets one empty slice, so the scheduler sees a complete pool.
     """
     health = health or {}
-    rendered = [device_json(d, health.get(d.name)) for d in devices]
-    tainted = any("taints" in d for d in rendered)
-    per_slice = MAX_DEVICES_PER_SLICE_WITH_TAINTS if tainted else MAX_DEVICES_PER_SLICE
-    chunks = [rendered[i : i + per_slice] for i in range(0, len(rendered), per_slice)] or [[]]
+    pub = publication or SlicePublication()
+    rendered = [device_json(d, health.get(d.name), consumable=pub.consumable) for d in devices]
+    bodies: list[dict[str, Any]]
+    if any(d.partitionable for d in devices):
+        bodies = _partitioned_bodies(devices, rendered, split=pub.split_counters)
+    else:
+        tainted = any("taints" in d for d in rendered)
+        per_slice = MAX_DEVICES_PER_SLICE_WITH_TAINTS if tainted else MAX_DEVICES_PER_SLICE
+        chunks = [rendered[i : i + per_slice] for i in range(0, len(rendered), per_slice)]
+        bodies = [{"devices": chunk} for chunk in chunks] or [{"devices": []}]
     metadata: dict[str, object] = {"generateName": f"{spec.node_name}-{spec.driver_name}-"}
     if spec.node_uid:
         metadata["ownerReferences"] = [
@@ -207,23 +264,41 @@ def build_resource_slices(
                 "pool": {
                     "name": spec.node_name,
                     "generation": generation,
-                    "resourceSliceCount": len(chunks),
+                    "resourceSliceCount": len(bodies),
                 },
-                "devices": chunk,
+                **body,
             },
         }
-        for chunk in chunks
+        for body in bodies
     ]
 
 
+def _partitioned_bodies(
+    devices: Sequence[NodeDevice], rendered: Sequence[dict[str, Any]], *, split: bool
+) -> list[dict[str, Any]]:
+    """One device slice per GPU; partitionable GPUs bring their counter set."""
+    per_gpu: dict[str, tuple[dict[str, Any] | None, list[dict[str, Any]]]] = {}
+    for device, body in zip(devices, rendered, strict=True):
+        if device.gpu.uuid not in per_gpu:
+            counters = counter_set_json(device.gpu) if device.partitionable else None
+            per_gpu[device.gpu.uuid] = (counters, [])
+        per_gpu[device.gpu.uuid][1].append(body)
+    return split_layout(list(per_gpu.values()), split=split)
+
+
 def gpu_slice_source(
-    spec: SliceSpec, devices: Callable[[], Sequence[NodeDevice]], health: HealthHub
+    spec: SliceSpec,
+    devices: Callable[[], Sequence[NodeDevice]],
+    health: HealthHub,
+    publication: SlicePublication | None = None,
 ) -> SliceSource:
     """The GPU plugin's slices for the core's publisher: the current ``devices()`` with the
-    taints of ``health``, for any generation."""
+    taints of ``health`` and the sharing forms of ``publication``, for any generation."""
 
     def build(generation: int) -> list[dict[str, Any]]:
         snapshot = {h.device_name: h for h in health.snapshot()}
-        return build_resource_slices(spec, devices(), generation=generation, health=snapshot)
+        return build_resource_slices(
+            spec, devices(), generation=generation, health=snapshot, publication=publication
+        )
 
     return build

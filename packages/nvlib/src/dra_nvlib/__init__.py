@@ -71,6 +71,7 @@ from dra_nvlib.fake_pci_bus import FakePciBus
 from dra_nvlib.fleet import FleetEntry, FleetSpec, load_fleet_spec, parse_fleet_string
 from dra_nvlib.nvidia_smi import (
     nvidia_smi_env,
+    nvidia_smi_policy_env,
     render_env_nvidia_smi_script,
     render_nvidia_smi_list,
     render_nvidia_smi_script,
@@ -168,6 +169,7 @@ __all__ = [
     "iommufd_available",
     "load_fleet_spec",
     "nvidia_smi_env",
+    "nvidia_smi_policy_env",
     "open_device_lib",
     "parse_fleet_string",
     "read_pci_facts",

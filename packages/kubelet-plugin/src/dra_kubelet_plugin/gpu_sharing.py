@@ -1,0 +1,331 @@
+"""The GPU driver's sharing step: from planned devices to :mod:`dra_sharing` and back.
+
+Pure adapters around the sharing package, so the prepare path stays one call each way:
+
+- :func:`shared_devices` and :func:`mig_requests` turn the planned devices of a claim into
+  the sharing package's inputs (a device group is the set of devices one config applies to);
+- :func:`claim_error` maps a sharing error to the per-claim error the kubelet gets, keeping
+  the field it names;
+- :func:`sharing_edits` renders what containers need for the sharing that was applied: the
+  MPS pipe directory, shm and (fake backend) client, and on the fake backend the
+  ``nvidia-smi`` entries showing each GPU's compute mode and time-slice as they are now;
+- :func:`concrete_device` turns a dynamic MIG placement into the MIG device created for it;
+- :class:`GpuSharing` runs the step for the driver: resolution at plan time, the side effects
+  at prepare and unprepare (reference-counted across the node's claims), recovery at start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from dra_nvlib import DeviceError, DeviceLib, GpuInfo, nvidia_smi_policy_env
+from dra_sharing import (
+    ClaimSharingState,
+    MigRequest,
+    MpsEdits,
+    SharedDevice,
+    SharingApplyError,
+    SharingConfigError,
+    SharingError,
+    SharingGateError,
+    SharingGates,
+    SharingManager,
+    SharingPlan,
+    resolve_sharing,
+)
+
+from dra_kubelet_plugin.allocation import PlannedDevice
+from dra_kubelet_plugin.core.cdi import ContainerEdits, Mount
+from dra_kubelet_plugin.core.errors import (
+    ClaimError,
+    ClaimRef,
+    DeviceConfigError,
+    PluginError,
+    UnsupportedConfigError,
+)
+from dra_kubelet_plugin.inventory import DeviceType, NodeDevice
+
+__all__ = [
+    "STATE_KEY",
+    "GpuSharing",
+    "SharingFailedError",
+    "SharingResult",
+    "SharingStep",
+    "claim_error",
+    "concrete_device",
+    "mig_requests",
+    "plan_sharing",
+    "shared_devices",
+    "sharing_edits",
+    "state_of",
+]
+
+log = logging.getLogger(__name__)
+
+
+class SharingFailedError(ClaimError):
+    """Sharing could not be applied on a GPU of the claim (names GPU and reason)."""
+
+
+def shared_devices(planned: Sequence[PlannedDevice]) -> list[SharedDevice]:
+    """The claim's devices as the sharing package takes them (one per distinct device)."""
+    out: dict[str, SharedDevice] = {}
+    for p in planned:
+        out.setdefault(
+            p.device.name,
+            SharedDevice(
+                request=p.request,
+                device_name=p.device.name,
+                uuid=p.device.uuid,
+                gpu_uuid=p.device.gpu.uuid,
+                is_mig=p.device.type is DeviceType.MIG,
+                config=p.config,
+                config_field=p.config_field,
+            ),
+        )
+    return list(out.values())
+
+
+def mig_requests(planned: Sequence[PlannedDevice]) -> list[MigRequest]:
+    """The dynamic MIG placements of the claim, to be created at prepare."""
+    out: dict[str, MigRequest] = {}
+    for p in planned:
+        d = p.device
+        if d.dynamic and d.profile is not None and d.placement_start is not None:
+            out.setdefault(
+                d.name, MigRequest(d.name, d.gpu.uuid, d.profile.profile_id, d.placement_start)
+            )
+    return list(out.values())
+
+
+def claim_error(ref: ClaimRef, exc: SharingError) -> ClaimError:
+    """The per-claim error for a sharing failure."""
+    if isinstance(exc, SharingGateError):
+        return UnsupportedConfigError(
+            ref, f"request {exc.request!r}: {exc.message}", field=exc.field
+        )
+    if isinstance(exc, SharingConfigError):
+        return DeviceConfigError(ref, f"request {exc.request!r}: {exc.message}", field=exc.field)
+    if isinstance(exc, SharingApplyError):
+        return SharingFailedError(ref, str(exc))
+    return SharingFailedError(ref, str(exc))
+
+
+def concrete_device(device: NodeDevice, state: ClaimSharingState, gpu: GpuInfo) -> NodeDevice:
+    """The device as containers use it: a dynamic placement becomes the MIG device created
+    for it (``gpu`` is its parent as enumerated after creation); others are unchanged."""
+    if not device.dynamic:
+        return device
+    for created in state.created_migs:
+        if created.device_name != device.name:
+            continue
+        for mig in gpu.mig_devices:
+            if mig.uuid == created.mig_uuid:
+                return NodeDevice(
+                    name=device.name,
+                    type=DeviceType.MIG,
+                    gpu=gpu,
+                    mig=mig,
+                    profile=device.profile,
+                    placement_start=device.placement_start,
+                    partitionable=True,
+                )
+    raise SharingApplyError(
+        gpu=device.gpu.uuid, operation=f"find MIG device of {device.name}", message="not created"
+    )
+
+
+def _mps_mounts(edits: MpsEdits) -> tuple[Mount, ...]:
+    return tuple(
+        Mount(host_path=host, container_path=container, options=("rw", "nosuid", "nodev", "bind"))
+        for host, container in edits.mounts
+    )
+
+
+def sharing_edits(
+    devices: Sequence[NodeDevice],
+    mps: Mapping[str, MpsEdits],
+    gpus_now: Mapping[str, GpuInfo],
+    *,
+    fake: bool,
+) -> ContainerEdits:
+    """Claim-wide edits for the sharing applied to ``devices``.
+
+    ``mps`` maps device UUIDs to their daemon's edits; ``gpus_now`` are the claim's GPUs as
+    enumerated after sharing was applied (the fake ``nvidia-smi`` shows their state).
+    """
+    env: dict[str, str] = {}
+    mounts: dict[str, Mount] = {}
+    for device in devices:
+        edits = mps.get(device.uuid)
+        if edits is not None:
+            for item in edits.env:
+                name, _, value = item.partition("=")
+                env[name] = value
+            for mount in _mps_mounts(edits):
+                mounts.setdefault(mount.container_path, mount)
+        if fake:
+            gpu = gpus_now.get(device.gpu.uuid)
+            if gpu is not None:
+                name, _, value = nvidia_smi_policy_env(gpu).partition("=")
+                env[name] = value
+    return ContainerEdits(
+        env=tuple(f"{k}={v}" for k, v in sorted(env.items())),
+        mounts=tuple(mounts[k] for k in sorted(mounts)),
+    )
+
+
+@dataclass(frozen=True)
+class SharingStep:
+    """What plan time decided about a claim's sharing (handed to prepare in-process)."""
+
+    plan: SharingPlan
+    mig_requests: tuple[MigRequest, ...]
+
+    @property
+    def needed(self) -> bool:
+        """Whether prepare has side effects to run for sharing."""
+        return self.plan.shares_anything or bool(self.mig_requests)
+
+
+@dataclass(frozen=True)
+class SharingResult:
+    """What prepare did: the state to checkpoint, the devices as containers use them (dynamic
+    MIG placements replaced by the created MIG devices) and the claim-wide edits."""
+
+    state: ClaimSharingState
+    devices: tuple[NodeDevice, ...]
+    edits: ContainerEdits
+
+
+#: Key of the sharing state in the claim's checkpointed ``driver_state``.
+STATE_KEY = "sharing"
+
+
+def state_of(driver_state: Mapping[str, object]) -> ClaimSharingState:
+    """The sharing state stored in a claim's ``driver_state`` (empty when none).
+
+    Raises:
+        StateDecodeError: the stored state is malformed (names the field).
+    """
+    return ClaimSharingState.from_json(driver_state.get(STATE_KEY))
+
+
+def plan_sharing(
+    ref: ClaimRef, planned: Sequence[PlannedDevice], gates: SharingGates
+) -> SharingStep:
+    """Resolve the claim's sharing (pure).
+
+    Raises:
+        ClaimError: a bad sharing config (names the claim, request and field); a strategy
+            whose gate is off is an ``UnsupportedConfigError``.
+    """
+    try:
+        plan = resolve_sharing(f"{ref.namespace}/{ref.name}", shared_devices(planned), gates)
+    except SharingError as exc:
+        raise claim_error(ref, exc) from exc
+    return SharingStep(plan=plan, mig_requests=tuple(mig_requests(planned)))
+
+
+class GpuSharing:
+    """The GPU driver's sharing: resolution at plan time, side effects at prepare and
+    unprepare, recovery at start. Keeps the sharing state of every prepared claim of this
+    node (the core serializes all calls under its node lock), so time-slices, MPS daemons
+    and shared MIG devices are reference-counted across claims."""
+
+    def __init__(
+        self, *, lib: DeviceLib, manager: SharingManager, gates: SharingGates, fake: bool
+    ) -> None:
+        """``lib`` re-enumerates GPUs after sharing changed them; ``fake`` adds the fake
+        ``nvidia-smi`` entries of the sharing."""
+        self._lib = lib
+        self._manager = manager
+        self._gates = gates
+        self._fake = fake
+        self._states: dict[str, ClaimSharingState] = {}
+
+    def plan(self, ref: ClaimRef, planned: Sequence[PlannedDevice]) -> SharingStep:
+        """Resolve the claim's sharing (pure); see :func:`plan_sharing`."""
+        return plan_sharing(ref, planned, self._gates)
+
+    def _others(self, uid: str) -> list[ClaimSharingState]:
+        return [s for u, s in self._states.items() if u != uid]
+
+    async def prepare(
+        self, ref: ClaimRef, step: SharingStep, devices: Sequence[NodeDevice]
+    ) -> SharingResult:
+        """Apply the claim's sharing; all or nothing.
+
+        Raises:
+            ClaimError: sharing could not be applied (names the GPU and the reason).
+        """
+        try:
+            state = await asyncio.to_thread(
+                self._manager.prepare,
+                ref.uid,
+                step.plan,
+                others=self._others(ref.uid),
+                mig_requests=step.mig_requests,
+            )
+        except SharingError as exc:
+            raise claim_error(ref, exc) from exc
+        if not state.empty:
+            self._states[ref.uid] = state
+        try:
+            gpus_now = {g.uuid: g for g in await asyncio.to_thread(self._lib.gpus)}
+            concrete = tuple(
+                concrete_device(d, state, gpus_now.get(d.gpu.uuid, d.gpu)) for d in devices
+            )
+        except (SharingError, DeviceError) as exc:
+            await self.unprepare(ref.uid, state)
+            raise SharingFailedError(ref, str(exc)) from exc
+        edits = sharing_edits(concrete, self._manager.mps_edits(state), gpus_now, fake=self._fake)
+        return SharingResult(state=state, devices=concrete, edits=edits)
+
+    async def unprepare(self, uid: str, state: ClaimSharingState) -> None:
+        """Undo a claim's sharing (idempotent), counted against the other claims.
+
+        Raises:
+            SharingFailedError: a step failed; the kubelet retries.
+        """
+        state = self._states.get(uid, state)
+        if state.empty:
+            self._states.pop(uid, None)
+            return
+        try:
+            await asyncio.to_thread(self._manager.unprepare, state, others=self._others(uid))
+        except SharingError as exc:
+            raise PluginError(f"claim {uid}: undo sharing: {exc}") from exc
+        self._states.pop(uid, None)
+
+    async def recover(
+        self, completed: Mapping[str, ClaimSharingState], started: Mapping[str, ClaimSharingState]
+    ) -> None:
+        """At start: undo the sharing of half-prepared claims (the kubelet prepares them
+        again), then remove daemons and MIG devices no completed claim records."""
+        self._states = {u: s for u, s in completed.items() if not s.empty}
+        for uid, state in started.items():
+            if state.empty:
+                continue
+            try:
+                await asyncio.to_thread(
+                    self._manager.unprepare, state, others=list(self._states.values())
+                )
+            except SharingError as exc:
+                log.error(
+                    str(exc),
+                    extra={"event": "sharing_recovery_failed", "claim_uid": uid},
+                )
+        report = await asyncio.to_thread(self._manager.recover, self._states)
+        if report.mps_daemons or report.mig_devices:
+            log.info(
+                "sharing leftovers removed at start",
+                extra={
+                    "event": "sharing_recovered",
+                    "mps_daemons": report.mps_daemons,
+                    "mig_devices": report.mig_devices,
+                },
+            )
