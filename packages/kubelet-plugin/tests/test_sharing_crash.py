@@ -13,15 +13,19 @@ there, restarts it and plays the kubelet's retry (or its unprepare):
 
 After the restart nothing of the killed attempt remains (no MIG device, no daemon process,
 no daemon directory, no claim recorded as prepared), the retry prepares the claim again and
-unprepare leaves the GPUs as they were.
+unprepare leaves the GPUs as they were. A last test kills the plugin at random points of a
+loop of MIG, MPS and time-slice prepares and unprepares and checks after every restart that
+the GPUs and the MPS directory hold exactly what completed claims recorded.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +33,7 @@ from typing import Any
 import grpc
 import pytest
 from dra_kubelet_plugin.core.checkpoint import ClaimState, decode_checkpoint
+from dra_kubelet_plugin.gpu_sharing import state_of
 from dra_nvlib import ComputeMode, FakeDeviceLib, GpuInfo, TimeSliceLevel
 from kubelet_plugin_support import (
     PluginDirs,
@@ -284,3 +289,115 @@ def test_sigkill_after_time_slice_set_resets_it_when_the_claim_goes(
     assert node.gpus()[1].time_slice in (None, TimeSliceLevel.DEFAULT)
     assert node.checkpoint_claims() == {}
     assert node.cdi_specs() == set()
+
+
+def _daemon_processes(mps_root: Path) -> dict[int, str]:
+    """pid -> daemon ID of every live fake MPS daemon below ``mps_root`` (from /proc)."""
+    out: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for arg in argv:
+            text = arg.decode(errors="replace")
+            inside = text.startswith(f"{mps_root}/") and text.endswith("/pipe")
+            if inside and _alive(int(entry.name)):
+                out[int(entry.name)] = Path(text).parent.name
+    return out
+
+
+def _check_nothing_unrecorded(node: Node) -> None:
+    """After a restart, before any retry: what is on the GPUs and on disk is exactly what
+    claims recorded as ``PrepareCompleted`` hold."""
+    raw = node.dirs.checkpoint.read_bytes()
+    cp = decode_checkpoint(raw, path=str(node.dirs.checkpoint))
+    completed = [
+        state_of(c.driver_state)
+        for c in cp.claims.values()
+        if c.state is ClaimState.PREPARE_COMPLETED
+    ]
+    gpus = node.gpus()
+    assert {m.uuid for g in gpus for m in g.mig_devices} == {
+        m.mig_uuid for s in completed for m in s.created_migs
+    }
+    levels = {gpu: level for s in completed for gpu, level in s.time_slices.items()}
+    for gpu in gpus:
+        assert int(gpu.time_slice or 0) == levels.get(gpu.uuid, 0), gpu.uuid
+    daemons = {d.daemon_id for s in completed for d in s.mps_daemons}
+    on_disk = {p.name for p in node.mps_root().iterdir()} if node.mps_root().exists() else set()
+    assert on_disk == daemons
+    assert set(_daemon_processes(node.mps_root()).values()) <= daemons
+    assert node.cdi_specs() <= set(cp.claims)
+
+
+TS_LONG = {
+    **GPU_CONFIG,
+    "sharing": {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}},
+}
+
+
+@pytest.mark.parametrize(
+    ("node", "slots"),
+    [
+        (
+            "DynamicMIG=true,TimeSlicingSettings=true",
+            [("gpu-0-mig-1g10gb-19-0", None), ("gpu-0-mig-1g10gb-19-1", None), ("gpu-1", TS_LONG)],
+        ),
+        ("MPSSupport=true,TimeSlicingSettings=true", [("gpu-0", MPS), ("gpu-1", TS_LONG)]),
+    ],
+    indirect=["node"],
+    ids=["mig+timeslice", "mps+timeslice"],
+)
+def test_sigkill_at_random_points_of_sharing_leaves_nothing_unrecorded(
+    node: Node,
+    reference: ReferenceProtos,
+    slots: list[tuple[str, dict[str, Any] | None]],
+) -> None:
+    rng = random.Random(20261201)
+    prepared: dict[int, dict[str, Any]] = {}
+    node.proc.start()
+    restarts = 0
+    for cycle in range(24):
+        i = rng.randrange(len(slots))
+        op = "unprepare" if i in prepared else "prepare"
+        if op == "prepare":
+            device, config = slots[i]
+            prepared[i] = make_claim(
+                name=f"c{cycle}",
+                devices=[device],
+                uid=str(uuid.uuid4()),
+                configs=[gpu_config(config)] if config else [],
+            )
+            write_claim(node.dirs.claims, prepared[i])
+        ref = _ref(prepared[i])
+        send = _prepare if op == "prepare" else _unprepare
+        killer = None
+        if rng.randrange(2) == 0:
+            assert node.proc.proc is not None
+            killer = threading.Timer(rng.uniform(0.0, 0.15), node.proc.proc.kill)
+            killer.start()
+        try:
+            send(reference, node.proc, ref)
+        except grpc.RpcError:
+            assert killer is not None, node.proc.logs()
+        if killer is not None:
+            killer.join()
+            node.proc.kill()
+            node.proc.start()
+            restarts += 1
+            _check_nothing_unrecorded(node)
+            send(reference, node.proc, ref)  # the kubelet's retry
+        if op == "unprepare":
+            (node.dirs.claims / "default" / f"{ref[1]}.json").unlink()
+            del prepared[i]
+    for claim in prepared.values():
+        _unprepare(reference, node.proc, _ref(claim))
+    node.proc.stop()
+    node.proc.start()
+    _check_nothing_unrecorded(node)
+    assert node.checkpoint_claims() == {}
+    assert not any(g.mig_devices for g in node.gpus())
+    assert restarts >= 6
