@@ -17,7 +17,12 @@ from dra_kubelet_plugin.core.errors import (
     DeviceConfigError,
     UnsupportedConfigError,
 )
-from dra_kubelet_plugin.gpu_sharing import GpuSharing, SharingFailedError, state_of
+from dra_kubelet_plugin.gpu_sharing import (
+    GpuSharing,
+    SharingFailedError,
+    intended_state,
+    state_of,
+)
 from dra_kubelet_plugin.inventory import NodeDevice, build_inventory
 from dra_nvlib import (
     ComputeMode,
@@ -261,3 +266,18 @@ def test_mps_on_a_static_mig_device(tmp_path: Path) -> None:
             assert lib.gpu(mig.gpu.uuid).compute_mode is ComputeMode.DEFAULT
 
         asyncio.run(scenario())
+
+
+def test_intended_state_names_the_time_slices_prepare_will_set(
+    lib: FakeDeviceLib, tmp_path: Path
+) -> None:
+    sharing = _sharing(lib, tmp_path, time_slicing=True, mps=True)
+    device = build_inventory(lib.gpus())[0]
+    ts = {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}}
+    intended = intended_state(sharing.plan(REF_A, [_planned(device, ts)]))
+    assert intended.time_slices == {device.uuid: int(TimeSliceLevel.LONG)}
+    assert not intended.mps_daemons
+    assert not intended.created_migs
+    # Nothing to write ahead for MPS: recovery finds its daemons on disk.
+    mps = intended_state(sharing.plan(REF_A, [_planned(device, {"strategy": "MPS"})]))
+    assert mps.empty

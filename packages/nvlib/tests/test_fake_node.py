@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -222,3 +223,38 @@ def test_gb200_fabric_clique_and_state(tmp_path: Path) -> None:
     l4 = _open(tmp_path / "l4.json", fleet="1xL4")
     with pytest.raises(NotSupportedError):
         l4.set_fabric_state(l4.gpus()[0].uuid, FabricState.COMPLETED)
+
+
+def test_hold_after_blocks_after_the_operation_until_released(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from dra_nvlib.fake_backend import ENV_HOLD_AFTER
+
+    lib = _open(tmp_path / "state.json")
+    gpu = lib.gpus()[0].uuid
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    monkeypatch.setenv(ENV_HOLD_AFTER, f"set_time_slice:{hold}")
+    lib.set_persistence_mode(gpu, enabled=True)  # another operation is not held
+    done = threading.Event()
+
+    def set_long() -> None:
+        lib.set_time_slice(gpu, TimeSliceLevel.LONG)
+        done.set()
+
+    worker = threading.Thread(target=set_long)
+    worker.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not (hold / "set_time_slice.held").exists():
+            assert time.monotonic() < deadline, "never held"
+            time.sleep(0.01)
+        # Held after the change took effect: another process already sees it.
+        assert _open(tmp_path / "state.json").gpus()[0].time_slice is TimeSliceLevel.LONG
+        assert not done.wait(0.1)
+    finally:
+        (hold / "set_time_slice.release").touch()
+        worker.join(timeout=10)
+    assert done.is_set()

@@ -44,6 +44,7 @@ from dra_kubelet_plugin.gpu_sharing import (
     STATE_KEY,
     GpuSharing,
     SharingStep,
+    intended_state,
     plan_sharing,
     state_of,
 )
@@ -135,6 +136,13 @@ class GpuDriver:
         used = [d for name, d in unique.items() if name not in vfio]
         common = []
         if step.needed and self._sharing is not None:
+            intended = intended_state(step)
+            if not intended.empty:
+                # Written ahead: a crash while the GPUs change leaves their reset to
+                # unprepare (a recorded state is never less than what was applied).
+                await ctx.record(
+                    driver_state={**ctx.entry.driver_state, STATE_KEY: intended.to_json()}
+                )
             result = await self._sharing.prepare(ref, step, used)
             # A crash after this leaves the state for recover() and unprepare().
             await ctx.record(

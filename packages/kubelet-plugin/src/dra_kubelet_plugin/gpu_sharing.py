@@ -56,6 +56,7 @@ __all__ = [
     "SharingStep",
     "claim_error",
     "concrete_device",
+    "intended_state",
     "mig_requests",
     "plan_sharing",
     "shared_devices",
@@ -212,6 +213,14 @@ def state_of(driver_state: Mapping[str, object]) -> ClaimSharingState:
         StateDecodeError: the stored state is malformed (names the field).
     """
     return ClaimSharingState.from_json(driver_state.get(STATE_KEY))
+
+
+def intended_state(step: SharingStep) -> ClaimSharingState:
+    """What prepare is about to change that nothing else finds again after a crash: the
+    claim's time-slices (pure). Recorded before the side effects, so an unprepare of a claim
+    whose prepare was killed still resets them; MPS daemons and MIG devices need no such
+    record, as start-up recovery finds them on disk and on the GPUs."""
+    return ClaimSharingState(time_slices={g: int(v) for g, v in step.plan.time_slices().items()})
 
 
 def plan_sharing(

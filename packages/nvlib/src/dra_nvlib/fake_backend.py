@@ -3,6 +3,10 @@
 It refuses what the hardware refuses (MIG on parts without it, overlapping placements,
 exhausted profiles, operations on lost GPUs) with the same exception types the NVML backend
 raises, and offers fault injection (XID/ECC events, GPU lost, an operation that fails once).
+
+Crash tests pause a process right after an operation took effect with
+``DRA_NVLIB_FAKE_HOLD_AFTER=OPERATION:DIR`` (see :func:`hold_after`), so a SIGKILL lands
+at a known point, e.g. between a MIG device's creation and the checkpoint that records it.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import enum
 import functools
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from dra_nvlib.devicelib import DeviceLib, HealthWatch
@@ -302,6 +306,28 @@ def _append_event(
     del doc["events"][:-MAX_EVENTS]
 
 
+#: ``OPERATION:DIR``: after ``OPERATION`` took effect, wait for ``DIR/OPERATION.release``.
+ENV_HOLD_AFTER = "DRA_NVLIB_FAKE_HOLD_AFTER"
+
+
+def hold_after(operation: str, environ: Mapping[str, str] | None = None) -> None:
+    """Test hook: when ``$DRA_NVLIB_FAKE_HOLD_AFTER`` is ``OPERATION:DIR`` for this
+    operation, write ``DIR/OPERATION.held`` (with this pid) and block until
+    ``DIR/OPERATION.release`` exists. Only the fake backend has it; crash tests use it to
+    SIGKILL a process at an exact point after a side effect and before what follows."""
+    value = (os.environ if environ is None else environ).get(ENV_HOLD_AFTER, "")
+    name, sep, directory = value.partition(":")
+    if not sep or name != operation:
+        return
+    where = Path(directory)
+    held = where / f"{operation}.held"
+    tmp = held.with_suffix(".tmp")
+    tmp.write_text(f"{os.getpid()}\n")
+    tmp.replace(held)
+    while not (where / f"{operation}.release").exists():
+        time.sleep(0.01)
+
+
 class FakeDeviceLib(DeviceLib):
     """A simulated node. Build it with :func:`dra_nvlib.open_device_lib` (``backend="fake"``)
     or :meth:`open`; every instance on the same state file sees the same node."""
@@ -397,6 +423,7 @@ class FakeDeviceLib(DeviceLib):
                         error = exc
         if error is not None:
             raise error
+        hold_after(operation)
 
     def set_compute_mode(self, gpu_uuid: str, mode: ComputeMode) -> None:
         """Set the compute mode; EXCLUSIVE_THREAD is refused as current drivers do."""

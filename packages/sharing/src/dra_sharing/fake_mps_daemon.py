@@ -8,6 +8,10 @@ to ``L/control.log``, publishes its settings in ``P/control.settings`` and marks
 with ``P/ready``. SIGTERM makes it remove those files and exit (the driver stops it at
 unprepare, as it sends ``quit`` to the real one).
 
+Crash tests hold a daemon before it is ready with ``DRA_FAKE_MPS_HOLD_READY=DIR``: it writes
+its pid file, then waits for ``DIR/mps-ready.release`` before marking itself ready, so the
+plugin that started it can be SIGKILLed while it waits.
+
 :func:`render_mps_control_client` is the ``nvidia-cuda-mps-control`` the fake CDI edits
 mount into the pod: it answers ``get_default_active_thread_percentage``,
 ``get_default_device_pinned_mem_limit <UUID>``, ``get_server_list`` and
@@ -30,6 +34,8 @@ __all__ = ["READY_FILE", "SETTINGS_FILE", "main", "render_mps_control_client", "
 READY_FILE = "ready"
 SETTINGS_FILE = "control.settings"
 PID_FILE = "nvidia-mps.pid"
+#: Test hook: a directory; the daemon is not ready until ``mps-ready.release`` is in it.
+ENV_HOLD_READY = "DRA_FAKE_MPS_HOLD_READY"
 
 
 def render_settings(
@@ -93,6 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         logf.write(f"[fake-mps] starting control daemon pid {os.getpid()} devices {devices}\n")
         logf.flush()
         _write_atomic(pipe / PID_FILE, f"{os.getpid()}\n")
+        hold = os.environ.get(ENV_HOLD_READY)
+        while hold and not stopping and not (Path(hold) / "mps-ready.release").exists():
+            time.sleep(0.01)
         _write_atomic(
             pipe / SETTINGS_FILE,
             render_settings(
