@@ -96,10 +96,15 @@ class ComputeDomainController:
     def observe(self) -> Observed:
         """List what the plan needs; domains last (see :mod:`.reconcile`)."""
         ns = self._settings.namespace
-        nodes = {
-            str(n["metadata"]["name"]): str(n["metadata"]["labels"][COMPUTE_DOMAIN_LABEL])
-            for n in self._items("/api/v1/nodes", _SELECTOR)
-        }
+        # All nodes, not only labelled ones: a daemon on a node that is gone is gone too,
+        # whether or not the pod garbage collector has removed its pod yet.
+        all_nodes = self._items("/api/v1/nodes")
+        node_names = frozenset(str((n.get("metadata") or {}).get("name", "")) for n in all_nodes)
+        nodes = {}
+        for n in all_nodes:
+            labels = (n.get("metadata") or {}).get("labels") or {}
+            if COMPUTE_DOMAIN_LABEL in labels:
+                nodes[str(n["metadata"]["name"])] = str(labels[COMPUTE_DOMAIN_LABEL])
         objects = [
             owned_object_from_api("DaemonSet", o)
             for o in self._items(collection_path("DaemonSet", ns), _SELECTOR)
@@ -120,6 +125,7 @@ class ComputeDomainController:
             cliques=tuple(ComputeDomainClique.from_dict(c) for c in raw_cliques),
             pods=tuple(p for p in pods if p.domain_uid),
             node_labels=nodes,
+            node_names=node_names,
         )
 
     def reconcile_once(self) -> list[Action]:
