@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import datetime
+import threading
 from typing import Any
 
 from conftest import DRIVER_NS, domain_body
 from dra_computedomain.api_paths import collection_path, node_path, object_path
+from dra_computedomain.change_watch import ChangeWatch
 from dra_computedomain.controller import ComputeDomainController
 from dra_computedomain.leader import decide
 from dra_computedomain.manifests import DaemonSettings
@@ -284,6 +286,9 @@ def test_every_request_is_a_declared_permission(api: MemoryApi) -> None:
     elector = LeaseElector(api, namespace=DRIVER_NS, name="l", identity="a", timings=LeaseTimings())
     assert elector.try_hold()
     assert elector.try_hold()
+    changes = ChangeWatch(api, controller.watched())
+    for watched in controller.watched():
+        changes.watch_once(watched, threading.Event())
     used = {request_permission(m, p) for m, p in api.requests if p != CD_PATH or m != "DELETE"}
     declared = CLUSTER_REQUESTS | NAMESPACE_REQUESTS
     assert used <= declared, sorted(used - declared)
