@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from dra_e2e.handle import ClusterHandle
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -32,6 +34,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("driver_diagnostics")]
 
 VALUES = {"consumableShares": "4", "featureGates.TimeSlicingSettings": "true"}
 UUID = re.compile(r"UUID: (GPU-[0-9a-f-]+)")
+REPO = Path(__file__).resolve().parents[3]
+#: The seed's time-sliced NvidiaGPUConfig (``interval: "5ms"``, ``maxSharableGPU: 4``).
+SEED_TIME_SLICING = REPO / "packages/controller/tests/fixtures/seed000/time-slicing.yaml"
+KUBECTL_DRA = Path(sys.executable).with_name("kubectl-dra")
 
 
 @pytest.fixture(scope="module")
@@ -123,14 +129,14 @@ SEED_TEMPLATE = {
 }
 
 
-def _inference_pod(name: str) -> dict[str, object]:
+def _inference_pod(name: str, template: str = "shared-gpu") -> dict[str, object]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name},
         "spec": {
             "terminationGracePeriodSeconds": 1,
-            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "shared-gpu"}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
             "containers": [
                 {
                     "name": "inference",
@@ -142,6 +148,15 @@ def _inference_pod(name: str) -> dict[str, object]:
             ],
         },
     }
+
+
+def _fifth_unschedulable(cluster: ClusterHandle, name: str, namespace: str) -> None:
+    cluster.wait_until(
+        f"{name} to be unschedulable",
+        lambda: any("FailedScheduling" in e for e in events_for(cluster, "Pod", name, namespace)),
+        timeout=90,
+    )
+    assert pod(cluster, name, namespace)["status"]["phase"] == "Pending"
 
 
 def test_seed_four_inference_pods_share_one_gpu(driver: Driver, e2e_namespace: str) -> None:
@@ -165,19 +180,7 @@ def test_seed_four_inference_pods_share_one_gpu(driver: Driver, e2e_namespace: s
         assert re.search(r"Timeslice\s+Short", log), log
     assert fake_gpu_state(driver, node)[target]["time_slice"] == 1  # Short
     cluster.apply(json.dumps(_inference_pod(names[4])), namespace=e2e_namespace)
-
-    def unschedulable() -> str:
-        return next(
-            (
-                e
-                for e in events_for(cluster, "Pod", names[4], e2e_namespace)
-                if "FailedScheduling" in e
-            ),
-            "",
-        )
-
-    cluster.wait_until("the fifth pod to be unschedulable", unschedulable, timeout=90)
-    assert pod(cluster, names[4], e2e_namespace)["status"]["phase"] == "Pending"
+    _fifth_unschedulable(cluster, names[4], e2e_namespace)
     # The GPU keeps its time-slice until the last of its claims is unprepared.
     cluster.kubectl("delete", "pod", names[0], "-n", e2e_namespace, "--wait=true")
     running_pods(cluster, e2e_namespace, 4)  # the fifth takes the freed share
@@ -186,6 +189,86 @@ def test_seed_four_inference_pods_share_one_gpu(driver: Driver, e2e_namespace: s
         "delete", "pods", "--all", "-n", e2e_namespace, "--wait=true", "--timeout=120s",
         timeout=150,
     )  # fmt: skip
+    cluster.wait_until(
+        "the time-slice reset by the last claim",
+        lambda: fake_gpu_state(driver, node)[target]["time_slice"] == 0,
+        timeout=90,
+    )
+
+
+def test_migrated_seed_time_slicing_runs_four_pods_on_one_gpu(
+    driver: Driver, e2e_namespace: str
+) -> None:
+    """``kubectl dra migrate`` of the seed's time-sliced NvidiaGPUConfig, applied as printed:
+    its DeviceClass time-slices (``5ms`` -> Medium) and the chart value its note names
+    (``consumableShares=4``, this module's install) lets exactly four claims share a GPU."""
+    migrated = subprocess.run(
+        [str(KUBECTL_DRA), "migrate", "-f", str(SEED_TIME_SLICING)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    shares = re.search(r"chart value consumableShares=(\d+)", migrated.stderr)
+    assert shares is not None, migrated.stderr
+    assert shares.group(1) == VALUES["consumableShares"] == "4", "install what migrate says"
+    (device_class,) = [d for d in yaml.safe_load_all(migrated.stdout) if d]
+    assert device_class["kind"] == "DeviceClass", migrated.stdout
+    class_name = device_class["metadata"]["name"]
+    cluster, node = driver.cluster, driver.nodes[0]
+    target = driver.devices(node)["gpu-1"]["attributes"]["uuid"]["string"]
+    # The seed has no claim for this config; the note says how claims select it. The UUID
+    # selector pins them to one GPU so that the share count, not the fleet, decides.
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "migrated-shared-gpu"},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "gpu",
+                            "exactly": {
+                                "deviceClassName": class_name,
+                                "selectors": [
+                                    {
+                                        "cel": {
+                                            "expression": "device.attributes['gpu.nvidia.com']"
+                                            f".uuid == '{target}'"
+                                        }
+                                    }
+                                ],
+                            },
+                        }
+                    ]
+                }
+            }
+        },
+    }
+    names = [f"migrated-{i}" for i in range(5)]
+    try:
+        cluster.apply(migrated.stdout, namespace=e2e_namespace)  # as a user: kubectl apply -n
+        cluster.apply(json.dumps(template), namespace=e2e_namespace)
+        for name in names[:4]:
+            manifest = _inference_pod(name, "migrated-shared-gpu")
+            cluster.apply(json.dumps(manifest), namespace=e2e_namespace)
+        running_pods(cluster, e2e_namespace, 4)
+        for name in names[:4]:
+            log = logs_of(cluster, name, e2e_namespace, "inference", "Timeslice")
+            assert UUID.findall(log) == [target], log
+            assert re.search(r"Timeslice\s+Medium", log), log
+        assert fake_gpu_state(driver, node)[target]["time_slice"] == 2  # Medium
+        cluster.apply(
+            json.dumps(_inference_pod(names[4], "migrated-shared-gpu")), namespace=e2e_namespace
+        )
+        _fifth_unschedulable(cluster, names[4], e2e_namespace)
+    finally:
+        cluster.kubectl(
+            "delete", "pods", "--all", "-n", e2e_namespace, "--wait=true", "--timeout=120s",
+            timeout=150,
+        )  # fmt: skip
+        cluster.kubectl("delete", "deviceclass", class_name, "--ignore-not-found")
     cluster.wait_until(
         "the time-slice reset by the last claim",
         lambda: fake_gpu_state(driver, node)[target]["time_slice"] == 0,
