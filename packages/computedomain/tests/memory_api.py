@@ -155,6 +155,8 @@ class MemoryApi:
     def watch_lines(
         self, path: str, *, query: Mapping[str, str], timeout_s: float
     ) -> Iterator[dict[str, Any]]:
+        """A watch that ends at once (no events), recorded like a request."""
+        self.requests.append(("WATCH", path))
         return iter(())
 
 

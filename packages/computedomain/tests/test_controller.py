@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import datetime
+import threading
 from typing import Any
 
 from conftest import DRIVER_NS, domain_body
 from dra_computedomain.api_paths import collection_path, node_path, object_path
+from dra_computedomain.change_watch import ChangeWatch
 from dra_computedomain.controller import ComputeDomainController
 from dra_computedomain.leader import decide
 from dra_computedomain.manifests import DaemonSettings
@@ -17,7 +19,13 @@ SETTINGS = DaemonSettings(namespace=DRIVER_NS, image="driver:1")
 CD_PATH = object_path("ComputeDomain", "team-a", "cd1")
 
 
+NODES = ("node-a", "node-b", "node-c")
+
+
 def _setup(api: MemoryApi, **kwargs: Any) -> str:
+    for node in NODES:
+        if node_path(node) not in api.objects:
+            api.put_object(node_path(node), {"metadata": {"name": node, "labels": {}}})
     cd = api.put_object(CD_PATH, domain_body(**kwargs))
     return str(cd["metadata"]["uid"])
 
@@ -109,6 +117,39 @@ def test_status_ready_with_both_nodes_then_pruned_when_a_daemon_pod_goes(
     assert [d["nodeName"] for d in clique["daemons"]] == ["node-a"]
     assert api.objects[CD_PATH]["status"]["status"] == "NotReady"
     assert ("Warning", "NotReady") in _events(api)
+
+
+def test_a_deleted_node_leaves_the_domain_at_once_with_an_event(api: MemoryApi) -> None:
+    uid = _setup(api)
+    controller = ComputeDomainController(api, SETTINGS)
+    controller.reconcile_once()
+    _clique(api, uid, [_entry("node-a", "10.0.0.1", 0), _entry("node-b", "10.0.0.2", 1)])
+    _daemon_pod(api, uid, "node-a", "10.0.0.1", ready=True)
+    _daemon_pod(api, uid, "node-b", "10.0.0.2", ready=True)
+    for node in ("node-a", "node-b"):
+        api.objects[node_path(node)]["metadata"]["labels"][COMPUTE_DOMAIN_LABEL] = uid
+    controller.reconcile_once()
+    assert api.objects[CD_PATH]["status"]["status"] == "Ready"
+    # `kubectl delete node node-b` with its kubelet stopped: the node object (and its label)
+    # is gone, its daemon pod is still listed until the pod GC removes it.
+    del api.objects[node_path("node-b")]
+    controller.reconcile_once()
+    clique = api.objects[object_path("ComputeDomainClique", DRIVER_NS, f"{uid}.c.1")]
+    assert [d["nodeName"] for d in clique["daemons"]] == ["node-a"]
+    status = api.objects[CD_PATH]["status"]
+    assert status["status"] == "NotReady"
+    assert [n["name"] for n in status["nodes"]] == ["node-a"]
+    events = [(e["reason"], e["message"]) for e in api.kind_items("events")]
+    assert ("NodeLeft", "node node-b is gone; its daemon is dropped") in events
+    assert ("Warning", "NotReady") in _events(api)
+    # Nothing else is touched: node-a keeps its label, the DaemonSet stays.
+    assert api.objects[node_path("node-a")]["metadata"]["labels"][COMPUTE_DOMAIN_LABEL] == uid
+    assert api.kind_items("daemonsets")
+    # The pod GC removes the orphaned pod later: no further change, no repeated event.
+    del api.objects[object_path("Pod", DRIVER_NS, "daemon-node-b")]
+    before = len(api.requests)
+    controller.reconcile_once()
+    assert [m for m, _ in api.requests[before:] if m != "GET"] == []
 
 
 def test_non_fabric_node_reports_through_its_daemon_pod(api: MemoryApi) -> None:
@@ -245,6 +286,9 @@ def test_every_request_is_a_declared_permission(api: MemoryApi) -> None:
     elector = LeaseElector(api, namespace=DRIVER_NS, name="l", identity="a", timings=LeaseTimings())
     assert elector.try_hold()
     assert elector.try_hold()
+    changes = ChangeWatch(api, controller.watched())
+    for watched in controller.watched():
+        changes.watch_once(watched, threading.Event())
     used = {request_permission(m, p) for m, p in api.requests if p != CD_PATH or m != "DELETE"}
     declared = CLUSTER_REQUESTS | NAMESPACE_REQUESTS
     assert used <= declared, sorted(used - declared)

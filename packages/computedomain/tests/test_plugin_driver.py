@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ import pytest
 from conftest import DRIVER_NS, domain_body
 from dra_api_types import ResourceClaim
 from dra_computedomain.api_paths import node_path, object_path, request_permission
+from dra_computedomain.channel_nodes import ChannelNodes
 from dra_computedomain.names import COMPUTE_DOMAIN_LABEL
 from dra_computedomain.node_api import REQUESTS, NodeApi
 from dra_computedomain.plugin_driver import (
@@ -87,8 +90,15 @@ def _claim(
 class Plugin:
     """Engine + driver + claims over one in-memory API, restartable."""
 
-    def __init__(self, api: MemoryApi, tmp: Path, clique_id: str = CLIQUE) -> None:
+    def __init__(
+        self,
+        api: MemoryApi,
+        tmp: Path,
+        clique_id: str = CLIQUE,
+        channel_nodes: ChannelNodes | None = None,
+    ) -> None:
         self.api, self.tmp, self.clique_id = api, tmp, clique_id
+        self.channel_nodes = channel_nodes
         self.claims = Claims()
         # One loop for the whole test: the engine finishes a commit after answering.
         self.loop = asyncio.new_event_loop()
@@ -108,7 +118,11 @@ class Plugin:
     def start(self) -> None:
         node_api = NodeApi(self.api, node_name=NODE, driver_namespace=DRIVER_NS)
         self.driver = ComputeDomainDriver(
-            node_api, clique_id=self.clique_id, domains_dir=self.tmp / "domains", fake=True
+            node_api,
+            clique_id=self.clique_id,
+            domains_dir=self.tmp / "domains",
+            fake=self.channel_nodes is None,
+            channel_nodes=self.channel_nodes,
         )
         self.engine = ComputeDomainEngine(
             driver=self.driver,
@@ -322,3 +336,57 @@ def test_slice_has_daemon_and_channel() -> None:
     assert slice_["spec"]["pool"] == {"name": "node-a", "generation": 3, "resourceSliceCount": 1}
     assert [d["name"] for d in slice_["spec"]["devices"]] == ["daemon-0", "channel-0"]
     assert slice_["metadata"]["ownerReferences"][0]["uid"] == "uid-n"
+
+
+def _real_node_plugin(api: MemoryApi, tmp: Path, proc_devices: str) -> Plugin:
+    for directory in ("host", "proc", "cdi"):
+        (tmp / directory).mkdir(parents=True)
+    (tmp / "proc" / "devices").write_text(proc_devices)
+    plugin = Plugin(api, tmp, channel_nodes=ChannelNodes(tmp / "host", tmp / "proc"))
+    plugin.run(plugin.engine.start())
+    return plugin
+
+
+def test_real_node_creates_the_missing_channel_node_and_injects_the_host_node(
+    api: MemoryApi, setup: tuple[Plugin, str], tmp_path: Path
+) -> None:
+    _, uid = setup
+    plugin = _real_node_plugin(
+        api, tmp_path / "real", "Character devices:\n234 nvidia-caps-imex-channels\n"
+    )
+    try:
+        probe = tmp_path / "probe"
+        try:
+            os.mknod(probe, 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+        except PermissionError:
+            pytest.skip("mknod of a character device is not permitted here (needs CAP_MKNOD)")
+        _ready(api, uid)
+        ref = plugin.add(_claim(uid))
+        plugin.run(plugin.engine.prepare(ref))
+        node = plugin.tmp / "host/dev/nvidia-caps-imex-channels/channel0"
+        assert os.major(node.stat().st_rdev) == 234
+        nodes = _spec(plugin, "claim-1")["devices"][0]["containerEdits"]["deviceNodes"]
+        assert nodes == [{"path": "/dev/nvidia-caps-imex-channels/channel0", "permissions": "rw"}]
+        plugin.run(plugin.engine.unprepare(ref))
+    finally:
+        plugin.close()
+
+
+def test_real_node_without_the_channels_major_fails_the_claim_and_drops_the_label(
+    api: MemoryApi, setup: tuple[Plugin, str], tmp_path: Path
+) -> None:
+    _, uid = setup
+    plugin = _real_node_plugin(api, tmp_path / "real", "Character devices:\n195 nvidia\n")
+    try:
+        _ready(api, uid)
+        ref = plugin.add(_claim(uid))
+        with pytest.raises(ClaimError) as err:
+            plugin.run(plugin.engine.prepare(ref))
+        assert not err.value.retryable
+        assert err.value.reason == "ChannelDevice"
+        assert "/dev/nvidia-caps-imex-channels/channel0" in str(err.value)
+        assert "c-claim-1" in str(err.value)
+        assert _label(api) is None
+        assert not (plugin.tmp / "cdi" / CDI_KIND.spec_file_name("claim-1")).exists()
+    finally:
+        plugin.close()

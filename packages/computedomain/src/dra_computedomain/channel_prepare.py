@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from dra_api_types import ComputeDomain, ComputeDomainClique
 from dra_kubelet_plugin.core.cdi import ContainerEdits, DeviceNode, Mount
 
+from .channel_nodes import CHANNEL_DIR, channel_minors, channel_path
 from .errors import (
     DaemonNotReadyError,
     DomainDeletingError,
@@ -29,7 +30,7 @@ from .errors import (
     NodeTakenError,
     PrepareError,
 )
-from .names import COMPUTE_DOMAIN_LABEL, MAX_CHANNELS, clique_object_name
+from .names import COMPUTE_DOMAIN_LABEL, clique_object_name
 
 __all__ = [
     "CHANNEL_DIR",
@@ -43,7 +44,6 @@ __all__ = [
     "decide_channel",
 ]
 
-CHANNEL_DIR = "/dev/nvidia-caps-imex-channels"
 IMEX_CONFIG_MOUNT = "/imexd"
 
 
@@ -154,18 +154,18 @@ def channel_edits(mode: str, clique_id: str, *, fake: bool) -> ContainerEdits:
     """The channel device nodes a workload container gets: channel 0, or all with ``All``.
 
     Nodes without a clique ID get none (no fabric, no IMEX). On fake nodes the channels are
-    stand-ins backed by ``/dev/null``, as the fake GPU backend does for ``/dev/nvidiaN``.
+    stand-ins backed by ``/dev/null``, as the fake GPU backend does for ``/dev/nvidiaN``; on
+    real nodes :class:`~dra_computedomain.channel_nodes.ChannelNodes` has made them first.
     """
     if not clique_id:
         return ContainerEdits()
-    count = MAX_CHANNELS if mode == "All" else 1
     nodes = tuple(
         DeviceNode(
-            path=f"{CHANNEL_DIR}/channel{n}",
+            path=channel_path(n),
             host_path="/dev/null" if fake else None,
             permissions="rw",
         )
-        for n in range(count)
+        for n in channel_minors(mode)
     )
     return ContainerEdits(device_nodes=nodes)
 

@@ -17,6 +17,7 @@ from dra_kubelet_plugin.core.errors import KubeApiError
 from dra_kubelet_plugin.core.kube import JsonTransport
 
 from .api_paths import Permission, collection_path, node_path, object_path
+from .change_watch import Watched
 from .manifests import DaemonSettings
 from .names import COMPUTE_DOMAIN_LABEL, FINALIZER
 from .reconcile import (
@@ -45,6 +46,7 @@ _COMPONENT = "compute-domain-controller"
 CLUSTER_REQUESTS: Final[frozenset[Permission]] = frozenset(
     {
         ("resource.nvidia.com", "computedomains", "list"),
+        ("resource.nvidia.com", "computedomains", "watch"),
         ("resource.nvidia.com", "computedomains", "get"),
         ("resource.nvidia.com", "computedomains", "patch"),
         ("resource.nvidia.com", "computedomains/status", "patch"),
@@ -54,6 +56,7 @@ CLUSTER_REQUESTS: Final[frozenset[Permission]] = frozenset(
         ("resource.k8s.io", "resourceclaimtemplates", "patch"),
         ("resource.k8s.io", "resourceclaimtemplates", "delete"),
         ("", "nodes", "list"),
+        ("", "nodes", "watch"),
         ("", "nodes", "patch"),
         ("", "events", "create"),
     }
@@ -67,17 +70,20 @@ NAMESPACE_REQUESTS: Final[frozenset[Permission]] = frozenset(
         ("apps", "daemonsets", "patch"),
         ("apps", "daemonsets", "delete"),
         ("resource.nvidia.com", "computedomaincliques", "list"),
+        ("resource.nvidia.com", "computedomaincliques", "watch"),
         ("resource.nvidia.com", "computedomaincliques", "get"),
         ("resource.nvidia.com", "computedomaincliques", "patch"),
         ("resource.nvidia.com", "computedomaincliques", "update"),
         ("resource.nvidia.com", "computedomaincliques", "delete"),
         ("", "pods", "list"),
+        ("", "pods", "watch"),
         ("coordination.k8s.io", "leases", "get"),
         ("coordination.k8s.io", "leases", "create"),
         ("coordination.k8s.io", "leases", "update"),
     }
 )
 _SELECTOR = {"labelSelector": COMPUTE_DOMAIN_LABEL}
+_FOLLOWER_POLL_S = 2.0
 
 
 class ComputeDomainController:
@@ -96,10 +102,15 @@ class ComputeDomainController:
     def observe(self) -> Observed:
         """List what the plan needs; domains last (see :mod:`.reconcile`)."""
         ns = self._settings.namespace
-        nodes = {
-            str(n["metadata"]["name"]): str(n["metadata"]["labels"][COMPUTE_DOMAIN_LABEL])
-            for n in self._items("/api/v1/nodes", _SELECTOR)
-        }
+        # All nodes, not only labelled ones: a daemon on a node that is gone is gone too,
+        # whether or not the pod garbage collector has removed its pod yet.
+        all_nodes = self._items("/api/v1/nodes")
+        node_names = frozenset(str((n.get("metadata") or {}).get("name", "")) for n in all_nodes)
+        nodes = {}
+        for n in all_nodes:
+            labels = (n.get("metadata") or {}).get("labels") or {}
+            if COMPUTE_DOMAIN_LABEL in labels:
+                nodes[str(n["metadata"]["name"])] = str(labels[COMPUTE_DOMAIN_LABEL])
         objects = [
             owned_object_from_api("DaemonSet", o)
             for o in self._items(collection_path("DaemonSet", ns), _SELECTOR)
@@ -120,6 +131,7 @@ class ComputeDomainController:
             cliques=tuple(ComputeDomainClique.from_dict(c) for c in raw_cliques),
             pods=tuple(p for p in pods if p.domain_uid),
             node_labels=nodes,
+            node_names=node_names,
         )
 
     def reconcile_once(self) -> list[Action]:
@@ -146,17 +158,40 @@ class ComputeDomainController:
         *,
         interval_s: float = 2.0,
         is_leader: Callable[[], bool] = lambda: True,
+        wake: threading.Event | None = None,
     ) -> None:
-        """Reconcile every ``interval_s`` seconds until ``stop`` is set, while leader."""
+        """Reconcile until ``stop`` is set, while leader: when ``wake`` is set (a watched
+        change), else every ``interval_s`` seconds (the resync; the only trigger without
+        ``wake``)."""
         while not stop.is_set():
-            if is_leader():
+            leader = is_leader()
+            if leader:
+                if wake is not None:
+                    # Cleared before the pass: a change during it triggers the next one.
+                    wake.clear()
                 try:
                     self.reconcile_once()
                 except KubeApiError as exc:
                     log.warning(
                         "pass failed", extra={"event": "reconcile_failed", "error": str(exc)}
                     )
-            stop.wait(interval_s)
+            if wake is None:
+                stop.wait(interval_s)
+            elif leader:
+                wake.wait(interval_s)
+            else:
+                # A follower only waits to become leader (no API requests meanwhile).
+                stop.wait(min(interval_s, _FOLLOWER_POLL_S))
+
+    def watched(self) -> tuple[Watched, ...]:
+        """What a :class:`~.change_watch.ChangeWatch` watches for this controller."""
+        ns = self._settings.namespace
+        return (
+            Watched(collection_path("ComputeDomain")),
+            Watched(collection_path("ComputeDomainClique", ns)),
+            Watched(collection_path("Pod", ns), _SELECTOR),
+            Watched("/api/v1/nodes"),
+        )
 
     # --------------------------------------------------------------------- apply
     def _apply(self, action: Action) -> None:

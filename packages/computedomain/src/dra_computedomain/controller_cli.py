@@ -21,6 +21,7 @@ from dra_kubelet_plugin.core.errors import ConfigurationError
 from dra_kubelet_plugin.core.kube import KubeTransport
 from dra_kubelet_plugin.core.logs import configure_logging
 
+from .change_watch import ChangeWatch
 from .controller import ComputeDomainController
 from .leader import LeaseElector, LeaseTimings
 from .manifests import DaemonSettings
@@ -78,7 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="real: nvidia-imex; fake: this project's stand-in (fake GPU nodes)",
     )
     p.add_argument("--pod-name", default=_env("POD_NAME", socket.gethostname()))
-    p.add_argument("--resync-period", type=_duration, default=_duration("2s"))
+    p.add_argument(
+        "--resync-period",
+        type=_duration,
+        default=_duration("30s"),
+        help="passes without a watched change (changes trigger one at once)",
+    )
     p.add_argument(
         "--leader-election",
         action="store_true",
@@ -144,12 +150,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     stop = threading.Event()
 
+    controller = ComputeDomainController(transport, settings)
+    changes = ChangeWatch(transport, controller.watched())
+
     def _stop(_signum: int, _frame: FrameType | None) -> None:
         stop.set()
+        changes.changed.set()  # the loop may be waiting for a change
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    controller = ComputeDomainController(transport, settings)
+    changes.start(stop)
     log.info(
         "starting",
         extra={
@@ -173,8 +183,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         )
         threading.Thread(target=leadership.loop, args=(stop,), daemon=True).start()
-        controller.run(stop, interval_s=args.resync_period, is_leader=leadership.leading)
+        controller.run(
+            stop,
+            interval_s=args.resync_period,
+            is_leader=leadership.leading,
+            wake=changes.changed,
+        )
     else:
-        controller.run(stop, interval_s=args.resync_period)
+        controller.run(stop, interval_s=args.resync_period, wake=changes.changed)
     transport.close()
     return 0

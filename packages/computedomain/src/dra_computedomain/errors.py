@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "ChannelDeviceError",
     "ClaimConfigError",
     "CliqueFullError",
     "CliqueIdError",
@@ -112,3 +113,14 @@ class ClaimConfigError(PrepareError):
     """The claim's opaque config is missing or invalid."""
 
     permanent = True
+
+
+class ChannelDeviceError(PrepareError):
+    """An IMEX channel device node is missing and cannot be created on this node."""
+
+    permanent = True
+
+    def __init__(self, claim: str, node: str, reason: str) -> None:
+        super().__init__(claim, f"IMEX channel device node {node}: {reason}")
+        self.node = node
+        self.reason = reason

@@ -32,6 +32,7 @@ from dra_kubelet_plugin.core.settings import (
 )
 from dra_nvlib import DeviceLibConfig, NvlibError, open_device_lib
 
+from .channel_nodes import ChannelNodes
 from .clique_id import node_clique_id
 from .errors import CliqueIdError
 from .names import COMPUTE_DOMAIN_DRIVER
@@ -59,6 +60,8 @@ class PluginSettings:
     fake_gpus: str
     fake_gpu_state_file: Path | None
     driver_root: Path
+    dev_root: Path = Path("/")
+    proc_root: Path = Path("/proc")
 
 
 def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
@@ -70,6 +73,8 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         ("--fake-gpus", "FAKE_GPUS", "", "fake fleet, e.g. 4xGB200 (backend fake)"),
         ("--fake-gpu-state-file", "FAKE_GPU_STATE_FILE", "", "fake node state file"),
         ("--nvidia-driver-root", "NVIDIA_DRIVER_ROOT", "/", "where the NVIDIA driver is"),
+        ("--dev-root", "DEV_ROOT", "/", "where this process sees the host's /dev (channel nodes)"),
+        ("--proc-root", "PROC_ROOT", "/proc", "where this process sees /proc (devices majors)"),
     )
     add_flags(parser, [*common_flags(COMPUTE_DOMAIN_DRIVER).values(), *own], environ)
     return parser
@@ -89,6 +94,8 @@ def settings_from_args(args: argparse.Namespace) -> PluginSettings:
         fake_gpus=args.fake_gpus,
         fake_gpu_state_file=Path(args.fake_gpu_state_file) if args.fake_gpu_state_file else None,
         driver_root=Path(args.nvidia_driver_root),
+        dev_root=Path(args.dev_root),
+        proc_root=Path(args.proc_root),
     )
 
 
@@ -142,6 +149,7 @@ async def run(settings: PluginSettings, stop: asyncio.Event) -> None:
             clique_id=clique_id,
             domains_dir=domains_dir,
             fake=settings.device_backend == "fake",
+            channel_nodes=ChannelNodes(settings.dev_root, settings.proc_root),
         )
         engine = ComputeDomainEngine(driver=driver, **runner.engine_parts())
         await engine.start()

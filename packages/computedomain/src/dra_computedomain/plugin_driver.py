@@ -51,6 +51,7 @@ from dra_kubelet_plugin.core.errors import (
 )
 from dra_kubelet_plugin.core.state import ClaimEngine
 
+from .channel_nodes import ChannelNodes
 from .channel_prepare import (
     ChannelClaim,
     NodeView,
@@ -60,7 +61,7 @@ from .channel_prepare import (
     decide_channel,
 )
 from .claim_devices import CHANNEL_DEVICE, DAEMON_DEVICE, slice_devices
-from .errors import DomainNotFoundError, PrepareError
+from .errors import ChannelDeviceError, DomainNotFoundError, PrepareError
 from .names import COMPUTE_DOMAIN_DRIVER
 from .node_api import NodeApi
 
@@ -166,9 +167,22 @@ def _decode(device: AllocatedDevice, ref: ClaimRef) -> ComputeDomainChannelConfi
 class ComputeDomainDriver:
     """The core driver of ``compute-domain.nvidia.com`` on one node."""
 
-    def __init__(self, api: NodeApi, *, clique_id: str, domains_dir: Path, fake: bool) -> None:
-        """``domains_dir``: the per-domain IMEX config directories (a host path, for CDI)."""
+    def __init__(
+        self,
+        api: NodeApi,
+        *,
+        clique_id: str,
+        domains_dir: Path,
+        fake: bool,
+        channel_nodes: ChannelNodes | None = None,
+    ) -> None:
+        """``domains_dir``: the per-domain IMEX config directories (a host path, for CDI).
+
+        ``channel_nodes`` creates missing channel device nodes on real nodes (default: below
+        ``/dev``); fake nodes use ``/dev/null`` stand-ins and never create any.
+        """
         self.api = api
+        self._channel_nodes = None if fake else (channel_nodes or ChannelNodes())
         self.clique_id = clique_id
         self._domains_dir = domains_dir
         self._fake = fake
@@ -258,6 +272,16 @@ class ComputeDomainDriver:
             if ours and not decision.error.permanent:
                 self.waiting[ref.uid] = domain_uid
             raise decision.error
+        if self._channel_nodes is not None and self.clique_id:
+            try:
+                await asyncio.to_thread(
+                    self._channel_nodes.ensure, claim.ref, claim.allocation_mode
+                )
+            except ChannelDeviceError:
+                # Permanent: this claim will not hold the node, so its label must not stay.
+                self.waiting.pop(ref.uid, None)
+                await self._release(domain_uid)
+                raise
         self._check(ref, generation)
         self.waiting.pop(ref.uid, None)
         self.prepared[ref.uid] = domain_uid

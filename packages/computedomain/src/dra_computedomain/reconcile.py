@@ -81,6 +81,12 @@ class Observed:
     pods: tuple[DaemonPod, ...] = ()
     #: node name -> the domain UID of its label
     node_labels: Mapping[str, str] = field(default_factory=dict)
+    #: every node of the cluster; None: not listed (no daemon counts as on a vanished node)
+    node_names: frozenset[str] | None = None
+
+    def on_existing_node(self, pod: DaemonPod) -> bool:
+        """Whether ``pod`` is unscheduled or on a node that still exists."""
+        return self.node_names is None or not pod.node_name or pod.node_name in self.node_names
 
 
 @dataclass(frozen=True)
@@ -255,7 +261,22 @@ def _ensure(domain: ComputeDomain, observed: Observed, settings: DaemonSettings)
     mine_cliques = [
         c for c in observed.cliques if (c.metadata.labels or {}).get(COMPUTE_DOMAIN_LABEL) == uid
     ]
-    live = {p.node_name for p in observed.pods if p.domain_uid == uid}
+    # A daemon pod on a deleted node is gone, even before the pod GC removes it.
+    pods = [p for p in observed.pods if observed.on_existing_node(p)]
+    live = {p.node_name for p in pods if p.domain_uid == uid}
+    left = sorted(
+        {p.node_name for p in observed.pods if p.domain_uid == uid and p not in pods}
+        | {
+            d.node_name
+            for c in mine_cliques
+            for d in c.daemons or []
+            if observed.node_names is not None and d.node_name not in observed.node_names
+        }
+    )
+    for node in left:
+        actions.append(
+            _event(domain, "Warning", "NodeLeft", f"node {node} is gone; its daemon is dropped")
+        )
     for clique in mine_cliques:
         daemons = clique.daemons or []
         dropped = tuple(d.node_name for d in daemons if d.node_name not in live)
@@ -269,7 +290,7 @@ def _ensure(domain: ComputeDomain, observed: Observed, settings: DaemonSettings)
                     dropped=dropped,
                 )
             )
-    status = aggregate_status(domain, mine_cliques, observed.pods)
+    status = aggregate_status(domain, mine_cliques, pods)
     if conflict:
         status.status = "NotReady"
     if status_changed(domain, status):

@@ -1,0 +1,111 @@
+"""The IMEX channel device nodes on real nodes: created when missing, as NVIDIA's plugin does.
+
+A channel claim's container gets ``/dev/nvidia-caps-imex-channels/channelN``. The NVIDIA
+driver does not create these nodes itself; NVIDIA's compute-domain plugin makes each missing
+one with ``mknod`` (character device, major of ``nvidia-caps-imex-channels`` in
+``/proc/devices``, minor ``N``, mode 0666) before injecting it. Without that major (the driver
+is too old or not loaded with IMEX channels) the prepare fails, naming the node.
+
+:func:`channel_minors` and :func:`missing_channels` decide without I/O; :class:`ChannelNodes`
+is the edge that reads ``/proc/devices`` and calls ``mknod`` (via the plugin's
+:func:`~dra_kubelet_plugin.device_nodes.ensure_char_node`). Fake nodes never get here: their
+channels are ``/dev/null`` stand-ins.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Final
+
+from dra_kubelet_plugin.device_nodes import NodeUnavailableError, char_majors, ensure_char_node
+
+from .errors import ChannelDeviceError
+from .names import MAX_CHANNELS
+
+__all__ = [
+    "CHANNEL_DIR",
+    "IMEX_CHANNELS_MODULE",
+    "ChannelNodes",
+    "channel_minors",
+    "channel_path",
+    "missing_channels",
+]
+
+CHANNEL_DIR: Final = "/dev/nvidia-caps-imex-channels"
+#: the character-device name of the channels in ``/proc/devices``
+IMEX_CHANNELS_MODULE: Final = "nvidia-caps-imex-channels"
+
+log = logging.getLogger(__name__)
+
+
+def channel_minors(mode: str) -> range:
+    """The channels a claim of allocation ``mode`` gets: channel 0, or all with ``All``."""
+    return range(MAX_CHANNELS if mode == "All" else 1)
+
+
+def channel_path(minor: int) -> str:
+    """The container (and host) path of channel ``minor``."""
+    return f"{CHANNEL_DIR}/channel{minor}"
+
+
+def missing_channels(minors: Iterable[int], exists: Callable[[str], bool]) -> tuple[int, ...]:
+    """The channels of ``minors`` whose node ``exists`` says is not there yet."""
+    return tuple(n for n in minors if not exists(channel_path(n)))
+
+
+class ChannelNodes:
+    """Creates missing channel nodes below ``dev_root`` (where this process sees host /dev)."""
+
+    def __init__(self, dev_root: Path = Path("/"), proc_root: Path = Path("/proc")) -> None:
+        """``dev_root`` "/" means paths as they are; ``proc_root`` holds ``devices``."""
+        self._dev_root = dev_root
+        self._proc_devices = proc_root / "devices"
+
+    def _exists(self, path: str) -> bool:
+        return (self._dev_root / path.lstrip("/")).exists()
+
+    def ensure(self, claim: str, mode: str) -> int:
+        """Make sure every channel node of a ``mode`` claim exists; return how many were made.
+
+        Raises:
+            ChannelDeviceError: a node is missing and cannot be created (no
+                ``nvidia-caps-imex-channels`` major, or ``mknod`` refused); names the node.
+        """
+        missing = missing_channels(channel_minors(mode), self._exists)
+        if not missing:
+            return 0
+        first = channel_path(missing[0])
+        # One read decides for all of them: without the major none can be made.
+        try:
+            majors = char_majors(self._proc_devices.read_text())
+        except OSError as exc:
+            raise ChannelDeviceError(
+                claim, first, f"cannot read {self._proc_devices}: {exc}"
+            ) from exc
+        if IMEX_CHANNELS_MODULE not in majors:
+            raise ChannelDeviceError(
+                claim,
+                first,
+                f"{self._proc_devices} lists no {IMEX_CHANNELS_MODULE!r} character device "
+                "(does the NVIDIA driver support IMEX channels?)",
+            )
+        made = 0
+        for minor in missing:
+            path = channel_path(minor)
+            try:
+                made += ensure_char_node(
+                    self._dev_root,
+                    path,
+                    module=IMEX_CHANNELS_MODULE,
+                    minor=minor,
+                    proc_devices=self._proc_devices,
+                )
+            except NodeUnavailableError as exc:
+                raise ChannelDeviceError(claim, path, exc.reason) from exc
+        log.info(
+            "imex channel nodes created",
+            extra={"event": "channel_nodes_created", "claim": claim, "count": made},
+        )
+        return made
