@@ -104,9 +104,12 @@ def plugin_calls() -> Iterator[Call]:
 
 
 def is_discovery(call: Call) -> bool:
-    """``GET /apis/<group>[/<version>]``: a discovery URL, which every authenticated client
-    may read (``system:discovery``), so no rule grants it."""
+    """``GET /apis/<group>[/<version>]`` or ``GET /version``: a discovery URL, which every
+    authenticated client may read (``system:discovery``, ``system:public-info-viewer``), so
+    no rule grants it."""
     segments = call.path.split("?")[0].strip("/").split("/")
+    if call.method == "GET" and segments == ["version"]:
+        return True
     return call.method == "GET" and segments[0] == "apis" and len(segments) in (2, 3)
 
 
@@ -164,6 +167,7 @@ def helm() -> Path:
 def test_the_scan_finds_the_plugins_requests() -> None:
     used = {verb_of(c) for c in resource_calls()}
     assert any(c.path == "/apis/resource.k8s.io" for c in plugin_calls() if is_discovery(c))
+    assert any(c.path == "/version" for c in plugin_calls() if is_discovery(c))
     # What the plugin is known to do; if one disappears the scan lost track of the code.
     assert ("resource.k8s.io", "resourceslices", "create") in used
     assert ("resource.k8s.io", "resourceslices", "watch") in used
