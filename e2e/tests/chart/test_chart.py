@@ -119,6 +119,16 @@ def test_gpus_require_the_device_plugin_override(render: Render) -> None:
     assert [c["name"] for c in containers] == ["compute-domains"]
 
 
+def test_fake_compute_domain_nodes_get_no_host_dev(render: Render) -> None:
+    """Fake nodes back IMEX channels with stand-ins: no host /dev in the plugin pod."""
+    objects = render({"resources.computeDomains.enabled": "true", "devices.backend": "fake"})
+    (plugin,) = _kind(objects, "DaemonSet")
+    pod = plugin["spec"]["template"]["spec"]
+    (cd,) = [c for c in pod["containers"] if c["name"] == "compute-domains"]
+    assert not any(a.startswith("--dev-root") for a in cd["args"])
+    assert all(v.get("hostPath", {}).get("path") != "/dev" for v in pod["volumes"])
+
+
 def test_nothing_enabled_is_an_error(render: Render) -> None:
     with pytest.raises(HelmFailed, match="Nothing to install"):
         render({"resources.gpus.enabled": "false", "resources.computeDomains.enabled": "false"})

@@ -117,9 +117,17 @@ def test_nvidias_values_render_with_nvidias_meaning(helm: Path) -> None:
     (cd,) = [c for c in pod["containers"] if c["name"] == "compute-domains"]
     assert cd["securityContext"] == {"privileged": True}
     assert "--http-endpoint=:8081" in cd["args"]
+    # Missing IMEX channel nodes are made on the host's /dev, where the runtime looks.
+    assert "--dev-root=/host-dev-root" in cd["args"]
+    (dev,) = [m for m in cd["volumeMounts"] if m["mountPath"] == "/host-dev-root/dev"]
+    (vol,) = [v for v in pod["volumes"] if v["name"] == dev["name"]]
+    assert vol["hostPath"]["path"] == "/dev"
     assert cd["startupProbe"]["grpc"]["port"] == 51515
-    assert [o["metadata"]["name"] for o in objects if o["kind"] == "Deployment"] == [
-        "dra-dra-driver-nvidia-gpu-compute-domain-controller"
+    # NVIDIA's controller.* configures the compute-domain controller; the allocation
+    # controller (allocationController.*, on by default) is this chart's own.
+    assert sorted(o["metadata"]["name"] for o in objects if o["kind"] == "Deployment") == [
+        "dra-dra-driver-nvidia-gpu-allocation-controller",
+        "dra-dra-driver-nvidia-gpu-compute-domain-controller",
     ]
     notes = render_notes(helm, values=[NVIDIA_VALUES])
     assert NOT_IMPLEMENTED not in notes, "NVIDIA's defaults configure only built parts"

@@ -21,6 +21,9 @@ and prepares daemon and channel claims (dra-compute-domain-kubelet-plugin).
   - "--fake-gpus={{ include "dra-driver-nvidia-gpu.fakeGpus" . }}"
   {{- else }}
   - "--nvidia-driver-root=/driver-root"
+  # Missing IMEX channel nodes are made on the host's /dev (mounted below), so the runtime
+  # finds the node the claim's CDI spec names.
+  - "--dev-root=/host-dev-root"
   {{- end }}
   - "--cdi-root={{ .Values.kubeletPlugin.cdiRoot }}"
   - "--kubelet-registrar-directory-path={{ .Values.kubeletPlugin.kubeletRegistrarDirectoryPath }}"
@@ -100,6 +103,8 @@ and prepares daemon and channel claims (dra-compute-domain-kubelet-plugin).
     mountPath: /driver-root
     readOnly: true
     mountPropagation: HostToContainer
+  - name: compute-domain-host-dev
+    mountPath: /host-dev-root/dev
   {{- end }}
   - name: tmp
     mountPath: /tmp
@@ -110,4 +115,10 @@ and prepares daemon and channel claims (dra-compute-domain-kubelet-plugin).
   hostPath:
     path: {{ printf "%s/compute-domain.nvidia.com" (trimSuffix "/" .Values.kubeletPlugin.kubeletPluginsDirectoryPath) | quote }}
     type: DirectoryOrCreate
+{{- if ne .Values.devices.backend "fake" }}
+- name: compute-domain-host-dev
+  hostPath:
+    path: /dev
+    type: Directory
+{{- end }}
 {{- end }}
