@@ -92,13 +92,13 @@ def go_allocator_path(version: str = KUBERNETES_VERSION) -> Path:
     return component_dir(go_allocator_component(version)) / "dra-go-allocate"
 
 
-def run_batch(
-    binary: Path, cases: Iterable[OracleCase], *, timeout_s: float = 600
-) -> list[OracleResult]:
-    """Run every case through one ``dra-go-allocate --batch`` process, in order."""
-    lines = "".join(json.dumps(case.to_json()) + "\n" for case in cases)
+def _run_json_lines(
+    binary: Path, flag: str, records: Iterable[dict[str, Any]], *, timeout_s: float
+) -> list[dict[str, Any]]:
+    """Feed ``records`` to one ``dra-go-allocate FLAG`` process as JSON lines; its JSON lines."""
+    lines = "".join(json.dumps(record) + "\n" for record in records)
     proc = subprocess.run(
-        [str(binary), "--batch"],
+        [str(binary), flag],
         input=lines,
         capture_output=True,
         text=True,
@@ -106,21 +106,25 @@ def run_batch(
         check=False,
     )
     if proc.returncode != 0:
-        raise E2EError(f"dra-go-allocate --batch exited {proc.returncode}: {proc.stderr.strip()}")
-    results = []
-    for line in proc.stdout.splitlines():
-        if not line.strip():
-            continue
-        data = json.loads(line)
-        results.append(
-            OracleResult(
-                id=str(data["id"]),
-                exit=int(data["exit"]),
-                report=data.get("report") or {},
-                error=str(data.get("error") or ""),
-            )
+        raise E2EError(f"dra-go-allocate {flag} exited {proc.returncode}: {proc.stderr.strip()}")
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+
+
+def run_batch(
+    binary: Path, cases: Iterable[OracleCase], *, timeout_s: float = 600
+) -> list[OracleResult]:
+    """Run every case through one ``dra-go-allocate --batch`` process, in order."""
+    return [
+        OracleResult(
+            id=str(data["id"]),
+            exit=int(data["exit"]),
+            report=data.get("report") or {},
+            error=str(data.get("error") or ""),
         )
-    return results
+        for data in _run_json_lines(
+            binary, "--batch", (case.to_json() for case in cases), timeout_s=timeout_s
+        )
+    ]
 
 
 @dataclass(frozen=True)
@@ -146,38 +150,20 @@ def run_cel_costs(
     binary: Path, cases: Iterable[CelCostCase], *, timeout_s: float = 600
 ) -> list[CelCostResult]:
     """Estimate every selector's cost with ``dra-go-allocate -cel-cost`` (one process)."""
-    lines = "".join(
-        json.dumps(
-            {
-                "id": c.id,
-                "expression": c.expression,
-                "consumableCapacity": c.consumable_capacity,
-                "listTypeAttributes": c.list_type_attributes,
-            }
-        )
-        + "\n"
+    records = (
+        {
+            "id": c.id,
+            "expression": c.expression,
+            "consumableCapacity": c.consumable_capacity,
+            "listTypeAttributes": c.list_type_attributes,
+        }
         for c in cases
     )
-    proc = subprocess.run(
-        [str(binary), "-cel-cost"],
-        input=lines,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise E2EError(f"dra-go-allocate -cel-cost exited {proc.returncode}: {proc.stderr.strip()}")
-    results = []
-    for line in proc.stdout.splitlines():
-        if line.strip():
-            data = json.loads(line)
-            cost = data.get("maxCost")
-            results.append(
-                CelCostResult(
-                    id=str(data["id"]),
-                    max_cost=None if cost is None else int(cost),
-                    error=str(data.get("error") or ""),
-                )
-            )
-    return results
+    return [
+        CelCostResult(
+            id=str(data["id"]),
+            max_cost=None if data.get("maxCost") is None else int(data["maxCost"]),
+            error=str(data.get("error") or ""),
+        )
+        for data in _run_json_lines(binary, "-cel-cost", records, timeout_s=timeout_s)
+    ]
