@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from dra_kubelet_plugin.core.errors import KubeApiError
+from dra_kube_client import KubeApiError
 
 _COLLECTION = re.compile(
     r"^(?P<prefix>/apis?/.+?)(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[a-z]+)$"

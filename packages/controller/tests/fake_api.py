@@ -1,4 +1,4 @@
-"""A scripted :class:`ApiTransport` for the informer and controller tests."""
+"""A scripted :class:`JsonTransport` for the informer and controller tests."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dra_controller.kube.transport import ApiError
+from dra_kube_client import KubeApiError
 
 
 @dataclass
 class FakeApi:
     """Lists answered from ``lists`` (path -> pages), watches from ``watches`` (path -> scripts).
 
-    A watch script is a list of events; an ``ApiError`` in it is raised at that point.
+    A watch script is a list of events; an ``KubeApiError`` in it is raised at that point.
     When a path's scripts run out, the watch raises status 0 (as a broken connection).
     """
 
@@ -44,23 +44,23 @@ class FakeApi:
             return self.objects[path]
         pages = self.lists.get(path)
         if not pages:
-            raise ApiError(method, path, 404, "not found")
+            raise KubeApiError(method, path, 404, "not found")
         page = pages.pop(0) if len(pages) > 1 else pages[0]
-        if isinstance(page, ApiError):
+        if isinstance(page, KubeApiError):
             raise page
         result: dict[str, Any] = page
         return result
 
-    def watch(
+    def watch_lines(
         self, path: str, *, query: Mapping[str, str], timeout_s: float
     ) -> Iterator[dict[str, Any]]:
         """Replay the next script of ``path``."""
         self.calls.append(("WATCH", path, dict(query)))
         scripts = self.watches.get(path) or []
         if not scripts:
-            raise ApiError("WATCH", path, 0, "connection refused")
+            raise KubeApiError("WATCH", path, 0, "connection refused")
         for event in scripts.pop(0):
-            if isinstance(event, ApiError):
+            if isinstance(event, KubeApiError):
                 raise event
             yield event
 

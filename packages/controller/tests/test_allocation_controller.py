@@ -36,7 +36,7 @@ from dra_controller.allocation_controller.events import EventPublisher, TokenBuc
 from dra_controller.allocation_controller.http import serve
 from dra_controller.allocation_controller.leader import LeaderElector
 from dra_controller.allocation_controller.view import ClusterView
-from dra_controller.kube.transport import ApiError
+from dra_kube_client import KubeApiError
 from fake_api import FakeApi
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -348,7 +348,7 @@ def test_leader_keeps_leading_through_short_api_outage_then_steps_down() -> None
 
     class Down(FakeApi):
         def request(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
-            raise ApiError(method, path, 0, "connection refused")
+            raise KubeApiError(method, path, 0, "connection refused")
 
     api = FakeApi()
     el = LeaderElector(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from dra_controller.informers import Backoff, Informer, Resource, SharedInformers, trim_pod
-from dra_controller.kube.transport import ApiError
+from dra_kube_client import KubeApiError
 from fake_api import FakeApi, obj, page
 
 CLAIMS = Resource("ResourceClaim", "resource.k8s.io/v1", "/claims")
@@ -80,18 +80,18 @@ def test_run_resumes_from_last_version_then_relists_on_410() -> None:
                         "object": {"kind": "Status", "code": 410, "message": "too old"},
                     }
                 ],
-                [ApiError("WATCH", "/claims", 500, "boom")],
+                [KubeApiError("WATCH", "/claims", 500, "boom")],
             ]
         },
     )
-    original_watch = api.watch
+    original_watch = api.watch_lines
 
-    def watch(path: str, **kw: object):  # type: ignore[no-untyped-def]
+    def watch_lines(path: str, **kw: object):  # type: ignore[no-untyped-def]
         if not api.watches["/claims"]:
             stop.set()
         return original_watch(path, **kw)  # type: ignore[arg-type]
 
-    api.watch = watch  # type: ignore[method-assign]
+    api.watch_lines = watch_lines  # type: ignore[method-assign]
     inf = _informer(api)
     inf.run(stop)
     watches = [c for c in api.calls if c[0] == "WATCH"]
@@ -109,7 +109,7 @@ def test_410_on_list_continue_restarts_the_list() -> None:
         lists={
             "/claims": [
                 page([obj("ResourceClaim", "a", "5", "ns")], "9", cont="t1"),
-                ApiError("GET", "/claims", 410, "continue expired"),
+                KubeApiError("GET", "/claims", 410, "continue expired"),
                 page([obj("ResourceClaim", "c", "11", "ns")], "11"),
             ]
         }

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 from dra_api_types import ResourceSlice
-from dra_kubelet_plugin.core.errors import KubeApiError
+from dra_kube_client import KubeApiError
 from dra_kubelet_plugin.core.health import DeviceHealth, HealthHub
 from dra_kubelet_plugin.core.metrics import PluginMetrics
 from dra_kubelet_plugin.core.publisher import SlicePublisher
