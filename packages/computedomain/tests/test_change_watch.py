@@ -12,7 +12,7 @@ from dra_computedomain.change_watch import ChangeWatch, Watched, resource_versio
 from dra_computedomain.controller import ComputeDomainController
 from dra_computedomain.manifests import DaemonSettings
 from dra_kube_client import KubeApiError
-from memory_api import MemoryApi
+from dra_kube_client.testing import MemoryApi
 
 
 class ScriptedTransport:
