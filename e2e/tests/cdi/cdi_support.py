@@ -14,6 +14,7 @@ import shutil
 import socket
 import stat
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -181,3 +182,48 @@ def make_driver_root(
     _char_device(dev / "nvidia-uvm", 510, 0)
     _char_device(dev / "nvidia-uvm-tools", 510, 1)
     return DriverRoot(root=root, lib_dir=lib_dir, version=version)
+
+
+#: Where each layout's packages put the Xorg modules (below the library dir for GKE's).
+_XORG_DIRS = {
+    "debian": "usr/lib/xorg/modules",
+    "rhel": "usr/lib64/xorg/modules",
+    "gke": "lib64/xorg/modules",
+}
+_DRM_MAJOR = 226
+
+
+def add_graphics(driver: DriverRoot, *, layout: str, pci_bus_ids: Sequence[str]) -> Path:
+    """Add what a desktop-capable node has: the Xorg modules, the GPUs' DRM nodes and udev's
+    ``/dev/dri/by-path`` links, and the sysfs ``drm`` directories that tie each node to its
+    GPU's PCI function. Returns the synthetic ``/sys`` (mount its ``bus/pci/devices`` over
+    the host's for ``nvidia-ctk``, which reads the absolute path).
+
+    GPU ``i`` gets ``card<i+1>`` and ``renderD<128+i>``, except: the second-to-last GPU's
+    ``card`` node is listed in sysfs but missing from ``/dev`` (its by-path link dangles),
+    the third-to-last GPU's render link points at another GPU's node, and the last GPU has
+    no ``drm`` directory at all (``nvidia-drm`` not bound).
+    """
+    xorg = driver.root / _XORG_DIRS[layout]
+    (xorg / "drivers").mkdir(parents=True)
+    (xorg / "extensions").mkdir(parents=True)
+    (xorg / "drivers" / "nvidia_drv.so").write_bytes(b"\0")
+    (xorg / "extensions" / f"libglxserver_nvidia.so.{driver.version}").write_bytes(b"\0")
+    sys_root = driver.root.parent / f"{driver.root.name}.sys"
+    dri = driver.root / "dev" / "dri"
+    (dri / "by-path").mkdir(parents=True)
+    last = len(pci_bus_ids) - 1
+    for index, bus in enumerate(pci_bus_ids):
+        if index == last:
+            continue
+        card, render = f"card{index + 1}", f"renderD{128 + index}"
+        drm = sys_root / "bus" / "pci" / "devices" / bus / "drm"
+        for name in (card, render):
+            (drm / name).mkdir(parents=True)
+        if index != last - 1:
+            _char_device(dri / card, _DRM_MAJOR, index + 1)
+        _char_device(dri / render, _DRM_MAJOR, 128 + index)
+        render_target = "../renderD128" if index == last - 2 else f"../{render}"
+        (dri / "by-path" / f"pci-{bus}-card").symlink_to(f"../{card}")
+        (dri / "by-path" / f"pci-{bus}-render").symlink_to(render_target)
+    return sys_root

@@ -7,10 +7,18 @@ NVIDIA's go-nvml mock GPUs (dgxa100) through the mock ``libnvidia-ml``. Our
 edits must equal the toolkit's spec-wide ``containerEdits`` (env, device nodes, mounts,
 hooks) and each GPU's edits the toolkit's device edits.
 
+Both render the mock's GPUs (our NVML backend loads the same mock library). The graphics
+case adds what a desktop-capable node has (``cdi_support.add_graphics``): the Xorg modules,
+each GPU's ``/dev/dri`` nodes tied to its PCI function through sysfs, and udev's
+``/dev/dri/by-path`` links, which both recreate with a per-device ``create-symlinks`` hook.
+
 Deliberate differences, not compared: the toolkit also writes each node's ``major``,
 ``minor``, ``fileMode`` and ``permissions``, which the runtime reads from the host node when
-absent (so a node the driver re-created is never stale in our spec); it also adds ``/dev/dri``
-nodes, which this synthetic root (like a headless compute node) has none of.
+absent (so a node the driver re-created is never stale in our spec). With a ``--dev-root``
+other than ``/`` the toolkit names the by-path link at its host path (``<dev root>/dev/dri/
+by-path/...``), which would put it in the wrong place in the container; ours names the
+container path, and on a node (dev root ``/``) the two are the same, so the test strips the
+dev root from the toolkit's link names.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from dra_nvlib import DeviceLibConfig, open_device_lib
 from dra_nvlib.mock_nvml_build import MockNvml, build_mock_nvml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cdi_support import LAYOUTS, DriverRoot, make_driver_root
+from cdi_support import LAYOUTS, DriverRoot, add_graphics, make_driver_root
 
 pytestmark = [
     pytest.mark.slow,
@@ -50,25 +58,32 @@ def mock_nvml() -> MockNvml:
     return build_mock_nvml()
 
 
-def _gpus(tmp_path: Path, count: int) -> list[NodeDevice]:
-    config = DeviceLibConfig(
-        backend="fake",
-        node_name="n1",
-        fake_fleet=f"{count}xA100-40GB",
-        fake_state_path=tmp_path / "fake.json",
-    )
-    with open_device_lib(config) as lib:
+@pytest.fixture(scope="module")
+def gpus(mock_nvml: MockNvml) -> list[NodeDevice]:
+    """The mock system's GPUs as our NVML backend sees them (dgxa100: the library's default,
+    the system ``nvidia-ctk`` is given too)."""
+    with open_device_lib(DeviceLibConfig(backend="nvml", nvml_library=mock_nvml.library)) as lib:
         return build_inventory(lib.gpus())
 
 
-def _toolkit_spec(toolkit: Toolkit, mock_nvml: MockNvml, driver: DriverRoot) -> dict[str, Any]:
+def _toolkit_spec(
+    toolkit: Toolkit,
+    mock_nvml: MockNvml,
+    driver: DriverRoot,
+    binds: dict[str, Path] | None = None,
+) -> dict[str, Any]:
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "LD_LIBRARY_PATH": str(driver.lib_path),
         **mock_nvml.env("dgxa100"),
     }
     return generate_spec(
-        toolkit, driver_root=driver.root, dev_root=driver.root, hook_path=HOOK, env=env
+        toolkit,
+        driver_root=driver.root,
+        dev_root=driver.root,
+        hook_path=HOOK,
+        env=env,
+        binds=binds,
     )
 
 
@@ -88,21 +103,43 @@ def _firmware_class_path() -> str | None:
         return None
 
 
-@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def _hooks(edits: dict[str, Any], dev_root: Path) -> list[dict[str, Any]]:
+    """The hooks, with the toolkit's host-path by-path link names made container paths."""
+    prefix = f"::{dev_root}/dev/"
+    return [
+        {**hook, "args": [a.replace(prefix, "::/dev/") for a in hook.get("args", [])]}
+        for hook in edits.get("hooks", [])
+    ]
+
+
+@pytest.mark.parametrize(
+    ("layout", "graphics"), [*((layout, False) for layout in sorted(LAYOUTS)), ("debian", True)]
+)
 def test_claim_and_gpu_edits_equal_nvidia_ctk_cdi_generate(
-    layout: str, tmp_path: Path, toolkit: Toolkit, mock_nvml: MockNvml
+    layout: str,
+    graphics: bool,
+    tmp_path: Path,
+    toolkit: Toolkit,
+    mock_nvml: MockNvml,
+    gpus: list[NodeDevice],
 ) -> None:
     driver = make_driver_root(tmp_path / "root", nvml_library=mock_nvml.library, layout=layout)
-    theirs = _toolkit_spec(toolkit, mock_nvml, driver)
+    # Without graphics, an empty sysfs: the host's /sys must not leak into either spec.
+    sys_root = tmp_path / "sys"
+    (sys_root / "bus" / "pci" / "devices").mkdir(parents=True)
+    if graphics:
+        sys_root = add_graphics(driver, layout=layout, pci_bus_ids=[g.gpu.pci_bus_id for g in gpus])
+    binds = {"/sys/bus/pci/devices": sys_root / "bus" / "pci" / "devices"}
+    theirs = _toolkit_spec(toolkit, mock_nvml, driver, binds)
     assert _firmware_class_path() is None, "a custom firmware dir would need passing to ours"
     edits = NvmlEdits(
         driver_root=driver.root,
         dev_root=driver.root,
         host_dev_root=driver.root,
         proc_root=tmp_path / "proc",
+        sys_root=sys_root,
         cdi_hook_path=HOOK,
     )
-    gpus = _gpus(tmp_path, 8)
     ours: dict[str, Any] = edits.claim_edits(REF, gpus).to_json()
     common = theirs["containerEdits"]
     assert ours["env"] == common["env"]
@@ -115,8 +152,15 @@ def test_claim_and_gpu_edits_equal_nvidia_ctk_cdi_generate(
     lib_mounts = [m["containerPath"] for m in ours["mounts"] if ".so" in m["containerPath"]]
     assert f"/{driver.lib_dir}/libcuda.so.{driver.version}" in lib_mounts
     assert all("i386" not in path for path in lib_mounts)
+    xorg = [p for p in _paths(ours["mounts"]) if "xorg" in p]
+    assert len(xorg) == (2 if graphics else 0), xorg
     by_name = {d["name"]: d["containerEdits"] for d in theirs["devices"]}
+    drm_gpus = 0
     for gpu in gpus:
         own: dict[str, Any] = edits.device_edits(REF, gpu).to_json()
-        assert _nodes(own) == _nodes(by_name[str(gpu.gpu.minor)]), gpu.name
-        assert set(own) == set(by_name[str(gpu.gpu.minor)]) == {"deviceNodes"}
+        expected = by_name[str(gpu.gpu.minor)]
+        assert _nodes(own) == _nodes(expected), gpu.name
+        assert _hooks(own, driver.root) == _hooks(expected, driver.root), gpu.name
+        assert set(own) == set(expected), gpu.name
+        drm_gpus += any("/dev/dri/" in path for path, _ in _nodes(own))
+    assert drm_gpus == (len(gpus) - 1 if graphics else 0)
