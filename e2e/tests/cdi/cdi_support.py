@@ -227,3 +227,35 @@ def add_graphics(driver: DriverRoot, *, layout: str, pci_bus_ids: Sequence[str])
         (dri / "by-path" / f"pci-{bus}-card").symlink_to(f"../{card}")
         (dri / "by-path" / f"pci-{bus}-render").symlink_to(render_target)
     return sys_root
+
+
+_NVIDIA_CAPS_MAJOR = 237
+
+
+def add_mig_capabilities(driver: DriverRoot, proc_driver: Path, *, gpus: int = 2) -> None:
+    """The MIG access capabilities of ``gpus`` GPUs, as the driver lists them: every
+    ``gpu<N>/gi<M>/access`` and ``gpu<N>/gi<M>/ci<K>/access`` (8 GPU and 8 compute instance
+    ids) in ``<proc_driver>/nvidia-caps/mig-minors``, each with its
+    ``/dev/nvidia-caps/nvidia-cap<minor>`` node below the driver root.
+
+    ``proc_driver`` stands for ``/proc/driver`` (bind it there for ``nvidia-ctk``, which
+    reads the absolute path; ours takes its parent as the proc root).
+    """
+    lines = ["config 1", "monitor 2"]
+    minor = 2
+    for gpu in range(gpus):
+        for gi in range(8):
+            for cap in (
+                f"gpu{gpu}/gi{gi}/access",
+                *(f"gpu{gpu}/gi{gi}/ci{ci}/access" for ci in range(8)),
+            ):
+                minor += 1
+                lines.append(f"{cap} {minor}")
+                _char_device(
+                    driver.root / "dev" / "nvidia-caps" / f"nvidia-cap{minor}",
+                    _NVIDIA_CAPS_MAJOR,
+                    minor,
+                )
+    caps = proc_driver / "nvidia-caps"
+    caps.mkdir(parents=True)
+    (caps / "mig-minors").write_text("\n".join(lines) + "\n")

@@ -7,7 +7,11 @@ NVIDIA's go-nvml mock GPUs (dgxa100) through the mock ``libnvidia-ml``. Our
 edits must equal the toolkit's spec-wide ``containerEdits`` (env, device nodes, mounts,
 hooks) and each GPU's edits the toolkit's device edits.
 
-Both render the mock's GPUs (our NVML backend loads the same mock library). The graphics
+Both render the mock's GPUs (our NVML backend loads the same mock library). The MIG case
+gives the mock MIG devices from its first ``nvmlInit`` on (``DRA_NVML_MOCK_MIG``), so
+``nvidia-ctk`` enumerates them through NVML like on a node; ours are rendered in a process of
+their own with the same environment (``our_edits.py``), and ``nvidia-ctk`` reads the
+synthetic ``mig-minors`` through a private bind mount over ``/proc/driver``. The graphics
 case adds what a desktop-capable node has (``cdi_support.add_graphics``): the Xorg modules,
 each GPU's ``/dev/dri`` nodes tied to its PCI function through sysfs, and udev's
 ``/dev/dri/by-path`` links, which both recreate with a per-device ``create-symlinks`` hook.
@@ -23,7 +27,9 @@ dev root from the toolkit's link names.
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -37,7 +43,13 @@ from dra_nvlib import DeviceLibConfig, open_device_lib
 from dra_nvlib.mock_nvml_build import MockNvml, build_mock_nvml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cdi_support import LAYOUTS, DriverRoot, add_graphics, make_driver_root
+from cdi_support import (
+    LAYOUTS,
+    DriverRoot,
+    add_graphics,
+    add_mig_capabilities,
+    make_driver_root,
+)
 
 pytestmark = [
     pytest.mark.slow,
@@ -71,11 +83,12 @@ def _toolkit_spec(
     mock_nvml: MockNvml,
     driver: DriverRoot,
     binds: dict[str, Path] | None = None,
+    mig_layout: str | None = None,
 ) -> dict[str, Any]:
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "LD_LIBRARY_PATH": str(driver.lib_path),
-        **mock_nvml.env("dgxa100"),
+        **mock_nvml.env("dgxa100", mig_layout=mig_layout),
     }
     return generate_spec(
         toolkit,
@@ -164,3 +177,57 @@ def test_claim_and_gpu_edits_equal_nvidia_ctk_cdi_generate(
         assert set(own) == set(expected), gpu.name
         drm_gpus += any("/dev/dri/" in path for path, _ in _nodes(own))
     assert drm_gpus == (len(gpus) - 1 if graphics else 0)
+
+
+#: MIG devices of the mock from its first init on (mock profile ids are NVML's profile
+#: indexes): GPU 0 split 1g, 1g, 2g, 3g; GPU 1 one 7g; the other six stay full GPUs.
+MIG_LAYOUT = "0:0@0,0:0@1,0:1@2,0:2@4,1:4@0"
+
+
+def test_mig_and_full_gpu_edits_equal_nvidia_ctk_cdi_generate(
+    tmp_path: Path, toolkit: Toolkit, mock_nvml: MockNvml, gpus: list[NodeDevice]
+) -> None:
+    """Both enumerate the mock's MIG devices through NVML: each MIG device gets its parent's
+    node and its GPU and compute instance access nodes, and no DRM nodes (no ``+gfx``
+    profile) although its parent has them; the full GPUs get theirs."""
+    driver = make_driver_root(tmp_path / "root", nvml_library=mock_nvml.library)
+    sys_root = add_graphics(driver, layout="debian", pci_bus_ids=[g.gpu.pci_bus_id for g in gpus])
+    proc = tmp_path / "proc"
+    add_mig_capabilities(driver, proc / "driver")
+    theirs = _toolkit_spec(
+        toolkit,
+        mock_nvml,
+        driver,
+        {"/sys/bus/pci/devices": sys_root / "bus/pci/devices", "/proc/driver": proc / "driver"},
+        MIG_LAYOUT,
+    )
+    script = Path(__file__).resolve().parent / "our_edits.py"
+    args = [str(mock_nvml.library), str(driver.root), str(proc), str(sys_root), HOOK]
+    run = subprocess.run(
+        [sys.executable, str(script), *args],
+        env={**os.environ, **mock_nvml.env("dgxa100", mig_layout=MIG_LAYOUT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    ours = json.loads(run.stdout)
+    by_name = {d["name"]: d["containerEdits"] for d in theirs["devices"]}
+    # MIG-enabled GPUs are no full-GPU devices for either; the index names cover the rest.
+    toolkit_names = {name for name in by_name if name[0].isdigit()}
+    assert set(ours["devices"]) == toolkit_names
+    assert sorted(n for n in toolkit_names if ":" in n) == ["0:0", "0:1", "0:2", "0:3", "1:0"]
+    for name, own in ours["devices"].items():
+        expected = by_name[name]
+        assert _nodes(own) == _nodes(expected), name
+        assert _hooks(own, driver.root) == _hooks(expected, driver.root), name
+        assert set(own) == set(expected), name
+        paths = [path for path, _ in _nodes(own)]
+        if ":" in name:
+            assert len([p for p in paths if p.startswith("/dev/nvidia-caps/")]) == 2, name
+            assert not any(p.startswith("/dev/dri/") for p in paths), name
+    common = theirs["containerEdits"]
+    assert _nodes(ours["claim"]) == _nodes(common)
+    assert ours["claim"]["mounts"] == common["mounts"]
+    assert ours["claim"]["hooks"] == common["hooks"]

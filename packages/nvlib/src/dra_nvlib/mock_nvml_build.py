@@ -14,7 +14,11 @@ binds each of them (``ld --defsym``) to one function answering
 ``NVML_ERROR_FUNCTION_NOT_FOUND`` (``absent.c``) -- what nvidia-ml-py reports for a symbol a
 driver's library lacks.
 
-``DRA_NVML_MOCK_SYSTEM`` (read by the library at ``nvmlInit``) selects the mock system;
+``DRA_NVML_MOCK_SYSTEM`` (read by the library at ``nvmlInit``) selects the mock system and
+``DRA_NVML_MOCK_MIG`` the MIG devices it has from the start (``<gpu index>:<GPU instance
+profile id>@<placement start>,...``, each with one compute instance spanning it; the mock's
+profile ids are NVML's profile indexes), so another process (``nvidia-ctk``) given the same
+environment sees the same MIG devices;
 ``DRA_NVLIB_MOCKNVML_DIR`` points at an already built directory holding
 ``libnvidia-ml.so.1`` instead.
 """
@@ -37,6 +41,7 @@ from pathlib import Path
 SOURCE_DIR = Path(__file__).resolve().parents[2] / "tests" / "nvml_gomock"
 LIBRARY_NAME = "libnvidia-ml.so.1"
 SYSTEM_ENV = "DRA_NVML_MOCK_SYSTEM"
+MIG_LAYOUT_ENV = "DRA_NVML_MOCK_MIG"
 # The mock systems of github.com/NVIDIA/go-nvml/pkg/nvml/mock (main.go maps each to its New).
 MOCK_SYSTEMS = ("dgxa100", "dgxh100", "dgxh200", "dgxb200")
 GO_NVML_MODULE = "github.com/NVIDIA/go-nvml"
@@ -70,11 +75,15 @@ class MockNvml:
         """The mock systems the library serves."""
         return MOCK_SYSTEMS
 
-    def env(self, system: str) -> dict[str, str]:
-        """Environment for a process that should see ``system`` (one of ``systems``)."""
+    def env(self, system: str, *, mig_layout: str | None = None) -> dict[str, str]:
+        """Environment for a process that should see ``system`` (one of ``systems``), with
+        the MIG devices of ``mig_layout`` (see the module docstring) when given."""
         if system not in MOCK_SYSTEMS:
             raise ValueError(f"{system!r} is not a go-nvml mock system ({', '.join(MOCK_SYSTEMS)})")
-        return {SYSTEM_ENV: system}
+        env = {SYSTEM_ENV: system}
+        if mig_layout is not None:
+            env[MIG_LAYOUT_ENV] = mig_layout
+        return env
 
 
 def go_nvml_version(source_dir: Path = SOURCE_DIR) -> str:
