@@ -1,7 +1,8 @@
 """What a container needs to use prepared devices, per backend (the CDI content).
 
 :class:`NvmlEdits` (real GPUs): the GPU's ``/dev/nvidiaN`` (MIG: the parent's node plus its
-``nvidia-caps`` access nodes), the control nodes, and the driver's files, hooks and env as
+``nvidia-caps`` access nodes) and its DRM nodes with their ``by-path`` links
+(:mod:`drm_devices`), the control nodes, and the driver's files, hooks and env as
 nvidia-container-toolkit generates them (:mod:`driver_edits`), with
 ``NVIDIA_VISIBLE_DEVICES=void`` so a legacy NVIDIA runtime hook does not inject every GPU on
 top. A required device node that is missing and cannot be created fails the prepare.
