@@ -191,10 +191,18 @@ _XORG_DIRS = {
     "gke": "lib64/xorg/modules",
 }
 _DRM_MAJOR = 226
+# The X11 and newer EGL/Vulkan configs a desktop driver install adds (RPM-style ICD name too).
+_GRAPHICS_ONLY_CONFIGS = (
+    "usr/share/X11/xorg.conf.d/10-nvidia.conf",
+    "etc/X11/xorg.conf.d/nvidia-drm-outputclass.conf",
+    "usr/share/egl/egl_external_platform.d/09_nvidia_wayland2.json",
+    "usr/share/vulkan/icd.d/nvidia_icd.x86_64.json",
+)
 
 
 def add_graphics(driver: DriverRoot, *, layout: str, pci_bus_ids: Sequence[str]) -> Path:
-    """Add what a desktop-capable node has: the Xorg modules, the GPUs' DRM nodes and udev's
+    """Add what a desktop-capable node has: the Xorg modules and configs, the Vulkan producer
+    and EGL Wayland 2 libraries, the GPUs' DRM nodes and udev's
     ``/dev/dri/by-path`` links, and the sysfs ``drm`` directories that tie each node to its
     GPU's PCI function. Returns the synthetic ``/sys`` (mount its ``bus/pci/devices`` over
     the host's for ``nvidia-ctk``, which reads the absolute path).
@@ -204,6 +212,22 @@ def add_graphics(driver: DriverRoot, *, layout: str, pci_bus_ids: Sequence[str])
     the third-to-last GPU's render link points at another GPU's node, and the last GPU has
     no ``drm`` directory at all (``nvidia-drm`` not bound).
     """
+    for config in _GRAPHICS_ONLY_CONFIGS:
+        (driver.root / config).parent.mkdir(parents=True, exist_ok=True)
+        (driver.root / config).write_text("{}\n")
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise RuntimeError("a C compiler (cc) is needed to build the stand-in libraries")
+    build = driver.root.parent / f"{driver.root.name}.build"
+    producer = f"libnvidia-vulkan-producer.so.{driver.version}"
+    _shared_object(driver.lib_path / producer, producer, cc, build)
+    _shared_object(
+        driver.lib_path / "libnvidia-egl-wayland2.so.1.0.0",
+        "libnvidia-egl-wayland2.so.1",
+        cc,
+        build,
+    )
+    (driver.lib_path / "libnvidia-egl-wayland2.so.1").symlink_to("libnvidia-egl-wayland2.so.1.0.0")
     xorg = driver.root / _XORG_DIRS[layout]
     (xorg / "drivers").mkdir(parents=True)
     (xorg / "extensions").mkdir(parents=True)

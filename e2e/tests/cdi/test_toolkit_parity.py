@@ -167,8 +167,16 @@ def test_claim_and_gpu_edits_equal_nvidia_ctk_cdi_generate(
     lib_mounts = [m["containerPath"] for m in ours["mounts"] if ".so" in m["containerPath"]]
     assert f"/{driver.lib_dir}/libcuda.so.{driver.version}" in lib_mounts
     assert all("i386" not in path for path in lib_mounts)
-    xorg = [p for p in _paths(ours["mounts"]) if "xorg" in p]
+    xorg = [p for p in _paths(ours["mounts"]) if "/xorg/modules/" in p]
     assert len(xorg) == (2 if graphics else 0), xorg
+    if graphics:
+        links = [a for h in ours["hooks"] for a in h["args"] if "::" in a]
+        lib = f"/{driver.lib_dir}"
+        assert (
+            f"libnvidia-vulkan-producer.so.{driver.version}::{lib}/libnvidia-vulkan-producer.so"
+            in links
+        )
+        assert "/etc/X11/xorg.conf.d/nvidia-drm-outputclass.conf" in _paths(ours["mounts"])
     by_name = {d["name"]: d["containerEdits"] for d in theirs["devices"]}
     drm_gpus = 0
     for gpu in gpus:
