@@ -186,8 +186,18 @@ _DYN_ARITHMETIC: Final[dict[str, dict[str, bool]]] = {
         "list": True,
         DURATION_TYPE: False,
         TIMESTAMP_TYPE: True,
+        # null is assignable to timestamp and duration (proto messages): ``null + dyn``
+        # can reach add_timestamp_duration at check time.
+        "null_type": False,
     },
-    "_-_": {"int": True, "uint": True, "double": True, DURATION_TYPE: False, TIMESTAMP_TYPE: False},
+    "_-_": {
+        "int": True,
+        "uint": True,
+        "double": True,
+        DURATION_TYPE: False,
+        TIMESTAMP_TYPE: False,
+        "null_type": False,
+    },
     "_*_": {"int": True, "uint": True, "double": True},
     "_/_": {"int": True, "uint": True, "double": True},
     "_%_": {"int": True, "uint": True},
@@ -861,6 +871,7 @@ class Compiler:
         )
         impl = _BINARY_OPS[name]
         is_relation = name in ("_<_", "_<=_", "_>_", "_>=_")
+        decided = ""  # the result's full type when one typed side decides it
         if DYN not in (lt, rt):
             if is_relation:
                 ok = (lt in NUMERIC and rt in NUMERIC) or (lt == rt and lt in ORDERED)
@@ -886,12 +897,16 @@ class Compiler:
                 raise self.error(mismatch, node)
             if usable[known]:
                 lt = rt = known
+                # The typed side binds the overload: ``any + [1]`` is add_list, list(int).
+                decided = right.full if left.type == DYN else left.full
         static = BOOL if is_relation else (lt if lt == rt else DYN)
         if name == "_-_" and lt == rt == TIMESTAMP_TYPE:
             static = DURATION_TYPE
         elif {lt, rt} == {TIMESTAMP_TYPE, DURATION_TYPE}:
             static = TIMESTAMP_TYPE
         full = most_general(left.full, right.full) if static == "list" else static
+        if DYN in (left.type, right.type) and not is_relation and decided:
+            full = decided
         lf, rf = left.fn, right.fn
         if is_relation and right.is_const and type(right.value) in NUMBER_CLASSES:
             fast = relation_with_number(name, lf, right.value)
@@ -923,6 +938,7 @@ class Compiler:
         arg = node.args[0]
         fast = self._device_presence(arg)
         if fast is not None:
+            fast.node = node  # located at has(, as cel-go locates the macro
             return fast
         operand = self.compile(arg.operand)
         name = arg.field
@@ -1165,7 +1181,10 @@ class Compiler:
         fns = tuple(a.fn for a in all_args)
         result_types = {o.result for o in candidates}
         static_result = result_types.pop() if len(result_types) == 1 else DYN
-        if generic and _kind_of(generic) == static_result:
+        if generic == DYN:
+            # Several overloads match (``list(any).sort()``): cel-go types the call dyn.
+            full = static_result = DYN
+        elif generic and _kind_of(generic) == static_result:
             full = generic
         elif generic and static_result == DYN and not is_wildcard(generic):
             # A list's sum/min/max, an optional's value: the element type is known here.

@@ -16,6 +16,7 @@ from .static_types import (
     FREE,
     assignable,
     element,
+    is_wildcard,
     kind,
     list_of,
     most_general,
@@ -30,6 +31,13 @@ def _elem(t: str) -> str:
 
 def _optional_param(t: str) -> str:
     return params(t)[0] if kind(t) == "optional_type" and params(t) else "dyn"
+
+
+def _numeric_elem(t: str) -> str:
+    """``sum``/``min``/``max``: one overload per element type, so a known element type
+    decides the result; ``list(any)`` matches several and the result is dyn."""
+    elem = _elem(t)
+    return "" if is_wildcard(elem) else elem
 
 
 def _same_elements(types: tuple[str, ...]) -> str | None:
@@ -80,10 +88,11 @@ _RULES: Final[dict[str, Callable[[tuple[str, ...]], str | None]]] = {
     "value": lambda t: _optional_param(t[0]) if kind(t[0]) == "optional_type" else "",
     "first": lambda t: optional_of(_elem(t[0])),
     "last": lambda t: optional_of(_elem(t[0])),
-    "sum": lambda t: _elem(t[0]),
-    "min": lambda t: _elem(t[0]) if kind(t[0]) == "list" else "",
-    "max": lambda t: _elem(t[0]) if kind(t[0]) == "list" else "",
-    "sort": lambda t: t[0],
+    "sum": lambda t: _numeric_elem(t[0]),
+    "min": lambda t: _numeric_elem(t[0]),
+    "max": lambda t: _numeric_elem(t[0]),
+    # One overload per comparable element type: list(any) matches several, the result is dyn.
+    "sort": lambda t: "dyn" if kind(t[0]) == "list" and is_wildcard(_elem(t[0])) else t[0],
     "reverse": lambda t: t[0] if kind(t[0]) == "list" else "",
     "distinct": lambda t: t[0],
     "slice": lambda t: t[0],
