@@ -3,12 +3,18 @@
 Objects are stored by path; resourceVersion is checked on PUT and by JSON-patch ``test``
 ops, so optimistic-concurrency paths run as against a real server. Label selectors of the
 form ``key`` (exists) are supported, which is all the components use.
+
+ResourceClaimTemplates are immutable as on a real server, where the opaque parameters are
+compared as the bytes they arrived in: a POST or PUT keeps the bytes the client sent (this
+project's client: ``json.dumps`` with its default separators), a PATCH is applied to the
+server's own compact encoding; an update whose parameter bytes differ is refused (422).
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
+import json
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -29,11 +35,20 @@ class MemoryApi:
         self.fail: dict[tuple[str, str], int] = {}
         self._rv = itertools.count(1)
         self._names = itertools.count(1)
+        #: path of a ResourceClaimTemplate -> its opaque parameters as the bytes received
+        self.wire: dict[str, list[str]] = {}
 
     # ---------------------------------------------------------------- helpers
-    def put_object(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
-        """Store ``obj`` at ``path`` (test setup), stamping uid and resourceVersion."""
+    def put_object(
+        self, path: str, obj: dict[str, Any], *, compact: bool = False
+    ) -> dict[str, Any]:
+        """Store ``obj`` at ``path`` (test setup), stamping uid and resourceVersion.
+
+        ``compact``: as sent by a client that serializes compactly (a Go client).
+        """
         obj = copy.deepcopy(obj)
+        if _is_template(path):
+            self.wire[path] = _parameter_bytes(obj, compact=compact)
         meta = obj.setdefault("metadata", {})
         meta.setdefault("uid", f"uid-{next(self._names)}")
         meta["resourceVersion"] = str(next(self._rv))
@@ -103,6 +118,7 @@ class MemoryApi:
             if rv is not None and rv != current["metadata"]["resourceVersion"]:
                 raise KubeApiError(method, path, 409, "conflict")
             new = copy.deepcopy(body)
+            self._check_immutable(target, _parameter_bytes(new, compact=False), method, path)
             new["metadata"]["resourceVersion"] = str(next(self._rv))
             self.objects[target] = new
             self._finish_delete(target)
@@ -116,11 +132,16 @@ class MemoryApi:
             else:
                 assert isinstance(body, dict)
                 _merge(new, body)
+            self._check_immutable(target, _parameter_bytes(new, compact=True), method, path)
             new["metadata"]["resourceVersion"] = str(next(self._rv))
             self.objects[target] = new
             self._finish_delete(target)
             return copy.deepcopy(new)
         raise KubeApiError(method, path, 405, "method not allowed")
+
+    def _check_immutable(self, target: str, wire: list[str], method: str, path: str) -> None:
+        if target in self.wire and self.wire[target] != wire:
+            raise KubeApiError(method, path, 422, "spec: Invalid value: field is immutable")
 
     def _json_patch(self, obj: dict[str, Any], op: dict[str, Any], method: str, path: str) -> None:
         keys = [k.replace("~1", "/").replace("~0", "~") for k in op["path"].split("/")[1:]]
@@ -158,6 +179,20 @@ class MemoryApi:
         """A watch that ends at once (no events), recorded like a request."""
         self.requests.append(("WATCH", path))
         return iter(())
+
+
+def _is_template(path: str) -> bool:
+    return "/resourceclaimtemplates/" in path
+
+
+def _parameter_bytes(obj: Mapping[str, Any], *, compact: bool) -> list[str]:
+    """The opaque parameters of a template's configs, serialized as a client would."""
+    configs = ((obj.get("spec") or {}).get("spec") or {}).get("devices", {}).get("config") or []
+    separators = (",", ":") if compact else (", ", ": ")
+    return [
+        json.dumps((c.get("opaque") or {}).get("parameters"), separators=separators)
+        for c in configs
+    ]
 
 
 def _is_collection(path: str) -> bool:

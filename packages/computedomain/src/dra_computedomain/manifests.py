@@ -99,10 +99,12 @@ def _template(
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",
-        # No finalizer (NVIDIA puts one): the API server refuses every update of a template
-        # whose opaque parameters it did not serialize itself ("spec: field is immutable"), so
-        # one could never be removed. The controller deletes its templates explicitly.
-        "metadata": {"name": name, "namespace": namespace, "labels": _labels(uid, target)},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": _labels(uid, target),
+            "finalizers": [FINALIZER],
+        },
         "spec": {
             "metadata": {"labels": _labels(uid, target)},
             "spec": {
