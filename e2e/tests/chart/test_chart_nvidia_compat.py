@@ -139,7 +139,7 @@ def test_nvidias_values_render_with_nvidias_meaning(helm: Path) -> None:
     ("key", "value", "listed"),
     [
         ("nvidiaCDIHookPath", "/usr/local/nvidia/toolkit/nvidia-cdi-hook", None),
-        ("altProcDevices", "/var/lib/nvml-mock/imex/proc-devices", "altProcDevices"),
+        ("altProcDevices", "/var/lib/nvml-mock/imex/proc-devices", None),
         ("consumableShares", "memory", None),
         ("consumableShares", "8", None),
         ("kubeletPlugin.networkPolicy.enabled", "true", "kubeletPlugin.networkPolicy.enabled"),

@@ -39,3 +39,13 @@ def test_bad_settings_name_the_flag(tmp_path: Path) -> None:
         _settings(tmp_path, f"--claims-directory={tmp_path}")
     assert err.value.setting == "--claims-directory"
     assert main(["--device-backend=cuda", "--node-name=n"]) == 2
+
+
+def test_alt_proc_devices_path_from_nvidias_env(tmp_path: Path) -> None:
+    parser = build_parser({"NODE_NAME": "node-a", "ALT_PROC_DEVICES_PATH": "/alt-proc-devices"})
+    args = parser.parse_args(["--kubelet-plugins-directory-path", str(tmp_path)])
+    assert settings_from_args(args).alt_proc_devices == Path("/alt-proc-devices")
+    assert _settings(tmp_path).alt_proc_devices is None
+    with pytest.raises(ConfigurationError) as err:
+        _settings(tmp_path, "--alt-proc-devices-path=relative/devices")
+    assert err.value.setting == "--alt-proc-devices-path"

@@ -47,6 +47,11 @@ and prepares daemon and channel claims (dra-compute-domain-kubelet-plugin).
     valueFrom:
       fieldRef:
         fieldPath: metadata.uid
+  {{- if .Values.altProcDevices }}
+  # NVIDIA's altProcDevices: read in place of /proc/devices for the IMEX channels' major.
+  - name: ALT_PROC_DEVICES_PATH
+    value: /alt-proc-devices
+  {{- end }}
   {{- with $c.env }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
@@ -106,6 +111,11 @@ and prepares daemon and channel claims (dra-compute-domain-kubelet-plugin).
   - name: compute-domain-host-dev
     mountPath: /host-dev-root/dev
   {{- end }}
+  {{- if .Values.altProcDevices }}
+  - name: alt-proc-devices
+    mountPath: /alt-proc-devices
+    readOnly: true
+  {{- end }}
   - name: tmp
     mountPath: /tmp
 {{- end }}
@@ -115,6 +125,12 @@ and prepares daemon and channel claims (dra-compute-domain-kubelet-plugin).
   hostPath:
     path: {{ printf "%s/compute-domain.nvidia.com" (trimSuffix "/" .Values.kubeletPlugin.kubeletPluginsDirectoryPath) | quote }}
     type: DirectoryOrCreate
+{{- if .Values.altProcDevices }}
+- name: alt-proc-devices
+  hostPath:
+    path: {{ .Values.altProcDevices | quote }}
+    type: File
+{{- end }}
 {{- if ne .Values.devices.backend "fake" }}
 - name: compute-domain-host-dev
   hostPath:

@@ -167,9 +167,6 @@ built yet, one "key: what" line each; empty when nothing.
 featureGates.{{ $name }}={{ get $v.featureGates $name }}: the plugin accepts the gate, nothing acts on it yet
 {{- end }}
 {{- end }}
-{{- if $v.altProcDevices }}
-altProcDevices: the compute domain plugin does not read /proc/devices (fake channels are backed by /dev/null)
-{{- end }}
 {{- if $v.maskNvidiaDriverParams }}
 maskNvidiaDriverParams: the driver's params file is not masked
 {{- end }}

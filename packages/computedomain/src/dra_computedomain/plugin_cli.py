@@ -62,6 +62,8 @@ class PluginSettings:
     driver_root: Path
     dev_root: Path = Path("/")
     proc_root: Path = Path("/proc")
+    #: read in place of ``<proc_root>/devices`` (NVIDIA's ``ALT_PROC_DEVICES_PATH``)
+    alt_proc_devices: Path | None = None
 
 
 def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
@@ -75,6 +77,12 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         ("--nvidia-driver-root", "NVIDIA_DRIVER_ROOT", "/", "where the NVIDIA driver is"),
         ("--dev-root", "DEV_ROOT", "/", "where this process sees the host's /dev (channel nodes)"),
         ("--proc-root", "PROC_ROOT", "/proc", "where this process sees /proc (devices majors)"),
+        (
+            "--alt-proc-devices-path",
+            "ALT_PROC_DEVICES_PATH",
+            "",
+            "file read in place of <proc-root>/devices (NVIDIA's, for mock NVML nodes)",
+        ),
     )
     add_flags(parser, [*common_flags(COMPUTE_DOMAIN_DRIVER).values(), *own], environ)
     return parser
@@ -87,6 +95,9 @@ def settings_from_args(args: argparse.Namespace) -> PluginSettings:
         raise ConfigurationError("--device-backend", f"{args.device_backend!r}: nvml or fake")
     if common.claims_directory is not None:
         raise ConfigurationError("--claims-directory", "the compute-domain plugin needs an API")
+    alt = args.alt_proc_devices_path
+    if alt and not Path(alt).is_absolute():
+        raise ConfigurationError("--alt-proc-devices-path", f"{alt!r} must be an absolute path")
     return PluginSettings(
         common=common,
         namespace=args.namespace,
@@ -96,6 +107,7 @@ def settings_from_args(args: argparse.Namespace) -> PluginSettings:
         driver_root=Path(args.nvidia_driver_root),
         dev_root=Path(args.dev_root),
         proc_root=Path(args.proc_root),
+        alt_proc_devices=Path(alt) if alt else None,
     )
 
 
@@ -149,7 +161,9 @@ async def run(settings: PluginSettings, stop: asyncio.Event) -> None:
             clique_id=clique_id,
             domains_dir=domains_dir,
             fake=settings.device_backend == "fake",
-            channel_nodes=ChannelNodes(settings.dev_root, settings.proc_root),
+            channel_nodes=ChannelNodes(
+                settings.dev_root, settings.proc_root, proc_devices=settings.alt_proc_devices
+            ),
         )
         engine = ComputeDomainEngine(driver=driver, **runner.engine_parts())
         await engine.start()
