@@ -152,6 +152,17 @@ def test_alt_proc_devices_is_mounted_into_the_compute_domains_container(
     assert "alt-proc-devices" not in json.dumps(pod)
 
 
+@pytest.mark.parametrize("enabled", ["true", "false"])
+def test_gpu_clique_label_value_reaches_the_compute_domains_container(
+    render: Render, enabled: str
+) -> None:
+    values = {"resources.computeDomains.enabled": "true", "devices.backend": "fake"}
+    key = "kubeletPlugin.containers.computeDomains.gpuCliqueLabelEnabled"
+    pod = _kind(render({**values, key: enabled}), "DaemonSet")[0]["spec"]["template"]["spec"]
+    (cd,) = [c for c in pod["containers"] if c["name"] == "compute-domains"]
+    assert {"name": "GPU_CLIQUE_LABEL_ENABLED", "value": enabled} in cd["env"]
+
+
 def test_nothing_enabled_is_an_error(render: Render) -> None:
     with pytest.raises(HelmFailed, match="Nothing to install"):
         render({"resources.gpus.enabled": "false", "resources.computeDomains.enabled": "false"})

@@ -149,11 +149,7 @@ def test_nvidias_values_render_with_nvidias_meaning(helm: Path) -> None:
         ("resources.computeDomains.imex.mode", "hostManaged", "resources.computeDomains.imex"),
         ("controller.leaderElection.enabled", "true", None),
         ("webhook.tls.mode", "secret", None),
-        (
-            "kubeletPlugin.containers.computeDomains.gpuCliqueLabelEnabled",
-            "true",
-            "kubeletPlugin.containers.computeDomains.gpuCliqueLabelEnabled",
-        ),
+        ("kubeletPlugin.containers.computeDomains.gpuCliqueLabelEnabled", "true", None),
     ],
 )
 def test_values_of_parts_not_built_are_accepted_and_listed(

@@ -61,6 +61,7 @@ def driver(
             "devices.fakeGpus": "{4xGB200}",
             # The seed's values (the harness's base) switch compute domains off.
             "resources.computeDomains.enabled": "true",
+            "kubeletPlugin.containers.computeDomains.gpuCliqueLabelEnabled": "true",
         },
     )
     yield installed
@@ -137,6 +138,13 @@ def test_a_compute_domain_slice_per_node_next_to_the_gpu_one(driver: Driver) -> 
     for s in cd:
         devices = {d["name"]: d["attributes"]["type"]["string"] for d in s["spec"]["devices"]}
         assert devices == {"daemon-0": "daemon", "channel-0": "channel"}
+    # gpuCliqueLabelEnabled: each node carries its clique ID (the fake GB200s share one).
+    from dra_nvlib.identity import cluster_uuid
+
+    clique = f"{cluster_uuid('fake-nvlink-domain')}.1"
+    for node in driver.nodes:
+        labels = driver.cluster.kubectl_json("get", "node", node)["metadata"]["labels"]
+        assert labels.get("nvidia.com/gpu.clique") == clique, labels
 
 
 @pytest.mark.parametrize(

@@ -49,3 +49,13 @@ def test_alt_proc_devices_path_from_nvidias_env(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError) as err:
         _settings(tmp_path, "--alt-proc-devices-path=relative/devices")
     assert err.value.setting == "--alt-proc-devices-path"
+
+
+def test_gpu_clique_label_is_off_unless_nvidias_env_says_true(tmp_path: Path) -> None:
+    assert _settings(tmp_path).gpu_clique_label is False
+    parser = build_parser({"NODE_NAME": "node-a", "GPU_CLIQUE_LABEL_ENABLED": "true"})
+    args = parser.parse_args(["--kubelet-plugins-directory-path", str(tmp_path)])
+    assert settings_from_args(args).gpu_clique_label is True
+    with pytest.raises(ConfigurationError) as err:
+        _settings(tmp_path, "--gpu-clique-label-enabled=yes")
+    assert err.value.setting == "--gpu-clique-label-enabled"

@@ -17,7 +17,7 @@ from conftest import DRIVER_NS, domain_body
 from dra_api_types import ResourceClaim
 from dra_computedomain.api_paths import node_path, object_path, request_permission
 from dra_computedomain.channel_nodes import ChannelNodes
-from dra_computedomain.names import COMPUTE_DOMAIN_LABEL
+from dra_computedomain.names import COMPUTE_DOMAIN_LABEL, GPU_CLIQUE_LABEL
 from dra_computedomain.node_api import REQUESTS, NodeApi
 from dra_computedomain.plugin_driver import (
     CDI_KIND,
@@ -390,3 +390,16 @@ def test_real_node_without_the_channels_major_fails_the_claim_and_drops_the_labe
         assert not (plugin.tmp / "cdi" / CDI_KIND.spec_file_name("claim-1")).exists()
     finally:
         plugin.close()
+
+
+def test_gpu_clique_label_follows_the_clique_id(api: MemoryApi) -> None:
+    # NVIDIA's gpuCliqueLabelEnabled: the node says its clique, as GFD's label did; a node
+    # without one (fabric gone) loses a stale label. Other labels are kept.
+    api.put_object(node_path(NODE), {"metadata": {"name": NODE, "labels": {"zone": "z1"}}})
+    node_api = NodeApi(api, node_name=NODE, driver_namespace=DRIVER_NS)
+    node_api.set_clique_label("c7f1.1")
+    labels = api.objects[node_path(NODE)]["metadata"]["labels"]
+    assert labels == {"zone": "z1", GPU_CLIQUE_LABEL: "c7f1.1"}
+    node_api.set_clique_label("")
+    assert api.objects[node_path(NODE)]["metadata"]["labels"] == {"zone": "z1"}
+    assert {request_permission(m, p) for m, p in api.requests} <= REQUESTS

@@ -47,6 +47,9 @@ and prepares daemon and channel claims (dra-compute-domain-kubelet-plugin).
     valueFrom:
       fieldRef:
         fieldPath: metadata.uid
+  # NVIDIA's gpuCliqueLabelEnabled: the plugin labels its node nvidia.com/gpu.clique.
+  - name: GPU_CLIQUE_LABEL_ENABLED
+    value: {{ $c.gpuCliqueLabelEnabled | toString | quote }}
   {{- if .Values.altProcDevices }}
   # NVIDIA's altProcDevices: read in place of /proc/devices for the IMEX channels' major.
   - name: ALT_PROC_DEVICES_PATH

@@ -173,9 +173,6 @@ maskNvidiaDriverParams: the driver's params file is not masked
 {{- if and $v.resources.computeDomains.enabled (ne $v.resources.computeDomains.imex.mode "driverManaged") }}
 resources.computeDomains.imex.mode={{ $v.resources.computeDomains.imex.mode }}: only driverManaged is built; no controller or domain daemons are installed
 {{- end }}
-{{- if and $v.resources.computeDomains.enabled $v.kubeletPlugin.containers.computeDomains.gpuCliqueLabelEnabled }}
-kubeletPlugin.containers.computeDomains.gpuCliqueLabelEnabled: the nvidia.com/gpu.clique label is not set
-{{- end }}
 {{- if $v.kubeletPlugin.networkPolicy.enabled }}
 kubeletPlugin.networkPolicy.enabled: no NetworkPolicy is installed
 {{- end }}

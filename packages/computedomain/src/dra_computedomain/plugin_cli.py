@@ -64,6 +64,8 @@ class PluginSettings:
     proc_root: Path = Path("/proc")
     #: read in place of ``<proc_root>/devices`` (NVIDIA's ``ALT_PROC_DEVICES_PATH``)
     alt_proc_devices: Path | None = None
+    #: label the node ``nvidia.com/gpu.clique`` with its clique ID (NVIDIA's, off by default)
+    gpu_clique_label: bool = False
 
 
 def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
@@ -83,6 +85,12 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
             "",
             "file read in place of <proc-root>/devices (NVIDIA's, for mock NVML nodes)",
         ),
+        (
+            "--gpu-clique-label-enabled",
+            "GPU_CLIQUE_LABEL_ENABLED",
+            "false",
+            "true: label the node nvidia.com/gpu.clique=<clique ID> at start (NVIDIA's)",
+        ),
     )
     add_flags(parser, [*common_flags(COMPUTE_DOMAIN_DRIVER).values(), *own], environ)
     return parser
@@ -98,6 +106,9 @@ def settings_from_args(args: argparse.Namespace) -> PluginSettings:
     alt = args.alt_proc_devices_path
     if alt and not Path(alt).is_absolute():
         raise ConfigurationError("--alt-proc-devices-path", f"{alt!r} must be an absolute path")
+    label = str(args.gpu_clique_label_enabled).strip().lower()
+    if label not in ("true", "false"):
+        raise ConfigurationError("--gpu-clique-label-enabled", f"{label!r}: true or false")
     return PluginSettings(
         common=common,
         namespace=args.namespace,
@@ -108,6 +119,7 @@ def settings_from_args(args: argparse.Namespace) -> PluginSettings:
         dev_root=Path(args.dev_root),
         proc_root=Path(args.proc_root),
         alt_proc_devices=Path(alt) if alt else None,
+        gpu_clique_label=label == "true",
     )
 
 
@@ -155,6 +167,8 @@ async def run(settings: PluginSettings, stop: asyncio.Event) -> None:
         await runner.connect()
         assert runner.transport is not None  # no --claims-directory (checked)
         api = NodeApi(runner.transport, node_name=s.node_name, driver_namespace=settings.namespace)
+        if settings.gpu_clique_label:
+            await asyncio.to_thread(api.set_clique_label, clique_id)
         domains_dir = runner.plugin_dir / "domains"
         driver = ComputeDomainDriver(
             api,
