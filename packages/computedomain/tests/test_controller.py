@@ -335,3 +335,23 @@ def test_every_request_is_a_declared_permission(api: MemoryApi) -> None:
         ("resource.nvidia.com", "computedomaincliques", "update"),
         ("resource.nvidia.com", "computedomaincliques", "delete"),
     }
+
+
+def test_host_managed_imex_makes_no_daemons_and_the_domain_is_ready(api: MemoryApi) -> None:
+    # imex.mode=hostManaged: the hosts run nvidia-imex; only the workload template is made.
+    _setup(api)
+    settings = DaemonSettings(namespace=DRIVER_NS, image="driver:1", host_managed_imex=True)
+    controller = ComputeDomainController(api, settings)
+    controller.reconcile_once()
+    assert api.kind_items("daemonsets") == []
+    templates = api.kind_items("resourceclaimtemplates")
+    assert [(t["metadata"]["namespace"], t["metadata"]["name"]) for t in templates] == [
+        ("team-a", "imex-channel-0")
+    ]
+    status = api.objects[CD_PATH]["status"]
+    assert status == {"status": "Ready", "nodes": []}
+    api.request("DELETE", CD_PATH)
+    for _ in range(3):
+        controller.reconcile_once()
+    assert CD_PATH not in api.objects
+    assert api.kind_items("resourceclaimtemplates") == []

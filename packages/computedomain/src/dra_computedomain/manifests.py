@@ -54,6 +54,8 @@ class DaemonSettings:
     #: ``real`` runs nvidia-imex, ``fake`` this project's stand-in (fake GPU nodes).
     imex_backend: str = "real"
     extra_env: dict[str, str] = field(default_factory=dict)
+    #: host-managed IMEX (``--imex-mode=hostManaged``): no daemons at all, the hosts run IMEX
+    host_managed_imex: bool = False
 
 
 def domain_ref(domain: ComputeDomain) -> str:

@@ -30,11 +30,14 @@ from dra_kubelet_plugin.core.settings import (
     common_flags,
     common_settings_from_args,
 )
+from dra_kubelet_plugin.feature_gates import parse_feature_gates
 from dra_nvlib import DeviceLibConfig, NvlibError, open_device_lib
 
 from .channel_nodes import ChannelNodes
 from .clique_id import node_clique_id
 from .errors import CliqueIdError
+from .gate_log import log_unbuilt_gates
+from .host_imex import DRIVER_MANAGED, HostImex, check_imex_mode
 from .names import COMPUTE_DOMAIN_DRIVER
 from .node_api import NodeApi
 from .plugin_driver import (
@@ -66,6 +69,8 @@ class PluginSettings:
     alt_proc_devices: Path | None = None
     #: label the node ``nvidia.com/gpu.clique`` with its clique ID (NVIDIA's, off by default)
     gpu_clique_label: bool = False
+    #: host-managed IMEX (``--imex-mode=hostManaged``): the host's daemon, else None
+    host_imex: HostImex | None = None
 
 
 def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
@@ -84,6 +89,15 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
             "ALT_PROC_DEVICES_PATH",
             "",
             "file read in place of <proc-root>/devices (NVIDIA's, for mock NVML nodes)",
+        ),
+        ("--feature-gates", "FEATURE_GATES", "", "Gate=true|false,... (NVIDIA's gates)"),
+        ("--imex-mode", "IMEX_MODE", DRIVER_MANAGED, "driverManaged or hostManaged (NVIDIA's)"),
+        ("--imex-isolation", "IMEX_ISOLATION", "domain", "domain (channel is not supported)"),
+        (
+            "--imex-host-socket-path",
+            "IMEX_HOST_SOCKET_PATH",
+            "/etc/nvidia-imex/imex_ctrl.sock",
+            "hostManaged: the host nvidia-imex's command socket, below the driver root",
         ),
         (
             "--gpu-clique-label-enabled",
@@ -106,6 +120,18 @@ def settings_from_args(args: argparse.Namespace) -> PluginSettings:
     alt = args.alt_proc_devices_path
     if alt and not Path(alt).is_absolute():
         raise ConfigurationError("--alt-proc-devices-path", f"{alt!r} must be an absolute path")
+    gates, _ = parse_feature_gates(args.feature_gates)
+    host = check_imex_mode(args.imex_mode, args.imex_isolation, gates)
+    fake = args.device_backend == "fake"
+    host_imex = (
+        HostImex(
+            socket_path=args.imex_host_socket_path,
+            driver_root=Path(args.nvidia_driver_root),
+            fake=fake,
+        )
+        if host
+        else None
+    )
     label = str(args.gpu_clique_label_enabled).strip().lower()
     if label not in ("true", "false"):
         raise ConfigurationError("--gpu-clique-label-enabled", f"{label!r}: true or false")
@@ -120,6 +146,7 @@ def settings_from_args(args: argparse.Namespace) -> PluginSettings:
         proc_root=Path(args.proc_root),
         alt_proc_devices=Path(alt) if alt else None,
         gpu_clique_label=label == "true",
+        host_imex=host_imex,
     )
 
 
@@ -178,6 +205,7 @@ async def run(settings: PluginSettings, stop: asyncio.Event) -> None:
             channel_nodes=ChannelNodes(
                 settings.dev_root, settings.proc_root, proc_devices=settings.alt_proc_devices
             ),
+            host_imex=settings.host_imex,
         )
         engine = ComputeDomainEngine(driver=driver, **runner.engine_parts())
         await engine.start()
@@ -185,7 +213,9 @@ async def run(settings: PluginSettings, stop: asyncio.Event) -> None:
         await runner.register()
         await runner.serve_endpoints()
         runner.publish(
-            lambda generation: compute_domain_slices(s.node_name, runner.node_uid, generation),
+            lambda generation: compute_domain_slices(
+                s.node_name, runner.node_uid, generation, daemons=settings.host_imex is None
+            ),
             health=HealthHub(s.node_name),
         )
         runner.cleanup_periodically(engine)
@@ -206,6 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigurationError as exc:
         log.error(str(exc), extra={"event": "bad_settings", "setting": exc.setting})
         return 2
+    log_unbuilt_gates(args.feature_gates, log)
 
     async def _main() -> None:
         stop = asyncio.Event()
