@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from dra_computedomain.fake_host_imex import start_host_imex
 from dra_computedomain.fake_imex import main as fake_imex_main
 from dra_computedomain.host_imex import HostImex, check_imex_mode
 from dra_kubelet_plugin.core.errors import ConfigurationError
-from host_imex_support import start_host_imex
 
 GATE = {"HostManagedIMEXDaemon": True}
 

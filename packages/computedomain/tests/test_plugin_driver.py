@@ -414,7 +414,7 @@ def test_host_managed_imex_waits_for_the_hosts_daemon_and_labels_nothing(
 ) -> None:
     # imex.mode=hostManaged: no domain daemon; the channel waits for the host's nvidia-imex
     # (here the stand-in, a real process on its Unix command socket), the node stays unlabelled.
-    from host_imex_support import start_host_imex
+    from dra_computedomain.fake_host_imex import start_host_imex
 
     cd = api.put_object(object_path("ComputeDomain", "team-a", "cd1"), domain_body())
     uid = str(cd["metadata"]["uid"])

@@ -1,5 +1,6 @@
-"""A host-managed ``nvidia-imex`` stand-in for tests: ``dra-fake-imex daemon`` serving a Unix
-command socket (``IMEX_CMD_UNIX_DOMAIN_PATH``), as a host's IMEX service would."""
+"""A stand-in for a node's host-managed ``nvidia-imex`` service (``imex.mode=hostManaged`` on
+fake GPU nodes): ``dra-fake-imex daemon`` serving a Unix command socket
+(``IMEX_CMD_UNIX_DOMAIN_PATH``), started and stopped by whoever plays the host (tests, e2e)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+__all__ = ["HostImexProcess", "start_host_imex"]
 
 
 class HostImexProcess:
