@@ -440,6 +440,7 @@ def test_host_managed_imex_waits_for_the_hosts_daemon_and_labels_nothing(
             assert [n["path"] for n in nodes] == ["/dev/nvidia-caps-imex-channels/channel0"]
             plugin.run(plugin.engine.unprepare(ref))
             assert _label(api) is None
+            assert ("PATCH", node_path(NODE)) not in api.requests  # no label, ever
         finally:
             plugin.close()
     assert compute_domain_slices(NODE, None, 1, daemons=False)[0]["spec"]["devices"] == [

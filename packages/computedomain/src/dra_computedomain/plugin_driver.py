@@ -351,7 +351,8 @@ class ComputeDomainDriver:
         return domain_uid in self.prepared.values() or domain_uid in self.waiting.values()
 
     async def _release(self, domain_uid: str) -> None:
-        if not self._users(domain_uid):
+        # Host-managed IMEX labels no node: nothing to take off.
+        if self.host_imex is None and not self._users(domain_uid):
             await asyncio.to_thread(self.api.remove_label, domain_uid)
 
     async def unprepare(self, entry: PreparedClaim) -> None:
