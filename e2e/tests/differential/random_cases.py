@@ -415,18 +415,31 @@ class _Builder:
         )
 
     def features(self) -> str | None:
-        """Mostly every gate on; sometimes a random subset.
+        """Mostly the defaults; otherwise a gate subset aimed at one upstream variant.
 
-        DRAConsumableCapacity stays on, so upstream keeps choosing its "incubating"
-        allocator, the variant ours reproduces; with only stable gates on it switches to
-        the "stable" one, which differs (e.g. no distinctAttribute) and is not modelled.
+        Upstream's NewAllocator picks its implementation from the enabled features:
+        "stable" (no DRAConsumableCapacity, not both binding gates), "incubating" (the
+        default) or "experimental" (an alpha gate, DRAListTypeAttributes); a third of the
+        drawn subsets target each.
         """
-        if self.rng.random() > 0.15:
+        rng = self.rng
+        if rng.random() > 0.4:
             return None
-        return ",".join(
-            gate if gate == "DRAConsumableCapacity" or self.rng.random() < 0.5 else f"{gate}=false"
-            for gate in GATES
-        )
+        target = rng.choice(("stable", "incubating", "experimental"))
+        on = {gate: rng.random() < 0.5 for gate in GATES}
+        if target == "stable":
+            on["DRAConsumableCapacity"] = False
+            if on["DRADeviceBindingConditions"]:
+                on["DRAResourceClaimDeviceStatus"] = False
+        elif target == "incubating" and not (
+            on["DRAConsumableCapacity"]
+            or (on["DRADeviceBindingConditions"] and on["DRAResourceClaimDeviceStatus"])
+        ):
+            on["DRAConsumableCapacity"] = True
+        gates = [gate if value else f"{gate}=false" for gate, value in on.items()]
+        if target == "experimental":
+            gates.append("DRAListTypeAttributes")
+        return ",".join(gates)
 
 
 def random_case(seed: int) -> OracleCase:
