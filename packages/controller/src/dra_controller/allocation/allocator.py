@@ -358,6 +358,7 @@ class _Search:
             data.spec.capacity_requests,
             allocated=None if static else self.state.capacity.get(dev.id),
             allocating=None if static else self.allocating_capacity.get(dev.id),
+            fractional=self.features.fractional_range,
         )
         return bool(fit)
 
@@ -516,6 +517,7 @@ class _Search:
                 spec.capacity_requests,
                 allocated=self.state.capacity.get(dev.id),
                 allocating=self.allocating_capacity.get(dev.id),
+                fractional=feats.fractional_range,
             )
             if not fit:
                 for con in constraints:
@@ -524,7 +526,9 @@ class _Search:
                     self.counters.release(dev, pool)
                 return None
             if multi:
-                consumed = cap.consumption(dev, spec.capacity_requests)
+                consumed = cap.consumption(
+                    dev, spec.capacity_requests, fractional=feats.fractional_range
+                )
                 agg = self.allocating_capacity.setdefault(dev.id, {})
                 for name, (value, _) in consumed.items():
                     agg[name] = agg.get(name, 0) + value

@@ -16,6 +16,7 @@ GATE_NAMES: dict[str, str] = {
     "DRADeviceBindingConditions": "device_binding_conditions",
     "DRAResourceClaimDeviceStatus": "resource_claim_device_status",
     "DRAListTypeAttributes": "list_type_attributes",
+    "DRAFractionalCapacityRange": "fractional_capacity_range",
 }
 
 # Gates off unless named (alpha upstream); the others are on without ``--features``.
@@ -30,7 +31,11 @@ EXPERIMENTAL = "experimental"
 _STABLE_FEATURES = frozenset(
     {"admin_access", "prioritized_list", "partitionable_devices", "device_taints"}
 )
-_INCUBATING_FEATURES = _STABLE_FEATURES | {"consumable_capacity", "binding_and_status"}
+_INCUBATING_FEATURES = _STABLE_FEATURES | {
+    "consumable_capacity",
+    "binding_and_status",
+    "fractional_capacity_range",
+}
 VARIANTS: tuple[tuple[str, frozenset[str]], ...] = (
     (STABLE, _STABLE_FEATURES),
     (INCUBATING, _INCUBATING_FEATURES),
@@ -64,7 +69,8 @@ def parse_kube_version(text: str) -> int:
 class Features:
     """Which optional DRA features the allocator honours.
 
-    The defaults (every gate on but the alpha ``DRAListTypeAttributes``) select upstream's
+    The defaults (every gate on but the alpha ``DRAListTypeAttributes``, as the kube-scheduler
+    of 1.37 has them; 1.36 has no DRAFractionalCapacityRange) select upstream's
     incubating allocator; :attr:`variant` says which one a feature set selects.
 
     ``kube_minor`` picks the release whose allocator behaviour is reproduced where
@@ -80,7 +86,13 @@ class Features:
     device_binding_conditions: bool = True
     resource_claim_device_status: bool = True
     list_type_attributes: bool = False
+    fractional_capacity_range: bool = True
     kube_minor: int = LATEST_KUBE_MINOR
+
+    @property
+    def fractional_range(self) -> bool:
+        """DRAFractionalCapacityRange, a gate 1.37 added (1.36 always rounds on integers)."""
+        return self.fractional_capacity_range and self.kube_minor >= 37
 
     @property
     def binding_and_status(self) -> bool:
@@ -91,6 +103,8 @@ class Features:
         """The allocator's own switches that are on (binding needs both of its gates)."""
         on = {attr for attr in GATE_NAMES.values() if getattr(self, attr)}
         on -= {"device_binding_conditions", "resource_claim_device_status"}
+        if not self.fractional_range:
+            on.discard("fractional_capacity_range")
         if self.binding_and_status:
             on.add("binding_and_status")
         return frozenset(on)
