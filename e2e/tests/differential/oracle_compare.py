@@ -69,33 +69,33 @@ def stable_pool_orders(
     """Pool orders upstream's stable allocator may have searched in, likeliest first.
 
     It gathers a node's pools into a Go map and ranges over it, so every call sees them in
-    a random order (the node that fits does not depend on it, the devices picked do). The
-    pools of upstream's answer in the order its results name them come first, then every
-    order of the pools with devices (of its node, when it allocated), at most ``limit``
-    (sampled when there are more).
+    a random order (whether a node fits does not depend on it; the devices picked, and a
+    CEL error on a device looked at before a solution is found, do). Tried: the pools of
+    upstream's answer in the order its results name them, then node-local pools before
+    the others, then every order of the pools with devices (sampled past ``limit``).
     """
-    node = ""
     hinted: list[PoolID] = []
     for entry in (theirs.report.get("claims") or {}).values():
-        if not entry.get("allocated"):
-            continue
-        node = node or entry.get("node", "")
-        for result in ((entry.get("allocation") or {}).get("devices") or {}).get("results") or []:
+        allocation = entry.get("allocation") if entry.get("allocated") else None
+        for result in ((allocation or {}).get("devices") or {}).get("results") or []:
             pool_id = (result.get("driver", ""), result.get("pool", ""))
             if pool_id not in hinted:
                 hinted.append(pool_id)
-    pools: list[PoolID] = []
+    local: list[PoolID] = []
+    shared: list[PoolID] = []
     for obj in case.objects:
         spec = obj.get("spec") or {}
         if obj.get("kind") != "ResourceSlice" or not spec.get("devices"):
             continue
-        if node and spec.get("nodeName") not in (None, node):
-            continue
         pool_id = (spec.get("driver", ""), (spec.get("pool") or {}).get("name", ""))
-        if pool_id not in pools:
-            pools.append(pool_id)
-    pools.sort()
-    yield hinted + [p for p in pools if p not in hinted]
+        group = local if spec.get("nodeName") else shared
+        if pool_id not in local and pool_id not in shared:
+            group.append(pool_id)
+    pools = sorted(local + shared)
+    by_locality = sorted(local) + sorted(shared)
+    yield hinted + [p for p in by_locality if p not in hinted]
+    yield by_locality
+    yield sorted(shared) + sorted(local)
     if math.factorial(len(pools)) <= limit:
         yield from (list(order) for order in itertools.permutations(pools))
         return

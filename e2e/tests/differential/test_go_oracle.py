@@ -74,14 +74,19 @@ def test_python_allocator_agrees_with_upstream(go_allocator: Path) -> None:
     found: list[str] = []
     outcomes: dict[int, int] = {}
     variants: dict[str, int] = {}
-    reordered = 0
+    reordered = timed_out = 0
     minor = int(_version().split(".")[1])
     save_dir = Path(os.environ.get("DRA_ORACLE_SAVE") or tempfile.mkdtemp(prefix="dra-oracle-"))
     for case, their in zip(cases, theirs, strict=True):
-        ours = python_answer(case, kube_minor=minor)
         outcomes[their.exit] = outcomes.get(their.exit, 0) + 1
         variant = case_features(case, kube_minor=minor).variant
         variants[variant] = variants.get(variant, 0) + 1
+        if their.exit == 2 and "context deadline exceeded" in (their.error or ""):
+            # Upstream gave up at its 10 s deadline: how far it got depends on the
+            # machine's speed, not on the semantics, so there is no answer to compare.
+            timed_out += 1
+            continue
+        ours = python_answer(case, kube_minor=minor)
         diff = disagreement(ours, their)
         if (
             diff is not None
@@ -96,7 +101,8 @@ def test_python_allocator_agrees_with_upstream(go_allocator: Path) -> None:
             found.append(f"{case.id}: {diff[:600]}")
     print(
         f"{len(cases)} cases, upstream exit codes {sorted(outcomes.items())}, "
-        f"variants {sorted(variants.items())}, stable answers in another pool order: {reordered}"
+        f"variants {sorted(variants.items())}, stable answers in another pool order: {reordered}, "
+        f"upstream timed out (not compared): {timed_out}"
     )
     # The generator must keep exercising every outcome and variant, or agreement proves little.
     assert set(outcomes) == {0, 1, 2}, outcomes
