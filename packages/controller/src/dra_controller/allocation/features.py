@@ -19,9 +19,6 @@ GATE_NAMES: dict[str, str] = {
     "DRAFractionalCapacityRange": "fractional_capacity_range",
 }
 
-# Gates off unless named (alpha upstream); the others are on without ``--features``.
-OFF_BY_DEFAULT: frozenset[str] = frozenset({"list_type_attributes"})
-
 # Upstream's allocator implementations (k8s.io/dynamic-resource-allocation/structured/
 # internal/...), most stable first, with the allocator features each supports. NewAllocator
 # takes the first whose features include every enabled one; so do we.
