@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from memory_api import MemoryApi
+from dra_kube_client.testing import MemoryApi
 
 DRIVER_NS = "dra-driver"
 

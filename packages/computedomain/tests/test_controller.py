@@ -13,7 +13,7 @@ from dra_computedomain.controller import ComputeDomainController
 from dra_computedomain.leader import decide
 from dra_computedomain.manifests import DaemonSettings
 from dra_computedomain.names import CLIQUE_ID_POD_LABEL, COMPUTE_DOMAIN_LABEL, FINALIZER
-from memory_api import MemoryApi
+from dra_kube_client.testing import MemoryApi
 
 SETTINGS = DaemonSettings(namespace=DRIVER_NS, image="driver:1")
 CD_PATH = object_path("ComputeDomain", "team-a", "cd1")

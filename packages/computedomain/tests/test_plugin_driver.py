@@ -25,13 +25,13 @@ from dra_computedomain.plugin_driver import (
     ComputeDomainEngine,
     compute_domain_slices,
 )
+from dra_kube_client.testing import MemoryApi
 from dra_kubelet_plugin.core.cdi_store import CDIStore
 from dra_kubelet_plugin.core.checkpoint import CheckpointStore
 from dra_kubelet_plugin.core.errors import ClaimError, ClaimRef
 from dra_kubelet_plugin.core.events import LogEventRecorder
 from dra_kubelet_plugin.core.metrics import PluginMetrics
 from dra_kubelet_plugin.core.node_lock import NodeLock
-from memory_api import MemoryApi
 
 CLIQUE = "cluster.1"
 NODE = "node-a"

@@ -13,8 +13,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from dra_api_types import ComputeDomain, ComputeDomainClique
-from dra_kubelet_plugin.core.errors import KubeApiError
-from dra_kubelet_plugin.core.kube import JsonTransport
+from dra_kube_client import JsonTransport, KubeApiError
 
 from .api_paths import Permission, collection_path, node_path, object_path
 from .change_watch import Watched

@@ -17,8 +17,7 @@ import time
 from collections.abc import Sequence
 from types import FrameType
 
-from dra_kubelet_plugin.core.errors import ConfigurationError
-from dra_kubelet_plugin.core.kube import KubeTransport
+from dra_kube_client import KubeConfigError, KubeTransport
 from dra_kubelet_plugin.core.logs import configure_logging
 
 from .change_watch import ChangeWatch
@@ -135,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         transport = KubeTransport.from_kubeconfig(args.kubeconfig or None)
-    except ConfigurationError as exc:
+    except KubeConfigError as exc:
         print(f"dra-compute-domain-controller: {exc}", file=sys.stderr)
         return 2
     secrets = tuple(s for s in args.cd_daemon_image_pull_secret_names.split(",") if s)

@@ -11,8 +11,7 @@ import logging
 from typing import Final
 
 from dra_api_types import ComputeDomain, ComputeDomainClique
-from dra_kubelet_plugin.core.errors import KubeApiError
-from dra_kubelet_plugin.core.kube import JsonTransport
+from dra_kube_client import JsonTransport, KubeApiError
 
 from .api_paths import Permission, collection_path, node_path, object_path
 from .names import COMPUTE_DOMAIN_LABEL, clique_object_name

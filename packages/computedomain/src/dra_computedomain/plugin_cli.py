@@ -20,7 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from dra_kubelet_plugin.core.errors import ConfigurationError, KubeApiError, PluginError
+from dra_kube_client import KubeApiError
+from dra_kubelet_plugin.core.errors import ConfigurationError, PluginError
 from dra_kubelet_plugin.core.health import HealthHub
 from dra_kubelet_plugin.core.logs import configure_logging
 from dra_kubelet_plugin.core.runner import PluginRunner
@@ -188,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         asyncio.run(_main())
-    except (PluginError, NvlibError, CliqueIdError) as exc:
+    except (PluginError, KubeApiError, NvlibError, CliqueIdError) as exc:
         log.error(str(exc), extra={"event": "fatal", "error_type": type(exc).__name__})
         return 1
     with contextlib.suppress(Exception):
