@@ -7,8 +7,11 @@ of cases stay cheap; the Go side answers a whole batch in one process.
 from __future__ import annotations
 
 import copy
+import itertools
 import json
-from collections.abc import Mapping
+import math
+import random
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -17,6 +20,7 @@ from dra_controller.allocate_report import EXIT_ERROR, run_allocate
 from dra_controller.allocation.cel_engine import CelEngine
 from dra_controller.allocation.errors import AllocationError
 from dra_controller.allocation.features import LATEST_KUBE_MINOR, Features
+from dra_controller.allocation.pools import PoolID
 from dra_controller.inputs import Document
 from dra_controller.snapshot import build_snapshot
 from dra_e2e.go_allocator import OracleCase, OracleResult
@@ -24,12 +28,25 @@ from dra_e2e.go_allocator import OracleCase, OracleResult
 CASES_DIR = Path(__file__).parent / "oracle_cases"
 
 
-def python_answer(case: OracleCase, *, kube_minor: int = LATEST_KUBE_MINOR) -> OracleResult:
-    """What ``kubectl dra allocate --kube-version 1.<kube_minor>`` answers for the case."""
+def case_features(case: OracleCase, *, kube_minor: int = LATEST_KUBE_MINOR) -> Features:
+    """The case's ``--features`` (defaults without) at ``--kube-version 1.<kube_minor>``."""
+    features = Features.parse(case.features) if case.features is not None else Features()
+    return replace(features, kube_minor=kube_minor)
+
+
+def python_answer(
+    case: OracleCase,
+    *,
+    kube_minor: int = LATEST_KUBE_MINOR,
+    pool_order: Sequence[PoolID] | None = None,
+) -> OracleResult:
+    """What ``kubectl dra allocate --kube-version 1.<kube_minor>`` answers for the case.
+
+    ``pool_order`` fixes the stable variant's pool order (see :func:`stable_pool_orders`).
+    """
     docs = [Document(source=case.id, index=i, data=obj) for i, obj in enumerate(case.objects)]
     try:
-        features = Features.parse(case.features) if case.features is not None else Features()
-        features = replace(features, kube_minor=kube_minor)
+        features = case_features(case, kube_minor=kube_minor)
         report = run_allocate(
             build_snapshot(docs),
             engine=CelEngine(),
@@ -39,10 +56,62 @@ def python_answer(case: OracleCase, *, kube_minor: int = LATEST_KUBE_MINOR) -> O
             # Both must find the same answer, however slow a loaded machine is; only a
             # search upstream gives up on (10 s) may time out here too.
             timeout_s=120.0,
+            pool_order=pool_order,
         )
     except AllocationError as exc:
         return OracleResult(id=case.id, exit=EXIT_ERROR, error=str(exc))
     return OracleResult(id=case.id, exit=report.exit_code, report=report.report)
+
+
+def stable_pool_orders(
+    case: OracleCase, theirs: OracleResult, *, limit: int = 720
+) -> Iterator[list[PoolID]]:
+    """Pool orders upstream's stable allocator may have searched in, likeliest first.
+
+    It gathers a node's pools into a Go map and ranges over it, so every call sees them in
+    a random order (whether a node fits does not depend on it; the devices picked, and a
+    CEL error on a device looked at before a solution is found, do). Tried: the pools of
+    upstream's answer in the order its results name them, then node-local pools before
+    the others, then every order of the pools with devices (sampled past ``limit``).
+    """
+    hinted: list[PoolID] = []
+    for entry in (theirs.report.get("claims") or {}).values():
+        allocation = entry.get("allocation") if entry.get("allocated") else None
+        for result in ((allocation or {}).get("devices") or {}).get("results") or []:
+            pool_id = (result.get("driver", ""), result.get("pool", ""))
+            if pool_id not in hinted:
+                hinted.append(pool_id)
+    local: list[PoolID] = []
+    shared: list[PoolID] = []
+    for obj in case.objects:
+        spec = obj.get("spec") or {}
+        if obj.get("kind") != "ResourceSlice" or not spec.get("devices"):
+            continue
+        pool_id = (spec.get("driver", ""), (spec.get("pool") or {}).get("name", ""))
+        group = local if spec.get("nodeName") else shared
+        if pool_id not in local and pool_id not in shared:
+            group.append(pool_id)
+    pools = sorted(local + shared)
+    by_locality = sorted(local) + sorted(shared)
+    yield hinted + [p for p in by_locality if p not in hinted]
+    yield by_locality
+    yield sorted(shared) + sorted(local)
+    if math.factorial(len(pools)) <= limit:
+        yield from (list(order) for order in itertools.permutations(pools))
+        return
+    rng = random.Random(case.id)
+    for _ in range(limit):
+        yield rng.sample(pools, k=len(pools))
+
+
+def agrees_in_some_pool_order(
+    case: OracleCase, theirs: OracleResult, *, kube_minor: int = LATEST_KUBE_MINOR
+) -> bool:
+    """Whether ours, in one of the pool orders Go's stable allocator may have used, agrees."""
+    return any(
+        disagreement(python_answer(case, kube_minor=kube_minor, pool_order=order), theirs) is None
+        for order in stable_pool_orders(case, theirs)
+    )
 
 
 def _normalized_allocation(allocation: Mapping[str, Any]) -> Any:

@@ -30,6 +30,7 @@ GATES = (
     "DRAConsumableCapacity",
     "DRADeviceBindingConditions",
     "DRAResourceClaimDeviceStatus",
+    "DRAFractionalCapacityRange",
 )
 
 
@@ -57,13 +58,19 @@ def _taints(rng: random.Random) -> list[Obj]:
 
 
 class _Builder:
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, *, capacity_focus: bool = False) -> None:
         self.rng = random.Random(seed)
+        # A scenario centred on shareable devices and capacity requests (rounding).
+        self.capacity_focus = capacity_focus
         self.seed = seed
         self.objects: list[Obj] = []
         self.devices: list[tuple[str, str, str, Obj]] = []  # driver, pool, device, device obj
         self.drivers = [f"d{i}.example.com" for i in range(self.rng.randint(1, 2))]
         self.nodes = [f"node-{i}" for i in range(self.rng.randint(1, 4))]
+        if capacity_focus:
+            self.nodes = self.nodes[:1]
+        self.shareable = False  # set once a pool of devices with allowMultipleAllocations exists
+        self.shared_class = ""  # a class of just those devices, when there is one
 
     def node_objects(self) -> None:
         for name in self.nodes:
@@ -178,7 +185,7 @@ class _Builder:
 
     def shared_pool(self) -> None:
         rng = self.rng
-        if rng.random() > 0.3:
+        if not self.capacity_focus and rng.random() > 0.3:
             return
         driver = self.drivers[0]
         node = rng.choice(self.nodes)
@@ -192,7 +199,30 @@ class _Builder:
             else:
                 policy = {"default": "20Gi", "validValues": ["10Gi", "20Gi", "40Gi"]}
             dev["capacity"] = {"memory": {"value": "80Gi", "requestPolicy": policy}}
+            if rng.random() < (0.8 if self.capacity_focus else 0.5):
+                # Fractional ranges and values (DRAFractionalCapacityRange): rounded on
+                # milli values when every bound is exact in milli units.
+                dev["capacity"]["memory"]["requestPolicy"] = rng.choice(
+                    (
+                        {"default": "1.5Gi", "validRange": {"min": "0.5Gi", "step": "1.5Gi"}},
+                        {"validRange": {"min": "512Mi", "step": "0.25Gi", "max": "40Gi"}},
+                        {"default": "1.5Gi", "validValues": ["0.5Gi", "1.5Gi", "20Gi"]},
+                    )
+                )
+                dev["capacity"]["cores"] = {
+                    "value": rng.choice(("4", "8")),
+                    "requestPolicy": rng.choice(
+                        (
+                            {"default": "1", "validRange": {"min": "500m", "step": "0.25"}},
+                            {"validRange": {"min": "0.5", "step": "1.5", "max": "6"}},
+                            {"validRange": {"min": "100m", "step": "1"}},
+                            {"validRange": {"min": "1n", "step": "1"}},  # not exact in milli
+                            {"default": "0.5", "validValues": ["0.5", "1.5", "2500m"]},
+                        )
+                    ),
+                }
             dev["allowMultipleAllocations"] = True
+            self.shareable = True
             devices.append(dev)
         self.slice_obj(
             f"{driver}-{pool}",
@@ -221,6 +251,19 @@ class _Builder:
                 {"apiVersion": API, "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec}
             )
             names.append(name)
+        if self.shareable and (self.capacity_focus or rng.random() < 0.6):
+            # Requests of this class mostly ask for capacity: rounding gets exercised.
+            driver = self.drivers[0]
+            self.shared_class = "class-shared"
+            selector = f"device.driver == '{driver}' && device.attributes['{driver}'].index >= 200"
+            self.objects.append(
+                {
+                    "apiVersion": API,
+                    "kind": "DeviceClass",
+                    "metadata": {"name": self.shared_class},
+                    "spec": {"selectors": [{"cel": {"expression": selector}}]},
+                }
+            )
         return names
 
     def taint_rules(self) -> None:
@@ -280,19 +323,29 @@ class _Builder:
         else:
             body["allocationMode"] = "ExactCount"
             body["count"] = rng.choice((1, 1, 1, 2, 3))
+            if class_name == self.shared_class and self.capacity_focus:
+                body["count"] = 1  # one share each, so that the rounding decides
         if rng.random() < 0.4:
             body["selectors"] = [{"cel": {"expression": self.selector(driver)}}]
         tolerations = self.tolerations()
         if tolerations:
             body["tolerations"] = tolerations
-        if rng.random() < 0.1:
+        # Capacity requests mostly where a device takes them (a pool of shareable devices).
+        if rng.random() < (0.7 if class_name == self.shared_class else 0.1):
             body["capacity"] = {"requests": {"memory": rng.choice(("5Gi", "10Gi", "20Gi", "30Gi"))}}
+            if rng.random() < 0.5:
+                requests = body["capacity"]["requests"]
+                requests["memory"] = rng.choice(("700Mi", "1Gi", "1.75Gi", "3.1Gi", "25Gi"))
+                if rng.random() < 0.6:
+                    requests["cores"] = rng.choice(("0.3", "750m", "1.1", "2", "2.6", "1n"))
         return body
 
     def request(self, index: int, classes: list[str]) -> Obj:
         rng = self.rng
         pick = rng.randrange(len(classes))
         class_name, driver = classes[pick], self.drivers[pick]
+        if self.shared_class and rng.random() < (0.8 if self.capacity_focus else 0.4):
+            class_name, driver = self.shared_class, self.drivers[0]
         name = f"r{index}"
         if rng.random() < 0.2:
             subs = []
@@ -392,7 +445,7 @@ class _Builder:
         for obj in self.objects:
             if obj["kind"] == "Node" and rng.random() < 0.15:
                 obj["spec"] = {"taints": [{"key": "example.com/node", "effect": "NoSchedule"}]}
-        if rng.random() > 0.3:
+        if rng.random() > 0.3 or self.capacity_focus:
             return
         spec: Obj = {
             "containers": [{"name": "main", "image": "busybox"}],
@@ -415,23 +468,46 @@ class _Builder:
         )
 
     def features(self) -> str | None:
-        """Mostly every gate on; sometimes a random subset.
+        """Mostly the defaults; otherwise a gate subset aimed at one upstream variant.
 
-        DRAConsumableCapacity stays on, so upstream keeps choosing its "incubating"
-        allocator, the variant ours reproduces; with only stable gates on it switches to
-        the "stable" one, which differs (e.g. no distinctAttribute) and is not modelled.
+        Upstream's NewAllocator picks its implementation from the enabled features:
+        "stable" (no DRAConsumableCapacity or DRAFractionalCapacityRange, not both binding
+        gates), "incubating" (the
+        default) or "experimental" (an alpha gate, DRAListTypeAttributes); a third of the
+        drawn subsets target each.
         """
-        if self.rng.random() > 0.15:
+        rng = self.rng
+        if self.capacity_focus:
+            # The defaults, or all of them but fractional ranges (integer rounding).
+            draw = rng.random()
+            if draw < 0.7:
+                return None
+            if draw < 0.9:
+                return ",".join(g for g in GATES if g != "DRAFractionalCapacityRange")
+        elif rng.random() > 0.4:
             return None
-        return ",".join(
-            gate if gate == "DRAConsumableCapacity" or self.rng.random() < 0.5 else f"{gate}=false"
-            for gate in GATES
-        )
+        target = rng.choice(("stable", "incubating", "experimental"))
+        on = {gate: rng.random() < 0.5 for gate in GATES}
+        if target == "stable":
+            on["DRAConsumableCapacity"] = on["DRAFractionalCapacityRange"] = False
+            if on["DRADeviceBindingConditions"]:
+                on["DRAResourceClaimDeviceStatus"] = False
+        elif target == "incubating" and not (
+            on["DRAConsumableCapacity"]
+            or on["DRAFractionalCapacityRange"]
+            or (on["DRADeviceBindingConditions"] and on["DRAResourceClaimDeviceStatus"])
+        ):
+            on["DRAConsumableCapacity"] = True
+        gates = [gate if value else f"{gate}=false" for gate, value in on.items()]
+        if target == "experimental":
+            gates.append("DRAListTypeAttributes")
+        return ",".join(gates)
 
 
 def random_case(seed: int) -> OracleCase:
     """The scenario for ``seed``: objects plus the pending claims to allocate together."""
-    b = _Builder(seed)
+    focus = random.Random(f"capacity-{seed}").random() < 0.15
+    b = _Builder(seed, capacity_focus=focus)
     b.node_objects()
     b.node_pools()
     b.network_pool()

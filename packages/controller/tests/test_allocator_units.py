@@ -25,7 +25,7 @@ def test_features_parse_listed_gates_on_others_off() -> None:
     assert feats.device_taints
     assert not feats.admin_access
     assert not feats.consumable_capacity
-    assert Features.parse("all") == Features()
+    assert Features.parse("all") == Features(list_type_attributes=True)
     assert Features.parse("all,DRAConsumableCapacity=false").consumable_capacity is False
     assert Features.parse("none") == Features.none()
     assert Features().enabled_gates()[0] == "DRAAdminAccess"
@@ -155,3 +155,53 @@ def test_input_errors_raised_even_when_every_node_is_full() -> None:
     cluster = Cluster(classes=classes, slices=slices, claims=claims, engine=CelEngine())
     with pytest.raises(UnknownDeviceClassError):
         cluster.allocate([claims[1]])
+
+
+@pytest.mark.parametrize(
+    ("spec", "variant"),
+    [
+        ("DRAPrioritizedList,DRAAdminAccess,DRADeviceTaints,DRAPartitionableDevices", "stable"),
+        ("none", "stable"),
+        ("DRADeviceBindingConditions", "stable"),
+        ("DRADeviceBindingConditions,DRAResourceClaimDeviceStatus", "incubating"),
+        ("DRAConsumableCapacity", "incubating"),
+        ("DRAAdminAccess,DRAListTypeAttributes", "experimental"),
+        ("all", "experimental"),
+    ],
+)
+def test_features_select_upstream_variant(spec: str, variant: str) -> None:
+    assert Features.parse(spec).variant == variant
+    assert Features().variant == "incubating"
+
+
+def test_stable_variant_pool_order_is_settable() -> None:
+    objects = case_objects(
+        {
+            "slices": [
+                {"name": "a", "node": "n1", "pool": "pa", "devices": [{"name": "g0"}]},
+                {"name": "b", "node": "n1", "pool": "pb", "devices": [{"name": "g0"}]},
+            ],
+            "claims": [{"name": "c"}],
+        }
+    )
+
+    def picked(features: Features, order: list[tuple[str, str]] | None) -> str:
+        classes, slices, claims, _ = parse_objects(objects)
+        cluster = Cluster(
+            classes=classes,
+            slices=slices,
+            claims=claims,
+            engine=CelEngine(),
+            features=features,
+            pool_order=order,
+        )
+        outcome = cluster.allocate(claims)
+        assert outcome.allocated is not None
+        return str(outcome.allocated.allocations[0]["devices"]["results"][0]["pool"])
+
+    stable = Features.parse("DRAPrioritizedList")
+    reverse = [("gpu.example.com", "pb"), ("gpu.example.com", "pa")]
+    assert picked(stable, None) == "pa"
+    assert picked(stable, reverse) == "pb"
+    # The incubating variant sorts pools by ID whatever order is asked for.
+    assert picked(Features(), reverse) == "pa"

@@ -28,6 +28,7 @@ from .allocation.features import Features
 from .allocation.model import ClaimInfo
 from .allocation.nodes import node_selector_matches
 from .allocation.pod_placement import pod_of_claims
+from .allocation.pools import PoolID
 from .allocation.selectors import SelectorEngine
 from .explain_report import own_claims
 from .pod_extended import PodAllocation, allocate_pod, diagnose_plans, pending_extended_pods
@@ -75,11 +76,13 @@ def run_allocate(
     node: str | None = None,
     claim_keys: Sequence[str] = (),
     timeout_s: float = 10.0,
+    pool_order: Sequence[PoolID] | None = None,
 ) -> AllocateReport:
     """Allocate the claims together (one pod's claims) and build the report.
 
     Raises ``AllocationError`` for input the scheduler would reject. ``timeout_s`` is the
-    search deadline per node (the kube-scheduler's default filter timeout).
+    search deadline per node (the kube-scheduler's default filter timeout). ``pool_order``
+    fixes the stable variant's pool order (upstream's is random; see ``Cluster``).
     """
     wanted = select_claims(snapshot, claim_keys)
     cluster = Cluster(
@@ -90,6 +93,7 @@ def run_allocate(
         engine=engine,
         features=features,
         timeout_s=timeout_s,
+        pool_order=pool_order,
     )
     claims_out: dict[str, Any] = {}
     pods_out: dict[str, Any] = {}

@@ -88,6 +88,7 @@ var bindingConditions, claimDeviceStatus, taintRules bool
 var defaultGates = []string{
 	"DRAPrioritizedList", "DRAAdminAccess", "DRADeviceTaints", "DRAPartitionableDevices",
 	"DRAConsumableCapacity", "DRADeviceBindingConditions", "DRAResourceClaimDeviceStatus",
+	"DRAFractionalCapacityRange", // on by default in 1.37 (beta); a no-op in the 1.36 build
 }
 
 func parseFeatures(spec *string) (structured.Features, error) {
@@ -176,6 +177,9 @@ func (in *input) addObject(raw json.RawMessage) error {
 		if err := decodeInto(raw, obj); err != nil {
 			return fmt.Errorf("ResourceSlice: %w", err)
 		}
+		if err := asStored(obj); err != nil {
+			return fmt.Errorf("ResourceSlice: %w", err)
+		}
 		in.slices = append(in.slices, obj)
 	case tm.APIVersion == "resource.k8s.io/v1" && tm.Kind == "ResourceClaim":
 		obj := &resourceapi.ResourceClaim{}
@@ -186,6 +190,9 @@ func (in *input) addObject(raw json.RawMessage) error {
 			obj.Namespace = "default"
 		}
 		defaultClaim(obj)
+		if err := asStored(obj); err != nil {
+			return fmt.Errorf("ResourceClaim: %w", err)
+		}
 		if obj.UID == "" {
 			obj.UID = types.UID("uid-" + obj.Namespace + "-" + obj.Name)
 		}
@@ -213,6 +220,22 @@ func (in *input) addObject(raw json.RawMessage) error {
 		}
 		in.nodes = append(in.nodes, obj)
 	}
+	return nil
+}
+
+// asStored re-reads an object from its own JSON encoding, as the scheduler reads it back
+// from the API server: quantities in their canonical form ("1.5Gi" is stored as "1536Mi",
+// "0.5" as "500m"), which matters where upstream compares Quantity structs with ==.
+func asStored[T any](obj *T) error {
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	var stored T
+	if err := json.Unmarshal(data, &stored); err != nil {
+		return err
+	}
+	*obj = stored
 	return nil
 }
 

@@ -18,6 +18,7 @@ from .cluster import Cluster, ClusterOutcome
 from .errors import (
     AllocationError,
     AllocationTimeoutError,
+    CapacityRequestError,
     ConstraintError,
     FeatureDisabledError,
     InvalidPoolError,
@@ -48,6 +49,7 @@ __all__ = [
     "AllocationError",
     "AllocationTimeoutError",
     "Allocator",
+    "CapacityRequestError",
     "CelEngine",
     "ClaimDiagnosis",
     "ClaimInfo",

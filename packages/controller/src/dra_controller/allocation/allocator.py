@@ -29,7 +29,7 @@ from .errors import (
     UnknownDeviceClassError,
     UnsupportedRequestError,
 )
-from .features import Features
+from .features import STABLE, Features
 from .model import MODE_ALL, MODE_EXACT, ClaimInfo, ClassInfo, DeviceID, DeviceInfo, RequestSpec
 from .nodes import NodeInfo
 from .pools import Pool, PoolID
@@ -166,7 +166,9 @@ class _Search:
         self.results: list[list[PickedDevice]] = [[] for _ in claims]
         self.invocations = 0
         self.deadline = time.monotonic() + owner.timeout_s
-        self.combinations = owner.combinations_only
+        # Upstream's stable variant tries the devices of a request in every order
+        # (the same first solution, found more slowly: its deadline comes sooner).
+        self.combinations = owner.combinations_only and self.features.variant != STABLE
 
     # ---- validation (Allocate's preamble) ----
 
@@ -185,7 +187,8 @@ class _Search:
                         field=f"spec.devices.requests[{req.first_available[0].index}]"
                         ".firstAvailable",
                     )
-                if not feats.consumable_capacity:
+                # The stable variant does not know capacity requests: it ignores them.
+                if not feats.consumable_capacity and feats.variant != STABLE:
                     for spec in (req.exact, *req.first_available):
                         if spec is not None and spec.capacity_requests is not None:
                             raise FeatureDisabledError(
@@ -219,7 +222,7 @@ class _Search:
             constraints: list[Constraint] = []
             for i, con_spec in enumerate(claim.constraints):
                 built = build_constraint(con_spec, kube_minor=self.features.kube_minor)
-                if built is None:
+                if built is None or (con_spec.distinct_attribute and feats.variant == STABLE):
                     raise UnsupportedRequestError(
                         "empty constraint (unsupported constraint type?)",
                         object_ref=claim.ref,
@@ -355,6 +358,7 @@ class _Search:
             data.spec.capacity_requests,
             allocated=None if static else self.state.capacity.get(dev.id),
             allocating=None if static else self.allocating_capacity.get(dev.id),
+            fractional=self.features.fractional_range,
         )
         return bool(fit)
 
@@ -513,6 +517,7 @@ class _Search:
                 spec.capacity_requests,
                 allocated=self.state.capacity.get(dev.id),
                 allocating=self.allocating_capacity.get(dev.id),
+                fractional=feats.fractional_range,
             )
             if not fit:
                 for con in constraints:
@@ -521,7 +526,9 @@ class _Search:
                     self.counters.release(dev, pool)
                 return None
             if multi:
-                consumed = cap.consumption(dev, spec.capacity_requests)
+                consumed = cap.consumption(
+                    dev, spec.capacity_requests, fractional=feats.fractional_range
+                )
                 agg = self.allocating_capacity.setdefault(dev.id, {})
                 for name, (value, _) in consumed.items():
                     agg[name] = agg.get(name, 0) + value

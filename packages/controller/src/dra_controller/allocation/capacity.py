@@ -1,60 +1,164 @@
-"""Consumable capacity: request policies, rounding, and what a share consumes."""
+"""Consumable capacity: request policies, rounding, and what a share consumes.
+
+Rounding follows upstream's ``consumable_capacity.go``: a request below ``validRange.min``
+takes the minimum, above it it is rounded up to the next step from the minimum. With
+DRAFractionalCapacityRange (1.37) the arithmetic is on milli values whenever min, max and
+step are exact in milli units (and the step is at least ``1m``), so ``0.5``/``500m``/
+``1.5Gi`` steps round exactly; otherwise, and always in 1.36, on ``Quantity.Value()``
+(fractions rounded up to integers). ``validValues`` take the first value not below the
+request, compared exactly. A request that cannot be represented in the milli arithmetic,
+or a negative consumption, is an error for the whole allocation, as upstream.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from fractions import Fraction
 
+from .errors import CapacityRequestError
 from .model import CapacityInfo, DeviceInfo
-from .quantities import Amount
+from .quantities import (
+    BINARY_SI,
+    DECIMAL_EXPONENT,
+    Amount,
+    QuantityIdentity,
+    format_decimal_quantity,
+    milli_value,
+    parsed_identity,
+    quantity_format,
+)
 
 # name -> (exact value, value as written, for the result)
 Consumption = dict[str, tuple[Amount, object]]
+_INT64_MAX = 2**63 - 1
+_BY_VALUE = object()
 
 
 def consumed_value(
-    requested: tuple[Amount, object] | None, cap: CapacityInfo
+    requested: tuple[Amount, object] | None, cap: CapacityInfo, *, fractional: bool = False
 ) -> tuple[Amount, object]:
-    """What one allocation consumes of a capacity, after the policy's rounding."""
+    """What one allocation consumes of a capacity, after the policy's rounding.
+
+    Raises :class:`CapacityRequestError` when the rounding cannot be represented.
+    """
+    value, raw, _ = _consume(requested, cap, fractional=fractional)
+    return value, raw
+
+
+def _identity(raw: object) -> QuantityIdentity:
+    return None if raw is None else parsed_identity(str(raw))
+
+
+def _consume(
+    requested: tuple[Amount, object] | None, cap: CapacityInfo, *, fractional: bool
+) -> tuple[Amount, object, QuantityIdentity]:
+    """consumed_value, plus the Quantity identity Go's policy check compares with ``==``."""
     if requested is None:
         if cap.default is not None:
-            return cap.default, cap.default_raw
-        return cap.value, None
+            return cap.default, cap.default_raw, _identity(cap.default_raw)
+        return cap.value, None, None
+    ident = _identity(requested[1])
     if not cap.has_policy:
-        return requested
+        return requested[0], requested[1], ident
     if cap.has_range and cap.range_min is not None:
         value = requested[0]
         if value < cap.range_min:
-            return cap.range_min, cap.range_min_raw
+            return cap.range_min, cap.range_min_raw, _identity(cap.range_min_raw)
         if cap.range_step is None:
-            return requested
-        # Upstream rounds on integer values (Quantity.Value() rounds up fractions).
-        req_int = _ceil(value)
-        step = _ceil(cap.range_step)
-        low = _ceil(cap.range_min)
-        n, mod = divmod(req_int - low, step)
-        if mod:
-            n += 1
-        return low + step * n, None
+            return requested[0], requested[1], ident
+        fmt = quantity_format(cap.range_step_raw)
+        if use_milli(cap, fractional=fractional):
+            req_milli = milli_value(value)
+            if req_milli is None:
+                raise CapacityRequestError(
+                    f"capacity request {requested[1]} is not a representable milli value",
+                    field="capacity.requests",
+                )
+            step, low = _exact_milli(cap.range_step), _exact_milli(cap.range_min)
+            n = _ceil_div(req_milli - low, step)
+            if n > (_INT64_MAX - low) // step:
+                raise CapacityRequestError(
+                    f"rounding capacity request {requested[1]} up to the next step passes "
+                    "the milli-value range",
+                    field="capacity.requests",
+                )
+            milli = low + step * n
+            # NewQuantity for whole numbers, NewMilliQuantity otherwise, in the step's format.
+            if milli % 1000 == 0:
+                rounded: Amount = milli // 1000
+                new_ident: QuantityIdentity = (milli // 1000, 0, "", fmt)
+            else:
+                rounded = Fraction(milli, 1000)
+                new_ident = (milli, -3, "", fmt)
+        else:
+            # Quantity.Value() rounds fractions up to the next integer.
+            req_int, step, low = _ceil(value), _ceil(cap.range_step), _ceil(cap.range_min)
+            if req_int > _INT64_MAX:
+                raise CapacityRequestError(
+                    f"capacity request {requested[1]} exceeds MaxInt64", field="capacity.requests"
+                )
+            n = _ceil_div(req_int - low, step)
+            if low >= 0 and n > (_INT64_MAX - low) // step:
+                raise CapacityRequestError(
+                    f"rounding capacity request {requested[1]} up to the next step passes MaxInt64",
+                    field="capacity.requests",
+                )
+            rounded = low + step * n
+            new_ident = (rounded, 0, "", fmt)
+        return rounded, _written_as(rounded, cap.range_step_raw), new_ident
     if cap.valid_values:
         for valid, raw in cap.valid_values:
             if requested[0] <= valid:
-                return valid, raw
-    return requested
+                return valid, raw, _identity(raw)
+    return requested[0], requested[1], ident
 
 
-def violates_policy(value: Amount, cap: CapacityInfo) -> bool:
-    """Whether a (rounded) consumption is outside the capacity's request policy."""
+def use_milli(cap: CapacityInfo, *, fractional: bool) -> bool:
+    """``useMilli``: the gate on, min/max/step exact in milli units, and a step of 1m or more."""
+    if not fractional:
+        return False
+    for bound in (cap.range_min, cap.range_max, cap.range_step):
+        if bound is not None and milli_value(bound) is None:
+            return False
+    return cap.range_step is None or _exact_milli(cap.range_step) >= 1
+
+
+def violates_policy(
+    value: Amount,
+    cap: CapacityInfo,
+    *,
+    fractional: bool = False,
+    identity: QuantityIdentity | object = _BY_VALUE,
+) -> bool:
+    """Whether a (rounded) consumption is outside the capacity's request policy.
+
+    A consumption equal to the policy's default is accepted as it is. Upstream compares
+    the two Quantity structs, not their values: pass the consumption's ``identity`` (see
+    ``quantities.parsed_identity``) for that; without one the values are compared.
+    """
     if not cap.has_policy:
         return False
-    if cap.default is not None and value == cap.default:
-        return False
+    if cap.default is not None:
+        if identity is _BY_VALUE:
+            if value == cap.default:
+                return False
+        elif identity is not None and identity == _identity(cap.default_raw):
+            return False
     if cap.has_range:
         if cap.range_max is not None and value > cap.range_max:
             return True
         if cap.range_step is not None:
-            low = _ceil(cap.range_min) if cap.range_min is not None else 0
-            if (_ceil(value) - low) % _ceil(cap.range_step) != 0:
-                return True
+            if use_milli(cap, fractional=fractional):
+                requested = milli_value(value)
+                if requested is None:
+                    return True
+                step = _exact_milli(cap.range_step)
+                low = _exact_milli(cap.range_min) if cap.range_min is not None else 0
+            else:
+                requested, step = _ceil(value), _ceil(cap.range_step)
+                low = _ceil(cap.range_min) if cap.range_min is not None else 0
+            # It must be a multiple of the step from the minimum.
+            return (requested - low) % step != 0
         return False
     if cap.valid_values:
         return all(value != valid for valid, _ in cap.valid_values)
@@ -67,15 +171,31 @@ def fits(
     *,
     allocated: Mapping[str, Amount] | None,
     allocating: Mapping[str, Amount] | None,
+    fractional: bool = False,
 ) -> bool | None:
-    """CmpRequestOverCapacity: ``None`` if a requested capacity does not exist on the device."""
+    """CmpRequestOverCapacity: ``None`` if a requested capacity does not exist on the device.
+
+    Every capacity is rounded before any is checked, so an unrepresentable request is an
+    error whichever capacity comes first.
+    """
     if requests:
         for name in requests:
             if name not in dev.capacity:
                 return None
+    consumed = {
+        name: _consume(requests.get(name) if requests else None, cap, fractional=fractional)
+        for name, cap in dev.capacity.items()
+    }
+    for name, (value, _, _) in consumed.items():
+        if value < 0:
+            raise CapacityRequestError(
+                f"device {'/'.join(dev.id)}: capacity {name}: capacity value is negative",
+                object_ref=dev.slice.ref,
+                field=f"capacity.{name}",
+            )
     for name, cap in dev.capacity.items():
-        value, _ = consumed_value(requests.get(name) if requests else None, cap)
-        if violates_policy(value, cap):
+        value, _, ident = consumed[name]
+        if violates_policy(value, cap, fractional=fractional, identity=ident):
             return False
         total = value
         if allocated and name in allocated:
@@ -88,13 +208,38 @@ def fits(
 
 
 def consumption(
-    dev: DeviceInfo, requests: Mapping[str, tuple[Amount, object]] | None
+    dev: DeviceInfo,
+    requests: Mapping[str, tuple[Amount, object]] | None,
+    *,
+    fractional: bool = False,
 ) -> Consumption:
     """GetConsumedCapacityFromRequest: every capacity of the device, rounded."""
     return {
-        name: consumed_value(requests.get(name) if requests else None, cap)
+        name: consumed_value(requests.get(name) if requests else None, cap, fractional=fractional)
         for name, cap in dev.capacity.items()
     }
+
+
+def _written_as(value: Amount, step_raw: object) -> object:
+    """A rounded value as upstream writes it: in the format of the step.
+
+    ``None`` stands for BinarySI (see ``results.format_quantity``); decimal formats are
+    given as their canonical text.
+    """
+    fmt = quantity_format(step_raw)
+    if fmt == BINARY_SI:
+        return None
+    return format_decimal_quantity(value, exponent=fmt == DECIMAL_EXPONENT)
+
+
+def _exact_milli(value: Amount) -> int:
+    milli = milli_value(value)
+    assert milli is not None, "checked by use_milli"
+    return milli
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -((-a) // b)
 
 
 def _ceil(value: Amount) -> int:

@@ -14,7 +14,7 @@ from .allocator import Allocated, Allocator, Unsatisfiable
 from .features import Features
 from .model import MODE_EXACT, ClaimInfo, ClassInfo, DeviceID, SliceInfo
 from .nodes import NodeInfo
-from .pools import Pool, SliceIndex
+from .pools import Pool, PoolID, SliceIndex
 from .selectors import SelectorEngine
 from .state import AllocatedState
 
@@ -42,14 +42,19 @@ class Cluster:
         engine: SelectorEngine,
         features: Features | None = None,
         timeout_s: float = 10.0,
+        pool_order: Sequence[PoolID] | None = None,
     ) -> None:
         self.features = features or Features()
+        # The stable variant's pool order (upstream: Go map order); see SliceIndex.
+        self.pool_order = pool_order
         self.classes = {c.name: c for c in classes}
         self.index = SliceIndex(slices)
         self.nodes: dict[str, NodeInfo] = {n.name: n for n in nodes}
         for name in self.index.node_names():
             self.nodes.setdefault(name, NodeInfo(name=name))
-        self.state = AllocatedState.from_claims(claims)
+        self.state = AllocatedState.from_claims(
+            claims, consumable=self.features.consumable_capacity
+        )
         self.allocator = Allocator(
             classes=self.classes, engine=engine, features=self.features, timeout_s=timeout_s
         )
@@ -72,7 +77,7 @@ class Cluster:
         """The node's pools (cached)."""
         pools = self._node_pools.get(node.name)
         if pools is None:
-            pools = self.index.gather_pools(node, self.features)
+            pools = self.index.gather_pools(node, self.features, self.pool_order)
             self._node_pools[node.name] = pools
             free = 0
             for pool in pools:
@@ -141,7 +146,8 @@ class Cluster:
             newly = {
                 (r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
                 for r in (allocation.get("devices") or {}).get("results") or []
-                if not r.get("adminAccess") and not r.get("shareID")
+                if not r.get("adminAccess")
+                and not (r.get("shareID") and self.features.consumable_capacity)
             }
             fresh = {dev_id for dev_id in newly if dev_id not in self.state.devices}
             self.state.add_allocation(claim.key, allocation)

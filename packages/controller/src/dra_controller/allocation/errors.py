@@ -68,3 +68,7 @@ class ConstraintError(AllocationError):
 
 class AllocationTimeoutError(AllocationError):
     """The search for a solution exceeded its deadline."""
+
+
+class CapacityRequestError(AllocationError):
+    """A capacity request the allocator cannot round (not representable) or a negative one."""

@@ -246,6 +246,7 @@ def _request_reasons(
                     spec.capacity_requests,
                     allocated=cluster.state.capacity.get(dev.id),
                     allocating=None,
+                    fractional=cluster.features.fractional_range,
                 )
                 if fit is None:
                     tally.add("lacks a requested capacity", name)

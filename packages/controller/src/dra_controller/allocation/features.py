@@ -15,7 +15,29 @@ GATE_NAMES: dict[str, str] = {
     "DRAConsumableCapacity": "consumable_capacity",
     "DRADeviceBindingConditions": "device_binding_conditions",
     "DRAResourceClaimDeviceStatus": "resource_claim_device_status",
+    "DRAListTypeAttributes": "list_type_attributes",
+    "DRAFractionalCapacityRange": "fractional_capacity_range",
 }
+
+# Upstream's allocator implementations (k8s.io/dynamic-resource-allocation/structured/
+# internal/...), most stable first, with the allocator features each supports. NewAllocator
+# takes the first whose features include every enabled one; so do we.
+STABLE = "stable"
+INCUBATING = "incubating"
+EXPERIMENTAL = "experimental"
+_STABLE_FEATURES = frozenset(
+    {"admin_access", "prioritized_list", "partitionable_devices", "device_taints"}
+)
+_INCUBATING_FEATURES = _STABLE_FEATURES | {
+    "consumable_capacity",
+    "binding_and_status",
+    "fractional_capacity_range",
+}
+VARIANTS: tuple[tuple[str, frozenset[str]], ...] = (
+    (STABLE, _STABLE_FEATURES),
+    (INCUBATING, _INCUBATING_FEATURES),
+    (EXPERIMENTAL, _INCUBATING_FEATURES | {"list_type_attributes"}),
+)
 
 
 # Kubernetes releases whose allocator behaviour is modelled (``--kube-version``), newest last.
@@ -42,7 +64,11 @@ def parse_kube_version(text: str) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Features:
-    """Which optional DRA features the allocator honours (all on: the incubating variant).
+    """Which optional DRA features the allocator honours.
+
+    The defaults (every gate on but the alpha ``DRAListTypeAttributes``, as the kube-scheduler
+    of 1.37 has them; 1.36 has no DRAFractionalCapacityRange) select upstream's
+    incubating allocator; :attr:`variant` says which one a feature set selects.
 
     ``kube_minor`` picks the release whose allocator behaviour is reproduced where
     releases differ (e.g. 1.37 drops a config's request list when it covers every
@@ -56,12 +82,44 @@ class Features:
     consumable_capacity: bool = True
     device_binding_conditions: bool = True
     resource_claim_device_status: bool = True
+    list_type_attributes: bool = False
+    fractional_capacity_range: bool = True
     kube_minor: int = LATEST_KUBE_MINOR
+
+    @property
+    def fractional_range(self) -> bool:
+        """DRAFractionalCapacityRange, a gate 1.37 added (1.36 always rounds on integers)."""
+        return self.fractional_capacity_range and self.kube_minor >= 37
 
     @property
     def binding_and_status(self) -> bool:
         """Binding conditions need both gates, as in the kube-scheduler."""
         return self.device_binding_conditions and self.resource_claim_device_status
+
+    def allocator_features(self) -> frozenset[str]:
+        """The allocator's own switches that are on (binding needs both of its gates)."""
+        on = {attr for attr in GATE_NAMES.values() if getattr(self, attr)}
+        on -= {"device_binding_conditions", "resource_claim_device_status"}
+        if not self.fractional_range:
+            on.discard("fractional_capacity_range")
+        if self.binding_and_status:
+            on.add("binding_and_status")
+        return frozenset(on)
+
+    @property
+    def variant(self) -> str:
+        """Which upstream implementation the kube-scheduler picks for these features.
+
+        ``stable`` (only the stable core: no consumable capacity, no binding conditions)
+        ignores capacity requests, refuses distinctAttribute, tries devices of a request in
+        every order and pools in Go map order; ``incubating`` is the default;
+        ``experimental`` is picked by alpha gates (DRAListTypeAttributes).
+        """
+        on = self.allocator_features()
+        for name, supported in VARIANTS:
+            if on <= supported:
+                return name
+        return EXPERIMENTAL
 
     @classmethod
     def none(cls) -> Features:

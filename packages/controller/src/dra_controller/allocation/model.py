@@ -114,6 +114,7 @@ class CapacityInfo:
     range_min_raw: object
     range_max: Amount | None
     range_step: Amount | None
+    range_step_raw: object
     has_policy: bool
     has_range: bool
 
@@ -248,6 +249,7 @@ def _parse_capacity(raw: Any, *, ref: str, where: str) -> CapacityInfo:
         range_min_raw=(rng or {}).get("min"),
         range_max=q((rng or {}).get("max"), "requestPolicy.validRange.max"),
         range_step=q((rng or {}).get("step"), "requestPolicy.validRange.step"),
+        range_step_raw=(rng or {}).get("step"),
         has_policy=policy is not None,
         has_range=rng is not None,
     )

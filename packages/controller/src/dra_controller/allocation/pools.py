@@ -4,6 +4,9 @@ Only the newest generation of a pool counts. A pool whose slices are not all pub
 yet is incomplete (never allocated from; fatal for "All" requests). A pool with duplicate
 device names or dangling counter references is invalid. Pools are ordered by
 (driver, pool), slices by name, devices in slice order: the order the search tries them.
+Upstream's stable allocator sorts nothing: slices stay in the order they were listed and
+pools come in Go map order (random per call); here they are ordered by (driver, pool), or
+by an explicit ``pool_order`` (the differential test tries the orders Go may have used).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from .features import Features
+from .features import STABLE, Features
 from .model import DeviceInfo, SliceInfo
 from .nodes import NodeInfo, node_selector_matches
 from .quantities import Amount
@@ -81,10 +84,19 @@ class SliceIndex:
         """Names of nodes that have node-local slices."""
         return set(self.by_node)
 
-    def gather_pools(self, node: NodeInfo, features: Features) -> list[Pool]:
-        """The pools whose devices are reachable from the node, in search order."""
+    def gather_pools(
+        self, node: NodeInfo, features: Features, pool_order: Sequence[PoolID] | None = None
+    ) -> list[Pool]:
+        """The pools whose devices are reachable from the node, in search order.
+
+        ``pool_order`` ranks pools for the stable variant (unranked ones last, by ID).
+        """
+        stable = features.variant == STABLE
         grouped: dict[PoolID, list[SliceInfo]] = {}
-        for slc in (*self.by_node.get(node.name, ()), *self.shared):
+        # Stable looks at every slice (counter sets of other nodes' pools included), in
+        # listing order; incubating at the node's own and the node-less ones.
+        listed = self.slices if stable else (*self.by_node.get(node.name, ()), *self.shared)
+        for slc in listed:
             if not features.partitionable_devices and (
                 slc.per_device_node_selection or slc.shared_counters
             ):
@@ -97,8 +109,12 @@ class SliceIndex:
                 grouped[key] = [slc]
             elif slc.generation == current[0].generation:
                 current.append(slc)
+        keys = sorted(grouped)
+        if stable and pool_order is not None:
+            rank = {pool_id: i for i, pool_id in enumerate(pool_order)}
+            keys.sort(key=lambda k: rank.get(k, len(rank)))
         pools: list[Pool] = []
-        for key in sorted(grouped):
+        for key in keys:
             slices = grouped[key]
             generation = slices[0].generation
             expected = slices[0].slice_count
@@ -112,7 +128,9 @@ class SliceIndex:
                 if len(all_slices) != expected:
                     pools.append(Pool(driver=key[0], name=key[1], incomplete=True))
                     continue
-            pools.append(_build_pool(key, slices, all_slices, node, features))
+            pools.append(_build_pool(key, slices, all_slices, node, features, by_name=not stable))
+        if stable:
+            return pools
         # Pools offering devices with binding conditions are tried last (both groups stay
         # in pool order), so that devices which can be used at once are preferred.
         return [p for p in pools if not _has_binding_conditions(p)] + [
@@ -159,13 +177,16 @@ def _build_pool(
     all_slices: list[SliceInfo] | None,
     node: NodeInfo,
     features: Features,
+    *,
+    by_name: bool,
 ) -> Pool:
     pool = Pool(driver=key[0], name=key[1])
+    ordered = sorted(slices, key=lambda s: s.name) if by_name else list(slices)
     if features.partitionable_devices:
-        device_slices = sorted((s for s in slices if not s.shared_counters), key=lambda s: s.name)
-        counter_slices = sorted((s for s in slices if s.shared_counters), key=lambda s: s.name)
+        device_slices = [s for s in ordered if not s.shared_counters]
+        counter_slices = [s for s in ordered if s.shared_counters]
     else:
-        device_slices = sorted(slices, key=lambda s: s.name)
+        device_slices = ordered
         counter_slices = []
     seen: set[str] = set()
     for slc in device_slices:
@@ -185,10 +206,8 @@ def _build_pool(
             return _invalid(pool, reason)
         if all_slices is not None and len(all_slices) != len(slices):
             names = {s.name for s in slices}
-            pool.slices_not_targeting_node = sorted(
-                (s for s in all_slices if s.name not in names and not s.shared_counters),
-                key=lambda s: s.name,
-            )
+            rest = [s for s in all_slices if s.name not in names and not s.shared_counters]
+            pool.slices_not_targeting_node = sorted(rest, key=lambda s: s.name) if by_name else rest
             reason = _check_counter_refs(pool.counter_sets, pool.slices_not_targeting_node)
             if reason:
                 return _invalid(pool, reason)

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 from .capacity import Consumption
 from .errors import AllocationError
 from .model import ClaimInfo, ClassInfo, DeviceInfo, RequestSpec
 from .nodes import NodeInfo, node_name_selector
-from .quantities import Amount, format_binary_quantity, parse_quantity
+from .quantities import Amount, format_binary_quantity, format_decimal_quantity, parse_quantity
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,39 +38,13 @@ def format_quantity(value: Amount, raw: object) -> str:
         text = format_binary_quantity(value)
         if text.endswith(_BINARY_SUFFIXES):
             return text
-        return _format_decimal_si(value)
+        return format_decimal_quantity(value)
     text = str(raw).strip()
     if text.endswith(_BINARY_SUFFIXES):
         return format_binary_quantity(parse_quantity(text))
     if "e" in text.lower() and not text.endswith("E"):
         return text
-    return _format_decimal_si(value)
-
-
-def _format_decimal_si(value: Amount) -> str:
-    if value == 0:
-        return "0"
-    sign = "-" if value < 0 else ""
-    value = Fraction(-value if value < 0 else value)
-    if value.denominator == 1:
-        number = value.numerator
-        for suffix, factor in (
-            ("E", 10**18),
-            ("P", 10**15),
-            ("T", 10**12),
-            ("G", 10**9),
-            ("M", 10**6),
-            ("k", 10**3),
-        ):
-            if number % factor == 0:
-                return f"{sign}{number // factor}{suffix}"
-        return f"{sign}{number}"
-    for suffix, factor in (("m", 10**3), ("u", 10**6), ("n", 10**9)):
-        scaled = value * factor
-        if scaled.denominator == 1:
-            return f"{sign}{scaled.numerator}{suffix}"
-    scaled = value * 10**9
-    return f"{sign}{-((-scaled.numerator) // scaled.denominator)}n"
+    return format_decimal_quantity(value)
 
 
 def device_result(picked: PickedDevice, *, binding: bool) -> dict[str, Any]:

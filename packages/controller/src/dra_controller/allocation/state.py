@@ -13,7 +13,12 @@ from .quantities import Amount, parse_quantity
 
 @dataclass(slots=True)
 class AllocatedState:
-    """Devices held by allocated claims (admin-access results excluded, as upstream)."""
+    """Devices held by allocated claims (admin-access results excluded, as upstream).
+
+    ``consumable`` is DRAConsumableCapacity: with it off the scheduler lists every
+    non-admin result as an exclusively held device, shares included (ListAllAllocatedDevices
+    instead of GatherAllocatedState).
+    """
 
     devices: set[DeviceID] = field(default_factory=set)
     shared_devices: set[DeviceID] = field(default_factory=set)
@@ -21,11 +26,12 @@ class AllocatedState:
     owners: dict[DeviceID, list[str]] = field(default_factory=lambda: defaultdict(list))
     # Bumped on every change so derived caches (available counters) know to refresh.
     version: int = 0
+    consumable: bool = True
 
     @classmethod
-    def from_claims(cls, claims: Iterable[ClaimInfo]) -> AllocatedState:
+    def from_claims(cls, claims: Iterable[ClaimInfo], *, consumable: bool = True) -> AllocatedState:
         """Collect the devices of every claim that has ``status.allocation``."""
-        state = cls()
+        state = cls(consumable=consumable)
         for claim in claims:
             if claim.allocation is not None:
                 state.add_allocation(claim.key, claim.allocation)
@@ -43,7 +49,7 @@ class AllocatedState:
                 result.get("device", ""),
             )
             self.owners[dev_id].append(owner)
-            if result.get("shareID"):
+            if result.get("shareID") and self.consumable:
                 self.shared_devices.add(dev_id)
                 agg = self.capacity.setdefault(dev_id, {})
                 for name, value in (result.get("consumedCapacity") or {}).items():

@@ -56,7 +56,14 @@ def _is_free(cluster: Cluster, dev: DeviceInfo, counters: CounterTracker, pool: 
     if feats.device_taints and untolerated_taint(dev, ()) is not None:
         return False
     if dev.allow_multiple and feats.consumable_capacity:
-        return cap.fits(dev, None, allocated=state.capacity.get(dev.id), allocating=None) is True
+        fit = cap.fits(
+            dev,
+            None,
+            allocated=state.capacity.get(dev.id),
+            allocating=None,
+            fractional=cluster.features.fractional_range,
+        )
+        return fit is True
     return True
 
 
