@@ -576,7 +576,9 @@ def run_scenario(
     extra_objects = scenario.extra(names)
     # Filled once they exist: a cluster without their API has nothing of theirs to delete.
     extra_kinds: list[str] = []
-    with scenario_objects(cluster, names, extra_kinds), node_setup(cluster, scenario, nodes):
+    # Objects go before the nodes' labels and taints: a refused pod must not find a node
+    # once its taint is gone.
+    with node_setup(cluster, scenario, nodes), scenario_objects(cluster, names, extra_kinds):
         classes = _create(cluster, scenario.classes(names), names.run_id)
         slices = _create(cluster, scenario.slices(names), names.run_id)
         _check_kept(scenario, "slices", slices)

@@ -43,7 +43,7 @@ from differential_support import (
 )
 
 NODES = 3
-pytestmark = [pytest.mark.e2e, pytest.mark.e2e_nodes(NODES)]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.e2e_nodes(NODES)]
 
 ZONE = "example.com/zone"
 FABRIC = "example.com/fabric"
