@@ -354,11 +354,13 @@ def _wait_scheduled(cluster: ClusterHandle, namespace: str, pod: str, claims: li
     def check() -> Verdict | None:
         data = cluster.kubectl_json("get", "pod", pod, "-n", namespace)
         node = data.get("spec", {}).get("nodeName")
-        found: dict[str, Obj] = {}
-        for name in claims:
-            obj = cluster.kubectl_json("get", "resourceclaim", name, "-n", namespace)
-            if obj.get("status", {}).get("allocation"):
-                found[name] = obj
+        # One call for all the pod's claims (a List when more than one is named).
+        got = cluster.kubectl_json("get", "resourceclaim", *claims, "-n", namespace)
+        found: dict[str, Obj] = {
+            obj["metadata"]["name"]: obj
+            for obj in (got["items"] if got.get("kind") == "List" else [got])
+            if obj.get("status", {}).get("allocation")
+        }
         if node and len(found) == len(claims):
             return Verdict(node=node, claims=found)
         nominated = data.get("status", {}).get("nominatedNodeName")
@@ -454,27 +456,29 @@ def node_setup(
     cluster: ClusterHandle, scenario: Scenario, nodes: tuple[str, ...]
 ) -> Iterator[None]:
     """The scenario's labels and taints on the real nodes, removed afterwards."""
-    labelled: list[tuple[str, str]] = []
-    tainted: list[tuple[str, str]] = []
+    labelled: list[tuple[str, list[str]]] = []
+    tainted: list[tuple[str, list[str]]] = []
     try:
+        # One call per node and kind: labels and taints of a node set (and removed) together.
         for index, labels in scenario.node_labels.items():
-            for key, value in labels.items():
-                labelled.append((nodes[index], key))
-                cluster.kubectl("label", "node", nodes[index], f"{key}={value}", "--overwrite")
+            node = nodes[index]
+            labelled.append((node, [f"{key}-" for key in labels]))
+            pairs = [f"{key}={value}" for key, value in labels.items()]
+            cluster.kubectl("label", "node", node, *pairs, "--overwrite")
         for index, taints in scenario.node_taints.items():
-            for taint in taints:
-                spec = f"{taint['key']}={taint.get('value', '')}:{taint['effect']}"
-                tainted.append((nodes[index], f"{taint['key']}:{taint['effect']}-"))
-                cluster.kubectl("taint", "node", nodes[index], spec, "--overwrite")
+            node = nodes[index]
+            tainted.append((node, [f"{t['key']}:{t['effect']}-" for t in taints]))
+            specs = [f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in taints]
+            cluster.kubectl("taint", "node", node, *specs, "--overwrite")
         if labelled or tainted:
             # The scheduler sees node changes through its informer; give it a moment.
             time.sleep(EXTRA_SETTLE_S)
         yield
     finally:
-        for node, key in labelled:
-            cluster.kubectl("label", "node", node, f"{key}-")
-        for node, removal in tainted:
-            cluster.kubectl("taint", "node", node, removal)
+        for node, removals in labelled:
+            cluster.kubectl("label", "node", node, *removals)
+        for node, removals in tainted:
+            cluster.kubectl("taint", "node", node, *removals)
 
 
 @contextmanager
