@@ -342,12 +342,15 @@ class Verdict:
     refused: str | None = None  # "Unschedulable" or "SchedulerError" (e.g. a CEL error)
 
 
-def _wait_scheduled(cluster: ClusterHandle, namespace: str, pod: str, claims: list[str]) -> Verdict:
+def _wait_scheduled(
+    cluster: ClusterHandle, namespace: str, pod: str, claims: list[str], held: tuple[str, ...] = ()
+) -> Verdict:
     """Wait for the scheduler's verdict on the pod.
 
-    A refusal counts only if it holds for a grace period with the claims unallocated: the
-    scheduler's first attempt may race with its informers seeing the new slices, and it
-    retries when they arrive.
+    A refusal counts only if it holds for a grace period with the claims unallocated (but
+    ``held``, earlier pods' claims this pod shares, which stay allocated): the scheduler's
+    first attempt may race with its informers seeing the new slices, and it retries when
+    they arrive.
     """
     refused_at: list[tuple[str, float]] = []
 
@@ -368,13 +371,14 @@ def _wait_scheduled(cluster: ClusterHandle, namespace: str, pod: str, claims: li
             # Allocated; binding waits (in PreBind) for conditions no driver will set.
             return Verdict(node=nominated, claims=found)
         reason = _refusal(data)
-        if node or found or reason is None:
+        if node or set(found) - set(held) or reason is None:
             refused_at.clear()
             return None
         if not refused_at or refused_at[0][0] != reason:
             refused_at[:] = [(reason, time.monotonic())]
         if time.monotonic() - refused_at[0][1] >= REFUSAL_GRACE_S:
-            return Verdict(node=None, claims={}, refused=reason)
+            kept = {name: obj for name, obj in found.items() if name in held}
+            return Verdict(node=None, claims=kept, refused=reason)
         return None
 
     try:
@@ -523,11 +527,17 @@ def _compared(verdict: Verdict, name: str, key: str, code: int, report: Obj) -> 
         if code == 2:
             mine = {"error": True}
         return theirs, mine
+    if verdict.node is None and name in verdict.claims:
+        # A shared claim of a refused pod keeps its allocation; its node is the earlier pod's.
+        mine = {k: v for k, v in mine.items() if k != "node"}
     return _scheduler_view(verdict, name), mine
 
 
 def _scheduler_view(verdict: Verdict, name: str) -> Obj:
     if verdict.node is None:
+        if name in verdict.claims:
+            allocation = verdict.claims[name]["status"]["allocation"]
+            return {"allocated": True, "allocation": normalized(allocation)}
         return {"allocated": False}
     return {
         "allocated": True,
@@ -607,10 +617,11 @@ def run_scenario(
             _check_kept(scenario, "claims", claims_so_far)
             pod = f"diff-{scenario.name}-{index}"
             claim_names = [c["metadata"]["name"] for c in created]
-            claim_names += list(scenario.shared.get(index, ()))
+            claim_names += scenario.shared.get(index, ())
             manifest = pod_manifest(names, pod, claim_names, placement.get(index))
             cluster.kubectl("create", "-f", "-", input_text=json.dumps(manifest))
-            verdict = _wait_scheduled(cluster, namespace, pod, claim_names)
+            shared = scenario.shared.get(index, ())
+            verdict = _wait_scheduled(cluster, namespace, pod, claim_names, held=shared)
             keys = [f"{namespace}/{n}" for n in claim_names]
             inputs = [*classes, *slices, *extras, *node_objs, *allocated.values(), *created]
             inputs.append(manifest)

@@ -256,9 +256,12 @@ def _shared_claim() -> Scenario:
         )
 
     def pods(n: Names) -> list[list[Obj]]:
+        l4 = (f'{attr(n, "model")} == "l4"',)
         return [
             [claim(n, "shared", [_models_request(n, "gpu", ("h100", "a100"))])],
             [claim(n, "own", [_models_request(n, "gpu", ("l4", "a100"))])],
+            # Only an l4, which node 1 lacks: the shared claim keeps the pod off node 2.
+            [claim(n, "l4-only", [exactly(n, "gpu", selectors=l4)])],
         ]
 
     return Scenario(
@@ -267,7 +270,8 @@ def _shared_claim() -> Scenario:
         slices,
         pods,
         node_count=NODES,
-        shared={1: ("shared",)},
+        shared={1: ("shared",), 2: ("shared",)},
+        refused={2: "Unschedulable"},
     )
 
 
@@ -390,6 +394,7 @@ WHY_NOT: dict[str, dict[int, list[tuple[int, str]]]] = {
     "mn-placement": {
         2: [(0, MAINTENANCE["key"]), (1, "gpu-0"), (2, "didn't match Pod's node affinity")]
     },
+    "mn-shared": {2: [(0, "not available on the node"), (1, "0 usable"), (2, "not available")]},
     "mn-one-of-three": {1: [(0, "2 usable"), (1, 'model = "t4"'), (2, "held by claim(s)")]},
 }
 
@@ -406,7 +411,11 @@ def _check_explain(
         for node_index, words in expected:
             node = nodes[node_index]
             # Nodes with the same findings are listed on one line, their reasons below it.
-            at = [k for k, line in enumerate(lines) if node in line]
+            at = [
+                k
+                for k, line in enumerate(lines)
+                if line.startswith("  does not fit on") and node in line
+            ]
             assert at, f"explain does not name node {node}:\n{text}"
             end = next(
                 (k for k in range(at[0] + 1, len(lines)) if not lines[k].startswith("    ")),

@@ -10,7 +10,7 @@ from .allocation.errors import AllocationError
 from .allocation.explain import ClaimDiagnosis, diagnose
 from .allocation.features import Features
 from .allocation.model import ClaimInfo
-from .allocation.pod_placement import PodPlacement
+from .allocation.pod_placement import PodPlacement, claim_not_on_node
 from .allocation.selectors import SelectorEngine
 from .extended_resources import (
     class_mapping,
@@ -120,7 +120,8 @@ def explain(
     """The human-readable explanation for the claims (pending ones diagnosed together).
 
     ``placement`` (the pod's nodeSelector, affinity, tolerations) rules nodes out first, as
-    the scheduler's node filters do; the claims are diagnosed on the nodes left.
+    the scheduler's node filters do, and so do the pod's claims already allocated for other
+    nodes (a claim shared with a pod elsewhere); the claims are diagnosed on the nodes left.
     """
     cluster = Cluster(
         classes=snapshot.classes,
@@ -150,7 +151,11 @@ def explain(
         )
         return "\n".join(lines) + "\n"
     if placement is not None:
-        ruled_out = [(n, placement.rejects(cluster.node(n))) for n in nodes]
+        done = [c for c in claims if c.allocation is not None]
+        ruled_out = [
+            (n, placement.rejects(cluster.node(n)) or claim_not_on_node(done, cluster.node(n)))
+            for n in nodes
+        ]
         ruled_out = [(n, why) for n, why in ruled_out if why is not None]
         if ruled_out:
             lines.append(f"{placement.ref}: its own constraints rule out {len(ruled_out)} node(s):")
