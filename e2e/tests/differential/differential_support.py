@@ -46,6 +46,8 @@ class Names:
     run_id: str
     node: str
     namespace: str
+    # Every node the scenario uses, in name order (``node`` is the first).
+    nodes: tuple[str, ...] = ()
 
     @property
     def driver(self) -> str:
@@ -77,6 +79,19 @@ class Scenario:
     # Pods (by index) the scheduler must refuse, with the reason ("Unschedulable",
     # "SchedulerError"); None: whatever it decides (kubectl-dra must agree either way).
     refused: dict[int, str] | None = field(default_factory=dict)
+    # Multi-node scenarios: how many of the cluster's nodes (by name) the scenario uses.
+    node_count: int = 1
+    # Pod index -> extra pod spec (nodeSelector, affinity, tolerations).
+    placement: Callable[[Names], dict[int, Obj]] = lambda _names: {}
+    # Pod index -> names of earlier pods' claims it uses as well (a shared claim).
+    shared: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    # Node index -> labels and taints set on the real node for the scenario, removed after.
+    node_labels: dict[int, dict[str, str]] = field(default_factory=dict)
+    node_taints: dict[int, list[Obj]] = field(default_factory=dict)
+    # Pod index -> the node indices the scheduler may choose from: nodes the pod fits on
+    # equally well for DRA, where the scheduler's other scores (spread, least allocated) or
+    # its random tie-break decide. Pods not named have exactly one right node.
+    acceptable: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
 
 @dataclass
@@ -88,6 +103,13 @@ class PodOutcome:
     refused: str | None
     scheduler: dict[str, Obj] = field(default_factory=dict)
     ours: dict[str, Obj] = field(default_factory=dict)
+    # The node kubectl-dra picked on its own (None: unsatisfiable); where the scheduler may
+    # choose among ``acceptable`` nodes and chose another, ``ours`` is kubectl-dra's answer
+    # on the scheduler's node (``--node``).
+    ours_node: str | None = None
+    acceptable: tuple[str, ...] = ()
+    # What kubectl-dra was given (for ``kubectl dra explain`` on the same input).
+    inputs: list[Obj] = field(default_factory=list)
 
 
 class ScenarioSkipped(Exception):
@@ -120,21 +142,24 @@ def resource_slice(
     generation: int = 1,
     pool: str | None = None,
     node_selection: Obj | None = None,
+    node: str | None = None,
 ) -> Obj:
-    """A slice in the pool named after the node (default), on that node (default).
+    """A slice in the pool named after the node (default), on that node (default: the
+    scenario's first node).
 
     ``node_selection`` replaces ``nodeName`` (``{"allNodes": True}``, ``{"nodeSelector":
     ...}`` or ``{"perDeviceNodeSelection": True}``).
     """
+    node = node or names.node
     spec: Obj = {
         "driver": names.driver,
         "pool": {
-            "name": pool or names.node,
+            "name": pool or node,
             "generation": generation,
             "resourceSliceCount": slice_count,
         },
     }
-    spec.update(node_selection if node_selection is not None else {"nodeName": names.node})
+    spec.update(node_selection if node_selection is not None else {"nodeName": node})
     if devices is not None:
         spec["devices"] = devices
     if shared_counters is not None:
@@ -145,6 +170,34 @@ def resource_slice(
         "metadata": {"name": names.slice_name(suffix)},
         "spec": spec,
     }
+
+
+def attributes(**values: object) -> Obj:
+    """Device attributes in v1 form, typed by the Python value (str starting 'v' = version)."""
+    out: Obj = {}
+    for name, value in values.items():
+        if isinstance(value, bool):
+            out[name] = {"bool": value}
+        elif isinstance(value, int):
+            out[name] = {"int": value}
+        elif isinstance(value, str) and value.startswith("v"):
+            out[name] = {"version": value[1:]}
+        else:
+            out[name] = {"string": value}
+    return out
+
+
+def dev(name: str, *, memory: str | None = None, **values: object) -> Obj:
+    """A device with attributes (and memory capacity)."""
+    out: Obj = {"name": name, "attributes": attributes(**values)}
+    if memory is not None:
+        out["capacity"] = {"memory": {"value": memory}}
+    return out
+
+
+def attr(n: Names, name: str) -> str:
+    """A CEL reference to one of the driver's attributes."""
+    return f'device.attributes["{n.driver}"].{name}'
 
 
 def claim(names: Names, name: str, requests: list[Obj], **devices: Any) -> Obj:
@@ -165,9 +218,12 @@ def exactly(names: Names, name: str, *, selectors: tuple[str, ...] = (), **extra
     return {"name": name, "exactly": body}
 
 
-def pod_manifest(names: Names, pod: str, claims: list[str]) -> Obj:
-    """A pod using the claims; it never starts, no plugin serves the driver."""
-    return {
+def pod_manifest(names: Names, pod: str, claims: list[str], extra: Obj | None = None) -> Obj:
+    """A pod using the claims; it never starts, no plugin serves the driver.
+
+    ``extra`` adds pod spec fields (nodeSelector, affinity, tolerations).
+    """
+    manifest: Obj = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
@@ -191,6 +247,8 @@ def pod_manifest(names: Names, pod: str, claims: list[str]) -> Obj:
             ],
         },
     }
+    manifest["spec"].update(extra or {})
+    return manifest
 
 
 def _labelled(obj: Obj, run_id: str) -> Obj:
@@ -284,23 +342,28 @@ class Verdict:
     refused: str | None = None  # "Unschedulable" or "SchedulerError" (e.g. a CEL error)
 
 
-def _wait_scheduled(cluster: ClusterHandle, namespace: str, pod: str, claims: list[str]) -> Verdict:
+def _wait_scheduled(
+    cluster: ClusterHandle, namespace: str, pod: str, claims: list[str], held: tuple[str, ...] = ()
+) -> Verdict:
     """Wait for the scheduler's verdict on the pod.
 
-    A refusal counts only if it holds for a grace period with the claims unallocated: the
-    scheduler's first attempt may race with its informers seeing the new slices, and it
-    retries when they arrive.
+    A refusal counts only if it holds for a grace period with the claims unallocated (but
+    ``held``, earlier pods' claims this pod shares, which stay allocated): the scheduler's
+    first attempt may race with its informers seeing the new slices, and it retries when
+    they arrive.
     """
     refused_at: list[tuple[str, float]] = []
 
     def check() -> Verdict | None:
         data = cluster.kubectl_json("get", "pod", pod, "-n", namespace)
         node = data.get("spec", {}).get("nodeName")
-        found: dict[str, Obj] = {}
-        for name in claims:
-            obj = cluster.kubectl_json("get", "resourceclaim", name, "-n", namespace)
-            if obj.get("status", {}).get("allocation"):
-                found[name] = obj
+        # One call for all the pod's claims (a List when more than one is named).
+        got = cluster.kubectl_json("get", "resourceclaim", *claims, "-n", namespace)
+        found: dict[str, Obj] = {
+            obj["metadata"]["name"]: obj
+            for obj in (got["items"] if got.get("kind") == "List" else [got])
+            if obj.get("status", {}).get("allocation")
+        }
         if node and len(found) == len(claims):
             return Verdict(node=node, claims=found)
         nominated = data.get("status", {}).get("nominatedNodeName")
@@ -308,13 +371,14 @@ def _wait_scheduled(cluster: ClusterHandle, namespace: str, pod: str, claims: li
             # Allocated; binding waits (in PreBind) for conditions no driver will set.
             return Verdict(node=nominated, claims=found)
         reason = _refusal(data)
-        if node or found or reason is None:
+        if node or set(found) - set(held) or reason is None:
             refused_at.clear()
             return None
         if not refused_at or refused_at[0][0] != reason:
             refused_at[:] = [(reason, time.monotonic())]
         if time.monotonic() - refused_at[0][1] >= REFUSAL_GRACE_S:
-            return Verdict(node=None, claims={}, refused=reason)
+            kept = {name: obj for name, obj in found.items() if name in held}
+            return Verdict(node=None, claims=kept, refused=reason)
         return None
 
     try:
@@ -331,17 +395,27 @@ def _wait_scheduled(cluster: ClusterHandle, namespace: str, pod: str, claims: li
     return result
 
 
-def run_kubectl_dra(workdir: Path, objects: list[Obj], claims: list[str]) -> tuple[int, Obj]:
+def write_input(workdir: Path, objects: list[Obj]) -> Path:
+    """The objects as one List manifest file for kubectl-dra."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / f"input-{uuid.uuid4().hex[:6]}.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    return path
+
+
+def run_kubectl_dra(
+    workdir: Path, objects: list[Obj], claims: list[str], *, node: str | None = None
+) -> tuple[int, Obj]:
     """``kubectl-dra allocate -o json`` on the objects for the named claims (NS/NAME).
 
     Returns the exit code and the report (``{"error": stderr}`` on exit 2).
     """
-    workdir.mkdir(parents=True, exist_ok=True)
-    path = workdir / f"input-{uuid.uuid4().hex[:6]}.json"
-    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    path = write_input(workdir, objects)
     args = [str(KUBECTL_DRA), "allocate", "-f", str(path), "-o", "json"]
     for key in claims:
         args += ["--claim", key]
+    if node is not None:
+        args += ["--node", node]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
     if proc.returncode == 2:
         return 2, {"error": proc.stderr.strip()}
@@ -367,6 +441,48 @@ def _delete_all(cluster: ClusterHandle, names: Names, extra_kinds: list[str]) ->
     cluster.kubectl(
         "delete", kinds, "-l", selector, "--ignore-not-found", "--wait=true", timeout=120,
     )  # fmt: skip
+
+
+def run_kubectl_dra_explain(workdir: Path, objects: list[Obj], target: str, namespace: str) -> str:
+    """``kubectl-dra explain TARGET -n NS -f FILE`` on the objects: its text."""
+    path = write_input(workdir, objects)
+    args = [str(KUBECTL_DRA), "explain", target, "-n", namespace, "-f", str(path)]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
+    if proc.returncode != 0:
+        raise AssertionError(
+            f"kubectl-dra explain failed (exit {proc.returncode}) on {path}: {proc.stderr}"
+        )
+    return proc.stdout
+
+
+@contextmanager
+def node_setup(
+    cluster: ClusterHandle, scenario: Scenario, nodes: tuple[str, ...]
+) -> Iterator[None]:
+    """The scenario's labels and taints on the real nodes, removed afterwards."""
+    labelled: list[tuple[str, list[str]]] = []
+    tainted: list[tuple[str, list[str]]] = []
+    try:
+        # One call per node and kind: labels and taints of a node set (and removed) together.
+        for index, labels in scenario.node_labels.items():
+            node = nodes[index]
+            labelled.append((node, [f"{key}-" for key in labels]))
+            pairs = [f"{key}={value}" for key, value in labels.items()]
+            cluster.kubectl("label", "node", node, *pairs, "--overwrite")
+        for index, taints in scenario.node_taints.items():
+            node = nodes[index]
+            tainted.append((node, [f"{t['key']}:{t['effect']}-" for t in taints]))
+            specs = [f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in taints]
+            cluster.kubectl("taint", "node", node, *specs, "--overwrite")
+        if labelled or tainted:
+            # The scheduler sees node changes through its informer; give it a moment.
+            time.sleep(EXTRA_SETTLE_S)
+        yield
+    finally:
+        for node, removals in labelled:
+            cluster.kubectl("label", "node", node, *removals)
+        for node, removals in tainted:
+            cluster.kubectl("taint", "node", node, *removals)
 
 
 @contextmanager
@@ -411,11 +527,17 @@ def _compared(verdict: Verdict, name: str, key: str, code: int, report: Obj) -> 
         if code == 2:
             mine = {"error": True}
         return theirs, mine
+    if verdict.node is None and name in verdict.claims:
+        # A shared claim of a refused pod keeps its allocation; its node is the earlier pod's.
+        mine = {k: v for k, v in mine.items() if k != "node"}
     return _scheduler_view(verdict, name), mine
 
 
 def _scheduler_view(verdict: Verdict, name: str) -> Obj:
     if verdict.node is None:
+        if name in verdict.claims:
+            allocation = verdict.claims[name]["status"]["allocation"]
+            return {"allocated": True, "allocation": normalized(allocation)}
         return {"allocated": False}
     return {
         "allocated": True,
@@ -436,15 +558,31 @@ def _check_kept(scenario: Scenario, kind: str, created: list[Obj]) -> None:
             )
 
 
+def scenario_nodes(cluster: ClusterHandle, count: int) -> tuple[str, ...]:
+    """The nodes a scenario uses: the first schedulable one, or the first ``count`` by name."""
+    if count == 1:
+        return (target_node(cluster),)
+    have = sorted(cluster.node_names())
+    if len(have) < count:
+        raise AssertionError(f"the scenario needs {count} nodes, the cluster has {have}")
+    return tuple(have[:count])
+
+
 def run_scenario(
     cluster: ClusterHandle, scenario: Scenario, *, namespace: str, workdir: Path
 ) -> list[PodOutcome]:
-    """Run the scenario on the cluster and through kubectl-dra; return both per pod."""
+    """Run the scenario on the cluster and through kubectl-dra; return both per pod.
+
+    kubectl-dra gets the pod too (its nodeSelector, affinity and tolerations narrow the
+    nodes), and the claims of earlier pods as the scheduler allocated them.
+    """
+    nodes = scenario_nodes(cluster, scenario.node_count)
     names = Names(
         scenario=scenario.name,
         run_id=uuid.uuid4().hex[:6],
-        node=target_node(cluster),
+        node=nodes[0],
         namespace=namespace,
+        nodes=nodes,
     )
     if scenario.admin_namespace:
         cluster.kubectl("label", "namespace", namespace, f"{ADMIN_ACCESS_LABEL}=true")
@@ -452,7 +590,9 @@ def run_scenario(
     extra_objects = scenario.extra(names)
     # Filled once they exist: a cluster without their API has nothing of theirs to delete.
     extra_kinds: list[str] = []
-    with scenario_objects(cluster, names, extra_kinds):
+    # Objects go before the nodes' labels and taints: a refused pod must not find a node
+    # once its taint is gone.
+    with node_setup(cluster, scenario, nodes), scenario_objects(cluster, names, extra_kinds):
         classes = _create(cluster, scenario.classes(names), names.run_id)
         slices = _create(cluster, scenario.slices(names), names.run_id)
         _check_kept(scenario, "slices", slices)
@@ -466,8 +606,10 @@ def run_scenario(
         if extras:
             # The scheduler learns of them through an informer; give it a moment.
             time.sleep(EXTRA_SETTLE_S)
-        nodes: list[Obj] = cluster.kubectl_json("get", "nodes")["items"]
-        allocated_before: list[Obj] = []
+        node_objs: list[Obj] = cluster.kubectl_json("get", "nodes")["items"]
+        placement = scenario.placement(names)
+        # Earlier pods' claims as the scheduler allocated them, by name.
+        allocated: dict[str, Obj] = {}
         claims_so_far: list[Obj] = []
         for index, pod_claims in enumerate(scenario.pods(names)):
             created = _create(cluster, pod_claims, names.run_id)
@@ -475,24 +617,35 @@ def run_scenario(
             _check_kept(scenario, "claims", claims_so_far)
             pod = f"diff-{scenario.name}-{index}"
             claim_names = [c["metadata"]["name"] for c in created]
-            cluster.kubectl(
-                "create",
-                "-f",
-                "-",
-                input_text=json.dumps(pod_manifest(names, pod, claim_names)),
-            )
-            verdict = _wait_scheduled(cluster, namespace, pod, claim_names)
+            claim_names += scenario.shared.get(index, ())
+            manifest = pod_manifest(names, pod, claim_names, placement.get(index))
+            cluster.kubectl("create", "-f", "-", input_text=json.dumps(manifest))
+            shared = scenario.shared.get(index, ())
+            verdict = _wait_scheduled(cluster, namespace, pod, claim_names, held=shared)
             keys = [f"{namespace}/{n}" for n in claim_names]
-            code, report = run_kubectl_dra(
-                workdir,
-                [*classes, *slices, *extras, *nodes, *allocated_before, *created],
-                keys,
+            inputs = [*classes, *slices, *extras, *node_objs, *allocated.values(), *created]
+            inputs.append(manifest)
+            code, report = run_kubectl_dra(workdir, inputs, keys)
+            acceptable = tuple(nodes[i] for i in scenario.acceptable.get(index, ()))
+            ours_node = next(
+                (c.get("node") for c in report.get("claims", {}).values() if c.get("node")),
+                None,
             )
-            outcome = PodOutcome(pod=pod, node=verdict.node, refused=verdict.refused)
+            if acceptable and verdict.node in acceptable and verdict.node != ours_node:
+                # Another equally good node: what would kubectl-dra pick there?
+                code, report = run_kubectl_dra(workdir, inputs, keys, node=verdict.node)
+            outcome = PodOutcome(
+                pod=pod,
+                node=verdict.node,
+                refused=verdict.refused,
+                ours_node=ours_node,
+                acceptable=acceptable,
+                inputs=inputs,
+            )
             for name, key in zip(claim_names, keys, strict=True):
                 outcome.scheduler[key], outcome.ours[key] = _compared(
                     verdict, name, key, code, report
                 )
             outcomes.append(outcome)
-            allocated_before += verdict.claims.values()
+            allocated.update(verdict.claims)
     return outcomes

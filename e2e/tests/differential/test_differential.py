@@ -23,7 +23,9 @@ from differential_support import (
     Obj,
     Scenario,
     ScenarioSkipped,
+    attr,
     claim,
+    dev,
     device_class,
     exactly,
     resource_slice,
@@ -34,33 +36,6 @@ from plugin_slices import plugin_consumable_shares, plugin_dynamic_mig
 pytestmark = pytest.mark.e2e
 
 
-def _attrs(**values: object) -> Obj:
-    """Device attributes in v1 form, typed by the Python value (str starting 'v' = version)."""
-    out: Obj = {}
-    for name, value in values.items():
-        if isinstance(value, bool):
-            out[name] = {"bool": value}
-        elif isinstance(value, int):
-            out[name] = {"int": value}
-        elif isinstance(value, str) and value.startswith("v"):
-            out[name] = {"version": value[1:]}
-        else:
-            out[name] = {"string": value}
-    return out
-
-
-def _dev(name: str, *, memory: str | None = None, **attributes: object) -> Obj:
-    dev: Obj = {"name": name, "attributes": _attrs(**attributes)}
-    if memory is not None:
-        dev["capacity"] = {"memory": {"value": memory}}
-    return dev
-
-
-def _attr(n: Names, name: str) -> str:
-    """A CEL reference to one of the driver's attributes."""
-    return f'device.attributes["{n.driver}"].{name}'
-
-
 # ---------------------------------------------------------------- scenarios
 
 
@@ -69,23 +44,23 @@ def _plain() -> Scenario:
     # neither the first device nor the first a100.
     def classes(n: Names) -> list[Obj]:
         return [
-            device_class(n, extra_cel=f'{_attr(n, "model")} == "a100"', config={"from": "class"})
+            device_class(n, extra_cel=f'{attr(n, "model")} == "a100"', config={"from": "class"})
         ]
 
     def slices(n: Names) -> list[Obj]:
         devices = [
-            _dev("gpu-0", model="t4", index=0),
-            _dev("gpu-1", model="a100", index=1),
-            _dev("gpu-2", model="a100", index=2),
-            _dev("gpu-3", model="t4", index=3),
-            _dev("gpu-4", model="a100", index=4),
+            dev("gpu-0", model="t4", index=0),
+            dev("gpu-1", model="a100", index=1),
+            dev("gpu-2", model="a100", index=2),
+            dev("gpu-3", model="t4", index=3),
+            dev("gpu-4", model="a100", index=4),
         ]
         return [resource_slice(n, "s", devices=devices)]
 
     def pods(n: Names) -> list[list[Obj]]:
         requests = [
             exactly(n, "first"),
-            exactly(n, "late", selectors=(f"{_attr(n, 'index')} >= 2",)),
+            exactly(n, "late", selectors=(f"{attr(n, 'index')} >= 2",)),
         ]
         config = [{"requests": ["late"], "opaque": {"driver": n.driver, "parameters": {"x": 1}}}]
         return [[claim(n, "plain", requests, config=config)]]
@@ -97,18 +72,18 @@ def _cel_quantity() -> Scenario:
     # Quantity compareTo on capacity (different suffixes) and semver comparison together.
     def slices(n: Names) -> list[Obj]:
         devices = [
-            _dev("gpu-0", memory="16Gi", driverVersion="v2.0.0"),
-            _dev("gpu-1", memory="80Gi", driverVersion="v1.4.9"),
-            _dev("gpu-2", memory="40960Mi", driverVersion="v2.1.0"),
-            _dev("gpu-3", memory="85899345920", driverVersion="v1.10.0"),
-            _dev("gpu-4", memory="141Gi", driverVersion="v3.0.0"),
+            dev("gpu-0", memory="16Gi", driverVersion="v2.0.0"),
+            dev("gpu-1", memory="80Gi", driverVersion="v1.4.9"),
+            dev("gpu-2", memory="40960Mi", driverVersion="v2.1.0"),
+            dev("gpu-3", memory="85899345920", driverVersion="v1.10.0"),
+            dev("gpu-4", memory="141Gi", driverVersion="v3.0.0"),
         ]
         return [resource_slice(n, "s", devices=devices)]
 
     def pods(n: Names) -> list[list[Obj]]:
         selector = (
             f'device.capacity["{n.driver}"].memory.compareTo(quantity("40Gi")) > 0 && '
-            f'{_attr(n, "driverVersion")}.isGreaterThan(semver("1.5.0"))'
+            f'{attr(n, "driverVersion")}.isGreaterThan(semver("1.5.0"))'
         )
         return [[claim(n, "big", [exactly(n, "gpus", selectors=(selector,), count=2)])]]
 
@@ -120,14 +95,14 @@ def _match_attribute() -> Scenario:
     # must backtrack to the pair on NUMA 1.
     def slices(n: Names) -> list[Obj]:
         first = [
-            _dev("gpu-0", kind="gpu", numa=0),
-            _dev("gpu-1", kind="gpu", numa=1),
-            _dev("nic-0", kind="nic", numa=2),
+            dev("gpu-0", kind="gpu", numa=0),
+            dev("gpu-1", kind="gpu", numa=1),
+            dev("nic-0", kind="nic", numa=2),
         ]
         second = [
-            _dev("gpu-2", kind="gpu", numa=1),
-            _dev("gpu-3", kind="gpu", numa=0),
-            _dev("nic-1", kind="nic", numa=1),
+            dev("gpu-2", kind="gpu", numa=1),
+            dev("gpu-3", kind="gpu", numa=0),
+            dev("nic-1", kind="nic", numa=1),
         ]
         return [
             resource_slice(n, "a", devices=first, slice_count=2),
@@ -136,8 +111,8 @@ def _match_attribute() -> Scenario:
 
     def pods(n: Names) -> list[list[Obj]]:
         requests = [
-            exactly(n, "gpus", selectors=(f'{_attr(n, "kind")} == "gpu"',), count=2),
-            exactly(n, "nic", selectors=(f'{_attr(n, "kind")} == "nic"',)),
+            exactly(n, "gpus", selectors=(f'{attr(n, "kind")} == "gpu"',), count=2),
+            exactly(n, "nic", selectors=(f'{attr(n, "kind")} == "nic"',)),
         ]
         constraints = [{"matchAttribute": f"{n.driver}/numa"}]
         return [[claim(n, "numa", requests, constraints=constraints)]]
@@ -148,11 +123,11 @@ def _match_attribute() -> Scenario:
 def _distinct_attribute() -> Scenario:
     def slices(n: Names) -> list[Obj]:
         devices = [
-            _dev("gpu-0", switch="sw0"),
-            _dev("gpu-1", switch="sw0"),
-            _dev("gpu-2", switch="sw1"),
-            _dev("gpu-3", switch="sw1"),
-            _dev("gpu-4", switch="sw2"),
+            dev("gpu-0", switch="sw0"),
+            dev("gpu-1", switch="sw0"),
+            dev("gpu-2", switch="sw1"),
+            dev("gpu-3", switch="sw1"),
+            dev("gpu-4", switch="sw2"),
         ]
         return [resource_slice(n, "s", devices=devices)]
 
@@ -178,14 +153,14 @@ def _first_available() -> Scenario:
 
     def slices(n: Names) -> list[Obj]:
         devices = [
-            _dev("gpu-0", model="a100"),
-            _dev("gpu-1", model="h100"),
-            _dev("gpu-2", model="a100"),
+            dev("gpu-0", model="a100"),
+            dev("gpu-1", model="h100"),
+            dev("gpu-2", model="a100"),
         ]
         return [resource_slice(n, "s", devices=devices)]
 
     def pods(n: Names) -> list[list[Obj]]:
-        model = _attr(n, "model")
+        model = attr(n, "model")
         gpu = {
             "name": "gpu",
             "firstAvailable": [
@@ -216,15 +191,15 @@ def _all_mode() -> Scenario:
     # All healthy devices to one claim; the pod's second claim gets what is left.
     def slices(n: Names) -> list[Obj]:
         devices = [
-            _dev("gpu-0", healthy=True),
-            _dev("gpu-1", healthy=False),
-            _dev("gpu-2", healthy=True),
-            _dev("gpu-3", healthy=True),
+            dev("gpu-0", healthy=True),
+            dev("gpu-1", healthy=False),
+            dev("gpu-2", healthy=True),
+            dev("gpu-3", healthy=True),
         ]
         return [resource_slice(n, "s", devices=devices)]
 
     def pods(n: Names) -> list[list[Obj]]:
-        everything = exactly(n, "all", selectors=(_attr(n, "healthy"),), allocationMode="All")
+        everything = exactly(n, "all", selectors=(attr(n, "healthy"),), allocationMode="All")
         return [[claim(n, "all-healthy", [everything]), claim(n, "rest", [exactly(n, "one")])]]
 
     return Scenario("all-mode", lambda n: [device_class(n)], slices, pods)
@@ -233,11 +208,11 @@ def _all_mode() -> Scenario:
 def _held_by_other_claims() -> Scenario:
     # Three pods in turn: each one's first choice is held by an earlier pod's claim.
     def slices(n: Names) -> list[Obj]:
-        devices = [_dev(f"gpu-{i}", rack="r1" if i in (0, 3) else "r2") for i in range(5)]
+        devices = [dev(f"gpu-{i}", rack="r1" if i in (0, 3) else "r2") for i in range(5)]
         return [resource_slice(n, "s", devices=devices)]
 
     def pods(n: Names) -> list[list[Obj]]:
-        rack = _attr(n, "rack")
+        rack = attr(n, "rack")
         return [
             [claim(n, "first", [exactly(n, "gpu")])],
             [claim(n, "second", [exactly(n, "gpus", count=2)])],
@@ -252,7 +227,7 @@ def _held_by_other_claims() -> Scenario:
 def _admin_access() -> Scenario:
     # An admin-access claim may take a device another claim holds; a normal one may not.
     def slices(n: Names) -> list[Obj]:
-        return [resource_slice(n, "s", devices=[_dev(f"gpu-{i}") for i in range(3)])]
+        return [resource_slice(n, "s", devices=[dev(f"gpu-{i}") for i in range(3)])]
 
     def pods(n: Names) -> list[list[Obj]]:
         return [
@@ -280,13 +255,13 @@ def _partitionable() -> Scenario:
         ]
         devices: list[Obj] = []
         for g in (0, 1):
-            whole = _dev(f"gpu-{g}", kind="full")
+            whole = dev(f"gpu-{g}", kind="full")
             whole["consumesCounters"] = [
                 {"counterSet": f"gpu-{g}-mem", "counters": {"memory": {"value": "40Gi"}}}
             ]
             devices.append(whole)
             for h in (0, 1):
-                half = _dev(f"gpu-{g}-half-{h}", kind="half")
+                half = dev(f"gpu-{g}-half-{h}", kind="half")
                 half["consumesCounters"] = [
                     {"counterSet": f"gpu-{g}-mem", "counters": {"memory": {"value": "20Gi"}}}
                 ]
@@ -297,7 +272,7 @@ def _partitionable() -> Scenario:
         ]
 
     def pods(n: Names) -> list[list[Obj]]:
-        kind = _attr(n, "kind")
+        kind = attr(n, "kind")
         half = exactly(n, "half", selectors=(f'{kind} == "half"',))
         full = exactly(n, "full", selectors=(f'{kind} == "full"',))
         return [
@@ -327,7 +302,7 @@ def _node_selector() -> Scenario:
                 }
             ]
         }
-        devices = [_dev("gpu-0"), _dev("gpu-1")]
+        devices = [dev("gpu-0"), dev("gpu-1")]
         return [resource_slice(n, "s", devices=devices, node_selection={"nodeSelector": selector})]
 
     def pods(n: Names) -> list[list[Obj]]:
@@ -342,15 +317,15 @@ def _pools() -> Scenario:
     # network-attached pool (allNodes) sorts before the node's and serves the first request.
     def slices(n: Names) -> list[Obj]:
         return [
-            resource_slice(n, "old", devices=[_dev("old-0"), _dev("old-1")], generation=1),
-            resource_slice(n, "new", devices=[_dev("new-0"), _dev("new-1")], generation=2),
+            resource_slice(n, "old", devices=[dev("old-0"), dev("old-1")], generation=1),
+            resource_slice(n, "new", devices=[dev("new-0"), dev("new-1")], generation=2),
             resource_slice(
-                n, "partial", devices=[_dev("partial-0")], pool="a-incomplete", slice_count=2
+                n, "partial", devices=[dev("partial-0")], pool="a-incomplete", slice_count=2
             ),
             resource_slice(
                 n,
                 "fabric",
-                devices=[_dev("fabric-0", kind="nic")],
+                devices=[dev("fabric-0", kind="nic")],
                 pool="b-fabric",
                 node_selection={"allNodes": True},
             ),
@@ -373,11 +348,11 @@ def _per_device_node_selection() -> Scenario:
     # One slice whose devices each name their node selection: one on this node, one on
     # every node, one on a node that does not exist.
     def slices(n: Names) -> list[Obj]:
-        elsewhere = _dev("elsewhere")
+        elsewhere = dev("elsewhere")
         elsewhere["nodeName"] = f"{n.node}-absent"
-        here = _dev("here")
+        here = dev("here")
         here["nodeName"] = n.node
-        everywhere = _dev("everywhere")
+        everywhere = dev("everywhere")
         everywhere["allNodes"] = True
         return [
             resource_slice(
@@ -406,7 +381,7 @@ def _taint_rules() -> Scenario:
     # gpu-0 (by driver, pool and device) and an effect-None rule on gpu-1. The claim without
     # a toleration takes gpu-1; the next pod's tolerating claim takes gpu-0.
     def slices(n: Names) -> list[Obj]:
-        return [resource_slice(n, "s", devices=[_dev(f"gpu-{i}") for i in range(3)])]
+        return [resource_slice(n, "s", devices=[dev(f"gpu-{i}") for i in range(3)])]
 
     def rules(n: Names) -> list[Obj]:
         def rule(suffix: str, selector: Obj, effect: str) -> Obj:
@@ -440,10 +415,10 @@ def _cel_runtime_error() -> Scenario:
     # (the scheduler reports an error, kubectl-dra exits 2), it is not "no match". The class
     # selector is fine, so a later claim with a guarded selector still allocates.
     def slices(n: Names) -> list[Obj]:
-        return [resource_slice(n, "s", devices=[_dev("gpu-0"), _dev("gpu-1", model="a100")])]
+        return [resource_slice(n, "s", devices=[dev("gpu-0"), dev("gpu-1", model="a100")])]
 
     def pods(n: Names) -> list[list[Obj]]:
-        model = _attr(n, "model")
+        model = attr(n, "model")
         guarded = f'has({model}) && {model} == "a100"'
         return [
             [claim(n, "unguarded", [exactly(n, "gpu", selectors=(f'{model} == "a100"',))])],
@@ -462,11 +437,11 @@ def _binding_conditions() -> Scenario:
     # allocation node-specific.
     def slices(n: Names) -> list[Obj]:
         def attached(name: str) -> Obj:
-            dev = _dev(name)
-            dev["bindingConditions"] = ["attached"]
-            dev["bindingFailureConditions"] = ["failed"]
-            dev["bindsToNode"] = True
-            return dev
+            out = dev(name)
+            out["bindingConditions"] = ["attached"]
+            out["bindingFailureConditions"] = ["failed"]
+            out["bindsToNode"] = True
+            return out
 
         return [
             resource_slice(
@@ -476,7 +451,7 @@ def _binding_conditions() -> Scenario:
                 pool="a-fabric",
                 node_selection={"allNodes": True},
             ),
-            resource_slice(n, "local", devices=[attached("gpu-0"), _dev("gpu-1")]),
+            resource_slice(n, "local", devices=[attached("gpu-0"), dev("gpu-1")]),
         ]
 
     def pods(n: Names) -> list[list[Obj]]:
@@ -498,11 +473,11 @@ def _taints() -> Scenario:
     # A NoSchedule taint keeps gpu-0 from the claim without a toleration; the tolerating
     # claim of the same pod takes it.
     def slices(n: Names) -> list[Obj]:
-        tainted = _dev("gpu-0")
+        tainted = dev("gpu-0")
         tainted["taints"] = [
             {"key": "example.com/degraded", "value": "ecc", "effect": "NoSchedule"}
         ]
-        return [resource_slice(n, "s", devices=[tainted, _dev("gpu-1"), _dev("gpu-2")])]
+        return [resource_slice(n, "s", devices=[tainted, dev("gpu-1"), dev("gpu-2")])]
 
     def pods(n: Names) -> list[list[Obj]]:
         toleration = {"key": "example.com/degraded", "operator": "Exists", "effect": "NoSchedule"}
@@ -525,7 +500,7 @@ def _taints() -> Scenario:
 def _consumable_capacity() -> Scenario:
     # One shareable device; requests are rounded up to the policy's step and share it.
     def slices(n: Names) -> list[Obj]:
-        shared = _dev("gpu-0")
+        shared = dev("gpu-0")
         shared["allowMultipleAllocations"] = True
         shared["capacity"] = {
             "memory": {
@@ -536,7 +511,7 @@ def _consumable_capacity() -> Scenario:
                 },
             }
         }
-        return [resource_slice(n, "s", devices=[shared, _dev("gpu-1")])]
+        return [resource_slice(n, "s", devices=[shared, dev("gpu-1")])]
 
     def pods(n: Names) -> list[list[Obj]]:
         memory = {"requests": {"memory": "25Gi"}}
@@ -600,9 +575,7 @@ def _random(seed: int) -> Scenario:
         return f'device.attributes["{n.driver}"].{expr}'
 
     def slices(n: Names) -> list[Obj]:
-        devs = [
-            _dev(name, memory=mem, model=model, numa=numa) for name, model, numa, mem in devices
-        ]
+        devs = [dev(name, memory=mem, model=model, numa=numa) for name, model, numa, mem in devices]
         return [resource_slice(n, "s", devices=devs)]
 
     def pods(n: Names) -> list[list[Obj]]:
@@ -684,22 +657,22 @@ def _random_partitions(seed: int) -> Scenario:
                     (f"gpu-{g}-half-0", "half", "20Gi"),
                     (f"gpu-{g}-half-1", "half", "20Gi"),
                 ):
-                    dev = _dev(name, kind=kind, numa=g % 2, model=models[g])
-                    dev["consumesCounters"] = [
+                    device = dev(name, kind=kind, numa=g % 2, model=models[g])
+                    device["consumesCounters"] = [
                         {"counterSet": f"gpu-{g}-mem", "counters": {"memory": {"value": amount}}}
                     ]
                     if name in tainted:
-                        dev["taints"] = [
+                        device["taints"] = [
                             {"key": "example.com/ecc", "value": "1", "effect": "NoSchedule"}
                         ]
-                    devices.append(dev)
+                    devices.append(device)
             out.append(resource_slice(n, part, devices=devices, slice_count=3))
         return out
 
     def request(n: Names, spec: Obj) -> Obj:
         body: Obj = {"deviceClassName": n.driver}
         if spec["selector"]:
-            body["selectors"] = [{"cel": {"expression": f"{_attr(n, spec['selector'])}"}}]
+            body["selectors"] = [{"cel": {"expression": f"{attr(n, spec['selector'])}"}}]
         if spec["all"] and spec["selector"]:
             body["allocationMode"] = "All"
         else:
@@ -744,7 +717,7 @@ def _consumable_policies() -> Scenario:
     # Request policies and quantity formats: decimal units rounded up to a step, a set of
     # valid values, and a capacity without a policy (a claim that names no amount takes all).
     def slices(n: Names) -> list[Obj]:
-        stepped = _dev("stepped", slot=0)
+        stepped = dev("stepped", slot=0)
         stepped["allowMultipleAllocations"] = True
         stepped["capacity"] = {
             "bandwidth": {
@@ -755,7 +728,7 @@ def _consumable_policies() -> Scenario:
                 },
             }
         }
-        valued = _dev("valued", slot=1)
+        valued = dev("valued", slot=1)
         valued["allowMultipleAllocations"] = True
         valued["capacity"] = {
             "memory": {
@@ -763,7 +736,7 @@ def _consumable_policies() -> Scenario:
                 "requestPolicy": {"default": "1Gi", "validValues": ["1Gi", "4Gi", "16Gi"]},
             }
         }
-        plain = _dev("plain", slot=2)
+        plain = dev("plain", slot=2)
         plain["allowMultipleAllocations"] = True
         plain["capacity"] = {"memory": {"value": "8Gi"}}
         return [resource_slice(n, "s", devices=[stepped, valued, plain])]
@@ -806,7 +779,7 @@ def _all_mode_with_held_devices() -> Scenario:
     # All mode needs every matching device: one held by another claim makes it unschedulable,
     # unless the claim has admin access, which takes them all, held or not.
     def slices(n: Names) -> list[Obj]:
-        return [resource_slice(n, "s", devices=[_dev(f"gpu-{i}") for i in range(3)])]
+        return [resource_slice(n, "s", devices=[dev(f"gpu-{i}") for i in range(3)])]
 
     def pods(n: Names) -> list[list[Obj]]:
         return [

@@ -289,6 +289,86 @@ def test_explain_claim_offline_shows_pick() -> None:
     assert "request selector #0 is false on 2 devices" in proc.stdout
 
 
+def test_explain_pod_rules_out_the_nodes_its_own_constraints_exclude() -> None:
+    # The h100 claim fits only on node-b; the pod is pinned to node-a.
+    pod = """
+apiVersion: v1
+kind: Pod
+metadata: {name: pinned, namespace: team-a}
+spec:
+  nodeSelector: {kubernetes.io/hostname: node-a}
+  containers: [{name: main, image: busybox}]
+  resourceClaims: [{name: gpu, resourceClaimName: h100}]
+"""
+    proc = run(
+        "explain", "pod/pinned", "-n", "team-a", "-f", "cluster.yaml", "claims.yaml", "-",
+        stdin=pod,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "Pod team-a/pinned: its own constraints rule out 1 node(s):" in lines
+    assert (
+        "  does not fit on node node-b: node(s) didn't match Pod's node affinity/selector" in lines
+    )
+    assert "  fits on no node" in lines
+    assert "does not fit on 1 node(s) (node-a):" in proc.stdout
+
+
+def test_explain_pod_rules_out_the_nodes_its_allocated_claim_excludes() -> None:
+    # A claim the pod shares with a pod on node-a keeps it there; h100 fits only on node-b.
+    shared = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "on-a", "namespace": "team-a"},
+        "spec": {
+            "devices": {
+                "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]
+            }
+        },
+        "status": {
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {
+                            "request": "gpu",
+                            "driver": "gpu.nvidia.com",
+                            "pool": "node-a",
+                            "device": "gpu-0",
+                        }
+                    ]
+                },
+                "nodeSelector": pinned("node-a"),
+            }
+        },
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "second", "namespace": "team-a"},
+        "spec": {
+            "containers": [{"name": "main", "image": "busybox"}],
+            "resourceClaims": [
+                {"name": "a", "resourceClaimName": "h100"},
+                {"name": "b", "resourceClaimName": "on-a"},
+            ],
+        },
+    }
+    objects = json.dumps({"apiVersion": "v1", "kind": "List", "items": [shared, pod]})
+    proc = run(
+        "explain", "pod/second", "-n", "team-a", "-f", "cluster.yaml", "claims.yaml", "-",
+        stdin=objects,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "ResourceClaim team-a/on-a: allocated (gpu: gpu.nvidia.com/node-a/gpu-0)" in lines
+    assert (
+        "  does not fit on node node-b: resourceclaim not available on the node "
+        "(team-a/on-a is allocated for other nodes)" in lines
+    )
+    assert "  fits on no node" in lines
+    assert "does not fit on 1 node(s) (node-a):" in proc.stdout
+
+
 def test_explain_missing_claim_exit_2() -> None:
     proc = run("explain", "resourceclaim/nope", "-n", "team-a", "-f", "cluster.yaml")
     assert proc.returncode == 2

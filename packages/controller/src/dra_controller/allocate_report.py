@@ -26,8 +26,7 @@ from .allocation.errors import AllocationError
 from .allocation.explain import ClaimDiagnosis, diagnose
 from .allocation.features import Features
 from .allocation.model import ClaimInfo
-from .allocation.nodes import node_selector_matches
-from .allocation.pod_placement import pod_of_claims
+from .allocation.pod_placement import claim_not_on_node, pod_of_claims
 from .allocation.pools import PoolID
 from .allocation.selectors import SelectorEngine
 from .explain_report import own_claims
@@ -177,7 +176,7 @@ def _allocate_claims(
         else [
             n
             for n in cluster.node_names()
-            if _fits_existing(cluster, n, done)
+            if claim_not_on_node(done, cluster.node(n)) is None
             and (pod is None or pod.rejects(cluster.node(n)) is None)
         ]
     )
@@ -264,16 +263,6 @@ def _allocated_node(claim: ClaimInfo) -> str:
             ):
                 return str(req["values"][0])
     return ""
-
-
-def _fits_existing(cluster: Cluster, node: str, done: Sequence[ClaimInfo]) -> bool:
-    for claim in done:
-        selector = (claim.allocation or {}).get("nodeSelector")
-        if selector and not node_selector_matches(
-            selector, cluster.node(node), where=f"{claim.ref}: status.allocation"
-        ):
-            return False
-    return True
 
 
 def reasons_of(diag: ClaimDiagnosis) -> list[str]:

@@ -14,6 +14,7 @@ import yaml
 from .allocate_report import EXIT_ERROR, run_allocate
 from .allocation.errors import AllocationError
 from .allocation.features import KUBE_MINORS, Features, parse_kube_version
+from .allocation.pod_placement import PodPlacement
 from .cel.environment import CEL_GATES, Environment
 from .inputs import InputError, read_documents
 from .snapshot import build_snapshot
@@ -175,6 +176,9 @@ def _cmd_explain(args: argparse.Namespace) -> int:
             )
             return EXIT_OK
     claims = target_claims(snapshot, args.target, args.namespace)
+    placement = (
+        PodPlacement.from_pod(find_pod(snapshot, name, args.namespace)) if kind == "pod" else None
+    )
     sys.stdout.write(
         explain(
             snapshot,
@@ -182,6 +186,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
             engine=CelEngine(),
             features=_features(args.features, args.kube_version),
             node=args.node,
+            placement=placement,
         )
     )
     return EXIT_OK

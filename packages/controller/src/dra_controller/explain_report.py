@@ -10,6 +10,7 @@ from .allocation.errors import AllocationError
 from .allocation.explain import ClaimDiagnosis, diagnose
 from .allocation.features import Features
 from .allocation.model import ClaimInfo
+from .allocation.pod_placement import PodPlacement, claim_not_on_node
 from .allocation.selectors import SelectorEngine
 from .extended_resources import (
     class_mapping,
@@ -114,8 +115,14 @@ def explain(
     engine: SelectorEngine,
     features: Features,
     node: str | None = None,
+    placement: PodPlacement | None = None,
 ) -> str:
-    """The human-readable explanation for the claims (pending ones diagnosed together)."""
+    """The human-readable explanation for the claims (pending ones diagnosed together).
+
+    ``placement`` (the pod's nodeSelector, affinity, tolerations) rules nodes out first, as
+    the scheduler's node filters do, and so do the pod's claims already allocated for other
+    nodes (a claim shared with a pod elsewhere); the claims are diagnosed on the nodes left.
+    """
     cluster = Cluster(
         classes=snapshot.classes,
         slices=snapshot.slices,
@@ -143,6 +150,18 @@ def explain(
             "ResourceSlices (pass --node NAME)"
         )
         return "\n".join(lines) + "\n"
+    if placement is not None:
+        done = [c for c in claims if c.allocation is not None]
+        ruled_out = [
+            (n, placement.rejects(cluster.node(n)) or claim_not_on_node(done, cluster.node(n)))
+            for n in nodes
+        ]
+        ruled_out = [(n, why) for n, why in ruled_out if why is not None]
+        if ruled_out:
+            lines.append(f"{placement.ref}: its own constraints rule out {len(ruled_out)} node(s):")
+            lines.extend(f"  does not fit on node {n}: {why}" for n, why in ruled_out)
+            out = {n for n, _ in ruled_out}
+            nodes = [n for n in nodes if n not in out]
     for diag in diagnose(cluster, pending, nodes=nodes):
         lines.extend(render(diag))
     return "\n".join(lines) + "\n"

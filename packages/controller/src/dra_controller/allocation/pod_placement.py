@@ -2,7 +2,8 @@
 
 Besides DRA, the kube-scheduler only considers nodes that pass the pod's ``nodeName``,
 ``nodeSelector``, required node affinity (NodeAffinity plugin) and whose NoSchedule /
-NoExecute taints the pod tolerates (TaintToleration plugin). Pure logic over the pod's JSON.
+NoExecute taints the pod tolerates (TaintToleration plugin); and DynamicResources only those
+where the pod's already allocated claims are available. Pure logic over the pod's JSON.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .model import ClaimInfo
 from .nodes import NodeInfo, NodeTaint, node_selector_matches
 
 RawObject = Mapping[str, Any]
@@ -83,4 +85,19 @@ def pod_of_claims(pods: Sequence[RawObject], claim_keys: Sequence[str]) -> PodPl
             name = ref.get("resourceClaimName") if isinstance(ref, Mapping) else None
             if name and f"{namespace}/{name}" in wanted:
                 return PodPlacement.from_pod(pod)
+    return None
+
+
+def claim_not_on_node(claims: Sequence[ClaimInfo], node: NodeInfo) -> str | None:
+    """Why one of the pod's allocated claims keeps it off the node (the scheduler's wording,
+    naming the claim), or None: the allocation's nodeSelector does not match the node."""
+    for claim in claims:
+        selector = (claim.allocation or {}).get("nodeSelector")
+        if selector and not node_selector_matches(
+            selector, node, where=f"{claim.ref}: status.allocation"
+        ):
+            return (
+                f"resourceclaim not available on the node ({claim.key} is allocated for "
+                "other nodes)"
+            )
     return None
