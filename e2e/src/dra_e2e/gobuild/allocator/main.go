@@ -677,7 +677,7 @@ func runBatch(ctx context.Context, r io.Reader, w io.Writer) error {
 			if err != nil {
 				out = outcome{exit: exitError, err: err}
 			} else {
-				out = allocate(ctx, in, c.Claims, c.Node, features)
+				out = allocateRecovering(ctx, in, c.Claims, c.Node, features)
 			}
 		}
 		result["exit"] = out.exit
