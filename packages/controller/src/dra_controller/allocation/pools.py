@@ -4,6 +4,8 @@ Only the newest generation of a pool counts. A pool whose slices are not all pub
 yet is incomplete (never allocated from; fatal for "All" requests). A pool with duplicate
 device names or dangling counter references is invalid. Pools are ordered by
 (driver, pool), slices by name, devices in slice order: the order the search tries them.
+Kubernetes 1.35 keeps a pool's slices in input order, those with binding-condition devices
+last, and walks pools in Go map order (random: the sorted order is one of its orders).
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from .nodes import NodeInfo, node_selector_matches
 from .quantities import Amount
 
 PoolID = tuple[str, str]
+
+#: Up to this minor release upstream keeps slices in the order it gathered them.
+INPUT_SLICE_ORDER_UNTIL = 35
 
 
 @dataclass(eq=False, slots=True)
@@ -67,6 +72,8 @@ class SliceIndex:
 
     def __init__(self, slices: Sequence[SliceInfo]) -> None:
         self.slices = list(slices)
+        # Input position of each slice (by identity): 1.35 keeps slices in this order.
+        self._position = {id(slc): i for i, slc in enumerate(self.slices)}
         self.by_node: dict[str, list[SliceInfo]] = defaultdict(list)
         self.shared: list[SliceInfo] = []
         self.by_pool: dict[PoolID, list[SliceInfo]] = defaultdict(list)
@@ -76,6 +83,12 @@ class SliceIndex:
                 self.by_node[slc.node_name].append(slc)
             else:
                 self.shared.append(slc)
+
+    def _slice_order_1_35(self, slc: SliceInfo) -> tuple[bool, int]:
+        """1.35's order of a pool's slices: as listed, those with binding-condition devices
+        (counter-set slices aside) after the others."""
+        deferred = not slc.shared_counters and any(d.binding_conditions for d in slc.devices)
+        return deferred, self._position[id(slc)]
 
     def node_names(self) -> set[str]:
         """Names of nodes that have node-local slices."""
@@ -100,6 +113,8 @@ class SliceIndex:
         pools: list[Pool] = []
         for key in sorted(grouped):
             slices = grouped[key]
+            if features.kube_minor <= INPUT_SLICE_ORDER_UNTIL:
+                slices.sort(key=self._slice_order_1_35)
             generation = slices[0].generation
             expected = slices[0].slice_count
             all_slices: list[SliceInfo] | None = None
@@ -161,11 +176,17 @@ def _build_pool(
     features: Features,
 ) -> Pool:
     pool = Pool(driver=key[0], name=key[1])
+    # 1.36 sorts a pool's slices by name; 1.35 keeps the order it gathered them in.
+    by_name = features.kube_minor > INPUT_SLICE_ORDER_UNTIL
+
+    def ordered(chosen: Iterable[SliceInfo]) -> list[SliceInfo]:
+        return sorted(chosen, key=lambda s: s.name) if by_name else list(chosen)
+
     if features.partitionable_devices:
-        device_slices = sorted((s for s in slices if not s.shared_counters), key=lambda s: s.name)
-        counter_slices = sorted((s for s in slices if s.shared_counters), key=lambda s: s.name)
+        device_slices = ordered(s for s in slices if not s.shared_counters)
+        counter_slices = ordered(s for s in slices if s.shared_counters)
     else:
-        device_slices = sorted(slices, key=lambda s: s.name)
+        device_slices = ordered(slices)
         counter_slices = []
     seen: set[str] = set()
     for slc in device_slices:
