@@ -120,6 +120,11 @@ def test_allocate_kube_version_selects_release_behaviour() -> None:
     refused = run("allocate", "-f", "cluster.yaml", "--kube-version", "1.30")
     assert refused.returncode == 2
     assert "--kube-version: the allocator of Kubernetes 1.30 is not modelled" in refused.stderr
+    # 1.34's allocator differs too much (counters per slice, invalid pools fail the claim,
+    # no tolerations in results): refused, naming what is modelled.
+    older = run("allocate", "-f", "cluster.yaml", "--kube-version", "1.34")
+    assert older.returncode == 2
+    assert "Kubernetes 1.34 is not modelled (known: 1.35, 1.36, 1.37)" in older.stderr
 
 
 def test_allocate_single_claim_takes_first_node_by_name() -> None:
