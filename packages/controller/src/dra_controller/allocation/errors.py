@@ -11,6 +11,7 @@ Exception tree::
     +-- InvalidPoolError             a pool needed for allocation is invalid or being updated
     +-- ConstraintError              an "All" request can never satisfy a claim constraint
     +-- AllocationTimeoutError       the search ran past its deadline
+    +-- UpstreamCrashError           the modelled release's allocator crashes on this input
 
 Being unsatisfiable on a node is *not* an error: ``Allocator.allocate`` returns ``None``
 for that, so callers can try the next node.
@@ -68,3 +69,7 @@ class ConstraintError(AllocationError):
 
 class AllocationTimeoutError(AllocationError):
     """The search for a solution exceeded its deadline."""
+
+
+class UpstreamCrashError(AllocationError):
+    """The reproduced release's allocator crashes here (a bug fixed later), so no answer."""
