@@ -43,6 +43,8 @@ from .taints import untolerated_taint
 MAX_RESULTS = 32
 # Up to this minor release an "All" request reaching a device with counters crashes upstream.
 ALL_COUNTERS_CRASH_UNTIL = 35
+# Up to this minor release upstream searches permutations, not combinations, per request.
+PERMUTATIONS_UNTIL = 35
 DEFAULT_TIMEOUT_S = 10.0
 _SHARE_NAMESPACE = uuid.UUID("6f1c0b7e-3c2a-4d55-9a56-0d5a1f3e9b21")
 
@@ -104,8 +106,10 @@ class Allocator:
         self.timeout_s = timeout_s
         self.counter_cache: dict[PoolID, tuple[int, CounterSets, bool]] = {}
         self.last_invocations = 0
-        # False only to measure the pre-1.33 search (all permutations) as a baseline.
-        self.combinations_only = True
+        # False for 1.35, whose allocator tries every permutation within a request (so a
+        # shareable device can serve one request twice; 1.36 added the start position),
+        # and to measure that search as a baseline.
+        self.combinations_only = self.features.kube_minor > PERMUTATIONS_UNTIL
 
     def validate(self, claims: Sequence[ClaimInfo]) -> None:
         """Raise the node-independent input errors (unknown class, disabled feature...).
