@@ -3,22 +3,24 @@
 Kubernetes is linked into a single multi-call binary (``gobuild/kube``); etcd and
 containerd are built from their own modules. Each component lands in
 ``<cache>/<name>-<version>-<hash>/`` where the hash covers the Go module files and
-the build flags, so later runs (and other checkouts) reuse it. Builds run under
-``nice`` and report progress, because a cold Kubernetes build takes many minutes.
+the build flags, so later runs (and other checkouts) reuse it: the cache convention of
+``dra_nvlib.build_cache`` (lock, ``.partial``, ``.complete``), which the go-nvml mock
+library build shares. Builds run under ``nice`` and report progress, because a cold
+Kubernetes build takes many minutes.
 """
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from dra_nvlib.build_cache import build_once, content_key, is_complete
+from dra_nvlib.build_cache import cache_root as _cache_root
 
 from dra_e2e.errors import BuildError, ToolMissingError, UnknownVersionError
 from dra_e2e.versions import (
@@ -93,16 +95,11 @@ class GoComponent:
 
     def cache_key(self) -> str:
         """Directory name in the cache: name, version and a hash of inputs and flags."""
-        digest = hashlib.sha256()
-        for path in self.input_files():
-            digest.update(path.name.encode())
-            digest.update(path.read_bytes())
-        for part in (*self.packages, *self.tags, *self.ldflags, *self.outputs, *self.aliases):
-            digest.update(part.encode())
+        parts = [*self.packages, *self.tags, *self.ldflags, *self.outputs, *self.aliases]
         if self.cgo:
             # Only when set, so the keys of the existing (cgo-free) builds stay the same.
-            digest.update(b"cgo")
-        return f"{self.name}-{self.version}-{digest.hexdigest()[:12]}"
+            parts.append("cgo")
+        return content_key(self.name, self.version, self.input_files(), parts)
 
 
 def kube_component(version: str = KUBERNETES_VERSION) -> GoComponent:
@@ -190,13 +187,9 @@ class Binaries:
 
 
 def cache_root() -> Path:
-    """Root of the binary cache: ``$DRA_E2E_CACHE`` or ``~/.cache/dra-e2e``."""
-    env = os.environ.get("DRA_E2E_CACHE")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".cache"
-    return base / "dra-e2e"
+    """Root of the binary cache: ``$DRA_E2E_CACHE``, else ``$XDG_CACHE_HOME/dra-e2e``, else
+    ``~/.cache/dra-e2e``."""
+    return _cache_root("DRA_E2E_CACHE", "dra-e2e")
 
 
 def component_dir(component: GoComponent, *, root: Path | None = None) -> Path:
@@ -206,7 +199,7 @@ def component_dir(component: GoComponent, *, root: Path | None = None) -> Path:
 
 def is_built(component: GoComponent, *, root: Path | None = None) -> bool:
     """Whether the cache holds a complete build of the component."""
-    return (component_dir(component, root=root) / ".complete").is_file()
+    return is_complete(component_dir(component, root=root))
 
 
 def components(kube_version: str = KUBERNETES_VERSION) -> tuple[GoComponent, ...]:
@@ -238,17 +231,6 @@ def find_go() -> Path:
         if candidate and Path(candidate).is_file():
             return Path(candidate)
     raise ToolMissingError("go", "install Go >= 1.26.8 (containerd v2.3 requires it)")
-
-
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _go_env(go: Path, *, cgo: bool = False) -> dict[str, str]:
@@ -294,74 +276,72 @@ def build_component(
 ) -> Path:
     """Build one component into the cache unless present; return its directory."""
     final = component_dir(component, root=root)
-    with _locked(final.with_name(final.name + ".lock")):
-        if (final / ".complete").is_file():
-            return final
-        go = find_go()
-        env = _go_env(go, cgo=component.cgo)
-        staging = final.with_name(final.name + ".partial")
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        log_path = staging / "build.log"
-        label = f"{component.name} {component.version}"
-        progress(f"[dra-e2e build] {label}: resolving modules (first run downloads them)")
-        resolve_started = time.monotonic()
-        total = _count_deps(go, component, env)
-        resolve_s = time.monotonic() - resolve_started
-        cmd = ["nice", "-n", "10", str(go), "build", *component.go_flags(), "-v", "-trimpath"]
-        if component.tags:
-            cmd += ["-tags", ",".join(component.tags)]
-        cmd += ["-ldflags", " ".join(component.ldflags), "-o", f"{staging}/"]
-        if len(component.packages) == 1:
-            # A single main package would otherwise be named after its import path.
-            cmd[-1] = str(staging / component.outputs[0])
-        cmd += list(component.packages)
-        progress(
-            f"[dra-e2e build] {label}: modules resolved in {_fmt_elapsed(resolve_s)}; "
-            f"go build of {total} packages -> {final}"
-        )
-        started = time.monotonic()
-        compiled = 0
-        last_report = started
-        with (
-            log_path.open("w") as log,
-            subprocess.Popen(
-                cmd,
-                cwd=component.module_dir,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-            ) as proc,
-        ):
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                log.write(line)
-                if line.strip() and " " not in line.strip():
-                    compiled += 1
-                now = time.monotonic()
-                if now - last_report >= _PROGRESS_EVERY_S:
-                    last_report = now
-                    progress(
-                        f"[dra-e2e build] {label}: compiled {compiled} of {total or '?'} packages "
-                        f"(Go build cache hits are not listed), {_fmt_elapsed(now - started)}"
-                    )
-            returncode = proc.wait()
-        if returncode != 0:
-            tail = "".join(log_path.read_text().splitlines(keepends=True)[-30:])
-            kept = final.with_name(final.name + ".failed.log")
-            shutil.copyfile(log_path, kept)
-            raise BuildError(component.name, f"go build exited {returncode}:\n{tail}", log=kept)
-        for alias in component.aliases:
-            (staging / alias).symlink_to(component.outputs[0])
-        for output in component.outputs:
-            if not (staging / output).is_file():
-                raise BuildError(component.name, f"expected output {output} missing", log=log_path)
-        (staging / ".complete").write_text(f"{component.version}\n")
-        shutil.rmtree(final, ignore_errors=True)
-        staging.rename(final)
-        progress(f"[dra-e2e build] {label}: done in {_fmt_elapsed(time.monotonic() - started)}")
-        return final
+    return build_once(
+        final,
+        lambda staging: _go_build(component, staging, final=final, progress=progress),
+        marker=f"{component.version}\n",
+    )
+
+
+def _go_build(component: GoComponent, staging: Path, *, final: Path, progress: Progress) -> None:
+    go = find_go()
+    env = _go_env(go, cgo=component.cgo)
+    log_path = staging / "build.log"
+    label = f"{component.name} {component.version}"
+    progress(f"[dra-e2e build] {label}: resolving modules (first run downloads them)")
+    resolve_started = time.monotonic()
+    total = _count_deps(go, component, env)
+    resolve_s = time.monotonic() - resolve_started
+    cmd = ["nice", "-n", "10", str(go), "build", *component.go_flags(), "-v", "-trimpath"]
+    if component.tags:
+        cmd += ["-tags", ",".join(component.tags)]
+    cmd += ["-ldflags", " ".join(component.ldflags), "-o", f"{staging}/"]
+    if len(component.packages) == 1:
+        # A single main package would otherwise be named after its import path.
+        cmd[-1] = str(staging / component.outputs[0])
+    cmd += list(component.packages)
+    progress(
+        f"[dra-e2e build] {label}: modules resolved in {_fmt_elapsed(resolve_s)}; "
+        f"go build of {total} packages -> {final}"
+    )
+    started = time.monotonic()
+    compiled = 0
+    last_report = started
+    with (
+        log_path.open("w") as log,
+        subprocess.Popen(
+            cmd,
+            cwd=component.module_dir,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        ) as proc,
+    ):
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            log.write(line)
+            if line.strip() and " " not in line.strip():
+                compiled += 1
+            now = time.monotonic()
+            if now - last_report >= _PROGRESS_EVERY_S:
+                last_report = now
+                progress(
+                    f"[dra-e2e build] {label}: compiled {compiled} of {total or '?'} packages "
+                    f"(Go build cache hits are not listed), {_fmt_elapsed(now - started)}"
+                )
+        returncode = proc.wait()
+    if returncode != 0:
+        tail = "".join(log_path.read_text().splitlines(keepends=True)[-30:])
+        kept = final.with_name(final.name + ".failed.log")
+        shutil.copyfile(log_path, kept)
+        raise BuildError(component.name, f"go build exited {returncode}:\n{tail}", log=kept)
+    for alias in component.aliases:
+        (staging / alias).symlink_to(component.outputs[0])
+    for output in component.outputs:
+        if not (staging / output).is_file():
+            raise BuildError(component.name, f"expected output {output} missing", log=log_path)
+    progress(f"[dra-e2e build] {label}: done in {_fmt_elapsed(time.monotonic() - started)}")
 
 
 def ensure_binaries(

@@ -7,7 +7,11 @@ toolkit reaches NVML through go-nvml, which needs cgo, so this is the one cgo bu
 
 :func:`generate_spec` runs ``nvidia-ctk cdi generate`` in ``nvml`` mode against a driver root;
 NVML is whatever ``libnvidia-ml.so.1`` the environment lets it load (the tests point it at
-the go-nvml mock library of ``dra_nvlib.mock_nvml_build``).
+the go-nvml mock library of ``dra_nvlib.mock_nvml_build``). A few inputs the toolkit reads at
+absolute host paths, whatever its ``--driver-root`` (a GPU's DRM nodes from
+``/sys/bus/pci/devices/<bus>/drm``, the MIG capability minors from
+``/proc/driver/nvidia-caps``): ``binds`` mounts synthetic ones over those paths, in a private
+mount namespace of the one ``nvidia-ctk`` process (``unshare``), so the host sees nothing.
 """
 
 from __future__ import annotations
@@ -68,9 +72,13 @@ def generate_spec(
     dev_root: Path,
     hook_path: str,
     env: Mapping[str, str],
+    binds: Mapping[str, Path] | None = None,
     timeout_s: float = 120,
 ) -> dict[str, Any]:
-    """``nvidia-ctk cdi generate --mode nvml`` for ``driver_root``: the spec as JSON."""
+    """``nvidia-ctk cdi generate --mode nvml`` for ``driver_root``: the spec as JSON.
+
+    ``binds``: host path -> the directory bind-mounted over it for this run (needs root).
+    """
     with tempfile.TemporaryDirectory(prefix="dra-ctk-") as tmp:
         out = Path(tmp) / "spec.json"
         cmd = [
@@ -84,6 +92,8 @@ def generate_spec(
             f"--nvidia-cdi-hook-path={hook_path}",
             f"--output={out}",
         ]
+        if binds:
+            cmd = [*_in_mount_namespace(binds), *cmd]
         proc = subprocess.run(
             cmd, env=dict(env), capture_output=True, text=True, timeout=timeout_s, check=False
         )
@@ -91,3 +101,25 @@ def generate_spec(
             raise ToolkitError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
         spec: dict[str, Any] = json.loads(out.read_text())
         return spec
+
+
+# Runs "$@" after bind-mounting each (source, target) pair given before "--".
+_BIND_THEN_EXEC = (
+    'while [ "$1" != -- ]; do mount --bind "$1" "$2" || exit 97; shift 2; done; shift; exec "$@"'
+)
+
+
+def _in_mount_namespace(binds: Mapping[str, Path]) -> list[str]:
+    pairs = [str(part) for target, source in binds.items() for part in (source, target)]
+    return [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        _BIND_THEN_EXEC,
+        "sh",
+        *pairs,
+        "--",
+    ]

@@ -14,6 +14,7 @@ import shutil
 import socket
 import stat
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -181,3 +182,104 @@ def make_driver_root(
     _char_device(dev / "nvidia-uvm", 510, 0)
     _char_device(dev / "nvidia-uvm-tools", 510, 1)
     return DriverRoot(root=root, lib_dir=lib_dir, version=version)
+
+
+#: Where each layout's packages put the Xorg modules (below the library dir for GKE's).
+_XORG_DIRS = {
+    "debian": "usr/lib/xorg/modules",
+    "rhel": "usr/lib64/xorg/modules",
+    "gke": "lib64/xorg/modules",
+}
+_DRM_MAJOR = 226
+# The X11 and newer EGL/Vulkan configs a desktop driver install adds (RPM-style ICD name too).
+_GRAPHICS_ONLY_CONFIGS = (
+    "usr/share/X11/xorg.conf.d/10-nvidia.conf",
+    "etc/X11/xorg.conf.d/nvidia-drm-outputclass.conf",
+    "usr/share/egl/egl_external_platform.d/09_nvidia_wayland2.json",
+    "usr/share/vulkan/icd.d/nvidia_icd.x86_64.json",
+)
+
+
+def add_graphics(driver: DriverRoot, *, layout: str, pci_bus_ids: Sequence[str]) -> Path:
+    """Add what a desktop-capable node has: the Xorg modules and configs, the Vulkan producer
+    and EGL Wayland 2 libraries, the GPUs' DRM nodes and udev's
+    ``/dev/dri/by-path`` links, and the sysfs ``drm`` directories that tie each node to its
+    GPU's PCI function. Returns the synthetic ``/sys`` (mount its ``bus/pci/devices`` over
+    the host's for ``nvidia-ctk``, which reads the absolute path).
+
+    GPU ``i`` gets ``card<i+1>`` and ``renderD<128+i>``, except: the second-to-last GPU's
+    ``card`` node is listed in sysfs but missing from ``/dev`` (its by-path link dangles),
+    the third-to-last GPU's render link points at another GPU's node, and the last GPU has
+    no ``drm`` directory at all (``nvidia-drm`` not bound).
+    """
+    for config in _GRAPHICS_ONLY_CONFIGS:
+        (driver.root / config).parent.mkdir(parents=True, exist_ok=True)
+        (driver.root / config).write_text("{}\n")
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise RuntimeError("a C compiler (cc) is needed to build the stand-in libraries")
+    build = driver.root.parent / f"{driver.root.name}.build"
+    producer = f"libnvidia-vulkan-producer.so.{driver.version}"
+    _shared_object(driver.lib_path / producer, producer, cc, build)
+    _shared_object(
+        driver.lib_path / "libnvidia-egl-wayland2.so.1.0.0",
+        "libnvidia-egl-wayland2.so.1",
+        cc,
+        build,
+    )
+    (driver.lib_path / "libnvidia-egl-wayland2.so.1").symlink_to("libnvidia-egl-wayland2.so.1.0.0")
+    xorg = driver.root / _XORG_DIRS[layout]
+    (xorg / "drivers").mkdir(parents=True)
+    (xorg / "extensions").mkdir(parents=True)
+    (xorg / "drivers" / "nvidia_drv.so").write_bytes(b"\0")
+    (xorg / "extensions" / f"libglxserver_nvidia.so.{driver.version}").write_bytes(b"\0")
+    sys_root = driver.root.parent / f"{driver.root.name}.sys"
+    dri = driver.root / "dev" / "dri"
+    (dri / "by-path").mkdir(parents=True)
+    last = len(pci_bus_ids) - 1
+    for index, bus in enumerate(pci_bus_ids):
+        if index == last:
+            continue
+        card, render = f"card{index + 1}", f"renderD{128 + index}"
+        drm = sys_root / "bus" / "pci" / "devices" / bus / "drm"
+        for name in (card, render):
+            (drm / name).mkdir(parents=True)
+        if index != last - 1:
+            _char_device(dri / card, _DRM_MAJOR, index + 1)
+        _char_device(dri / render, _DRM_MAJOR, 128 + index)
+        render_target = "../renderD128" if index == last - 2 else f"../{render}"
+        (dri / "by-path" / f"pci-{bus}-card").symlink_to(f"../{card}")
+        (dri / "by-path" / f"pci-{bus}-render").symlink_to(render_target)
+    return sys_root
+
+
+_NVIDIA_CAPS_MAJOR = 237
+
+
+def add_mig_capabilities(driver: DriverRoot, proc_driver: Path, *, gpus: int = 2) -> None:
+    """The MIG access capabilities of ``gpus`` GPUs, as the driver lists them: every
+    ``gpu<N>/gi<M>/access`` and ``gpu<N>/gi<M>/ci<K>/access`` (8 GPU and 8 compute instance
+    ids) in ``<proc_driver>/nvidia-caps/mig-minors``, each with its
+    ``/dev/nvidia-caps/nvidia-cap<minor>`` node below the driver root.
+
+    ``proc_driver`` stands for ``/proc/driver`` (bind it there for ``nvidia-ctk``, which
+    reads the absolute path; ours takes its parent as the proc root).
+    """
+    lines = ["config 1", "monitor 2"]
+    minor = 2
+    for gpu in range(gpus):
+        for gi in range(8):
+            for cap in (
+                f"gpu{gpu}/gi{gi}/access",
+                *(f"gpu{gpu}/gi{gi}/ci{ci}/access" for ci in range(8)),
+            ):
+                minor += 1
+                lines.append(f"{cap} {minor}")
+                _char_device(
+                    driver.root / "dev" / "nvidia-caps" / f"nvidia-cap{minor}",
+                    _NVIDIA_CAPS_MAJOR,
+                    minor,
+                )
+    caps = proc_driver / "nvidia-caps"
+    caps.mkdir(parents=True)
+    (caps / "mig-minors").write_text("\n".join(lines) + "\n")

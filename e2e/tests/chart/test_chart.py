@@ -129,6 +129,40 @@ def test_fake_compute_domain_nodes_get_no_host_dev(render: Render) -> None:
     assert all(v.get("hostPath", {}).get("path") != "/dev" for v in pod["volumes"])
 
 
+@pytest.mark.parametrize("backend", ["nvml", "fake"])
+def test_alt_proc_devices_is_mounted_into_the_compute_domains_container(
+    render: Render, backend: str
+) -> None:
+    """NVIDIA's altProcDevices: the host file at /alt-proc-devices, ALT_PROC_DEVICES_PATH."""
+    host_file = "/var/lib/nvml-mock/imex/proc-devices"
+    values = {"resources.computeDomains.enabled": "true", "devices.backend": backend}
+    objects = render({**values, "altProcDevices": host_file})
+    pod = _kind(objects, "DaemonSet")[0]["spec"]["template"]["spec"]
+    (cd,) = [c for c in pod["containers"] if c["name"] == "compute-domains"]
+    assert {"name": "ALT_PROC_DEVICES_PATH", "value": "/alt-proc-devices"} in cd["env"]
+    (mount,) = [m for m in cd["volumeMounts"] if m["mountPath"] == "/alt-proc-devices"]
+    assert mount["readOnly"] is True
+    (vol,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert vol["hostPath"] == {"path": host_file, "type": "File"}
+    for other in pod["containers"]:
+        if other["name"] != "compute-domains":
+            assert "ALT_PROC_DEVICES_PATH" not in str(other.get("env"))
+    # Without the value: neither the variable nor the mount.
+    pod = _kind(render(values), "DaemonSet")[0]["spec"]["template"]["spec"]
+    assert "alt-proc-devices" not in json.dumps(pod)
+
+
+@pytest.mark.parametrize("enabled", ["true", "false"])
+def test_gpu_clique_label_value_reaches_the_compute_domains_container(
+    render: Render, enabled: str
+) -> None:
+    values = {"resources.computeDomains.enabled": "true", "devices.backend": "fake"}
+    key = "kubeletPlugin.containers.computeDomains.gpuCliqueLabelEnabled"
+    pod = _kind(render({**values, key: enabled}), "DaemonSet")[0]["spec"]["template"]["spec"]
+    (cd,) = [c for c in pod["containers"] if c["name"] == "compute-domains"]
+    assert {"name": "GPU_CLIQUE_LABEL_ENABLED", "value": enabled} in cd["env"]
+
+
 def test_nothing_enabled_is_an_error(render: Render) -> None:
     with pytest.raises(HelmFailed, match="Nothing to install"):
         render({"resources.gpus.enabled": "false", "resources.computeDomains.enabled": "false"})

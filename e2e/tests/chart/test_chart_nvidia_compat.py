@@ -139,21 +139,16 @@ def test_nvidias_values_render_with_nvidias_meaning(helm: Path) -> None:
     ("key", "value", "listed"),
     [
         ("nvidiaCDIHookPath", "/usr/local/nvidia/toolkit/nvidia-cdi-hook", None),
-        ("altProcDevices", "/var/lib/nvml-mock/imex/proc-devices", "altProcDevices"),
+        ("altProcDevices", "/var/lib/nvml-mock/imex/proc-devices", None),
         ("consumableShares", "memory", None),
         ("consumableShares", "8", None),
         ("kubeletPlugin.networkPolicy.enabled", "true", "kubeletPlugin.networkPolicy.enabled"),
         ("controller.networkPolicy.enabled", "true", "controller.networkPolicy.enabled"),
         ("kubeletPlugin.metrics.metricsPath", "/prom", None),
         ("webhook.enabled", "true", None),
-        ("resources.computeDomains.imex.mode", "hostManaged", "resources.computeDomains.imex"),
         ("controller.leaderElection.enabled", "true", None),
         ("webhook.tls.mode", "secret", None),
-        (
-            "kubeletPlugin.containers.computeDomains.gpuCliqueLabelEnabled",
-            "true",
-            "kubeletPlugin.containers.computeDomains.gpuCliqueLabelEnabled",
-        ),
+        ("kubeletPlugin.containers.computeDomains.gpuCliqueLabelEnabled", "true", None),
     ],
 )
 def test_values_of_parts_not_built_are_accepted_and_listed(
@@ -166,6 +161,78 @@ def test_values_of_parts_not_built_are_accepted_and_listed(
     else:
         assert NOT_IMPLEMENTED in notes
         assert f"  - {listed}" in notes
+
+
+def test_imex_gates_set_off_are_listed_as_not_built(helm: Path) -> None:
+    # Our compute domains always use DNS names and cliques: off is accepted, and said to be so.
+    sets = {
+        "featureGates.IMEXDaemonsWithDNSNames": "false",
+        "featureGates.ComputeDomainCliques": "false",
+    }
+    render_objects(helm, sets)
+    notes = render_notes(helm, sets)
+    assert NOT_IMPLEMENTED in notes
+    for gate in ("IMEXDaemonsWithDNSNames", "ComputeDomainCliques"):
+        assert f"  - featureGates.{gate}=false" in notes
+    on = dict.fromkeys(sets, "true")
+    assert NOT_IMPLEMENTED not in render_notes(helm, on)
+
+
+def _env(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value") for e in container.get("env") or []}
+
+
+@pytest.mark.parametrize("backend", ["nvml", "fake"])
+def test_host_managed_imex_as_nvidia(helm: Path, backend: str) -> None:
+    host = {
+        "resources.computeDomains.enabled": "true",
+        "resources.computeDomains.imex.mode": "hostManaged",
+        "devices.backend": backend,
+    }
+    # NVIDIA's rule: the mode needs its gate.
+    with pytest.raises(HelmFailed, match=r"requires featureGates\.HostManagedIMEXDaemon=true"):
+        render_objects(helm, host)
+    sets = {**host, "featureGates.HostManagedIMEXDaemon": "true"}
+    objects = render_objects(helm, sets)
+    # The controller still runs (it makes the workload templates), told the mode.
+    deployments = [o for o in objects if o["kind"] == "Deployment"]
+    (controller,) = [d for d in deployments if "compute-domain" in d["metadata"]["name"]]
+    env = _env(controller["spec"]["template"]["spec"]["containers"][0])
+    assert env["IMEX_MODE"] == "hostManaged"
+    assert env["IMEX_ISOLATION"] == "domain"
+    assert env["FEATURE_GATES"] == "HostManagedIMEXDaemon=true"
+    # No domain daemons: no daemon service account or role.
+    names = {o["metadata"]["name"] for o in objects}
+    assert "compute-domain-daemon-service-account" not in names
+    pod = _pod(objects)
+    (cd,) = [c for c in pod["containers"] if c["name"] == "compute-domains"]
+    env = _env(cd)
+    assert env["IMEX_MODE"] == "hostManaged"
+    assert env["IMEX_HOST_SOCKET_PATH"] == "/etc/nvidia-imex/imex_ctrl.sock"
+    mounts = {m["mountPath"] for m in cd["volumeMounts"]}
+    if backend == "fake":  # the stand-in's socket directory, at the same path
+        assert "/etc/nvidia-imex" in mounts
+        (vol,) = [v for v in pod["volumes"] if v["name"] == "host-imex-socket"]
+        assert vol["hostPath"]["path"] == "/etc/nvidia-imex"
+    else:  # nvidia-imex-ctl runs chrooted into the driver root
+        assert "/driver-root" in mounts
+        assert "/etc/nvidia-imex" not in mounts
+    assert NOT_IMPLEMENTED not in render_notes(helm, sets)
+    # The default mode: daemons and their account.
+    default = {"resources.computeDomains.enabled": "true", "devices.backend": backend}
+    names = {o["metadata"]["name"] for o in render_objects(helm, default)}
+    assert "compute-domain-daemon-service-account" in names
+
+
+def test_channel_isolation_is_refused_as_nvidia_does(helm: Path) -> None:
+    with pytest.raises(HelmFailed, match="isolation=channel is not supported"):
+        render_objects(
+            helm,
+            {
+                "resources.computeDomains.enabled": "true",
+                "resources.computeDomains.imex.isolation": "channel",
+            },
+        )
 
 
 def test_a_default_install_lists_nothing_as_not_implemented(helm: Path) -> None:
@@ -224,6 +291,9 @@ def test_the_schema_and_the_chart_list_the_plugins_gates() -> None:
         assert described.endswith("(accepted, not implemented yet)") is not gate.implemented
     table = _chart_gate_table()
     assert {k: (v["default"], v["implemented"]) for k, v in table["gates"].items()} == expected
+    assert {k: v.get("offImplemented", True) for k, v in table["gates"].items()} == {
+        g.name: g.off_built for g in feature_gates.GATES
+    }
     assert table["rules"] == [
         {"gate": r.gate, "kind": str(r.kind), "other": r.other} for r in feature_gates.RULES
     ]

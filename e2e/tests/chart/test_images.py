@@ -181,7 +181,13 @@ def test_driver_image_content(driver_archive: tuple[Path, list[str]]) -> None:
     assert "usr/lib/python3.11/__pycache__/os.cpython-311.pyc" in base
     status = _file(archive, "var/lib/dpkg/status").decode()
     assert "Package: python3.11-minimal\nStatus: install ok installed" in status
-    for package in ("dra_api_types", "dra_nvlib", "dra_kubelet_plugin", "dra_controller"):
+    for package in (
+        "dra_api_types",
+        "dra_nvlib",
+        "dra_kube_client",
+        "dra_kubelet_plugin",
+        "dra_controller",
+    ):
         assert f"opt/dra/site-packages/{package}/__init__.py" in app
     assert not any(n.startswith("opt/dra/site-packages/dra_e2e") for n in app)
     launchers = {n.rsplit("/", 1)[1] for n in app if n.startswith("usr/local/bin/")}
@@ -206,7 +212,7 @@ def loaded(request: pytest.FixtureRequest) -> Iterator[list[str]]:
 def test_driver_image_runs_read_only_without_capabilities(loaded: list[str]) -> None:
     check = (
         "import ssl, ctypes, sqlite3, json, grpc, pydantic, yaml, kubernetes;"
-        "import dra_api_types, dra_nvlib, dra_kubelet_plugin, dra_controller;"
+        "import dra_api_types, dra_nvlib, dra_kube_client, dra_kubelet_plugin, dra_controller;"
         "print('imports ok', ssl.OPENSSL_VERSION)"
     )
     proc = subprocess.run(

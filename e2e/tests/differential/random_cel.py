@@ -27,6 +27,8 @@ class _Gen:
     # Variables in scope by type: "string", "int", "domain" (a key of device.attributes).
     scope: dict[str, list[str]] = field(default_factory=dict)
     counter: int = 0
+    # Whether the gated declarations may appear (off: only the type check decides).
+    gated: bool = True
 
     def var(self) -> str:
         self.counter += 1
@@ -162,11 +164,11 @@ class _Gen:
             lambda d: f"{self.quantity()}.compareTo({self.quantity()}) >= 0",
         ]
         # Gated declarations, used under either setting: the gate decides whether they compile.
-        if self.rng.random() < 0.15:
+        if self.gated and self.rng.random() < 0.15:
             leaves.append(lambda d: "device.allowMultipleAllocations")
-        if self.rng.random() < 0.15:
+        if self.gated and self.rng.random() < 0.15:
             leaves.append(lambda d: f"{self.attribute()}.includes({self.word()})")
-        if self.rng.random() < 0.15:
+        if self.gated and self.rng.random() < 0.15:
             v = self.var()
             leaves.append(lambda d: f"{self.attribute()}.exists({v}, {v} == {self.word()})")
         if depth <= 0:
@@ -246,3 +248,46 @@ def random_selector(seed: int) -> str:
     rng = random.Random(seed)
     gen = _Gen(rng)
     return gen.boolean(rng.choice((1, 2, 3, 3, 4)))
+
+
+def _type_clash(rng: random.Random) -> str:
+    """One selector joining two typed sub-expressions where the type check decides."""
+    gen = _Gen(rng, gated=False)
+    depth = rng.choice((0, 1, 1, 2))
+    typed: list[Callable[[], str]] = [
+        lambda: gen.string(depth),
+        lambda: gen.integer(depth),
+        lambda: gen.boolean(depth),
+        lambda: gen.list_int(depth),
+        lambda: gen.list_string(depth),
+        lambda: rng.choice(("1.5", "2u", "null", 'b"x"', "optional.of(1)")),
+    ]
+
+    def any_typed() -> str:
+        return rng.choice(typed)()
+
+    def a_list() -> str:
+        return rng.choice(typed[3:5])()
+
+    v = gen.var()
+    shapes: list[Callable[[], str]] = [
+        lambda: f"{any_typed()} == {any_typed()}",
+        lambda: f"{any_typed()} != {any_typed()}",
+        lambda: f"{any_typed()} in {a_list()}",
+        lambda: f"({any_typed()} + {any_typed()}) == {any_typed()}",
+        lambda: f"!{any_typed()}",
+        lambda: f"({gen.boolean(depth)} ? {any_typed()} : {any_typed()}) == {any_typed()}",
+        lambda: f"[{any_typed()}, {any_typed()}].size() > 0",
+        lambda: f"{a_list()}.exists({v}, {v} == {any_typed()})",
+        lambda: f"{a_list()}.all({v}, {v})",
+    ]
+    return rng.choice(shapes)()
+
+
+def type_error_expressions(seed: int, count: int) -> list[str]:
+    """``count`` seeded selectors that join two typed sub-expressions where the type check
+    decides: ``==``, ``in``, ``+``, ``!``, conditionals, list literals and comprehensions
+    over typed ranges. Many do not type-check (``"a" == 1``); those where a side is an
+    attribute value (``any``) or otherwise unifies do, which the API server decides."""
+    rng = random.Random(seed)
+    return [_type_clash(rng) for _ in range(count)]

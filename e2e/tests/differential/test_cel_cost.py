@@ -23,10 +23,11 @@ from dra_controller.cel import CelCompileError, compile_selector
 from dra_controller.cel.cost_estimate import MAX_SELECTOR_COST, estimate_cost
 from dra_controller.cel.environment import Environment
 from dra_controller.cel.new_expressions import new_expression_error
+from dra_controller.validation import check_selector
 from dra_e2e.go_allocator import CelCostCase, ensure_go_allocator, run_cel_costs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from random_cel import random_selector
+from random_cel import random_selector, type_error_expressions
 
 pytestmark = pytest.mark.slow
 
@@ -91,3 +92,36 @@ def test_cost_estimate_agrees_with_upstream(go_allocator: Path) -> None:
     # The generator must keep producing selectors that compile and some the limit refuses.
     assert compiled >= 0.9 * len(cases)
     assert over >= 0.03 * len(cases)
+
+
+def test_type_check_agrees_with_upstream(go_allocator: Path) -> None:
+    """Seeded random type clashes (``random_cel.type_error_expressions``) through upstream's
+    cel-go compile in ``dra-go-allocate -cel-cost``: the same verdict, and for a compile
+    error the same first error (position and message)."""
+    count = int(os.environ.get("DRA_CEL_TYPE_CASES", "1000"))
+    seed = int(os.environ.get("DRA_CEL_SEED", "0"))
+    expressions = type_error_expressions(seed=seed, count=count)
+    cases = [
+        CelCostCase(id=str(i), expression=e, consumable_capacity=True, list_type_attributes=False)
+        for i, e in enumerate(expressions)
+    ]
+    theirs = run_cel_costs(go_allocator, cases)
+    found: list[str] = []
+    refused = 0
+    for case, their in zip(cases, theirs, strict=True):
+        ours = check_selector(case.expression) or ""
+        if "compilation failed" not in ours:
+            ours = ""
+        if bool(ours) != bool(their.error):
+            found.append(f"{case.expression}: upstream: {their.error}; ours: {ours}")
+            continue
+        if their.error:
+            refused += 1
+            # Upstream's first line; ours is the message without cel-go's source excerpt.
+            first = their.error.split("\n", 1)[0]
+            if not first.endswith(ours.split(": compilation failed: ", 1)[1]):
+                found.append(f"{case.expression}: upstream: {first}; ours: {ours}")
+    print(f"{count} type clash(es), {refused} refused, {len(found)} disagreement(s)")
+    assert not found, "\n".join(found[:20])
+    # Most clashes must be real type errors, and some must type-check.
+    assert 0.5 * count <= refused < count

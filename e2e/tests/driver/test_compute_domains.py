@@ -61,6 +61,7 @@ def driver(
             "devices.fakeGpus": "{4xGB200}",
             # The seed's values (the harness's base) switch compute domains off.
             "resources.computeDomains.enabled": "true",
+            "kubeletPlugin.containers.computeDomains.gpuCliqueLabelEnabled": "true",
         },
     )
     yield installed
@@ -137,6 +138,13 @@ def test_a_compute_domain_slice_per_node_next_to_the_gpu_one(driver: Driver) -> 
     for s in cd:
         devices = {d["name"]: d["attributes"]["type"]["string"] for d in s["spec"]["devices"]}
         assert devices == {"daemon-0": "daemon", "channel-0": "channel"}
+    # gpuCliqueLabelEnabled: each node carries its clique ID (the fake GB200s share one).
+    from dra_nvlib.identity import cluster_uuid
+
+    clique = f"{cluster_uuid('fake-nvlink-domain')}.1"
+    for node in driver.nodes:
+        labels = driver.cluster.kubectl_json("get", "node", node)["metadata"]["labels"]
+        assert labels.get("nvidia.com/gpu.clique") == clique, labels
 
 
 @pytest.mark.parametrize(
@@ -383,4 +391,108 @@ def test_two_nodes_like_the_nvbandwidth_job(driver: Driver, ns: str) -> None:
         cluster.wait_until("daemons list each other", lists_both, timeout=60, interval=2)
     cluster.kubectl("delete", "statefulset", "nvbandwidth-workers", "-n", ns, "--wait=true")
     cluster.kubectl("delete", "computedomain", name, "-n", ns, "--wait=false")
+    wait_gone(cluster, "the domain's objects", lambda: not _leftovers(driver, uid))
+
+
+def _daemons(driver: Driver, uid: str) -> list[dict[str, Any]]:
+    return list(
+        driver.cluster.kubectl_json("get", "pods", "-n", driver.namespace, "-l", f"{LABEL}={uid}")[
+            "items"
+        ]
+    )
+
+
+def _hosts_ips(driver: Driver, daemon: dict[str, Any]) -> set[str]:
+    """The peer IPs in the daemon's managed ``/etc/hosts`` block (what IMEX resolves)."""
+    from dra_computedomain.hosts import parse_managed
+
+    text = driver.cluster.kubectl(
+        "exec", "-n", driver.namespace, daemon["metadata"]["name"], "--", "cat", "/etc/hosts"
+    )
+    return set(parse_managed(text).values())
+
+
+def test_a_drained_node_leaves_the_domain_and_comes_back(driver: Driver, ns: str) -> None:
+    # NVIDIA's failover case: one node of a 2-node domain is drained (its workload evicted, so
+    # its channel claim is unprepared, its node label and then its daemon go). The domain
+    # drops the node (NotReady below numNodes), the other daemon keeps running and forgets its
+    # peer; once the node is back, the domain is Ready on both again.
+    cluster = driver.cluster
+    cluster.apply(_list(_cd_manifest("cd", ns, num_nodes=2)))
+    labels = {"app": "cd-leave"}
+    worker = _worker("w", ns, "cd")["spec"]
+    worker["affinity"] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
+    sts = {
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": "workers", "namespace": ns},
+        "spec": {"replicas": 2, "serviceName": "workers", "podManagementPolicy": "Parallel",
+                 "selector": {"matchLabels": labels},
+                 "template": {"metadata": {"labels": labels}, "spec": worker}},
+    }  # fmt: skip
+    cluster.apply(_list(sts))
+    for p in ("workers-0", "workers-1"):
+        wait_running(cluster, p, ns, timeout=300)
+    domain = _wait_ready(cluster, "cd", ns, nodes=2)
+    uid = domain["metadata"]["uid"]
+    leaving = cluster.kubectl_json("get", "pod", "workers-1", "-n", ns)["spec"]["nodeName"]
+    staying = next(n["name"] for n in domain["status"]["nodes"] if n["name"] != leaving)
+    kept = next(d for d in _daemons(driver, uid) if d["spec"]["nodeName"] == staying)
+    kept_ip = kept["status"]["podIP"]
+    cluster.wait_until(
+        "the daemons list each other",
+        lambda: len(_hosts_ips(driver, kept)) == 2,
+        timeout=60,
+        interval=2,
+    )
+    cluster.kubectl("cordon", leaving)
+    try:
+        cluster.kubectl(
+            "drain", leaving, "--ignore-daemonsets", "--pod-selector=app=cd-leave",
+            "--timeout=120s", timeout=150,
+        )  # fmt: skip
+
+        def left() -> bool:
+            status = _domain(cluster, "cd", ns).get("status") or {}
+            nodes = [n["name"] for n in status.get("nodes") or []]
+            daemons = _daemons(driver, uid)
+            return (
+                nodes == [staying]
+                and status.get("status") == "NotReady"
+                and [d["spec"]["nodeName"] for d in daemons] == [staying]
+            )
+
+        cluster.wait_until("the drained node out of the domain", left, timeout=180, interval=2)
+        labelled = cluster.kubectl_json("get", "nodes", "-l", f"{LABEL}={uid}")["items"]
+        assert [n["metadata"]["name"] for n in labelled] == [staying]
+        cluster.wait_until(
+            "the remaining daemon forgets its peer",
+            lambda: _hosts_ips(driver, kept) == {kept_ip},
+            timeout=60,
+            interval=2,
+        )
+        (same,) = _daemons(driver, uid)
+        # The remaining daemon kept running: same pod, not restarted, still Ready.
+        assert same["metadata"]["uid"] == kept["metadata"]["uid"]
+        assert all(c["restartCount"] == 0 for c in same["status"]["containerStatuses"])
+        assert all(c["ready"] for c in same["status"]["containerStatuses"])
+        assert "NotReady" in _events(cluster, ns, "cd")
+    finally:
+        cluster.kubectl("uncordon", leaving)
+    wait_running(cluster, "workers-1", ns, timeout=300)
+    domain = _wait_ready(cluster, "cd", ns, nodes=2)
+    assert {n["name"] for n in domain["status"]["nodes"]} == {staying, leaving}
+    cluster.wait_until(
+        "the daemons list each other again",
+        lambda: len(_hosts_ips(driver, kept)) == 2,
+        timeout=60,
+        interval=2,
+    )
+    cluster.kubectl("delete", "statefulset", "workers", "-n", ns, "--wait=true")
+    cluster.kubectl("delete", "computedomain", "cd", "-n", ns, "--wait=false")
     wait_gone(cluster, "the domain's objects", lambda: not _leftovers(driver, uid))

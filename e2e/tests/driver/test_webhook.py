@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -202,3 +203,47 @@ def test_every_config_kind_of_ours_is_judged(driver: Driver, e2e_namespace: str)
     vfio_good = {"apiVersion": NV, "kind": "VfioDeviceConfig"}
     driver.cluster.apply(_claim("vfio-good", e2e_namespace, "v1", vfio_good))
     assert exists(driver.cluster, "resourceclaim", "vfio-good", "-n", e2e_namespace)
+
+
+def test_a_selector_naming_an_unpublished_attribute_is_admitted_with_a_warning(
+    driver: Driver, e2e_namespace: str
+) -> None:
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "typo", "namespace": e2e_namespace},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "gpu",
+                        "exactly": {
+                            "deviceClassName": "gpu.nvidia.com",
+                            "selectors": [
+                                {
+                                    "cel": {
+                                        "expression": 'device.attributes["gpu.nvidia.com"]'
+                                        ".productname == 'NVIDIA A100'"
+                                    }
+                                }
+                            ],
+                        },
+                    }
+                ]
+            }
+        },
+    }
+    # kubectl prints an admitted object's warnings on stderr ("Warning: ...").
+    proc = subprocess.run(
+        driver.cluster.client.argv("create", "--dry-run=server", "-o", "name", "-f", "-"),
+        input=json.dumps(claim),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        "Warning: spec.devices.requests[0].exactly.selectors[0].cel.expression: gpu.nvidia.com "
+        "publishes no attribute 'productname' (did you mean 'productName'?)"
+    ) in proc.stderr

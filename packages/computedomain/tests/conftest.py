@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from memory_api import MemoryApi
+from template_bytes_api import TemplateBytesApi
 
 DRIVER_NS = "dra-driver"
 
@@ -38,9 +38,9 @@ def domain_body(
 
 
 @pytest.fixture
-def api() -> MemoryApi:
-    """An empty in-memory API server."""
-    return MemoryApi()
+def api() -> TemplateBytesApi:
+    """An empty in-memory API server (templates immutable as on a real one)."""
+    return TemplateBytesApi()
 
 
 @pytest.fixture(autouse=True)

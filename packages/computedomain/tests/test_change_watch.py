@@ -11,8 +11,8 @@ from conftest import DRIVER_NS
 from dra_computedomain.change_watch import ChangeWatch, Watched, resource_version_after
 from dra_computedomain.controller import ComputeDomainController
 from dra_computedomain.manifests import DaemonSettings
-from dra_kubelet_plugin.core.errors import KubeApiError
-from memory_api import MemoryApi
+from dra_kube_client import KubeApiError
+from dra_kube_client.testing import MemoryApi
 
 
 class ScriptedTransport:

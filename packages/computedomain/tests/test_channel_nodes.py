@@ -112,3 +112,17 @@ def test_unreadable_proc_devices_fails_naming_the_node(tmp_path: Path) -> None:
     dev_root.mkdir()
     with pytest.raises(ChannelDeviceError, match="channel0: cannot read"):
         ChannelNodes(dev_root, tmp_path / "no-proc").ensure("team-a/c1", "Single")
+
+
+@pytest.mark.usefixtures("mknod_ok")
+def test_alt_proc_devices_is_read_in_place_of_proc_devices(tmp_path: Path) -> None:
+    # NVIDIA's ALT_PROC_DEVICES_PATH (chart altProcDevices): the node's kernel lists no IMEX
+    # channels (mock NVML), a substitute file does.
+    dev_root, proc_root = _roots(tmp_path, "Character devices:\n  1 mem\n\nBlock devices:\n")
+    alt = tmp_path / "alt-proc-devices"
+    alt.write_text("Character devices:\n235 nvidia-caps-imex-channels\n\nBlock devices:\n")
+    assert ChannelNodes(dev_root, proc_root, proc_devices=alt).ensure("team-a/c1", "Single") == 1
+    info = (dev_root / "dev/nvidia-caps-imex-channels/channel0").stat()
+    assert (os.major(info.st_rdev), os.minor(info.st_rdev)) == (235, 0)
+    with pytest.raises(ChannelDeviceError, match="proc/devices lists no"):
+        ChannelNodes(tmp_path / "other", proc_root).ensure("team-a/c2", "Single")

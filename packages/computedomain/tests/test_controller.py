@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import datetime
 import threading
 from typing import Any
 
+import pytest
 from conftest import DRIVER_NS, domain_body
 from dra_computedomain.api_paths import collection_path, node_path, object_path
 from dra_computedomain.change_watch import ChangeWatch
@@ -13,7 +15,9 @@ from dra_computedomain.controller import ComputeDomainController
 from dra_computedomain.leader import decide
 from dra_computedomain.manifests import DaemonSettings
 from dra_computedomain.names import CLIQUE_ID_POD_LABEL, COMPUTE_DOMAIN_LABEL, FINALIZER
-from memory_api import MemoryApi
+from dra_kube_client import KubeApiError
+from dra_kube_client.testing import MemoryApi
+from template_bytes_api import TemplateBytesApi
 
 SETTINGS = DaemonSettings(namespace=DRIVER_NS, image="driver:1")
 CD_PATH = object_path("ComputeDomain", "team-a", "cd1")
@@ -192,6 +196,36 @@ def test_delete_removes_every_object_label_and_finally_the_domain(api: MemoryApi
     assert ("Normal", "Deleted") in _events(api)
 
 
+def test_template_finalizers_come_off_although_their_parameters_are_immutable(
+    api: TemplateBytesApi,
+) -> None:
+    # NVIDIA's templates carry the finalizer; taking it off must not touch the parameter
+    # bytes the API server compares (a patch re-serializes them: refused as immutable).
+    uid = _setup(api)
+    controller = ComputeDomainController(api, SETTINGS)
+    controller.reconcile_once()
+    workload = object_path("ResourceClaimTemplate", "team-a", "imex-channel-0")
+    assert api.objects[workload]["metadata"]["finalizers"] == [FINALIZER]
+    refused = [{"op": "remove", "path": "/metadata/finalizers"}]
+    with pytest.raises(KubeApiError) as exc:
+        api.request("PATCH", workload, body=refused, content_type="application/json-patch+json")
+    assert exc.value.status == 422
+    assert "immutable" in str(exc.value)
+    # A template left by a Go controller (compact JSON) takes the patch instead.
+    go_made = object_path("ResourceClaimTemplate", "team-b", "old")
+    made = copy.deepcopy(api.objects[workload])
+    made["metadata"].update(name="old", namespace="team-b")
+    api.put_object(go_made, made, compact=True)
+    api.request("DELETE", CD_PATH)
+    for _ in range(3):
+        controller.reconcile_once()
+    assert CD_PATH not in api.objects
+    assert api.kind_items("resourceclaimtemplates") == []
+    assert ("PUT", workload) in api.requests
+    assert ("PATCH", go_made) in api.requests
+    assert uid not in str(api.kind_items("daemonsets"))
+
+
 def test_stale_objects_and_labels_of_a_vanished_domain_are_cleaned(api: MemoryApi) -> None:
     controller = ComputeDomainController(api, SETTINGS)
     _setup(api)
@@ -292,14 +326,33 @@ def test_every_request_is_a_declared_permission(api: MemoryApi) -> None:
     used = {request_permission(m, p) for m, p in api.requests if p != CD_PATH or m != "DELETE"}
     declared = CLUSTER_REQUESTS | NAMESPACE_REQUESTS
     assert used <= declared, sorted(used - declared)
-    # Nothing declared goes unused in these scenarios but patching templates/DaemonSets
-    # (finalizer removal on objects the scenario deletes directly).
+    # Nothing declared goes unused in these scenarios but the finalizer patches (the fallback
+    # for objects serialized compactly by another client) and clique edits.
     assert declared - used <= {
-        ("resource.k8s.io", "resourceclaimtemplates", "get"),
         ("resource.k8s.io", "resourceclaimtemplates", "patch"),
-        ("apps", "daemonsets", "get"),
+        ("resource.nvidia.com", "computedomains", "patch"),
         ("apps", "daemonsets", "patch"),
         ("resource.nvidia.com", "computedomaincliques", "patch"),
         ("resource.nvidia.com", "computedomaincliques", "update"),
         ("resource.nvidia.com", "computedomaincliques", "delete"),
     }
+
+
+def test_host_managed_imex_makes_no_daemons_and_the_domain_is_ready(api: MemoryApi) -> None:
+    # imex.mode=hostManaged: the hosts run nvidia-imex; only the workload template is made.
+    _setup(api)
+    settings = DaemonSettings(namespace=DRIVER_NS, image="driver:1", host_managed_imex=True)
+    controller = ComputeDomainController(api, settings)
+    controller.reconcile_once()
+    assert api.kind_items("daemonsets") == []
+    templates = api.kind_items("resourceclaimtemplates")
+    assert [(t["metadata"]["namespace"], t["metadata"]["name"]) for t in templates] == [
+        ("team-a", "imex-channel-0")
+    ]
+    status = api.objects[CD_PATH]["status"]
+    assert status == {"status": "Ready", "nodes": []}
+    api.request("DELETE", CD_PATH)
+    for _ in range(3):
+        controller.reconcile_once()
+    assert CD_PATH not in api.objects
+    assert api.kind_items("resourceclaimtemplates") == []

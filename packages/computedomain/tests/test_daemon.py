@@ -18,7 +18,7 @@ from dra_computedomain.errors import DaemonEnvironmentError
 from dra_computedomain.fake_imex import query
 from dra_computedomain.hosts import parse_managed
 from dra_computedomain.names import CLIQUE_ID_POD_LABEL
-from memory_api import MemoryApi
+from dra_kube_client.testing import MemoryApi
 
 CLIQUE = "11111111-2222-3333-4444-555555555555.1"
 

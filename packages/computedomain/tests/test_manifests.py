@@ -30,7 +30,7 @@ def test_workload_template_carries_channel_config(mode: str | None, expected: st
     assert parsed.metadata.name == "imex-channel-0"
     assert parsed.metadata.namespace == "team-a"
     assert rct["metadata"]["labels"] == {COMPUTE_DOMAIN_LABEL: "u-1", TARGET_LABEL: "Workload"}
-    assert "finalizers" not in rct["metadata"]
+    assert rct["metadata"]["finalizers"] == [FINALIZER]
     request = rct["spec"]["spec"]["devices"]["requests"][0]
     assert request["exactly"]["deviceClassName"] == "compute-domain-default-channel.nvidia.com"
     config = rct["spec"]["spec"]["devices"]["config"][0]["opaque"]

@@ -39,3 +39,60 @@ def test_bad_settings_name_the_flag(tmp_path: Path) -> None:
         _settings(tmp_path, f"--claims-directory={tmp_path}")
     assert err.value.setting == "--claims-directory"
     assert main(["--device-backend=cuda", "--node-name=n"]) == 2
+
+
+def test_alt_proc_devices_path_from_nvidias_env(tmp_path: Path) -> None:
+    parser = build_parser({"NODE_NAME": "node-a", "ALT_PROC_DEVICES_PATH": "/alt-proc-devices"})
+    args = parser.parse_args(["--kubelet-plugins-directory-path", str(tmp_path)])
+    assert settings_from_args(args).alt_proc_devices == Path("/alt-proc-devices")
+    assert _settings(tmp_path).alt_proc_devices is None
+    with pytest.raises(ConfigurationError) as err:
+        _settings(tmp_path, "--alt-proc-devices-path=relative/devices")
+    assert err.value.setting == "--alt-proc-devices-path"
+
+
+def test_gpu_clique_label_is_off_unless_nvidias_env_says_true(tmp_path: Path) -> None:
+    assert _settings(tmp_path).gpu_clique_label is False
+    parser = build_parser({"NODE_NAME": "node-a", "GPU_CLIQUE_LABEL_ENABLED": "true"})
+    args = parser.parse_args(["--kubelet-plugins-directory-path", str(tmp_path)])
+    assert settings_from_args(args).gpu_clique_label is True
+    with pytest.raises(ConfigurationError) as err:
+        _settings(tmp_path, "--gpu-clique-label-enabled=yes")
+    assert err.value.setting == "--gpu-clique-label-enabled"
+
+
+def test_host_managed_imex_needs_nvidias_gate(tmp_path: Path) -> None:
+    assert _settings(tmp_path).host_imex is None
+    with pytest.raises(ConfigurationError) as err:
+        _settings(tmp_path, "--imex-mode=hostManaged")
+    assert err.value.setting == "--imex-mode"
+    host = _settings(
+        tmp_path,
+        "--imex-mode=hostManaged",
+        "--feature-gates=HostManagedIMEXDaemon=true",
+        "--nvidia-driver-root=/driver-root",
+        "--imex-host-socket-path=/run/imex.sock",
+    ).host_imex
+    assert host is not None
+    assert host.query()[:2] == ("chroot", "/driver-root")
+    assert host.query()[-1] == "--u=/run/imex.sock"
+    with pytest.raises(ConfigurationError) as err:
+        _settings(tmp_path, "--imex-isolation=channel")
+    assert err.value.setting == "--imex-isolation"
+
+
+def test_imex_gates_set_off_are_named_in_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from dra_computedomain.gate_log import log_unbuilt_gates
+
+    test_log = logging.getLogger("cd-test")
+    with caplog.at_level(logging.WARNING, logger="cd-test"):
+        assert log_unbuilt_gates("HostManagedIMEXDaemon=true", test_log) == {}
+        off = "ComputeDomainCliques=false,IMEXDaemonsWithDNSNames=false"
+        assert log_unbuilt_gates(off, test_log) == {
+            "IMEXDaemonsWithDNSNames": False,
+            "ComputeDomainCliques": False,
+        }
+    (record,) = caplog.records
+    assert "IMEXDaemonsWithDNSNames=false" in record.getMessage()

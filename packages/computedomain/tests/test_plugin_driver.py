@@ -17,7 +17,8 @@ from conftest import DRIVER_NS, domain_body
 from dra_api_types import ResourceClaim
 from dra_computedomain.api_paths import node_path, object_path, request_permission
 from dra_computedomain.channel_nodes import ChannelNodes
-from dra_computedomain.names import COMPUTE_DOMAIN_LABEL
+from dra_computedomain.host_imex import HostImex
+from dra_computedomain.names import COMPUTE_DOMAIN_LABEL, GPU_CLIQUE_LABEL
 from dra_computedomain.node_api import REQUESTS, NodeApi
 from dra_computedomain.plugin_driver import (
     CDI_KIND,
@@ -25,13 +26,13 @@ from dra_computedomain.plugin_driver import (
     ComputeDomainEngine,
     compute_domain_slices,
 )
+from dra_kube_client.testing import MemoryApi
 from dra_kubelet_plugin.core.cdi_store import CDIStore
 from dra_kubelet_plugin.core.checkpoint import CheckpointStore
 from dra_kubelet_plugin.core.errors import ClaimError, ClaimRef
 from dra_kubelet_plugin.core.events import LogEventRecorder
 from dra_kubelet_plugin.core.metrics import PluginMetrics
 from dra_kubelet_plugin.core.node_lock import NodeLock
-from memory_api import MemoryApi
 
 CLIQUE = "cluster.1"
 NODE = "node-a"
@@ -96,9 +97,11 @@ class Plugin:
         tmp: Path,
         clique_id: str = CLIQUE,
         channel_nodes: ChannelNodes | None = None,
+        host_imex: HostImex | None = None,
     ) -> None:
         self.api, self.tmp, self.clique_id = api, tmp, clique_id
         self.channel_nodes = channel_nodes
+        self.host_imex = host_imex
         self.claims = Claims()
         # One loop for the whole test: the engine finishes a commit after answering.
         self.loop = asyncio.new_event_loop()
@@ -123,6 +126,7 @@ class Plugin:
             domains_dir=self.tmp / "domains",
             fake=self.channel_nodes is None,
             channel_nodes=self.channel_nodes,
+            host_imex=self.host_imex,
         )
         self.engine = ComputeDomainEngine(
             driver=self.driver,
@@ -390,3 +394,55 @@ def test_real_node_without_the_channels_major_fails_the_claim_and_drops_the_labe
         assert not (plugin.tmp / "cdi" / CDI_KIND.spec_file_name("claim-1")).exists()
     finally:
         plugin.close()
+
+
+def test_gpu_clique_label_follows_the_clique_id(api: MemoryApi) -> None:
+    # NVIDIA's gpuCliqueLabelEnabled: the node says its clique, as GFD's label did; a node
+    # without one (fabric gone) loses a stale label. Other labels are kept.
+    api.put_object(node_path(NODE), {"metadata": {"name": NODE, "labels": {"zone": "z1"}}})
+    node_api = NodeApi(api, node_name=NODE, driver_namespace=DRIVER_NS)
+    node_api.set_clique_label("c7f1.1")
+    labels = api.objects[node_path(NODE)]["metadata"]["labels"]
+    assert labels == {"zone": "z1", GPU_CLIQUE_LABEL: "c7f1.1"}
+    node_api.set_clique_label("")
+    assert api.objects[node_path(NODE)]["metadata"]["labels"] == {"zone": "z1"}
+    assert {request_permission(m, p) for m, p in api.requests} <= REQUESTS
+
+
+def test_host_managed_imex_waits_for_the_hosts_daemon_and_labels_nothing(
+    api: MemoryApi, tmp_path: Path
+) -> None:
+    # imex.mode=hostManaged: no domain daemon; the channel waits for the host's nvidia-imex
+    # (here the stand-in, a real process on its Unix command socket), the node stays unlabelled.
+    from dra_computedomain.fake_host_imex import start_host_imex
+
+    cd = api.put_object(object_path("ComputeDomain", "team-a", "cd1"), domain_body())
+    uid = str(cd["metadata"]["uid"])
+    api.put_object(node_path(NODE), {"metadata": {"name": NODE, "labels": {}}})
+    (tmp_path / "cdi").mkdir()
+    with start_host_imex(started=False) as host:
+        plugin = Plugin(api, tmp_path, host_imex=HostImex(str(host.socket), fake=True))
+        try:
+            plugin.run(plugin.engine.start())
+            ref = plugin.add(_claim(uid))
+
+            async def scenario() -> None:
+                task = asyncio.create_task(plugin.engine.prepare(ref))
+                await asyncio.sleep(0.3)
+                assert not task.done()  # the host's daemon is not up: retried
+                await asyncio.to_thread(host.start)
+                devices = await task
+                assert [d.device_name for d in devices] == ["channel-0"]
+
+            plugin.run(scenario())
+            assert _label(api) is None
+            nodes = _spec(plugin, "claim-1")["devices"][0]["containerEdits"]["deviceNodes"]
+            assert [n["path"] for n in nodes] == ["/dev/nvidia-caps-imex-channels/channel0"]
+            plugin.run(plugin.engine.unprepare(ref))
+            assert _label(api) is None
+            assert ("PATCH", node_path(NODE)) not in api.requests  # no label, ever
+        finally:
+            plugin.close()
+    assert compute_domain_slices(NODE, None, 1, daemons=False)[0]["spec"]["devices"] == [
+        {"name": "channel-0", "attributes": {"type": {"string": "channel"}, "id": {"int": 0}}}
+    ]

@@ -149,7 +149,7 @@ class FakeApi:
         body: dict[str, Any] = json.loads(self.lists[path])
         return body
 
-    def watch(
+    def watch_lines(
         self, path: str, *, query: Mapping[str, str], timeout_s: float
     ) -> Iterator[dict[str, Any]]:
         """The recorded events, then the end of the stream (one collection changes here)."""

@@ -36,8 +36,8 @@ from dra_controller.allocation_controller.events import EventPublisher, TokenBuc
 from dra_controller.allocation_controller.http import serve
 from dra_controller.allocation_controller.leader import LeaderElector
 from dra_controller.allocation_controller.view import ClusterView
-from dra_controller.kube.transport import ApiError
-from fake_api import FakeApi
+from dra_kube_client import KubeApiError
+from dra_kube_client.testing import MemoryApi
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -156,7 +156,7 @@ def test_capacity_bounds_parsed_from_selectors() -> None:
 
 def _controller(
     objs: list[dict[str, Any]],
-    api: FakeApi,
+    api: MemoryApi,
     *,
     leader: bool = True,
     clock: list[float] | None = None,
@@ -182,9 +182,15 @@ def _controller(
     return ctl, metrics
 
 
+def posted(api: MemoryApi) -> list[dict[str, Any]]:
+    """The Events the controller created, oldest first."""
+    events = api.kind_items("events")
+    return sorted(events, key=lambda e: int(e["metadata"]["resourceVersion"]))
+
+
 def test_unschedulable_pod_gets_events_naming_the_memory_gap() -> None:
     objs = [*_fleet(), claim("big", selector=MEM_40), pod("trainer", "big")]
-    api = FakeApi()
+    api = MemoryApi()
     ctl, _ = _controller(objs, api)
     _, findings = ctl.reconcile()
     expected = (
@@ -192,20 +198,19 @@ def test_unschedulable_pod_gets_events_naming_the_memory_gap() -> None:
         "memory >= 40Gi: best node n3 has 16Gi"
     )
     assert [f.message for f in findings] == [expected]
-    posted = [
-        (p[1], p[2]["involvedObject"]["kind"], p[2]["reason"], p[2]["message"]) for p in api.posted
+    assert [p for m, p in api.requests if m == "POST"] == ["/api/v1/namespaces/team/events"] * 2
+    events = posted(api)
+    assert [(e["involvedObject"]["kind"], e["reason"], e["message"]) for e in events] == [
+        ("Pod", "DRAUnsatisfiable", expected),
+        ("ResourceClaim", "DRAUnsatisfiable", expected),
     ]
-    assert posted == [
-        ("/api/v1/namespaces/team/events", "Pod", "DRAUnsatisfiable", expected),
-        ("/api/v1/namespaces/team/events", "ResourceClaim", "DRAUnsatisfiable", expected),
-    ]
-    assert api.posted[0][2]["involvedObject"]["uid"] == "uid-pod-trainer"
+    assert events[0]["involvedObject"]["uid"] == "uid-pod-trainer"
 
 
 def test_count_shortfall_names_closest_node() -> None:
     objs = [*_fleet(), claim("two", cls="mig.nvidia.com"), pod("p", "two")]
     objs[-2]["spec"]["devices"]["requests"][0]["exactly"]["count"] = 2
-    ctl, _ = _controller(objs, FakeApi())
+    ctl, _ = _controller(objs, MemoryApi())
     _, findings = ctl.reconcile()
     assert len(findings) == 1
     assert (
@@ -217,12 +222,12 @@ def test_count_shortfall_names_closest_node() -> None:
 def test_events_are_deduplicated_rate_limited_and_leader_only() -> None:
     objs = [*_fleet(), claim("big", selector=MEM_40), pod("trainer", "big")]
     now = [0.0]
-    api = FakeApi()
+    api = MemoryApi()
     ctl, metrics = _controller(objs, api, clock=now)
     ctl.reconcile()
     now[0] = 31.0  # diagnosed again, same message: not posted again
     ctl.reconcile()
-    assert len(api.posted) == 2
+    assert len(posted(api)) == 2
     text = generate_latest(metrics.registry).decode()
     assert (
         _sample(
@@ -233,10 +238,10 @@ def test_events_are_deduplicated_rate_limited_and_leader_only() -> None:
         )
         == 2.0
     )
-    follower_api = FakeApi()
+    follower_api = MemoryApi()
     follower, _ = _controller(objs, follower_api, leader=False)
     follower.reconcile()
-    assert follower_api.posted == []
+    assert posted(follower_api) == []
     bucket = TokenBucket(rate_per_s=1, burst=2, clock=lambda: 0.0)
     assert [bucket.take() for _ in range(3)] == [True, True, False]
 
@@ -249,16 +254,16 @@ def test_schedulable_or_fitting_pods_get_no_event() -> None:
         claim("big", selector=MEM_40),
         pod("new", "big", unschedulable=False),
     ]
-    api = FakeApi()
+    api = MemoryApi()
     ctl, _ = _controller(objs, api)
     _, findings = ctl.reconcile()
     assert findings == []
-    assert api.posted == []
+    assert posted(api) == []
 
 
 def test_metrics_exposition_has_the_seed_series() -> None:
     objs = [*_fleet(), claim("held", allocated_on=("n1", "gpu-0")), claim("big", selector=MEM_40)]
-    ctl, metrics = _controller(objs, FakeApi())
+    ctl, metrics = _controller(objs, MemoryApi())
     ctl.reconcile()
     text = generate_latest(metrics.registry).decode()
     assert (
@@ -323,34 +328,33 @@ def test_view_rereads_only_changed_objects_and_skips_unreadable(
 
 
 def test_leader_election_create_hold_and_take_over() -> None:
-    api = FakeApi()
+    api = MemoryApi()
     clock = [1000.0]
     a = LeaderElector(
         api, namespace="ns", name="l", identity="a", lease_s=15, wall_clock=lambda: clock[0]
     )
     a.step()
     assert a.leading
-    lease = api.objects["/apis/coordination.k8s.io/v1/namespaces/ns/leases"]
-    assert lease["spec"]["holderIdentity"] == "a"
-    api.objects["/apis/coordination.k8s.io/v1/namespaces/ns/leases/l"] = lease
+    path = "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l"
+    assert api.objects[path]["spec"]["holderIdentity"] == "a"
     b = LeaderElector(api, namespace="ns", name="l", identity="b", lease_s=15)
     b.step()  # a's lease was just renewed (real time)
     held_by_a = b.leading
-    lease["spec"]["renewTime"] = "2020-01-01T00:00:00.000000Z"
+    api.objects[path]["spec"]["renewTime"] = "2020-01-01T00:00:00.000000Z"  # a went quiet
     b.step()
     assert (held_by_a, b.leading) == (False, True)
-    assert lease["spec"]["holderIdentity"] == "b"
-    assert lease["spec"]["leaseTransitions"] == 1
+    assert api.objects[path]["spec"]["holderIdentity"] == "b"
+    assert api.objects[path]["spec"]["leaseTransitions"] == 1
 
 
 def test_leader_keeps_leading_through_short_api_outage_then_steps_down() -> None:
     clock = [0.0]
 
-    class Down(FakeApi):
+    class Down(MemoryApi):
         def request(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
-            raise ApiError(method, path, 0, "connection refused")
+            raise KubeApiError(method, path, 0, "connection refused")
 
-    api = FakeApi()
+    api = MemoryApi()
     el = LeaderElector(
         api, namespace="ns", name="l", identity="a", lease_s=15, wall_clock=lambda: clock[0]
     )

@@ -305,7 +305,8 @@ def test_validate_reports_field_paths() -> None:
     assert proc.returncode == 1
     lines = proc.stdout.splitlines()
     assert any(
-        "DeviceClass broken-cel: spec.selectors[0].cel.expression: CEL compile error" in line
+        "DeviceClass broken-cel: spec.selectors[0].cel.expression: Invalid value: " in line
+        and "compilation failed: ERROR: <input>:" in line
         for line in lines
     )
     assert any(

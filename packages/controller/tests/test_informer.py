@@ -8,18 +8,18 @@ from typing import Any
 
 import pytest
 from dra_controller.informers import Backoff, Informer, Resource, SharedInformers, trim_pod
-from dra_controller.kube.transport import ApiError
-from fake_api import FakeApi, obj, page
+from dra_kube_client import KubeApiError
+from scripted_api import ScriptedApi, obj, page
 
 CLAIMS = Resource("ResourceClaim", "resource.k8s.io/v1", "/claims")
 
 
-def _informer(api: FakeApi, **kw: object) -> Informer:
+def _informer(api: ScriptedApi, **kw: object) -> Informer:
     return Informer(api, CLAIMS, backoff=Backoff(initial_s=0.0, max_s=0.0, jitter=0.0), **kw)  # type: ignore[arg-type]
 
 
 def test_list_pages_into_store_and_records_version() -> None:
-    api = FakeApi(
+    api = ScriptedApi(
         lists={
             "/claims": [
                 page([obj("ResourceClaim", "a", "5", "ns")], "9", cont="t1"),
@@ -38,7 +38,7 @@ def test_list_pages_into_store_and_records_version() -> None:
 
 
 def test_watch_applies_events_and_bookmarks_move_version() -> None:
-    api = FakeApi(
+    api = ScriptedApi(
         lists={"/claims": [page([obj("ResourceClaim", "a", "5", "ns")], "5")]},
         watches={
             "/claims": [
@@ -64,7 +64,7 @@ def test_watch_applies_events_and_bookmarks_move_version() -> None:
 
 def test_run_resumes_from_last_version_then_relists_on_410() -> None:
     stop = threading.Event()
-    api = FakeApi(
+    api = ScriptedApi(
         lists={
             "/claims": [
                 page([obj("ResourceClaim", "a", "5", "ns")], "5"),
@@ -80,18 +80,18 @@ def test_run_resumes_from_last_version_then_relists_on_410() -> None:
                         "object": {"kind": "Status", "code": 410, "message": "too old"},
                     }
                 ],
-                [ApiError("WATCH", "/claims", 500, "boom")],
+                [KubeApiError("WATCH", "/claims", 500, "boom")],
             ]
         },
     )
-    original_watch = api.watch
+    original_watch = api.watch_lines
 
-    def watch(path: str, **kw: object):  # type: ignore[no-untyped-def]
+    def watch_lines(path: str, **kw: object):  # type: ignore[no-untyped-def]
         if not api.watches["/claims"]:
             stop.set()
         return original_watch(path, **kw)  # type: ignore[arg-type]
 
-    api.watch = watch  # type: ignore[method-assign]
+    api.watch_lines = watch_lines  # type: ignore[method-assign]
     inf = _informer(api)
     inf.run(stop)
     watches = [c for c in api.calls if c[0] == "WATCH"]
@@ -105,11 +105,11 @@ def test_run_resumes_from_last_version_then_relists_on_410() -> None:
 
 
 def test_410_on_list_continue_restarts_the_list() -> None:
-    api = FakeApi(
+    api = ScriptedApi(
         lists={
             "/claims": [
                 page([obj("ResourceClaim", "a", "5", "ns")], "9", cont="t1"),
-                ApiError("GET", "/claims", 410, "continue expired"),
+                KubeApiError("GET", "/claims", 410, "continue expired"),
                 page([obj("ResourceClaim", "c", "11", "ns")], "11"),
             ]
         }
@@ -126,7 +126,7 @@ def test_unreadable_objects_are_skipped_with_a_logged_error(
         if (o.get("metadata") or {}).get("name") == "bad":
             raise ValueError("spec.devices: not a list")
 
-    api = FakeApi(
+    api = ScriptedApi(
         lists={
             "/claims": [
                 page(
@@ -164,7 +164,7 @@ def test_unreadable_update_drops_the_stale_copy() -> None:
         if o.get("broken"):
             raise ValueError("broken")
 
-    api = FakeApi(
+    api = ScriptedApi(
         lists={"/claims": [page([obj("ResourceClaim", "a", "1", "ns")], "1")]},
         watches={
             "/claims": [
@@ -219,7 +219,7 @@ def test_trim_pod_keeps_what_diagnosis_reads() -> None:
 
 def test_shared_informers_notify_and_report_sizes() -> None:
     other = Resource("Node", "v1", "/nodes")
-    api = FakeApi(
+    api = ScriptedApi(
         lists={
             "/claims": [page([obj("ResourceClaim", "a", "1", "ns")], "1")],
             "/nodes": [page([obj("Node", "n1", "1"), obj("Node", "n2", "1")], "1")],
@@ -239,7 +239,7 @@ def test_shared_informers_notify_and_report_sizes() -> None:
 def test_optional_collection_not_served_counts_as_synced_and_empty() -> None:
     rules = Resource("DeviceTaintRule", "resource.k8s.io/v1", "/rules", optional=True)
     stop = threading.Event()
-    api = FakeApi()  # every GET is a 404
+    api = ScriptedApi()  # every GET is a 404
     inf = Informer(api, rules, backoff=Backoff(initial_s=0.0, max_s=0.0, jitter=0.0))
     thread = threading.Thread(target=inf.run, args=(stop,), daemon=True)
     thread.start()

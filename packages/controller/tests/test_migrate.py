@@ -513,6 +513,6 @@ def test_validate_converts_beta_objects_and_checks_them_like_v1(tmp_path: Path) 
     proc = kubectl_dra("validate", "-f", str(bad))
     assert proc.returncode == 1
     assert "ResourceClaim c: spec.devices.requests[0].exactly.count" in proc.stdout
-    assert "spec.devices.requests[0].exactly.selectors[0].cel.expression: CEL compile" in (
+    assert "spec.devices.requests[0].exactly.selectors[0].cel.expression: Invalid value: " in (
         proc.stdout
     )

@@ -7,6 +7,8 @@
 - :class:`PluginProcess`: the real ``dra-kubelet-plugin`` program in a subprocess, with temp
   directories, the fake GPU backend and the directory claim source (the test double of the
   API server's claim endpoint).
+- :func:`plugin_api_server`: the shared in-memory API server (``dra_kube_client.testing``)
+  over real HTTP, for a plugin given a kubeconfig.
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import grpc
+from dra_kube_client.testing import HttpFront, MemoryApi, serve_http
 from dra_kubelet_plugin.core.sockets import SocketPaths
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import Message
@@ -336,183 +339,23 @@ class PluginProcess:
             yield ch
 
 
-class FakeApiServer:
-    """Test double of the kube-apiserver's endpoints the plugin uses, over real HTTP.
+RESOURCE_SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+NODE_EVENTS = "/api/v1/namespaces/default/events"
 
-    Serves the ``resource.k8s.io`` discovery document, ``GET /api/v1/nodes/NAME``,
-    ``GET .../resourceclaims/NAME``, the ResourceSlice
-    collection (list with field selectors, watch, create with generateName, update with
-    resourceVersion checks, delete) and ``POST .../events``. Standing in for the real API
-    server until the e2e harness provides one.
-    """
 
-    def __init__(self) -> None:
-        import http.server
-        import threading
+def claim_path(namespace: str, name: str) -> str:
+    """Where the API server keeps a ResourceClaim (v1)."""
+    return f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"
 
-        self.nodes: dict[str, dict[str, Any]] = {}
-        self.claims: dict[tuple[str, str], dict[str, Any]] = {}
-        self.slices: dict[str, dict[str, Any]] = {}
-        self.events: list[dict[str, Any]] = []
-        self.slice_events: list[dict[str, Any]] = []
-        self.authorizations: set[str] = set()
-        self.cond = threading.Condition()
-        self._rv = 0
-        server = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.0"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-            def _send(self, status: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _body(self) -> dict[str, Any]:
-                length = int(self.headers.get("Content-Length") or 0)
-                decoded: dict[str, Any] = json.loads(self.rfile.read(length) or b"{}")
-                return decoded
-
-            def do_GET(self) -> None:
-                server.handle(self, "GET")
-
-            def do_POST(self) -> None:
-                server.handle(self, "POST")
-
-            def do_PUT(self) -> None:
-                server.handle(self, "PUT")
-
-            def do_DELETE(self) -> None:
-                server.handle(self, "DELETE")
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        """Base URL."""
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def write_kubeconfig(self, path: Path) -> Path:
-        """A kubeconfig pointing at this server."""
-        import yaml
-
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
-            "users": [{"name": "u", "user": {"token": "test-token"}}],
-            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
-            "current-context": "fake",
-        }
-        path.write_text(yaml.safe_dump(config))
-        return path
-
-    def close(self) -> None:
-        """Stop serving."""
-        with self.cond:
-            self.cond.notify_all()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    def _next_rv(self) -> str:
-        self._rv += 1
-        return str(self._rv)
-
-    def _slice_event(self, kind: str, obj: dict[str, Any]) -> None:
-        self.slice_events.append({"type": kind, "object": obj})
-        self.cond.notify_all()
-
-    def delete_slice(self, name: str) -> None:
-        """Delete a slice as the kubelet does when it wipes a node's slices."""
-        with self.cond:
-            obj = self.slices.pop(name)
-            self._slice_event("DELETED", obj)
-
-    def handle(self, h: Any, method: str) -> None:
-        from urllib.parse import parse_qs, urlparse
-
-        url = urlparse(h.path)
-        parts = [p for p in url.path.split("/") if p]
-        query = {k: v[0] for k, v in parse_qs(url.query).items()}
-        slices = ["apis", "resource.k8s.io", "v1", "resourceslices"]
-        send: Callable[[int, dict[str, Any]], None] = h._send
-        with self.cond:
-            self.authorizations.add(str(h.headers.get("Authorization")))
-            if parts == ["apis", "resource.k8s.io"] and method == "GET":
-                versions = [
-                    {"groupVersion": f"resource.k8s.io/{v}", "version": v}
-                    for v in ("v1", "v1beta2", "v1beta1")
-                ]
-                return send(200, {"kind": "APIGroup", "versions": versions})
-            if parts[:3] == ["api", "v1", "nodes"] and method == "GET":
-                node = self.nodes.get(parts[3])
-                if node is None:
-                    return send(404, {"message": "not found"})
-                return send(200, node)
-            if parts[:4] == ["apis", "resource.k8s.io", "v1", "namespaces"] and len(parts) == 7:
-                claim = self.claims.get((parts[4], parts[6]))
-                if claim is None:
-                    return send(404, {"message": "not found"})
-                return send(200, claim)
-            if parts == ["api", "v1", "namespaces", "default", "events"] and method == "POST":
-                self.events.append(h._body())
-                return send(201, {})
-            if parts == slices and method == "GET" and query.get("watch") == "true":
-                return self._watch(h, float(query.get("timeoutSeconds", "5")))
-            if parts == slices and method == "GET":
-                return send(200, {"items": list(self.slices.values())})
-            if parts == slices and method == "POST":
-                obj = h._body()
-                obj["metadata"]["name"] = obj["metadata"].pop("generateName") + self._next_rv()
-                obj["metadata"]["resourceVersion"] = self._next_rv()
-                self.slices[obj["metadata"]["name"]] = obj
-                self._slice_event("ADDED", obj)
-                return send(201, obj)
-            if parts[:4] == slices and len(parts) == 5:
-                name = parts[4]
-                if name not in self.slices:
-                    return send(404, {"message": "not found"})
-                if method == "PUT":
-                    obj = h._body()
-                    current = self.slices[name]["metadata"]["resourceVersion"]
-                    if obj["metadata"].get("resourceVersion") != current:
-                        return send(409, {"message": "conflict"})
-                    obj["metadata"]["resourceVersion"] = self._next_rv()
-                    self.slices[name] = obj
-                    self._slice_event("MODIFIED", obj)
-                    return send(200, obj)
-                if method == "DELETE":
-                    obj = self.slices.pop(name)
-                    self._slice_event("DELETED", obj)
-                    return send(200, obj)
-        return send(404, {"message": f"unhandled {method} {h.path}"})
-
-    def _watch(self, h: Any, timeout_s: float) -> None:
-        h.send_response(200)
-        h.send_header("Content-Type", "application/json")
-        h.end_headers()
-        seen = len(self.slice_events)
-        deadline = time.monotonic() + min(timeout_s, 5.0)
-        while time.monotonic() < deadline:
-            self.cond.wait(timeout=0.2)
-            new = self.slice_events[seen:]
-            seen = len(self.slice_events)
-            if new:
-                self.cond.release()
-                try:
-                    for event in new:
-                        h.wfile.write(json.dumps(event).encode() + b"\n")
-                    h.wfile.flush()
-                except OSError:
-                    return
-                finally:
-                    self.cond.acquire()
+def plugin_api_server(node_uid: str, node_name: str = "n1") -> HttpFront:
+    """The shared in-memory API server over real HTTP, holding what the plugin reads when it
+    starts: the ``resource.k8s.io`` discovery document and its Node."""
+    api = MemoryApi(watch_wait_s=5.0)
+    versions = [
+        {"groupVersion": f"resource.k8s.io/{v}", "version": v} for v in ("v1", "v1beta2", "v1beta1")
+    ]
+    api.documents["/apis/resource.k8s.io"] = {"kind": "APIGroup", "versions": versions}
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node_name, "uid": node_uid}}
+    api.put_object(f"/api/v1/nodes/{node_name}", node)
+    return serve_http(api)

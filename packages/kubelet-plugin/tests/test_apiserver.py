@@ -1,21 +1,25 @@
 """The plugin's API-server edge (kubernetes client transport, claim reads, slice publishing,
-events) against a test double of the kube-apiserver over real HTTP, with a kubeconfig."""
+events) against the shared in-memory API server over real HTTP, with a kubeconfig."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from dra_api_types import ResourceSlice
+from dra_kube_client.testing import HttpFront
 from dra_kubelet_plugin.core.checkpoint import decode_checkpoint
 from dra_nvlib import DeviceLibConfig, open_device_lib
 from kubelet_plugin_support import (
-    FakeApiServer,
+    RESOURCE_SLICES,
     PluginDirs,
     PluginProcess,
     ReferenceProtos,
+    claim_path,
     make_claim,
+    plugin_api_server,
 )
 
 
@@ -29,43 +33,43 @@ def wait_for(check: Callable[[], bool], what: str, timeout_s: float = 20.0) -> N
 
 
 @pytest.fixture
-def api() -> Iterator[FakeApiServer]:
-    server = FakeApiServer()
-    server.nodes["n1"] = {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": "n1", "uid": "node-uid-123"},
-    }
-    yield server
-    server.close()
+def server() -> Iterator[HttpFront]:
+    with plugin_api_server("node-uid-123") as front:
+        yield front
+
+
+def slices(server: HttpFront) -> list[dict[str, Any]]:
+    """The stored ResourceSlices."""
+    return server.api.kind_items("resourceslices")
 
 
 def test_plugin_publishes_republishes_and_prepares_through_the_api_server(
-    api: FakeApiServer, plugin_dirs: PluginDirs, reference: ReferenceProtos
+    server: HttpFront, plugin_dirs: PluginDirs, reference: ReferenceProtos
 ) -> None:
-    kubeconfig = api.write_kubeconfig(plugin_dirs.root / "kubeconfig")
+    kubeconfig = server.write_kubeconfig(plugin_dirs.root / "kubeconfig")
     proc = PluginProcess(
         plugin_dirs, extra=["--kubeconfig", str(kubeconfig)], claims_directory=False
     )
     proc.start()
     try:
-        wait_for(lambda: len(api.slices) == 1, "the first ResourceSlice")
-        (first,) = api.slices.values()
+        wait_for(lambda: len(slices(server)) == 1, "the first ResourceSlice")
+        (first,) = slices(server)
         parsed = ResourceSlice.from_dict(first, validate=True)
         assert parsed.spec.node_name == "n1"
         owner = first["metadata"]["ownerReferences"][0]
         assert owner["uid"] == "node-uid-123"
         generation = first["spec"]["pool"]["generation"]
 
-        api.delete_slice(first["metadata"]["name"])  # the kubelet wipes the node's slices
-        wait_for(lambda: len(api.slices) == 1, "republication after deletion", timeout_s=10)
-        (again,) = api.slices.values()
+        # The kubelet wipes the node's slices.
+        server.api.request("DELETE", f"{RESOURCE_SLICES}/{first['metadata']['name']}")
+        wait_for(lambda: len(slices(server)) == 1, "republication after deletion", timeout_s=10)
+        (again,) = slices(server)
         assert again["spec"]["pool"]["generation"] > generation
 
         claim = make_claim(name="c1", devices=["gpu-6"])
         claim["metadata"]["managedFields"] = [{"manager": "kube-scheduler"}]
         claim["status"]["allocation"]["futureField"] = {"x": 1}  # newer server: kept, not fatal
-        api.claims[("default", "c1")] = claim
+        server.api.put_object(claim_path("default", "c1"), claim)
         uid = claim["metadata"]["uid"]
         with proc.channel() as ch:
             answer = reference.prepare(ch, [("default", "c1", uid)]).claims[uid]
@@ -75,24 +79,24 @@ def test_plugin_publishes_republishes_and_prepares_through_the_api_server(
             assert "not found" in missing.claims["uid-nope"].error
     finally:
         proc.stop()
-    assert api.authorizations == {"Bearer test-token"}
+    assert server.authorizations == {"Bearer test-token"}
 
 
 def test_corrupt_checkpoint_is_reported_as_a_node_event(
-    api: FakeApiServer, plugin_dirs: PluginDirs
+    server: HttpFront, plugin_dirs: PluginDirs
 ) -> None:
     plugin_dirs.plugin_dir.mkdir(parents=True, exist_ok=True)
     plugin_dirs.checkpoint.write_text('{"checksum": "sha256:' + "1" * 64 + '", "version": 1}')
-    kubeconfig = api.write_kubeconfig(plugin_dirs.root / "kubeconfig")
+    kubeconfig = server.write_kubeconfig(plugin_dirs.root / "kubeconfig")
     proc = PluginProcess(
         plugin_dirs, extra=["--kubeconfig", str(kubeconfig)], claims_directory=False
     )
     proc.start()
     try:
-        wait_for(lambda: bool(api.events), "the node event")
+        wait_for(lambda: bool(server.api.kind_items("events")), "the node event")
     finally:
         proc.stop()
-    (event,) = api.events
+    (event,) = server.api.kind_items("events")
     assert event["reason"] == "CheckpointCorrupt"
     assert event["type"] == "Warning"
     assert event["involvedObject"] == {
@@ -106,8 +110,8 @@ def test_corrupt_checkpoint_is_reported_as_a_node_event(
     assert list(plugin_dirs.plugin_dir.glob("checkpoint.json.corrupt-*"))
 
 
-def test_changed_devices_are_republished(api: FakeApiServer, plugin_dirs: PluginDirs) -> None:
-    kubeconfig = api.write_kubeconfig(plugin_dirs.root / "kubeconfig")
+def test_changed_devices_are_republished(server: HttpFront, plugin_dirs: PluginDirs) -> None:
+    kubeconfig = server.write_kubeconfig(plugin_dirs.root / "kubeconfig")
     proc = PluginProcess(
         plugin_dirs,
         fake_gpus="1xA100-40GB:mig,1xA100-40GB",
@@ -117,7 +121,7 @@ def test_changed_devices_are_republished(api: FakeApiServer, plugin_dirs: Plugin
     proc.start()
 
     def names() -> list[str]:
-        items = list(api.slices.values())
+        items = slices(server)
         if len(items) != 1:
             return []
         return [d["name"] for d in items[0]["spec"]["devices"]]

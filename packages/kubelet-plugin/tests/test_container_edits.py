@@ -6,6 +6,7 @@ The full comparison with nvidia-container-toolkit's own output is
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import stat
@@ -120,6 +121,89 @@ def test_hooks_link_sonames_and_libcuda_so_and_update_the_ld_cache(
     )
     assert hooks[1].args[2:] == (f"--host-driver-version={VERSION}",)
     assert hooks[2].args[2:] == ("--folder", f"/{LIB}")
+
+
+def test_xorg_modules_are_mounted_and_the_glx_server_linked(
+    tmp_path: Path, roots: tuple[Path, Path, Path]
+) -> None:
+    dev, driver, proc = roots
+    # The library dir's nvidia/xorg comes before /usr/lib/xorg; the first of each wins.
+    for directory in (f"{LIB}/nvidia/xorg", "usr/lib/xorg/modules/drivers"):
+        (driver / directory).mkdir(parents=True)
+        (driver / directory / "nvidia_drv.so").write_bytes(b"\0")
+    extensions = driver / "usr/lib/xorg/modules/extensions"
+    extensions.mkdir(parents=True)
+    (extensions / f"libglxserver_nvidia.so.{VERSION}").write_bytes(b"\0")
+    (extensions / "libglxserver_nvidia.so.1.2.3").write_bytes(b"\0")
+    edits = NvmlEdits(driver_root=driver, dev_root=dev, proc_root=proc, cdi_hook_path=HOOK)
+    common = edits.claim_edits(REF, devices(tmp_path)[:1])
+    xorg = sorted(m.container_path for m in common.mounts if "xorg" in m.container_path)
+    ext = "/usr/lib/xorg/modules/extensions"
+    glx = f"{ext}/libglxserver_nvidia.so.{VERSION}"
+    assert xorg == [f"/{LIB}/nvidia/xorg/nvidia_drv.so", glx]
+    graphics = common.hooks[0]
+    assert graphics.args[1:] == (
+        "create-symlinks",
+        "--link",
+        f"libglxserver_nvidia.so.{VERSION}::{ext}/libglxserver_nvidia.so",
+    )
+    without_hook = NvmlEdits(driver_root=driver, dev_root=dev, proc_root=proc)
+    linked = {
+        m.container_path: m.host_path
+        for m in without_hook.claim_edits(REF, devices(tmp_path)[:1]).mounts
+    }
+    assert linked[f"{ext}/libglxserver_nvidia.so"] == str(driver) + glx
+
+
+def _drm_host(tmp_path: Path, bus: str) -> tuple[Path, Path]:
+    """A host /dev with nvidia0 and card1/renderD128, and a /sys tying them to ``bus``."""
+    dev = tmp_path / "host"
+    dri = dev / "dev" / "dri"
+    (dri / "by-path").mkdir(parents=True)
+    (dev / "dev" / "nvidia0").touch()
+    for name, minor in (("card1", 1), ("renderD128", 128)):
+        os.mknod(dri / name, 0o666 | stat.S_IFCHR, os.makedev(226, minor))
+    (dri / "by-path" / f"pci-{bus}-card").symlink_to("../card1")
+    (dri / "by-path" / f"pci-{bus}-render").symlink_to("../renderD128")
+    sys_root = tmp_path / "sys"
+    for name in ("card1", "renderD128", "card9"):  # card9: in sysfs, not in /dev
+        (sys_root / "bus/pci/devices" / bus / "drm" / name).mkdir(parents=True)
+    return dev, sys_root
+
+
+@needs_root
+def test_gpu_gets_its_drm_nodes_and_a_hook_for_their_by_path_links(tmp_path: Path) -> None:
+    gpu0 = devices(tmp_path)[0]
+    bus = gpu0.gpu.pci_bus_id
+    dev, sys_root = _drm_host(tmp_path, bus)
+    edits = NvmlEdits(
+        driver_root=tmp_path,
+        dev_root=dev,
+        proc_root=tmp_path,
+        sys_root=sys_root,
+        cdi_hook_path=HOOK,
+    )
+    own = edits.device_edits(REF, gpu0)
+    assert [n.path for n in own.device_nodes] == [
+        "/dev/nvidia0",
+        "/dev/dri/card1",
+        "/dev/dri/renderD128",
+    ]
+    (hook,) = own.hooks
+    assert hook.path == HOOK
+    assert hook.args == (
+        "nvidia-cdi-hook",
+        "create-symlinks",
+        "--link",
+        f"../card1::/dev/dri/by-path/pci-{bus}-card",
+        "--link",
+        f"../renderD128::/dev/dri/by-path/pci-{bus}-render",
+    )
+    # Another GPU (no drm directory for its PCI function) gets neither.
+    (dev / "dev" / "nvidia1").touch()
+    other = edits.device_edits(REF, devices(tmp_path)[1])
+    assert [n.path for n in other.device_nodes] == ["/dev/nvidia1"]
+    assert other.hooks == ()
 
 
 def test_nvidia_ctk_as_hook_program_runs_its_hook_subcommand(
@@ -284,6 +368,32 @@ def test_mig_device_gets_parent_node_and_capability_nodes(tmp_path: Path) -> Non
         "/dev/nvidia-caps/nvidia-cap21",
         "/dev/nvidia-caps/nvidia-cap22",
     ]
+
+
+@needs_root
+def test_mig_device_gets_drm_nodes_only_with_a_gfx_profile(tmp_path: Path) -> None:
+    device, gi, ci = _mig(tmp_path)
+    dev, sys_root = _drm_host(tmp_path, device.gpu.pci_bus_id)
+    (dev / "dev" / "nvidia-caps").mkdir()
+    for name in ("nvidia-cap21", "nvidia-cap22"):
+        (dev / "dev" / "nvidia-caps" / name).touch()
+    edits = NvmlEdits(
+        driver_root=tmp_path,
+        dev_root=dev,
+        proc_root=_mig_proc(tmp_path, gi, ci),
+        sys_root=sys_root,
+        cdi_hook_path=HOOK,
+    )
+    plain = edits.device_edits(REF, device)
+    assert not any("/dri/" in n.path for n in plain.device_nodes)
+    assert plain.hooks == ()
+    assert device.mig is not None
+    gfx = dataclasses.replace(
+        device, mig=dataclasses.replace(device.mig, profile_name=device.mig.profile_name + "+gfx")
+    )
+    with_gfx = edits.device_edits(REF, gfx)
+    assert [n.path for n in with_gfx.device_nodes][3:] == ["/dev/dri/card1", "/dev/dri/renderD128"]
+    assert len(with_gfx.hooks) == 1
 
 
 def test_mig_capabilities_unreadable_fail_the_prepare(tmp_path: Path) -> None:

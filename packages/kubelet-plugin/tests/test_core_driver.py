@@ -18,6 +18,7 @@ from typing import Any
 import grpc
 import pytest
 from dra_api_types import ResourceClaim
+from dra_kube_client.testing import HttpFront
 from dra_kubelet_plugin.core.allocated import AllocatedDevice
 from dra_kubelet_plugin.core.cdi import CDIKind, ContainerEdits
 from dra_kubelet_plugin.core.checkpoint import PreparedClaim, PreparedDevice, decode_checkpoint
@@ -27,7 +28,13 @@ from dra_kubelet_plugin.core.health import HealthHub
 from dra_kubelet_plugin.core.runner import PluginRunner
 from dra_kubelet_plugin.core.settings import CommonSettings
 from dra_kubelet_plugin.core.sockets import SocketPaths
-from kubelet_plugin_support import FakeApiServer, PluginDirs, ReferenceProtos, make_claim
+from kubelet_plugin_support import (
+    PluginDirs,
+    ReferenceProtos,
+    claim_path,
+    make_claim,
+    plugin_api_server,
+)
 
 DRIVER = "test.example.com"
 IDENTITY = DriverIdentity(name=DRIVER, cdi=CDIKind(vendor="k8s.test.example.com"))
@@ -172,15 +179,9 @@ class RunningPlugin:
 
 
 @pytest.fixture
-def api() -> Iterator[FakeApiServer]:
-    server = FakeApiServer()
-    server.nodes["n1"] = {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": "n1", "uid": "u-n1"},
-    }
-    yield server
-    server.close()
+def server() -> Iterator[HttpFront]:
+    with plugin_api_server("u-n1") as front:
+        yield front
 
 
 def wait_for(check: Callable[[], bool], what: str, timeout_s: float = 20.0) -> None:
@@ -192,21 +193,21 @@ def wait_for(check: Callable[[], bool], what: str, timeout_s: float = 20.0) -> N
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def add_claim(api: FakeApiServer, name: str, device: str) -> tuple[str, str, str]:
+def add_claim(server: HttpFront, name: str, device: str) -> tuple[str, str, str]:
     claim = make_claim(name=name, devices=[device], driver=DRIVER)
-    api.claims[("default", name)] = claim
+    server.api.put_object(claim_path("default", name), claim)
     return ("default", name, claim["metadata"]["uid"])
 
 
 def test_a_driver_on_the_core_registers_prepares_unprepares_recovers_and_publishes(
-    api: FakeApiServer, plugin_dirs: PluginDirs, reference: ReferenceProtos
+    server: HttpFront, plugin_dirs: PluginDirs, reference: ReferenceProtos
 ) -> None:
     settings = CommonSettings(
         node_name="n1",
         cdi_root=plugin_dirs.cdi,
         registrar_dir=plugin_dirs.registrar,
         plugins_dir=plugin_dirs.plugins,
-        kubeconfig=str(api.write_kubeconfig(plugin_dirs.root / "kubeconfig")),
+        kubeconfig=str(server.write_kubeconfig(plugin_dirs.root / "kubeconfig")),
         boot_id_file=plugin_dirs.boot_id,
     )
     paths = SocketPaths.build(
@@ -218,9 +219,9 @@ def test_a_driver_on_the_core_registers_prepares_unprepares_recovers_and_publish
     checkpoint = plugin_dirs.plugins / DRIVER / "checkpoint.json"
     state_dir = plugin_dirs.root / "toy"
     state_dir.mkdir()
-    good = add_claim(api, "good", "dev-0")
-    crashed = add_claim(api, "crashed", "dev-1")
-    waiting = add_claim(api, "waiting", "dev-2")
+    good = add_claim(server, "good", "dev-0")
+    crashed = add_claim(server, "crashed", "dev-1")
+    waiting = add_claim(server, "waiting", "dev-2")
     driver = ToyDriver(state_dir, crash_claims={"crashed"}, not_ready={"waiting"})
     plugin = RunningPlugin(settings, driver)
     try:
@@ -277,8 +278,8 @@ def test_a_driver_on_the_core_registers_prepares_unprepares_recovers_and_publish
         assert not (state_dir / good[2]).exists()
 
         # The slice is published through the core's publisher.
-        wait_for(lambda: len(api.slices) == 1, "the toy slice")
-        (published,) = api.slices.values()
+        wait_for(lambda: len(server.api.kind_items("resourceslices")) == 1, "the toy slice")
+        (published,) = server.api.kind_items("resourceslices")
         assert published["spec"]["driver"] == DRIVER
         assert published["spec"]["pool"]["generation"] == 1
         assert [d["name"] for d in published["spec"]["devices"]] == ["dev-0"]

@@ -10,7 +10,7 @@ import pytest
 from dra_api_types import ResourceClaim, ResourceSlice
 from dra_api_types.beta_to_v1 import convert_to_v1
 from dra_api_types.v1_to_beta import convert_slice_from_v1
-from dra_kubelet_plugin.core.errors import KubeApiError
+from dra_kube_client import KubeApiError
 from dra_kubelet_plugin.core.resource_api import (
     ResourceApi,
     UnsupportedResourceApiError,

@@ -193,7 +193,30 @@ def test_every_gate_is_accepted_on_and_off(name: str) -> None:
     off_text = ",".join([f"{name}=false", *(f"{d}=false" for d in dependants)])
     off = parse(["--node-name", "n", "--feature-gates", off_text])
     assert not off.gate(name)
-    assert off.unimplemented_gates().get(name) is (None if built[name] else False)
+    gate = {g.name: g for g in feature_gates.GATES}[name]
+    # A built gate whose off behaviour is not (the IMEX gates) is named when set off.
+    assert off.unimplemented_gates().get(name) is (None if gate.built(False) else False)
+
+
+def test_the_imex_gates_are_built_on_and_named_when_set_off() -> None:
+    # Our compute domains always use DNS names and cliques: on is built, off is not.
+    for name in ("IMEXDaemonsWithDNSNames", "ComputeDomainCliques"):
+        gate = {g.name: g for g in feature_gates.GATES}[name]
+        assert gate.implemented
+        assert gate.built(True)
+        assert not gate.built(False)
+    s = parse(
+        [
+            "--node-name",
+            "n",
+            "--feature-gates",
+            "IMEXDaemonsWithDNSNames=false,ComputeDomainCliques=false,HostManagedIMEXDaemon=true",
+        ]
+    )
+    assert s.unimplemented_gates() == {
+        "IMEXDaemonsWithDNSNames": False,
+        "ComputeDomainCliques": False,
+    }
 
 
 def test_the_sharing_and_passthrough_gates_are_built() -> None:

@@ -1,24 +1,21 @@
-"""ResourceSlice building (pure), the --print-resource-slices CLI, and publishing through a
-test double of the API server's ResourceSlice endpoint."""
+"""ResourceSlice building (pure), the --print-resource-slices CLI, and publishing through the
+shared in-memory API server (``dra_kube_client.testing``)."""
 
 from __future__ import annotations
 
 import asyncio
 import copy
 import dataclasses
-import json
 import subprocess
 import sys
-import threading
-import time
-from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from dra_api_types import ResourceSlice
-from dra_kubelet_plugin.core.errors import KubeApiError
+from dra_api_types import ResourceSlice, ValidationError
+from dra_kube_client import KubeApiError
+from dra_kube_client.testing import MemoryApi
 from dra_kubelet_plugin.core.health import DeviceHealth, HealthHub
 from dra_kubelet_plugin.core.metrics import PluginMetrics
 from dra_kubelet_plugin.core.publisher import SlicePublisher
@@ -158,95 +155,40 @@ def test_print_resource_slices_cli_prints_a_valid_v1_slice(tmp_path: Path) -> No
     assert slice_.spec.node_name == "n1"
 
 
-class FakeSliceApi:
-    """Test double of the API server's ResourceSlice collection (field selectors, resource
-    versions, watch events), standing in for the kube-apiserver until the e2e harness."""
+SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+
+
+class SliceApi(MemoryApi):
+    """The shared in-memory API server, validating slices as the kube-apiserver does."""
 
     def __init__(self, *, drop_taints: bool = False) -> None:
         # drop_taints: store slices as a server with the DRADeviceTaints gate off does.
+        super().__init__(watch_wait_s=2.0)
         self.drop_taints = drop_taints
-        self.objects: dict[str, dict[str, Any]] = {}
-        self.events: list[dict[str, Any]] = []
-        self.lock = threading.Condition()
-        self.counter = 0
         self.writes = 0
 
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Mapping[str, str] | None = None,
-        body: object = None,
-        content_type: str = "application/json",
-        timeout_s: float = 30.0,
-    ) -> dict[str, Any]:
-        base = "/apis/resource.k8s.io/v1/resourceslices"
-        with self.lock:
-            if method == "GET" and path == base:
-                return {"items": [copy.deepcopy(o) for o in self.objects.values()]}
-            assert isinstance(body, dict) or method == "DELETE"
-            if method == "POST":
-                assert isinstance(body, dict)
-                obj = json.loads(json.dumps(body))
-                ResourceSlice.from_dict(obj, validate=True)
-                self.counter += 1
-                obj["metadata"]["name"] = obj["metadata"].pop("generateName") + str(self.counter)
-                return self._store(obj, "ADDED")
-            name = path.rsplit("/", 1)[1]
-            if name not in self.objects:
-                raise KubeApiError(method, path, 404, "not found")
-            if method == "PUT":
-                assert isinstance(body, dict)
-                obj = json.loads(json.dumps(body))
-                ResourceSlice.from_dict(obj, validate=True)
-                if (
-                    obj["metadata"].get("resourceVersion")
-                    != self.objects[name]["metadata"]["resourceVersion"]
-                ):
-                    raise KubeApiError(method, path, 409, "conflict")
-                return self._store(obj, "MODIFIED")
-            if method == "DELETE":
-                return self.delete(name)
-        raise AssertionError(f"unexpected {method} {path}")
-
-    def _store(self, obj: dict[str, Any], kind: str) -> dict[str, Any]:
+    def admit(self, method: str, path: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """Validate the slice, drop taints when asked, count the write."""
+        try:
+            ResourceSlice.from_dict(obj, validate=True)
+        except ValidationError as exc:
+            raise KubeApiError(method, path, 422, str(exc), reason="Invalid") from exc
         if self.drop_taints:
             for device in obj["spec"].get("devices") or []:
                 device.pop("taints", None)
-        self.counter += 1
         self.writes += 1
-        obj["metadata"]["resourceVersion"] = str(self.counter)
-        self.objects[obj["metadata"]["name"]] = obj
-        self.events.append({"type": kind, "object": obj})
-        self.lock.notify_all()
-        return copy.deepcopy(obj)
+        return obj
 
-    def delete(self, name: str) -> dict[str, Any]:
-        with self.lock:
-            obj = self.objects.pop(name)
-            self.events.append({"type": "DELETED", "object": obj})
-            self.lock.notify_all()
-            return obj
-
-    def watch_lines(
-        self, path: str, *, query: Mapping[str, str], timeout_s: float
-    ) -> Iterator[dict[str, Any]]:
-        seen = len(self.events)
-        deadline = time.monotonic() + min(timeout_s, 2.0)
-        while time.monotonic() < deadline:
-            with self.lock:
-                self.lock.wait(timeout=0.1)
-                new = self.events[seen:]
-                seen = len(self.events)
-            yield from new
+    def slices(self) -> dict[str, dict[str, Any]]:
+        """The stored slices by name."""
+        return {o["metadata"]["name"]: o for o in self.kind_items("resourceslices")}
 
 
 def test_publisher_creates_republishes_after_deletion_and_taints_unhealthy_devices(
     tmp_path: Path,
 ) -> None:
     devices = build_inventory(fake_gpus(tmp_path, "4xH100-80GB"))
-    api = FakeSliceApi()
+    api = SliceApi()
 
     async def go() -> None:
         hub = HealthHub("n1")
@@ -267,28 +209,28 @@ def test_publisher_creates_republishes_after_deletion_and_taints_unhealthy_devic
                 if check():
                     return
                 await asyncio.sleep(0.05)
-            raise AssertionError(f"timed out waiting for {what}: {api.objects}")
+            raise AssertionError(f"timed out waiting for {what}: {api.slices()}")
 
-        await until(lambda: len(api.objects) == 1, "first publication")
-        (name,) = api.objects
-        assert api.objects[name]["spec"]["pool"]["generation"] == 1
+        await until(lambda: len(api.slices()) == 1, "first publication")
+        (name,) = api.slices()
+        assert api.slices()[name]["spec"]["pool"]["generation"] == 1
         writes = api.writes
         assert publisher.reconcile_once() is False  # nothing changed: no write
         assert api.writes == writes
 
-        api.delete(name)  # the kubelet wipes the node's slices
-        await until(lambda: len(api.objects) == 1, "republication")
-        (again,) = api.objects.values()
+        api.request("DELETE", f"{SLICES}/{name}")  # the kubelet wipes the node's slices
+        await until(lambda: len(api.slices()) == 1, "republication")
+        (again,) = api.slices().values()
         assert again["spec"]["pool"]["generation"] == 2  # generations are never reused
 
         await hub.mark_unhealthy("gpu-2", message="XID 79", taint_key=TAINT_XID, taint_value="79")
 
         def tainted() -> bool:
-            (obj,) = api.objects.values()
+            (obj,) = api.slices().values()
             return "taints" in obj["spec"]["devices"][2]
 
         await until(tainted, "taint")
-        (obj,) = api.objects.values()
+        (obj,) = api.slices().values()
         assert obj["spec"]["pool"]["generation"] == 3
         assert obj["spec"]["devices"][2]["taints"] == [
             {"key": TAINT_XID, "value": "79", "effect": "NoSchedule"}
@@ -302,7 +244,7 @@ def test_publisher_creates_republishes_after_deletion_and_taints_unhealthy_devic
 
 def test_publisher_writes_once_when_the_server_drops_taints(tmp_path: Path) -> None:
     devices = build_inventory(fake_gpus(tmp_path, "4xH100-80GB"))
-    api = FakeSliceApi(drop_taints=True)
+    api = SliceApi(drop_taints=True)
 
     async def go() -> None:
         hub = HealthHub("n1")
@@ -320,7 +262,7 @@ def test_publisher_writes_once_when_the_server_drops_taints(tmp_path: Path) -> N
         for _ in range(5):
             assert publisher.reconcile_once() is False
         assert api.writes == 1
-        (obj,) = api.objects.values()
+        (obj,) = api.slices().values()
         assert obj["spec"]["pool"]["generation"] == 1
         assert "taints" not in obj["spec"]["devices"][1]
 
@@ -332,15 +274,15 @@ def test_publisher_writes_once_when_the_server_drops_taints(tmp_path: Path) -> N
         assert publisher.reconcile_once() is True
         assert publisher.reconcile_once() is False
         assert api.writes == 2
-        assert api.objects[next(iter(api.objects))]["spec"]["pool"]["generation"] == 2
+        assert api.slices()[next(iter(api.slices()))]["spec"]["pool"]["generation"] == 2
 
         # Someone else's change of the stored slice is repaired (compared afresh).
-        (name,) = api.objects
-        changed = copy.deepcopy(api.objects[name])
+        (name,) = api.slices()
+        changed = copy.deepcopy(api.slices()[name])
         changed["spec"]["devices"] = changed["spec"]["devices"][:1]
-        api.request("PUT", f"/apis/resource.k8s.io/v1/resourceslices/{name}", body=changed)
+        api.request("PUT", f"{SLICES}/{name}", body=changed)
         assert publisher.reconcile_once() is True
-        assert len(api.objects[name]["spec"]["devices"]) == 4
+        assert len(api.slices()[name]["spec"]["devices"]) == 4
         assert publisher.reconcile_once() is False
 
     asyncio.run(go())

@@ -6,6 +6,7 @@ and prepares daemon and channel claims (dra-compute-domain-kubelet-plugin).
 */}}
 {{- define "dra-driver-nvidia-gpu.computeDomainPluginContainer" -}}
 {{- $fake := eq .Values.devices.backend "fake" }}
+{{- $hostImex := eq .Values.resources.computeDomains.imex.mode "hostManaged" }}
 {{- $c := .Values.kubeletPlugin.containers.computeDomains }}
 {{- $healthPort := int $c.healthcheckPort }}
 {{- $pluginDir := printf "%s/compute-domain.nvidia.com" (trimSuffix "/" .Values.kubeletPlugin.kubeletPluginsDirectoryPath) }}
@@ -47,6 +48,17 @@ and prepares daemon and channel claims (dra-compute-domain-kubelet-plugin).
     valueFrom:
       fieldRef:
         fieldPath: metadata.uid
+  {{- include "dra-driver-nvidia-gpu.imexEnv" . | nindent 2 }}
+  - name: IMEX_HOST_SOCKET_PATH
+    value: {{ .Values.resources.computeDomains.imex.hostSocketPath | quote }}
+  # NVIDIA's gpuCliqueLabelEnabled: the plugin labels its node nvidia.com/gpu.clique.
+  - name: GPU_CLIQUE_LABEL_ENABLED
+    value: {{ $c.gpuCliqueLabelEnabled | toString | quote }}
+  {{- if .Values.altProcDevices }}
+  # NVIDIA's altProcDevices: read in place of /proc/devices for the IMEX channels' major.
+  - name: ALT_PROC_DEVICES_PATH
+    value: /alt-proc-devices
+  {{- end }}
   {{- with $c.env }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
@@ -106,15 +118,37 @@ and prepares daemon and channel claims (dra-compute-domain-kubelet-plugin).
   - name: compute-domain-host-dev
     mountPath: /host-dev-root/dev
   {{- end }}
+  {{- if and $fake $hostImex }}
+  # Host-managed IMEX on fake nodes: the stand-in's socket directory (no driver root here).
+  - name: host-imex-socket
+    mountPath: {{ dir .Values.resources.computeDomains.imex.hostSocketPath | quote }}
+  {{- end }}
+  {{- if .Values.altProcDevices }}
+  - name: alt-proc-devices
+    mountPath: /alt-proc-devices
+    readOnly: true
+  {{- end }}
   - name: tmp
     mountPath: /tmp
 {{- end }}
 
 {{- define "dra-driver-nvidia-gpu.computeDomainPluginVolume" -}}
+{{- if and (eq .Values.devices.backend "fake") (eq .Values.resources.computeDomains.imex.mode "hostManaged") }}
+- name: host-imex-socket
+  hostPath:
+    path: {{ dir .Values.resources.computeDomains.imex.hostSocketPath | quote }}
+    type: DirectoryOrCreate
+{{- end }}
 - name: compute-domain-plugin-dir
   hostPath:
     path: {{ printf "%s/compute-domain.nvidia.com" (trimSuffix "/" .Values.kubeletPlugin.kubeletPluginsDirectoryPath) | quote }}
     type: DirectoryOrCreate
+{{- if .Values.altProcDevices }}
+- name: alt-proc-devices
+  hostPath:
+    path: {{ .Values.altProcDevices | quote }}
+    type: File
+{{- end }}
 {{- if ne .Values.devices.backend "fake" }}
 - name: compute-domain-host-dev
   hostPath:

@@ -103,8 +103,9 @@ Values in kubeletPlugin.containers.gpus.securityContext override these defaults 
 {{- end }}
 
 {{/*
-The plugin's feature gates (JSON): gates, name -> default and whether this project acts on it, and
-rules, NVIDIA's dependency rules. The chart's copy of the plugin's table
+The plugin's feature gates (JSON): gates, name -> default, whether this project acts on it and
+(offImplemented, where false) that its off behaviour is not built, and rules, NVIDIA's dependency
+rules. The chart's copy of the plugin's table
 (dra_kubelet_plugin.feature_gates), as are the featureGates properties of values.schema.json;
 a chart test keeps all three equal.
 */}}
@@ -113,15 +114,15 @@ a chart test keeps all three equal.
 "gates": {
   "TimeSlicingSettings": {"default": false, "implemented": true},
   "MPSSupport": {"default": false, "implemented": true},
-  "IMEXDaemonsWithDNSNames": {"default": true, "implemented": false},
+  "IMEXDaemonsWithDNSNames": {"default": true, "implemented": true, "offImplemented": false},
   "PassthroughSupport": {"default": false, "implemented": true},
   "NVMLDeviceHealthCheck": {"default": false, "implemented": false},
   "DynamicMIG": {"default": false, "implemented": true},
-  "ComputeDomainCliques": {"default": true, "implemented": false},
+  "ComputeDomainCliques": {"default": true, "implemented": true, "offImplemented": false},
   "CrashOnNVLinkFabricErrors": {"default": true, "implemented": false},
   "DeviceMetadata": {"default": false, "implemented": true},
   "FabricManagerPartitioning": {"default": false, "implemented": false},
-  "HostManagedIMEXDaemon": {"default": false, "implemented": false},
+  "HostManagedIMEXDaemon": {"default": false, "implemented": true},
   "DRAListTypeAttributes": {"default": false, "implemented": false},
   "ConsumableShares": {"default": false, "implemented": true},
   "ContextualLogging": {"default": true, "implemented": false},
@@ -163,21 +164,15 @@ built yet, one "key: what" line each; empty when nothing.
 {{- $v := .Values }}
 {{- $table := include "dra-driver-nvidia-gpu.gateTable" . | fromJson }}
 {{- range $name := keys $v.featureGates | sortAlpha }}
-{{- if not (index $table.gates $name "implemented") }}
+{{- $gate := index $table.gates $name }}
+{{- if not $gate.implemented }}
 featureGates.{{ $name }}={{ get $v.featureGates $name }}: the plugin accepts the gate, nothing acts on it yet
+{{- else if and (not (get $v.featureGates $name)) (hasKey $gate "offImplemented") (not $gate.offImplemented) }}
+featureGates.{{ $name }}=false: NVIDIA's off behaviour is not built; the driver behaves as with true
 {{- end }}
-{{- end }}
-{{- if $v.altProcDevices }}
-altProcDevices: the compute domain plugin does not read /proc/devices (fake channels are backed by /dev/null)
 {{- end }}
 {{- if $v.maskNvidiaDriverParams }}
 maskNvidiaDriverParams: the driver's params file is not masked
-{{- end }}
-{{- if and $v.resources.computeDomains.enabled (ne $v.resources.computeDomains.imex.mode "driverManaged") }}
-resources.computeDomains.imex.mode={{ $v.resources.computeDomains.imex.mode }}: only driverManaged is built; no controller or domain daemons are installed
-{{- end }}
-{{- if and $v.resources.computeDomains.enabled $v.kubeletPlugin.containers.computeDomains.gpuCliqueLabelEnabled }}
-kubeletPlugin.containers.computeDomains.gpuCliqueLabelEnabled: the nvidia.com/gpu.clique label is not set
 {{- end }}
 {{- if $v.kubeletPlugin.networkPolicy.enabled }}
 kubeletPlugin.networkPolicy.enabled: no NetworkPolicy is installed
@@ -185,4 +180,22 @@ kubeletPlugin.networkPolicy.enabled: no NetworkPolicy is installed
 {{- if $v.controller.networkPolicy.enabled }}
 controller.networkPolicy.enabled: no NetworkPolicy is installed
 {{- end }}
+{{- end }}
+
+{{/* featureGates as the components' --feature-gates value: Gate=true,Other=false (sorted). */}}
+{{- define "dra-driver-nvidia-gpu.featureGatesValue" -}}
+{{- range $i, $k := keys .Values.featureGates | sortAlpha }}{{ if $i }},{{ end }}{{ $k }}={{ get $.Values.featureGates $k }}{{ end }}
+{{- end }}
+
+{{/*
+NVIDIA's IMEX settings of the compute-domain controller and plugin (environment): the mode,
+the isolation and the feature gates (HostManagedIMEXDaemon unlocks hostManaged).
+*/}}
+{{- define "dra-driver-nvidia-gpu.imexEnv" -}}
+- name: IMEX_MODE
+  value: {{ .Values.resources.computeDomains.imex.mode | quote }}
+- name: IMEX_ISOLATION
+  value: {{ .Values.resources.computeDomains.imex.isolation | quote }}
+- name: FEATURE_GATES
+  value: {{ include "dra-driver-nvidia-gpu.featureGatesValue" . | quote }}
 {{- end }}

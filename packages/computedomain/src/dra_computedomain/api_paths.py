@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from dra_kubelet_plugin.core.kube import path_segment
+from dra_kube_client import path_segment
 
 __all__ = [
     "KIND_PATHS",

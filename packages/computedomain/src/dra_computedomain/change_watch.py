@@ -15,8 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dra_kubelet_plugin.core.errors import KubeApiError
-from dra_kubelet_plugin.core.kube import JsonTransport
+from dra_kube_client import JsonTransport, KubeApiError
 
 __all__ = ["ChangeWatch", "Watched", "resource_version_after"]
 

@@ -58,10 +58,21 @@ def missing_channels(minors: Iterable[int], exists: Callable[[str], bool]) -> tu
 class ChannelNodes:
     """Creates missing channel nodes below ``dev_root`` (where this process sees host /dev)."""
 
-    def __init__(self, dev_root: Path = Path("/"), proc_root: Path = Path("/proc")) -> None:
-        """``dev_root`` "/" means paths as they are; ``proc_root`` holds ``devices``."""
+    def __init__(
+        self,
+        dev_root: Path = Path("/"),
+        proc_root: Path = Path("/proc"),
+        *,
+        proc_devices: Path | None = None,
+    ) -> None:
+        """``dev_root`` "/" means paths as they are; ``proc_root`` holds ``devices``.
+
+        ``proc_devices``: a file read in place of ``<proc_root>/devices`` (NVIDIA's
+        ``ALT_PROC_DEVICES_PATH``, chart value ``altProcDevices``: a mock NVML node whose
+        kernel lists no NVIDIA devices).
+        """
         self._dev_root = dev_root
-        self._proc_devices = proc_root / "devices"
+        self._proc_devices = proc_devices or proc_root / "devices"
 
     def _exists(self, path: str) -> bool:
         return (self._dev_root / path.lstrip("/")).exists()

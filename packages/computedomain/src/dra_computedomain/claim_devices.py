@@ -35,11 +35,18 @@ DAEMON_DEVICE = "daemon-0"
 CHANNEL_DEVICE = "channel-0"
 
 
-def slice_devices() -> list[dict[str, Any]]:
-    """The devices of this node's ``compute-domain.nvidia.com`` ResourceSlice."""
+def slice_devices(*, daemons: bool = True) -> list[dict[str, Any]]:
+    """The devices of this node's ``compute-domain.nvidia.com`` ResourceSlice (``daemons``
+    False: host-managed IMEX, no daemon slot)."""
+    channel = {
+        "name": CHANNEL_DEVICE,
+        "attributes": {"type": {"string": "channel"}, "id": {"int": 0}},
+    }
+    if not daemons:
+        return [channel]
     return [
         {"name": DAEMON_DEVICE, "attributes": {"type": {"string": "daemon"}, "id": {"int": 0}}},
-        {"name": CHANNEL_DEVICE, "attributes": {"type": {"string": "channel"}, "id": {"int": 0}}},
+        channel,
     ]
 
 

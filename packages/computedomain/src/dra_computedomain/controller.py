@@ -13,8 +13,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from dra_api_types import ComputeDomain, ComputeDomainClique
-from dra_kubelet_plugin.core.errors import KubeApiError
-from dra_kubelet_plugin.core.kube import JsonTransport
+from dra_kube_client import JsonTransport, KubeApiError
 
 from .api_paths import Permission, collection_path, node_path, object_path
 from .change_watch import Watched
@@ -49,11 +48,13 @@ CLUSTER_REQUESTS: Final[frozenset[Permission]] = frozenset(
         ("resource.nvidia.com", "computedomains", "watch"),
         ("resource.nvidia.com", "computedomains", "get"),
         ("resource.nvidia.com", "computedomains", "patch"),
+        ("resource.nvidia.com", "computedomains", "update"),
         ("resource.nvidia.com", "computedomains/status", "patch"),
         ("resource.k8s.io", "resourceclaimtemplates", "list"),
         ("resource.k8s.io", "resourceclaimtemplates", "get"),
         ("resource.k8s.io", "resourceclaimtemplates", "create"),
         ("resource.k8s.io", "resourceclaimtemplates", "patch"),
+        ("resource.k8s.io", "resourceclaimtemplates", "update"),
         ("resource.k8s.io", "resourceclaimtemplates", "delete"),
         ("", "nodes", "list"),
         ("", "nodes", "watch"),
@@ -68,6 +69,7 @@ NAMESPACE_REQUESTS: Final[frozenset[Permission]] = frozenset(
         ("apps", "daemonsets", "get"),
         ("apps", "daemonsets", "create"),
         ("apps", "daemonsets", "patch"),
+        ("apps", "daemonsets", "update"),
         ("apps", "daemonsets", "delete"),
         ("resource.nvidia.com", "computedomaincliques", "list"),
         ("resource.nvidia.com", "computedomaincliques", "watch"),
@@ -290,17 +292,26 @@ class ComputeDomainController:
         if add == (FINALIZER in finalizers):
             return
         finalizers = [*finalizers, FINALIZER] if add else [f for f in finalizers if f != FINALIZER]
+        rv = obj["metadata"]["resourceVersion"]
+        obj["metadata"]["finalizers"] = finalizers
+        try:
+            # An update of the object as read, not a patch: the API server compares the opaque
+            # parameters of a ResourceClaimTemplate byte by byte, and a patch re-serializes
+            # them (compact JSON), which differs from what this client sent at create time
+            # ("spec: field is immutable"); sent back the way they were sent, they are equal.
+            # The resourceVersion in ``obj`` makes it optimistic (409: the next pass decides).
+            self._transport.request("PUT", path, body=obj)
+        except KubeApiError as exc:
+            if exc.status == 422:
+                # Made by a client that serializes compactly (a Go controller): the patch fits.
+                self._patch_finalizers(path, rv, finalizers)
+            elif exc.status not in (404, 409):
+                raise
+
+    def _patch_finalizers(self, path: str, rv: str, finalizers: list[str]) -> None:
         patch = [
-            {
-                "op": "test",
-                "path": "/metadata/resourceVersion",
-                "value": obj["metadata"]["resourceVersion"],
-            },
-            {
-                "op": "replace" if "finalizers" in obj["metadata"] else "add",
-                "path": "/metadata/finalizers",
-                "value": finalizers,
-            },
+            {"op": "test", "path": "/metadata/resourceVersion", "value": rv},
+            {"op": "add", "path": "/metadata/finalizers", "value": finalizers},
         ]
         try:
             self._transport.request(

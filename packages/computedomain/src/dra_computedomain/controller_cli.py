@@ -17,12 +17,15 @@ import time
 from collections.abc import Sequence
 from types import FrameType
 
+from dra_kube_client import KubeConfigError, KubeTransport
 from dra_kubelet_plugin.core.errors import ConfigurationError
-from dra_kubelet_plugin.core.kube import KubeTransport
 from dra_kubelet_plugin.core.logs import configure_logging
+from dra_kubelet_plugin.feature_gates import parse_feature_gates
 
 from .change_watch import ChangeWatch
 from .controller import ComputeDomainController
+from .gate_log import log_unbuilt_gates
+from .host_imex import DRIVER_MANAGED, check_imex_mode
 from .leader import LeaseElector, LeaseTimings
 from .manifests import DaemonSettings
 from .names import LEASE_NAME, MAX_NODES_PER_IMEX_DOMAIN
@@ -78,6 +81,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=_env("IMEX_BACKEND", "real"),
         help="real: nvidia-imex; fake: this project's stand-in (fake GPU nodes)",
     )
+    p.add_argument("--feature-gates", default=_env("FEATURE_GATES", ""), help="NVIDIA's gates")
+    p.add_argument(
+        "--imex-mode",
+        default=_env("IMEX_MODE", DRIVER_MANAGED),
+        help="driverManaged: a daemon DaemonSet per domain; hostManaged: the hosts run IMEX",
+    )
+    p.add_argument("--imex-isolation", default=_env("IMEX_ISOLATION", "domain"))
     p.add_argument("--pod-name", default=_env("POD_NAME", socket.gethostname()))
     p.add_argument(
         "--resync-period",
@@ -134,10 +144,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     try:
+        gates, _ = parse_feature_gates(args.feature_gates)
+        host_managed = check_imex_mode(args.imex_mode, args.imex_isolation, gates)
         transport = KubeTransport.from_kubeconfig(args.kubeconfig or None)
-    except ConfigurationError as exc:
+    except (ConfigurationError, KubeConfigError) as exc:
         print(f"dra-compute-domain-controller: {exc}", file=sys.stderr)
         return 2
+    log_unbuilt_gates(args.feature_gates, log)
     secrets = tuple(s for s in args.cd_daemon_image_pull_secret_names.split(",") if s)
     settings = DaemonSettings(
         namespace=args.namespace,
@@ -147,6 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_nodes_per_imex_domain=args.max_nodes_per_imex_domain,
         log_verbosity=args.log_verbosity_cd_daemon,
         imex_backend=args.imex_backend,
+        host_managed_imex=host_managed,
     )
     stop = threading.Event()
 

@@ -12,8 +12,7 @@ import threading
 from typing import Any, Final
 
 from dra_api_types import ComputeDomainClique, ComputeDomainDaemonInfo
-from dra_kubelet_plugin.core.errors import KubeApiError
-from dra_kubelet_plugin.core.kube import JsonTransport
+from dra_kube_client import JsonTransport, KubeApiError
 
 from .api_paths import Permission, collection_path, object_path
 from .clique import deregister, dns_mapping, register

@@ -28,14 +28,13 @@ def _check(env: DaemonEnv) -> int:
 
 def _run(env: DaemonEnv, kubeconfig: str | None) -> int:
     # Imported here: `check` (the probe, every second) must not pay for them.
-    from dra_kubelet_plugin.core.errors import ConfigurationError
-    from dra_kubelet_plugin.core.kube import KubeTransport
+    from dra_kube_client import KubeConfigError, KubeTransport
 
     from .daemon import DomainDaemon
 
     try:
         transport = KubeTransport.from_kubeconfig(kubeconfig)
-    except ConfigurationError as exc:
+    except KubeConfigError as exc:
         print(f"dra-compute-domain-daemon: {exc}", file=sys.stderr)
         return 2
     stop = threading.Event()

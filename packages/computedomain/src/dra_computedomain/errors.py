@@ -124,3 +124,7 @@ class ChannelDeviceError(PrepareError):
         super().__init__(claim, f"IMEX channel device node {node}: {reason}")
         self.node = node
         self.reason = reason
+
+
+class HostImexNotReadyError(PrepareError):
+    """Host-managed IMEX: the host's ``nvidia-imex`` is not reachable or not READY yet."""

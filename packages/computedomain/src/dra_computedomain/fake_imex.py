@@ -9,6 +9,8 @@ the domain daemon relies on:
 * ``dra-fake-imex ctl -c imexd.cfg -q`` asks it for readiness and prints ``READY`` (exit 0)
   or ``NOT_READY`` (exit 1), as ``nvidia-imex-ctl -q`` does; ``-N`` lists the nodes config
   with the address each name resolves to.
+* With ``IMEX_CMD_UNIX_DOMAIN_PATH`` in the config the daemon serves that Unix socket instead
+  of the port, and ``ctl -q --u=PATH`` asks there, as for a host-managed ``nvidia-imex``.
 
 Faults for tests: ``FAKE_IMEX_READY_AFTER_S`` delays readiness, ``FAKE_IMEX_NEVER_READY=1``
 never gets there; ``--hosts-file`` replaces ``/etc/hosts``.
@@ -105,20 +107,41 @@ class FakeImexDaemon:
                 line = self.rfile.readline().decode().strip()
                 self.wfile.write((daemon.answer(line) + "\n").encode())
 
-        host = self.config.get("IMEX_CMD_BIND_INTERFACE_IP") or "127.0.0.1"
-        socketserver.TCPServer.allow_reuse_address = True
-        with socketserver.TCPServer((host, int(self.config["IMEX_CMD_PORT"])), Handler) as srv:
+        unix = self.config.get("IMEX_CMD_UNIX_DOMAIN_PATH")
+        server: socketserver.BaseServer
+        if unix:
+            Path(unix).unlink(missing_ok=True)
+            server = socketserver.UnixStreamServer(unix, Handler)
+            where = unix
+        else:
+            host = self.config.get("IMEX_CMD_BIND_INTERFACE_IP") or "127.0.0.1"
+            socketserver.TCPServer.allow_reuse_address = True
+            server = socketserver.TCPServer((host, int(self.config["IMEX_CMD_PORT"])), Handler)
+            where = f"{host}:{self.config['IMEX_CMD_PORT']}"
+        with server as srv:
             srv.timeout = 0.2
-            print(f"fake-imex: serving {host}:{self.config['IMEX_CMD_PORT']}", flush=True)
+            print(f"fake-imex: serving {where}", flush=True)
             while not stop.is_set():
                 srv.handle_request()
+        if unix:
+            Path(unix).unlink(missing_ok=True)
 
 
-def query(config_path: Path, command: str, *, timeout_s: float = 5.0) -> str:
-    """Send ``command`` to the daemon configured by ``config_path``; its reply."""
-    config = parse_config(str(config_path), config_path.read_text())
-    host = config.get("IMEX_CMD_BIND_INTERFACE_IP") or "127.0.0.1"
-    with socket.create_connection((host, int(config["IMEX_CMD_PORT"])), timeout=timeout_s) as s:
+def query(
+    config_path: Path | None, command: str, *, unix: Path | None = None, timeout_s: float = 5.0
+) -> str:
+    """Send ``command`` to the daemon configured by ``config_path`` (or listening on the
+    ``unix`` socket); its reply."""
+    if unix is not None:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(timeout_s)
+        s.connect(str(unix))
+    else:
+        assert config_path is not None
+        config = parse_config(str(config_path), config_path.read_text())
+        host = config.get("IMEX_CMD_BIND_INTERFACE_IP") or "127.0.0.1"
+        s = socket.create_connection((host, int(config["IMEX_CMD_PORT"])), timeout=timeout_s)
+    with s:
         s.sendall(command.encode() + b"\n")
         chunks = []
         while chunk := s.recv(65536):
@@ -157,15 +180,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     d.add_argument("-c", "--config", type=Path, required=True)
     d.add_argument("--hosts-file", type=Path, default=Path("/etc/hosts"))
     c = sub.add_parser("ctl", help="the nvidia-imex-ctl stand-in")
-    c.add_argument("-c", "--config", type=Path, required=True)
+    c.add_argument("-c", "--config", type=Path)
+    c.add_argument("--u", dest="unix", type=Path, help="the daemon's Unix command socket")
     what = c.add_mutually_exclusive_group(required=True)
     what.add_argument("-q", action="store_true", help="print READY or NOT_READY")
     what.add_argument("-N", action="store_true", help="list the nodes config")
     args = parser.parse_args(argv)
+    if args.command == "ctl" and args.config is None and args.unix is None:
+        parser.error("ctl needs -c CONFIG or --u SOCKET")
     try:
         if args.command == "daemon":
             return _daemon(args.config, args.hosts_file)
-        reply = query(args.config, "QUERY" if args.q else "NODES")
+        reply = query(args.config, "QUERY" if args.q else "NODES", unix=args.unix)
     except (OSError, ImexConfigError) as exc:
         print(f"dra-fake-imex: {exc}", file=sys.stderr)
         return 1

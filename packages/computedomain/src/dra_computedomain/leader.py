@@ -11,8 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from dra_kubelet_plugin.core.errors import KubeApiError
-from dra_kubelet_plugin.core.kube import JsonTransport, path_segment
+from dra_kube_client import JsonTransport, KubeApiError, path_segment
 
 __all__ = ["LeaseElector", "LeaseTimings", "decide"]
 

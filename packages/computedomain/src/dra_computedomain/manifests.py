@@ -54,6 +54,8 @@ class DaemonSettings:
     #: ``real`` runs nvidia-imex, ``fake`` this project's stand-in (fake GPU nodes).
     imex_backend: str = "real"
     extra_env: dict[str, str] = field(default_factory=dict)
+    #: host-managed IMEX (``--imex-mode=hostManaged``): no daemons at all, the hosts run IMEX
+    host_managed_imex: bool = False
 
 
 def domain_ref(domain: ComputeDomain) -> str:
@@ -99,10 +101,12 @@ def _template(
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",
-        # No finalizer (NVIDIA puts one): the API server refuses every update of a template
-        # whose opaque parameters it did not serialize itself ("spec: field is immutable"), so
-        # one could never be removed. The controller deletes its templates explicitly.
-        "metadata": {"name": name, "namespace": namespace, "labels": _labels(uid, target)},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": _labels(uid, target),
+            "finalizers": [FINALIZER],
+        },
         "spec": {
             "metadata": {"labels": _labels(uid, target)},
             "spec": {

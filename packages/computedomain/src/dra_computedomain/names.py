@@ -15,6 +15,7 @@ __all__ = [
     "DAEMON_SERVICE_ACCOUNT",
     "DEFAULT_CHANNEL_CLASS",
     "FINALIZER",
+    "GPU_CLIQUE_LABEL",
     "LEASE_NAME",
     "MAX_CHANNELS",
     "MAX_NODES_PER_IMEX_DOMAIN",
@@ -38,6 +39,8 @@ TARGET_DAEMON: Final = "Daemon"
 TARGET_WORKLOAD: Final = "Workload"
 #: On daemon pods: the node's clique ID ("" on nodes without NVLink fabric).
 CLIQUE_ID_POD_LABEL: Final = "resource.nvidia.com/computeDomain.cliqueID"
+#: On nodes, with --gpu-clique-label-enabled: the node's clique ID (NVIDIA's, in place of GFD's).
+GPU_CLIQUE_LABEL: Final = "nvidia.com/gpu.clique"
 #: On ComputeDomains and every object the controller makes for one.
 FINALIZER: Final = "resource.nvidia.com/computeDomain"
 

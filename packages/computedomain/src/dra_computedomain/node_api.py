@@ -11,11 +11,10 @@ import logging
 from typing import Final
 
 from dra_api_types import ComputeDomain, ComputeDomainClique
-from dra_kubelet_plugin.core.errors import KubeApiError
-from dra_kubelet_plugin.core.kube import JsonTransport
+from dra_kube_client import JsonTransport, KubeApiError
 
 from .api_paths import Permission, collection_path, node_path, object_path
-from .names import COMPUTE_DOMAIN_LABEL, clique_object_name
+from .names import COMPUTE_DOMAIN_LABEL, GPU_CLIQUE_LABEL, clique_object_name
 
 __all__ = ["REQUESTS", "NodeApi"]
 
@@ -100,3 +99,18 @@ class NodeApi:
                 return
             raise
         log.info("node unlabelled", extra={"event": "node_unlabelled", "domain_uid": domain_uid})
+
+    def set_clique_label(self, clique_id: str) -> None:
+        """Put the node's clique ID in its ``nvidia.com/gpu.clique`` label (NVIDIA's, replacing
+        GFD's); a node without a clique loses the label (a stale one would attract pods)."""
+        patch = {"metadata": {"labels": {GPU_CLIQUE_LABEL: clique_id or None}}}
+        self._transport.request(
+            "PATCH",
+            node_path(self.node_name),
+            body=patch,
+            content_type="application/merge-patch+json",
+        )
+        log.info(
+            "clique label set" if clique_id else "clique label removed",
+            extra={"event": "clique_label", "label": GPU_CLIQUE_LABEL, "clique_id": clique_id},
+        )

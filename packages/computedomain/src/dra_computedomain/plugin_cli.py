@@ -20,7 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from dra_kubelet_plugin.core.errors import ConfigurationError, KubeApiError, PluginError
+from dra_kube_client import KubeApiError
+from dra_kubelet_plugin.core.errors import ConfigurationError, PluginError
 from dra_kubelet_plugin.core.health import HealthHub
 from dra_kubelet_plugin.core.logs import configure_logging
 from dra_kubelet_plugin.core.runner import PluginRunner
@@ -30,11 +31,14 @@ from dra_kubelet_plugin.core.settings import (
     common_flags,
     common_settings_from_args,
 )
+from dra_kubelet_plugin.feature_gates import parse_feature_gates
 from dra_nvlib import DeviceLibConfig, NvlibError, open_device_lib
 
 from .channel_nodes import ChannelNodes
 from .clique_id import node_clique_id
 from .errors import CliqueIdError
+from .gate_log import log_unbuilt_gates
+from .host_imex import DRIVER_MANAGED, HostImex, check_imex_mode
 from .names import COMPUTE_DOMAIN_DRIVER
 from .node_api import NodeApi
 from .plugin_driver import (
@@ -62,6 +66,12 @@ class PluginSettings:
     driver_root: Path
     dev_root: Path = Path("/")
     proc_root: Path = Path("/proc")
+    #: read in place of ``<proc_root>/devices`` (NVIDIA's ``ALT_PROC_DEVICES_PATH``)
+    alt_proc_devices: Path | None = None
+    #: label the node ``nvidia.com/gpu.clique`` with its clique ID (NVIDIA's, off by default)
+    gpu_clique_label: bool = False
+    #: host-managed IMEX (``--imex-mode=hostManaged``): the host's daemon, else None
+    host_imex: HostImex | None = None
 
 
 def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
@@ -75,6 +85,27 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         ("--nvidia-driver-root", "NVIDIA_DRIVER_ROOT", "/", "where the NVIDIA driver is"),
         ("--dev-root", "DEV_ROOT", "/", "where this process sees the host's /dev (channel nodes)"),
         ("--proc-root", "PROC_ROOT", "/proc", "where this process sees /proc (devices majors)"),
+        (
+            "--alt-proc-devices-path",
+            "ALT_PROC_DEVICES_PATH",
+            "",
+            "file read in place of <proc-root>/devices (NVIDIA's, for mock NVML nodes)",
+        ),
+        ("--feature-gates", "FEATURE_GATES", "", "Gate=true|false,... (NVIDIA's gates)"),
+        ("--imex-mode", "IMEX_MODE", DRIVER_MANAGED, "driverManaged or hostManaged (NVIDIA's)"),
+        ("--imex-isolation", "IMEX_ISOLATION", "domain", "domain (channel is not supported)"),
+        (
+            "--imex-host-socket-path",
+            "IMEX_HOST_SOCKET_PATH",
+            "/etc/nvidia-imex/imex_ctrl.sock",
+            "hostManaged: the host nvidia-imex's command socket, below the driver root",
+        ),
+        (
+            "--gpu-clique-label-enabled",
+            "GPU_CLIQUE_LABEL_ENABLED",
+            "false",
+            "true: label the node nvidia.com/gpu.clique=<clique ID> at start (NVIDIA's)",
+        ),
     )
     add_flags(parser, [*common_flags(COMPUTE_DOMAIN_DRIVER).values(), *own], environ)
     return parser
@@ -87,6 +118,24 @@ def settings_from_args(args: argparse.Namespace) -> PluginSettings:
         raise ConfigurationError("--device-backend", f"{args.device_backend!r}: nvml or fake")
     if common.claims_directory is not None:
         raise ConfigurationError("--claims-directory", "the compute-domain plugin needs an API")
+    alt = args.alt_proc_devices_path
+    if alt and not Path(alt).is_absolute():
+        raise ConfigurationError("--alt-proc-devices-path", f"{alt!r} must be an absolute path")
+    gates, _ = parse_feature_gates(args.feature_gates)
+    host = check_imex_mode(args.imex_mode, args.imex_isolation, gates)
+    fake = args.device_backend == "fake"
+    host_imex = (
+        HostImex(
+            socket_path=args.imex_host_socket_path,
+            driver_root=Path(args.nvidia_driver_root),
+            fake=fake,
+        )
+        if host
+        else None
+    )
+    label = str(args.gpu_clique_label_enabled).strip().lower()
+    if label not in ("true", "false"):
+        raise ConfigurationError("--gpu-clique-label-enabled", f"{label!r}: true or false")
     return PluginSettings(
         common=common,
         namespace=args.namespace,
@@ -96,6 +145,9 @@ def settings_from_args(args: argparse.Namespace) -> PluginSettings:
         driver_root=Path(args.nvidia_driver_root),
         dev_root=Path(args.dev_root),
         proc_root=Path(args.proc_root),
+        alt_proc_devices=Path(alt) if alt else None,
+        gpu_clique_label=label == "true",
+        host_imex=host_imex,
     )
 
 
@@ -143,13 +195,18 @@ async def run(settings: PluginSettings, stop: asyncio.Event) -> None:
         await runner.connect()
         assert runner.transport is not None  # no --claims-directory (checked)
         api = NodeApi(runner.transport, node_name=s.node_name, driver_namespace=settings.namespace)
+        if settings.gpu_clique_label:
+            await asyncio.to_thread(api.set_clique_label, clique_id)
         domains_dir = runner.plugin_dir / "domains"
         driver = ComputeDomainDriver(
             api,
             clique_id=clique_id,
             domains_dir=domains_dir,
             fake=settings.device_backend == "fake",
-            channel_nodes=ChannelNodes(settings.dev_root, settings.proc_root),
+            channel_nodes=ChannelNodes(
+                settings.dev_root, settings.proc_root, proc_devices=settings.alt_proc_devices
+            ),
+            host_imex=settings.host_imex,
         )
         engine = ComputeDomainEngine(driver=driver, **runner.engine_parts())
         await engine.start()
@@ -157,7 +214,9 @@ async def run(settings: PluginSettings, stop: asyncio.Event) -> None:
         await runner.register()
         await runner.serve_endpoints()
         runner.publish(
-            lambda generation: compute_domain_slices(s.node_name, runner.node_uid, generation),
+            lambda generation: compute_domain_slices(
+                s.node_name, runner.node_uid, generation, daemons=settings.host_imex is None
+            ),
             health=HealthHub(s.node_name),
         )
         runner.cleanup_periodically(engine)
@@ -178,6 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigurationError as exc:
         log.error(str(exc), extra={"event": "bad_settings", "setting": exc.setting})
         return 2
+    log_unbuilt_gates(args.feature_gates, log)
 
     async def _main() -> None:
         stop = asyncio.Event()
@@ -188,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         asyncio.run(_main())
-    except (PluginError, NvlibError, CliqueIdError) as exc:
+    except (PluginError, KubeApiError, NvlibError, CliqueIdError) as exc:
         log.error(str(exc), extra={"event": "fatal", "error_type": type(exc).__name__})
         return 1
     with contextlib.suppress(Exception):

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from dra_api_types import (
+    ComputeDomain,
     ComputeDomainChannelConfig,
     ComputeDomainDaemonConfig,
     ResourceClaim,
@@ -61,7 +62,8 @@ from .channel_prepare import (
     decide_channel,
 )
 from .claim_devices import CHANNEL_DEVICE, DAEMON_DEVICE, slice_devices
-from .errors import ChannelDeviceError, DomainNotFoundError, PrepareError
+from .errors import ChannelDeviceError, DomainNotFoundError, HostImexNotReadyError, PrepareError
+from .host_imex import HostImex
 from .names import COMPUTE_DOMAIN_DRIVER
 from .node_api import NodeApi
 
@@ -86,9 +88,10 @@ def compute_domain_identity() -> DriverIdentity:
 
 
 def compute_domain_slices(
-    node_name: str, node_uid: str | None, generation: int
+    node_name: str, node_uid: str | None, generation: int, *, daemons: bool = True
 ) -> list[dict[str, Any]]:
-    """The node's one ``compute-domain.nvidia.com`` ResourceSlice: ``daemon-0``, ``channel-0``."""
+    """The node's one ``compute-domain.nvidia.com`` ResourceSlice: ``daemon-0``, ``channel-0``
+    (only ``channel-0`` with host-managed IMEX, ``daemons`` False)."""
     metadata: dict[str, Any] = {"generateName": f"{node_name}-{COMPUTE_DOMAIN_DRIVER}-"}
     if node_uid:
         metadata["ownerReferences"] = [
@@ -109,7 +112,7 @@ def compute_domain_slices(
                 "driver": COMPUTE_DOMAIN_DRIVER,
                 "nodeName": node_name,
                 "pool": {"name": node_name, "generation": generation, "resourceSliceCount": 1},
-                "devices": slice_devices(),
+                "devices": slice_devices(daemons=daemons),
             },
         }
     ]
@@ -175,13 +178,16 @@ class ComputeDomainDriver:
         domains_dir: Path,
         fake: bool,
         channel_nodes: ChannelNodes | None = None,
+        host_imex: HostImex | None = None,
     ) -> None:
         """``domains_dir``: the per-domain IMEX config directories (a host path, for CDI).
 
         ``channel_nodes`` creates missing channel device nodes on real nodes (default: below
         ``/dev``); fake nodes use ``/dev/null`` stand-ins and never create any.
+        ``host_imex``: host-managed IMEX (no daemons; channel prepares wait for the host's).
         """
         self.api = api
+        self.host_imex = host_imex
         self._channel_nodes = None if fake else (channel_nodes or ChannelNodes())
         self.clique_id = clique_id
         self._domains_dir = domains_dir
@@ -253,6 +259,8 @@ class ComputeDomainDriver:
             allocation_mode=str(state.get("allocationMode", "Single")),
         )
         domain = await asyncio.to_thread(self.api.domain, domain_uid)
+        if self.host_imex is not None:
+            return await self._host_channel(ref, claim, domain, generation)
         label, resource_version = await asyncio.to_thread(self.api.node_label)
         node = NodeView(name=self.api.node_name, clique_id=self.clique_id, label=label)
         cliques = (
@@ -287,6 +295,33 @@ class ComputeDomainDriver:
         self.prepared[ref.uid] = domain_uid
         return channel_edits(claim.allocation_mode, self.clique_id, fake=self._fake)
 
+    async def _host_channel(
+        self,
+        ref: ClaimRef,
+        claim: ChannelClaim,
+        domain: ComputeDomain | None,
+        generation: object,
+    ) -> ContainerEdits:
+        """Host-managed IMEX: no node label (the host's IMEX domain is every domain's), the
+        host daemon READY instead of a domain daemon, then the same channel nodes."""
+        assert self.host_imex is not None
+        node = NodeView(name=self.api.node_name, clique_id=self.clique_id, label=None)
+        host = self.host_imex
+        ready = domain is not None and await asyncio.to_thread(host.ready)
+        decision = decide_channel(claim, domain, node, daemon_ready=True)
+        if decision.error is not None:
+            raise decision.error
+        if not ready:
+            raise HostImexNotReadyError(
+                claim.ref,
+                f"host-managed IMEX on node {node.name}: nvidia-imex at {host.socket_path} "
+                "is not reachable or not READY",
+            )
+        if self._channel_nodes is not None and self.clique_id:
+            await asyncio.to_thread(self._channel_nodes.ensure, claim.ref, claim.allocation_mode)
+        self._check(ref, generation)
+        return channel_edits(claim.allocation_mode, self.clique_id, fake=self._fake)
+
     async def _daemon(self, ref: ClaimRef, state: Mapping[str, Any]) -> ContainerEdits:
         domain_uid = str(state["domainUID"])
         domain = await asyncio.to_thread(self.api.domain, domain_uid)
@@ -316,7 +351,8 @@ class ComputeDomainDriver:
         return domain_uid in self.prepared.values() or domain_uid in self.waiting.values()
 
     async def _release(self, domain_uid: str) -> None:
-        if not self._users(domain_uid):
+        # Host-managed IMEX labels no node: nothing to take off.
+        if self.host_imex is None and not self._users(domain_uid):
             await asyncio.to_thread(self.api.remove_label, domain_uid)
 
     async def unprepare(self, entry: PreparedClaim) -> None:

@@ -230,11 +230,12 @@ def _ensure(domain: ComputeDomain, observed: Observed, settings: DaemonSettings)
     if FINALIZER not in (domain.metadata.finalizers or []):
         actions.append(AddFinalizer(ns, name))
     try:
-        wanted = [
-            ("DaemonSet", daemon_set(domain, settings)),
-            ("ResourceClaimTemplate", daemon_claim_template(domain, settings)),
-            ("ResourceClaimTemplate", workload_claim_template(domain)),
-        ]
+        wanted = [("ResourceClaimTemplate", workload_claim_template(domain))]
+        if not settings.host_managed_imex:
+            wanted[:0] = [
+                ("DaemonSet", daemon_set(domain, settings)),
+                ("ResourceClaimTemplate", daemon_claim_template(domain, settings)),
+            ]
     except SpecError as exc:
         return [*actions, _event(domain, "Warning", "InvalidSpec", str(exc))]
     existing = {(o.kind, o.namespace, o.name): o for o in observed.objects}
@@ -291,6 +292,10 @@ def _ensure(domain: ComputeDomain, observed: Observed, settings: DaemonSettings)
                 )
             )
     status = aggregate_status(domain, mine_cliques, pods)
+    if settings.host_managed_imex:
+        # No daemons report: the hosts' IMEX is outside the driver's view (each channel
+        # prepare checks its node's), so the domain is Ready with no nodes listed.
+        status.status, status.nodes = READY, []
     if conflict:
         status.status = "NotReady"
     if status_changed(domain, status):

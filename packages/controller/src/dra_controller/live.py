@@ -1,14 +1,15 @@
 """Fetching the objects ``kubectl dra explain`` needs from a live cluster.
 
-Requests go through :mod:`dra_controller.kube` (the ``kubernetes`` client as transport
+Requests go through :mod:`dra_kube_client` (the ``kubernetes`` client as transport
 only): responses are read as raw JSON and parsed leniently like everything else, because
 its generated models reject fields newer than the client.
 """
 
 from __future__ import annotations
 
+from dra_kube_client import JsonTransport, KubeApiError, KubeConfigError, KubeTransport
+
 from .inputs import Document
-from .kube.transport import ApiError, ApiTransport, load_transport
 
 _LISTS = [
     ("/apis/resource.k8s.io/v1/deviceclasses", "resource.k8s.io/v1", "DeviceClass"),
@@ -28,19 +29,19 @@ class LiveClusterError(Exception):
 def fetch_documents(*, namespace: str, pod: str | None, context: str | None) -> list[Document]:
     """Classes, slices, all claims, DeviceTaintRules, nodes, and the pod if asked."""
     try:
-        transport = load_transport(context=context, in_cluster=False)
-    except ApiError as exc:
+        transport = KubeTransport.from_kubeconfig(context=context, in_cluster=False)
+    except KubeConfigError as exc:
         raise LiveClusterError(f"cannot load kubeconfig: {exc.message}") from exc
     return fetch_with(transport, namespace=namespace, pod=pod)
 
 
-def fetch_with(transport: ApiTransport, *, namespace: str, pod: str | None) -> list[Document]:
+def fetch_with(transport: JsonTransport, *, namespace: str, pod: str | None) -> list[Document]:
     """:func:`fetch_documents` through a given transport."""
     docs: list[Document] = []
     for path, api_version, kind in _LISTS:
         try:
             body = transport.request("GET", path)
-        except ApiError as exc:
+        except KubeApiError as exc:
             if exc.status == 404 and kind in _OPTIONAL:
                 continue
             raise LiveClusterError(str(exc)) from exc
@@ -51,7 +52,7 @@ def fetch_with(transport: ApiTransport, *, namespace: str, pod: str | None) -> l
     if pod:
         try:
             body = transport.request("GET", f"/api/v1/namespaces/{namespace}/pods/{pod}")
-        except ApiError as exc:
+        except KubeApiError as exc:
             raise LiveClusterError(str(exc)) from exc
         body.setdefault("apiVersion", "v1")
         body.setdefault("kind", "Pod")

@@ -9,6 +9,7 @@ as not checked, never as valid.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,19 @@ CompileCheck = Callable[[str], str | None]
 TOO_COMPLEX = "Forbidden: too complex, exceeds cost limit"
 
 
+def compile_error_message(expression: str, error: CelCompileError) -> str:
+    """A compile error worded as the API server words it (field.Invalid with cel-go's
+    first issue): ``Invalid value: "true in [1]": compilation failed: ERROR: <input>:1:6:
+    found no matching overload for '@in' applied to '(bool, list(int))'``.
+
+    cel-go adds the source line and a caret under it; findings are one line, so they end
+    at the position.
+    """
+    where = f"<input>:{error.line}:{error.column}: " if error.line is not None else ""
+    quoted = json.dumps(expression, ensure_ascii=False)
+    return f"Invalid value: {quoted}: compilation failed: ERROR: {where}{error.message}"
+
+
 def check_selector(expression: str, env: Environment | None = None) -> str | None:
     """What the API server says of a new CEL device selector, or None when it accepts it.
 
@@ -41,13 +55,15 @@ def check_selector(expression: str, env: Environment | None = None) -> str | Non
     expression compiles, as upstream does).
     """
     env = env or Environment()
+    # A gated declaration is an undeclared reference to the API server, whose error type
+    # silences the type errors that depend on it: its error is the one reported.
+    gated = new_expression_error(expression, env)
+    if gated is not None:
+        return compile_error_message(expression, gated)
     try:
         compile_selector(expression)
     except CelCompileError as exc:
-        return f"CEL compile error: {exc}"
-    gated = new_expression_error(expression, env)
-    if gated is not None:
-        return f"CEL compile error: {gated}"
+        return compile_error_message(expression, exc)
     worst = exceeds_cost_limit(expression, env)
     if worst is not None:
         return f"{TOO_COMPLEX} (estimated worst case {worst}, limit {MAX_SELECTOR_COST})"

@@ -50,9 +50,11 @@ def _grow_int(children: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
             lambda t: f"({t[0]} {t[1]} {t[2]})"
         ),
         _leaf_str().map(lambda s: f"size({s})"),
-        # A map lookup whose key may be missing: an error in both engines.
+        # A map lookup whose key may be missing: an error in both engines. int() gives
+        # both values one static type (an attribute is any, a literal int), as the
+        # API server's homogeneous-literal check requires.
         st.tuples(children, children, _leaf_str()).map(
-            lambda t: f"{{'a': {t[0]}, 'gpu': {t[1]}}}[{t[2]}]"
+            lambda t: f"{{'a': int({t[0]}), 'gpu': int({t[1]})}}[{t[2]}]"
         ),
         st.tuples(children, st.lists(small_ints.map(str), max_size=4)).map(
             lambda t: f"size([{', '.join(t[1])}].filter(x, x > {t[0]}))"
@@ -76,7 +78,10 @@ def _leaf_bool() -> st.SearchStrategy[str]:
         st.tuples(strs, st.sampled_from(["contains", "startsWith", "endsWith"]), strs).map(
             lambda t: f"{t[0]}.{t[1]}({t[2]})"
         ),
-        st.tuples(ints, st.lists(ints, max_size=3)).map(lambda t: f"{t[0]} in [{', '.join(t[1])}]"),
+        # int() gives the elements one static type (see the map literal above).
+        st.tuples(ints, st.lists(ints, max_size=3)).map(
+            lambda t: f"{t[0]} in [{', '.join(f'int({e})' for e in t[1])}]"
+        ),
         st.tuples(
             st.sampled_from(["all", "exists", "exists_one"]),
             st.lists(small_ints.map(str), max_size=4),

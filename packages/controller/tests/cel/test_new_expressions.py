@@ -64,7 +64,10 @@ def test_errors_are_worded_and_placed_as_upstream() -> None:
     assert err.column == 31
     err = new_expression_error('device.attributes["x"].l.all(v, true)', off)
     assert err is not None
-    assert err.message == "expression of type 'any' cannot be the range of a comprehension"
+    assert err.message == (
+        "expression of type 'any' cannot be range of a comprehension "
+        "(must be list, map, or dynamic)"
+    )
     err = new_expression_error('["a"].includes("a")', off)
     assert err is not None
-    assert err.message == "undeclared reference to 'includes'"
+    assert err.message == "undeclared reference to 'includes' (in container '')"

@@ -9,6 +9,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from dra_kube_client import KubeClientError
 from dra_nvlib import NvlibError
 
 from dra_kubelet_plugin.core.errors import ConfigurationError, PluginError
@@ -71,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if settings.print_resource_slices:
             return _print_slices(settings)
         asyncio.run(_run(settings))
-    except (PluginError, NvlibError) as exc:
+    except (PluginError, KubeClientError, NvlibError) as exc:
         log.error(str(exc), extra={"event": "fatal", "error_type": type(exc).__name__})
         return 1
     log.info("stopped", extra={"event": "stopped"})

@@ -1,7 +1,8 @@
 """What a container needs to use prepared devices, per backend (the CDI content).
 
 :class:`NvmlEdits` (real GPUs): the GPU's ``/dev/nvidiaN`` (MIG: the parent's node plus its
-``nvidia-caps`` access nodes), the control nodes, and the driver's files, hooks and env as
+``nvidia-caps`` access nodes) and its DRM nodes with their ``by-path`` links
+(:mod:`drm_devices`), the control nodes, and the driver's files, hooks and env as
 nvidia-container-toolkit generates them (:mod:`driver_edits`), with
 ``NVIDIA_VISIBLE_DEVICES=void`` so a legacy NVIDIA runtime hook does not inject every GPU on
 top. A required device node that is missing and cannot be created fails the prepare.
@@ -30,8 +31,9 @@ from dra_nvlib import nvidia_smi_env, render_env_nvidia_smi_script
 from dra_kubelet_plugin.core.cdi import ContainerEdits, DeviceNode, Mount
 from dra_kubelet_plugin.core.errors import ClaimRef, DeviceNodeMissingError
 from dra_kubelet_plugin.device_nodes import NodeUnavailableError, ensure_char_node, mig_cap_minors
-from dra_kubelet_plugin.driver_edits import driver_edits
+from dra_kubelet_plugin.driver_edits import create_symlinks_hook, driver_edits
 from dra_kubelet_plugin.driver_files import DriverNotFoundError, driver_version_at, scan_driver_root
+from dra_kubelet_plugin.drm_devices import by_path_links, profile_has_graphics, read_drm_devices
 from dra_kubelet_plugin.inventory import DeviceType, NodeDevice
 from dra_kubelet_plugin.slices import binary_quantity
 
@@ -171,6 +173,7 @@ class NvmlEdits:
         proc_root: Path = Path("/proc"),
         cdi_hook_path: str | None = None,
         host_dev_root: Path = Path("/"),
+        sys_root: Path = Path("/sys"),
     ) -> None:
         """Describe the driver installed at ``driver_root`` on the host.
 
@@ -183,6 +186,8 @@ class NvmlEdits:
         under its SONAME instead (:func:`driver_edits.driver_edits`). ``host_dev_root`` is
         the root of the host's ``/dev`` as the runtime sees it (``/`` on a node; a
         synthetic root in tests): other than ``/``, nodes name it as ``hostPath``.
+        ``sys_root`` is where this process sees the host's ``/sys`` (a GPU's DRM nodes are
+        found through its PCI function, :mod:`drm_devices`).
         """
         self._driver_root = driver_root
         self._lookup_root = container_driver_root or driver_root
@@ -190,6 +195,7 @@ class NvmlEdits:
         self._proc_root = proc_root
         self._cdi_hook_path = cdi_hook_path
         self._host_dev_root = host_dev_root
+        self._sys_root = sys_root
         self._driver: tuple[str, ContainerEdits] | None = None
 
     def _spec_node(self, path: str) -> DeviceNode:
@@ -264,16 +270,31 @@ class NvmlEdits:
         return nodes
 
     def device_edits(self, claim: ClaimRef, device: NodeDevice) -> ContainerEdits:
-        """The GPU's device node (plus MIG capability nodes)."""
+        """The GPU's device node (plus MIG capability nodes), its DRM nodes and the hook
+        that recreates their ``/dev/dri/by-path`` links (a MIG device: only when its profile
+        has ``gfx``), in the toolkit's order."""
         nodes: list[DeviceNode] = []
         gpu_node = self._node(
             claim, f"/dev/nvidia{device.gpu.minor}", required=True, device=device.name
         )
         assert gpu_node is not None
         nodes.append(gpu_node)
+        graphics = True
         if device.type is DeviceType.MIG:
             nodes.extend(self._mig_caps(claim, device))
-        return ContainerEdits(device_nodes=tuple(nodes))
+            profile = device.mig.profile_name if device.mig is not None else ""
+            graphics = profile_has_graphics(profile)
+        hooks = []
+        if graphics:
+            drm = read_drm_devices(
+                sys_root=self._sys_root, dev_root=self._dev_root, pci_bus_id=device.gpu.pci_bus_id
+            )
+            nodes.extend(self._spec_node(path) for path in drm.nodes)
+            links = by_path_links(drm.links, drm.nodes)
+            hook = self.hook_path()
+            if links and hook is not None:
+                hooks.append(create_symlinks_hook(hook, links))
+        return ContainerEdits(device_nodes=tuple(nodes), hooks=tuple(hooks))
 
     def claim_edits(
         self,

@@ -5,13 +5,15 @@ From :class:`~dra_kubelet_plugin.driver_files.DriverFiles` (found by
 a real GPU's spec, entry for entry what ``nvidia-ctk cdi generate`` (nvcdi, ``nvml`` mode)
 writes for the same driver root:
 
-- mounts: the libraries, EGL platform libraries, graphics and Vulkan configs, firmware and
-  tools (``ro, nosuid, nodev, rbind, rprivate``), the IPC sockets
+- mounts: the libraries, EGL platform libraries, graphics and Vulkan configs, the Xorg
+  modules (``nvidia_drv.so``, ``libglxserver_nvidia.so.<version>``), firmware and tools
+  (``ro, nosuid, nodev, rbind, rprivate``), the IPC sockets
   (``nosuid, nodev, rbind, rprivate, noexec``), ordered by path depth, then path, as nvcdi;
-- hooks run by ``nvidia-cdi-hook`` at ``createContainer``: ``create-symlinks`` (the GBM
-  backend link, then each library's SONAME and ``.so`` links, ``libcuda.so``,
-  ``libGLX_indirect.so.0``), ``enable-cuda-compat --host-driver-version``,
-  ``update-ldcache --folder <each library dir>``, ``disable-device-node-modification``;
+- hooks run by ``nvidia-cdi-hook`` at ``createContainer``: ``create-symlinks`` (the graphics
+  links: GBM backend, Vulkan producer, ``libglxserver_nvidia.so``), then each library's
+  SONAME and ``.so`` links, ``libcuda.so``, ``libGLX_indirect.so.0``),
+  ``enable-cuda-compat --host-driver-version``, ``update-ldcache --folder <each library dir>``,
+  ``disable-device-node-modification``;
 - env ``NVIDIA_CTK_LIBCUDA_DIR`` and ``NVIDIA_VISIBLE_DEVICES=void``.
 
 Without a hook program (``hook_path`` ``None``) there is nobody to make links or update the
@@ -31,6 +33,7 @@ from dra_kubelet_plugin.driver_files import DriverFiles, DriverLibrary
 __all__ = [
     "FILE_MOUNT_OPTIONS",
     "IPC_MOUNT_OPTIONS",
+    "create_symlinks_hook",
     "driver_edits",
     "nvidia_cdi_hook",
 ]
@@ -46,6 +49,11 @@ def nvidia_cdi_hook(hook_path: str, name: str, *args: str) -> Hook:
     program = posixpath.basename(hook_path)
     fixed = (program, "hook") if program == "nvidia-ctk" else (program,)
     return Hook(path=hook_path, args=(*fixed, name, *args), env=_HOOK_ENV)
+
+
+def create_symlinks_hook(hook_path: str, links: Iterable[str]) -> Hook:
+    """``nvidia-cdi-hook create-symlinks --link <target::link> ...``."""
+    return nvidia_cdi_hook(hook_path, "create-symlinks", *_link_args(links))
 
 
 def _is_driver_library(file_name: str, library: str, version: str) -> bool:
@@ -89,6 +97,17 @@ def _graphics_links(files: DriverFiles) -> list[str]:
             links.append(f"../libnvidia-allocator.so.1::{directory}/gbm/nvidia-drm_gbm.so")
         elif _is_driver_library(name, "libnvidia-vulkan-producer.so", files.version):
             links.append(f"{name}::{directory}/libnvidia-vulkan-producer.so")
+    links += [f"{posixpath.basename(target)}::{link}" for target, link in _xorg_links(files)]
+    return links
+
+
+def _xorg_links(files: DriverFiles) -> list[tuple[str, str]]:
+    """``(file, link)``: Xorg loads the GLX extension as ``libglxserver_nvidia.so``."""
+    links = []
+    for path in files.xorg_libraries:
+        directory, name = posixpath.split(path)
+        if _is_driver_library(name, "libglxserver_nvidia.so", files.version):
+            links.append((path, f"{directory}/libglxserver_nvidia.so"))
     return links
 
 
@@ -120,7 +139,10 @@ def _unique_dirs(paths: Iterable[str]) -> list[str]:
 
 def _link_mounts(files: DriverFiles, host: str) -> list[Mount]:
     """The library again under its link names, for a spec without hooks."""
-    mounts = []
+    mounts = [
+        Mount(host_path=host + target, container_path=link, options=FILE_MOUNT_OPTIONS)
+        for target, link in _xorg_links(files)
+    ]
     for lib in files.libraries:
         directory = posixpath.dirname(lib.path)
         names = []
@@ -160,7 +182,7 @@ def driver_edits(files: DriverFiles, *, host_root: str, hook_path: str | None) -
 
     mounts = [file_mount(lib.path) for lib in files.libraries]
     mounts += [file_mount(lib.path) for lib in files.egl_platform_libraries]
-    mounts += [file_mount(path) for path in files.graphics_configs]
+    mounts += [file_mount(path) for path in (*files.graphics_configs, *files.xorg_libraries)]
     mounts += [file_mount(found, at) for found, at in files.vulkan_configs]
     mounts += [
         Mount(host_path=host + path, container_path=path, options=IPC_MOUNT_OPTIONS)
@@ -173,10 +195,10 @@ def driver_edits(files: DriverFiles, *, host_root: str, hook_path: str | None) -
     else:
         graphics = _graphics_links(files)
         if graphics:
-            hooks.append(nvidia_cdi_hook(hook_path, "create-symlinks", *_link_args(graphics)))
+            hooks.append(create_symlinks_hook(hook_path, graphics))
         links = _library_links(files)
         if links:
-            hooks.append(nvidia_cdi_hook(hook_path, "create-symlinks", *_link_args(links)))
+            hooks.append(create_symlinks_hook(hook_path, links))
         hooks.append(
             nvidia_cdi_hook(
                 hook_path, "enable-cuda-compat", f"--host-driver-version={files.version}"

@@ -13,7 +13,11 @@ the CDI spec of a claim holds what ``nvidia-ctk cdi generate`` would put in it:
 - the GSP firmware ``nvidia/<version>/gsp*.bin`` below the firmware dirs;
 - the tools (``nvidia-smi``, MPS, IMEX, ...) below the executable dirs;
 - the IPC sockets (persistenced, fabric manager);
-- the graphics configs (glvnd, EGL platforms, Vulkan ICD).
+- the graphics configs (glvnd, EGL platforms, Vulkan ICD);
+- the Xorg driver module ``nvidia_drv.so`` and GLX server extension
+  ``libglxserver_nvidia.so.<version>``: the first of each in the Xorg module dirs (the
+  library directory's ``nvidia/xorg`` and ``xorg/modules``, then ``/usr/lib/xorg``,
+  ``/usr/lib64/xorg``, ``/usr/X11R6/lib``, ``/usr/X11R6/lib64``).
 
 Paths are "container paths": absolute paths below the root (``/usr/lib/...``), the form the
 spec's ``containerPath`` takes; the host path is the host's driver root joined with it.
@@ -90,6 +94,21 @@ _VULKAN_CONFIGS = (
 )
 
 
+_XORG_MODULE_DIRS = (
+    "modules/drivers",
+    "modules/extensions",
+    "modules/updates/drivers",
+    "modules/updates/extensions",
+)
+_XORG_ROOTS = ("/usr/lib/xorg", "/usr/lib64/xorg", "/usr/X11R6/lib", "/usr/X11R6/lib64")
+
+
+def xorg_search_dirs(lib_dir: str) -> list[str]:
+    """Where the Xorg modules are looked for, in order, for a driver in ``lib_dir``."""
+    dirs = [f"{lib_dir}/nvidia/xorg", *(f"{lib_dir}/xorg/{d}" for d in _XORG_MODULE_DIRS)]
+    return dirs + [f"{root}/{d}" for root in _XORG_ROOTS for d in _XORG_MODULE_DIRS]
+
+
 class DriverNotFoundError(RuntimeError):
     """No ``libcuda.so.<version>`` nor ``libnvidia-ml.so.<version>`` below the driver root."""
 
@@ -125,6 +144,8 @@ class DriverFiles:
     graphics_configs: tuple[str, ...] = ()
     # (found at, mounted at): Vulkan configs go to /etc wherever they are found.
     vulkan_configs: tuple[tuple[str, str], ...] = ()
+    # nvidia_drv.so and libglxserver_nvidia.so.<version>, where found.
+    xorg_libraries: tuple[str, ...] = ()
 
 
 def _under(root: Path, path: str) -> Path:
@@ -258,9 +279,16 @@ def scan_driver_root(
         for name in _VULKAN_CONFIGS
         if (found := _first(root, _CONFIG_DIRS, name)) is not None
     ]
+    container_lib_dir = _container_path(root, lib_dir)
+    xorg = [
+        _container_path(root, found)
+        for name in ("nvidia_drv.so", f"libglxserver_nvidia.so.{version}")
+        if (found := _first(root, xorg_search_dirs(container_lib_dir), name)) is not None
+        and found.is_file()
+    ]
     return DriverFiles(
         version=version,
-        lib_dir=_container_path(root, lib_dir),
+        lib_dir=container_lib_dir,
         libraries=tuple(libraries),
         egl_platform_libraries=tuple(egl),
         firmware=tuple(firmware),
@@ -268,4 +296,5 @@ def scan_driver_root(
         sockets=tuple(sockets),
         graphics_configs=tuple(configs),
         vulkan_configs=tuple(vulkan),
+        xorg_libraries=tuple(xorg),
     )

@@ -53,7 +53,12 @@ class Origin(StrEnum):
 
 @dataclass(frozen=True)
 class FeatureGate:
-    """One gate: its name, default and maturity, and whether this plugin acts on it."""
+    """One gate: its name, default and maturity, and whether this driver acts on it.
+
+    ``implemented``: the gate's on behaviour is built. ``off_built`` False: its off
+    behaviour (NVIDIA's older one) is not; the driver then behaves as with the gate on, and
+    an explicit ``false`` is reported as not implemented.
+    """
 
     name: str
     default: bool
@@ -61,6 +66,12 @@ class FeatureGate:
     origin: Origin
     implemented: bool
     summary: str
+    off_built: bool = True
+
+    def built(self, on: bool) -> bool:
+        """Whether the driver does what this gate at ``on`` asks (a gate not built at all
+        counts as not built either way: it is named whatever it is set to)."""
+        return self.implemented and (on or self.off_built)
 
 
 class RuleKind(StrEnum):
@@ -100,7 +111,14 @@ GATES: Sequence[FeatureGate] = (
     FeatureGate("TimeSlicingSettings", False, _A, _NV, True, "time-slicing sharing settings"),
     FeatureGate("MPSSupport", False, _A, _NV, True, "MPS sharing (control daemon per claim)"),
     FeatureGate(
-        "IMEXDaemonsWithDNSNames", True, _B, _NV, False, "IMEX daemons addressed by DNS names"
+        "IMEXDaemonsWithDNSNames",
+        True,
+        _B,
+        _NV,
+        True,
+        "IMEX daemons addressed by DNS names (/etc/hosts); false (IP-address nodes config) is "
+        "not built: behaves as true",
+        off_built=False,
     ),
     FeatureGate("PassthroughSupport", False, _A, _NV, True, "vfio-pci passthrough GPUs"),
     FeatureGate(
@@ -112,14 +130,28 @@ GATES: Sequence[FeatureGate] = (
         "NVIDIA's NVML XID watch; here the watch is DeviceHealthCheck and DeviceTaints (on)",
     ),
     FeatureGate("DynamicMIG", False, _A, _NV, True, "MIG devices created on demand"),
-    FeatureGate("ComputeDomainCliques", True, _B, _NV, False, "ComputeDomainClique objects"),
+    FeatureGate(
+        "ComputeDomainCliques",
+        True,
+        _B,
+        _NV,
+        True,
+        "daemons register in ComputeDomainClique objects; false (in the ComputeDomain's "
+        "status) is not built: behaves as true",
+        off_built=False,
+    ),
     FeatureGate(
         "CrashOnNVLinkFabricErrors", True, _B, _NV, False, "refuse to start on fabric errors"
     ),
     FeatureGate("DeviceMetadata", False, _A, _NV, True, "KEP-5304 device metadata"),
     FeatureGate("FabricManagerPartitioning", False, _A, _NV, False, "Fabric Manager partitions"),
     FeatureGate(
-        "HostManagedIMEXDaemon", False, _A, _NV, False, "resources.computeDomains.imex.mode"
+        "HostManagedIMEXDaemon",
+        False,
+        _A,
+        _NV,
+        True,
+        "unlocks resources.computeDomains.imex.mode=hostManaged",
     ),
     FeatureGate("DRAListTypeAttributes", False, _A, _NV, False, "list-valued device attributes"),
     FeatureGate(
@@ -191,5 +223,9 @@ def parse_feature_gates(text: str) -> tuple[dict[str, bool], frozenset[str]]:
 
 
 def unimplemented(explicit: frozenset[str], gates: Mapping[str, bool]) -> dict[str, bool]:
-    """The explicitly set gates this plugin accepts but does not act on, with their values."""
-    return {g.name: gates[g.name] for g in GATES if g.name in explicit and not g.implemented}
+    """The explicitly set gates whose value this driver accepts but does not act on."""
+    return {
+        g.name: gates[g.name]
+        for g in GATES
+        if g.name in explicit and (not g.implemented or not g.built(gates[g.name]))
+    }

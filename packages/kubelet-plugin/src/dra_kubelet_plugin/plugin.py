@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import yaml
 from dra_api_types import ResourceSlice
+from dra_kube_client import KubeApiError
 from dra_nvlib import DeviceLib, DeviceLibConfig, open_device_lib
 from dra_sharing import (
     DynamicMig,
@@ -126,7 +127,7 @@ def _split_counters(runner: PluginRunner) -> bool:
     try:
         version = runner.transport.request("GET", "/version")
         major, minor = int(version["major"]), int(str(version["minor"]).rstrip("+"))
-    except (PluginError, KeyError, TypeError, ValueError):
+    except (PluginError, KubeApiError, KeyError, TypeError, ValueError):
         return True
     return (major, minor) >= (1, 35)
 

@@ -4,9 +4,9 @@ benchmarks only; never used at run time).
 The library is our Go program ``packages/nvlib/tests/nvml_gomock`` (its go.mod pins
 ``github.com/NVIDIA/go-nvml``), built with ``go build -buildmode=c-shared`` into
 ``~/.cache/dra-nvlib/nvml-gomock-<go-nvml version>-<hash>/`` (``$DRA_NVLIB_CACHE`` or
-``$XDG_CACHE_HOME/dra-nvlib`` when set); the hash covers the sources, module files and build
-flags, so a change to any of them builds afresh and other checkouts reuse a finished build.
-A lock file serialises concurrent builds, and a ``.complete`` marker is written last.
+``$XDG_CACHE_HOME/dra-nvlib`` when set), the cache convention of :mod:`dra_nvlib.build_cache`
+that the e2e harness's Go builds share: the hash covers the sources, module files and build
+flags; a lock serialises concurrent builds; ``.complete`` is written last.
 
 go-nvml's own cgo wrappers reference every NVML symbol. ctypes loads with ``RTLD_NOW``, so
 the build links twice: the first link lists the NVML symbols still undefined, the second
@@ -14,29 +14,33 @@ binds each of them (``ld --defsym``) to one function answering
 ``NVML_ERROR_FUNCTION_NOT_FOUND`` (``absent.c``) -- what nvidia-ml-py reports for a symbol a
 driver's library lacks.
 
-``DRA_NVML_MOCK_SYSTEM`` (read by the library at ``nvmlInit``) selects the mock system;
+``DRA_NVML_MOCK_SYSTEM`` (read by the library at ``nvmlInit``) selects the mock system and
+``DRA_NVML_MOCK_MIG`` the MIG devices it has from the start (``<gpu index>:<GPU instance
+profile id>@<placement start>,...``, each with one compute instance spanning it; the mock's
+profile ids are NVML's profile indexes), so another process (``nvidia-ctk``) given the same
+environment sees the same MIG devices;
 ``DRA_NVLIB_MOCKNVML_DIR`` points at an already built directory holding
 ``libnvidia-ml.so.1`` instead.
 """
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import os
 import re
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from dra_nvlib.build_cache import build_once, content_key, is_complete
+from dra_nvlib.build_cache import cache_root as _cache_root
 
 SOURCE_DIR = Path(__file__).resolve().parents[2] / "tests" / "nvml_gomock"
 LIBRARY_NAME = "libnvidia-ml.so.1"
 SYSTEM_ENV = "DRA_NVML_MOCK_SYSTEM"
+MIG_LAYOUT_ENV = "DRA_NVML_MOCK_MIG"
 # The mock systems of github.com/NVIDIA/go-nvml/pkg/nvml/mock (main.go maps each to its New).
 MOCK_SYSTEMS = ("dgxa100", "dgxh100", "dgxh200", "dgxb200")
 GO_NVML_MODULE = "github.com/NVIDIA/go-nvml"
@@ -70,11 +74,15 @@ class MockNvml:
         """The mock systems the library serves."""
         return MOCK_SYSTEMS
 
-    def env(self, system: str) -> dict[str, str]:
-        """Environment for a process that should see ``system`` (one of ``systems``)."""
+    def env(self, system: str, *, mig_layout: str | None = None) -> dict[str, str]:
+        """Environment for a process that should see ``system`` (one of ``systems``), with
+        the MIG devices of ``mig_layout`` (see the module docstring) when given."""
         if system not in MOCK_SYSTEMS:
             raise ValueError(f"{system!r} is not a go-nvml mock system ({', '.join(MOCK_SYSTEMS)})")
-        return {SYSTEM_ENV: system}
+        env = {SYSTEM_ENV: system}
+        if mig_layout is not None:
+            env[MIG_LAYOUT_ENV] = mig_layout
+        return env
 
 
 def go_nvml_version(source_dir: Path = SOURCE_DIR) -> str:
@@ -88,22 +96,17 @@ def go_nvml_version(source_dir: Path = SOURCE_DIR) -> str:
 
 def cache_key(source_dir: Path = SOURCE_DIR) -> str:
     """``nvml-gomock-<version>-<hash of sources, module files and flags>``."""
-    digest = hashlib.sha256()
-    for path in sorted(p for p in source_dir.iterdir() if p.is_file()):
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
-    for part in (CGO_CFLAGS, *LDFLAGS, ABSENT_FUNCTION):
-        digest.update(part.encode())
-    return f"nvml-gomock-{go_nvml_version(source_dir)}-{digest.hexdigest()[:12]}"
+    return content_key(
+        "nvml-gomock",
+        go_nvml_version(source_dir),
+        sorted(p for p in source_dir.iterdir() if p.is_file()),
+        (CGO_CFLAGS, *LDFLAGS, ABSENT_FUNCTION),
+    )
 
 
 def cache_root() -> Path:
     """``$DRA_NVLIB_CACHE``, else ``$XDG_CACHE_HOME/dra-nvlib``, else ``~/.cache/dra-nvlib``."""
-    env = os.environ.get("DRA_NVLIB_CACHE")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "dra-nvlib"
+    return _cache_root("DRA_NVLIB_CACHE", "dra-nvlib")
 
 
 def undefined_nvml_symbols(nm_output: str) -> list[str]:
@@ -126,17 +129,6 @@ def _tool(name: str, *fallbacks: str) -> str:
         if candidate and Path(candidate).is_file():
             return candidate
     raise MockNvmlUnavailable(f"{name} is not installed (needed to build the mock NVML)")
-
-
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _run(step: str, cmd: list[str], *, cwd: Path, env: dict[str, str]) -> str:
@@ -163,34 +155,30 @@ def build_mock_nvml(*, source_dir: Path = SOURCE_DIR, root: Path | None = None) 
     if not (source_dir / "go.mod").is_file():
         raise MockNvmlUnavailable(f"{source_dir} is missing (not a source checkout)")
     final = (root or cache_root()) / cache_key(source_dir)
-    if (final / ".complete").is_file():
+    if is_complete(final):
         return MockNvml(final / LIBRARY_NAME)
     go = _tool("go", "/usr/local/go/bin/go")
     _tool("cc", shutil.which("gcc") or "")
     nm = _tool("nm")
-    with _locked(final.with_name(final.name + ".lock")):
-        if (final / ".complete").is_file():
-            return MockNvml(final / LIBRARY_NAME)
-        env = {
-            **os.environ,
-            "CGO_ENABLED": "1",
-            "CGO_CFLAGS": CGO_CFLAGS,
-            "GOFLAGS": "-mod=readonly -buildvcs=false",
-            "GOTOOLCHAIN": os.environ.get("GOTOOLCHAIN", "auto"),
-            "PATH": f"{Path(go).parent}:{os.environ.get('PATH', '')}",
-        }
-        staging = final.with_name(final.name + ".partial")
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
+    env = {
+        **os.environ,
+        "CGO_ENABLED": "1",
+        "CGO_CFLAGS": CGO_CFLAGS,
+        "GOFLAGS": "-mod=readonly -buildvcs=false",
+        "GOTOOLCHAIN": os.environ.get("GOTOOLCHAIN", "auto"),
+        "PATH": f"{Path(go).parent}:{os.environ.get('PATH', '')}",
+    }
+
+    def build(staging: Path) -> None:
         library = staging / LIBRARY_NAME
-        build = ["nice", "-n", "10", go, "build", "-buildmode=c-shared", "-trimpath"]
+        cmd = ["nice", "-n", "10", go, "build", "-buildmode=c-shared", "-trimpath"]
         started = time.monotonic()
         _progress(
             f"go build -buildmode=c-shared {source_dir} -> {final} (cold: one to three minutes)"
         )
         _run(
             "first link",
-            [*build, "-ldflags", " ".join(LDFLAGS), "-o", str(library), "."],
+            [*cmd, "-ldflags", " ".join(LDFLAGS), "-o", str(library), "."],
             cwd=source_dir,
             env=env,
         )
@@ -202,7 +190,7 @@ def build_mock_nvml(*, source_dir: Path = SOURCE_DIR, root: Path | None = None) 
         ldflags = " ".join((*LDFLAGS, f"'-extldflags=-Wl,@{response}'"))
         _run(
             "second link",
-            [*build, "-ldflags", ldflags, "-o", str(library), "."],
+            [*cmd, "-ldflags", ldflags, "-o", str(library), "."],
             cwd=source_dir,
             env=env,
         )
@@ -211,8 +199,7 @@ def build_mock_nvml(*, source_dir: Path = SOURCE_DIR, root: Path | None = None) 
         )
         if left:
             raise MockNvmlBuildError("second link", "still undefined: " + ", ".join(left))
-        (staging / ".complete").write_text(f"{go_nvml_version(source_dir)}\n")
-        shutil.rmtree(final, ignore_errors=True)
-        staging.rename(final)
         _progress(f"built {final / LIBRARY_NAME} in {time.monotonic() - started:.0f}s")
-        return MockNvml(final / LIBRARY_NAME)
+
+    build_once(final, build, marker=f"{go_nvml_version(source_dir)}\n")
+    return MockNvml(final / LIBRARY_NAME)

@@ -3,7 +3,8 @@
 // `go build -buildmode=c-shared`. dra-nvlib's tests load it through nvidia-ml-py exactly as
 // they would load the driver's library, so the NVML backend meets NVIDIA's own mock data.
 //
-// DRA_NVML_MOCK_SYSTEM selects the system when nvmlInit first runs (default dgxa100). Every
+// DRA_NVML_MOCK_SYSTEM selects the system when nvmlInit first runs (default dgxa100), and
+// DRA_NVML_MOCK_MIG the MIG devices it has from the start (layout.go). Every
 // call is answered by the mock where the mock implements it; gaps.go holds the few calls the
 // mock lacks, each answered from the mock's own state.
 package main
@@ -76,8 +77,17 @@ func start() nvml.Return {
 		fmt.Fprintln(os.Stderr, "nvml-gomock:", state.err)
 		return nvml.ERROR_UNKNOWN
 	}
-	state.server = build()
-	return state.server.Init()
+	system := build()
+	if rc := system.Init(); rc != nvml.SUCCESS {
+		return rc
+	}
+	if err := applyMigLayout(system); err != nil {
+		state.err = fmt.Sprintf("%s: %v", MigLayoutEnv, err)
+		fmt.Fprintln(os.Stderr, "nvml-gomock:", state.err)
+		return nvml.ERROR_UNKNOWN
+	}
+	state.server = system
+	return nvml.SUCCESS
 }
 
 func srv() *server.Server {

@@ -46,6 +46,29 @@ typedef struct {
     nvmlGpuInstancePlacement_t placement;
 } nvmlGpuInstanceInfo_t;
 
+/* The unversioned (v1) records of nvmlDeviceGetGpuInstanceProfileInfo and
+ * nvmlGpuInstanceGetComputeInstanceProfileInfo, which go-nvlib's MIG profile lookup calls. */
+typedef struct {
+    unsigned int id, isP2pSupported, sliceCount, instanceCount, multiprocessorCount,
+        copyEngineCount, decoderCount, encoderCount, jpegCount, ofaCount;
+    unsigned long long memorySizeMB;
+} nvmlGpuInstanceProfileInfo_t;
+
+typedef struct {
+    unsigned int id, sliceCount, instanceCount, multiprocessorCount, sharedCopyEngineCount,
+        sharedDecoderCount, sharedEncoderCount, sharedJpegCount, sharedOfaCount;
+} nvmlComputeInstanceProfileInfo_t;
+
+typedef struct {
+    unsigned int start, size;
+} nvmlComputeInstancePlacement_t;
+
+typedef struct {
+    nvmlHandle_t device, gpuInstance;
+    unsigned int id, profileId;
+    nvmlComputeInstancePlacement_t placement;
+} nvmlComputeInstanceInfo_t;
+
 typedef struct {
     nvmlHandle_t device;
     unsigned long long eventType, eventData;

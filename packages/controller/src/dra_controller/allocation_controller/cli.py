@@ -11,9 +11,10 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
+from dra_kube_client import KubeConfigError, KubeTransport
+
 from ..allocation.features import Features
 from ..informers.shared import SharedInformers
-from ..kube.transport import ApiError, load_transport
 from . import logs
 from .controller import AllocationController, Settings
 from .events import EventPublisher, TokenBucket
@@ -74,8 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logs.setup(args.verbosity)
     try:
-        transport = load_transport(kubeconfig=args.kubeconfig)
-    except ApiError as exc:
+        transport = KubeTransport.from_kubeconfig(args.kubeconfig, fallback=True)
+    except KubeConfigError as exc:
         log.error(str(exc), extra={"event": "config_error"})
         return 2
     stop = threading.Event()

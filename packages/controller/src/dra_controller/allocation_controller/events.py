@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..kube.transport import ApiError, ApiTransport
+from dra_kube_client import JsonTransport, KubeApiError
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class EventPublisher:
 
     def __init__(
         self,
-        transport: ApiTransport,
+        transport: JsonTransport,
         *,
         instance: str,
         repeat_s: float = 600.0,
@@ -116,7 +116,7 @@ class EventPublisher:
         }
         try:
             self.transport.request("POST", f"/api/v1/namespaces/{obj.namespace}/events", body=body)
-        except ApiError as exc:
+        except KubeApiError as exc:
             self.on_outcome(reason, "failed")
             log.error(
                 f"cannot post {reason} event on {obj.kind} {obj.namespace}/{obj.name}: {exc}",

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..kube.transport import ApiError, ApiTransport
+from dra_kube_client import JsonTransport, KubeApiError
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class LeaderElector:
 
     def __init__(
         self,
-        transport: ApiTransport,
+        transport: JsonTransport,
         *,
         namespace: str,
         name: str,
@@ -84,7 +84,7 @@ class LeaderElector:
                 "GET",
                 f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases/{self.name}",
             )
-        except ApiError as exc:
+        except KubeApiError as exc:
             if exc.status != 404:
                 raise
             body = {
@@ -123,7 +123,7 @@ class LeaderElector:
         """One round, with failures counted against the lease duration."""
         try:
             ok = self.try_acquire_or_renew()
-        except ApiError as exc:
+        except KubeApiError as exc:
             log.warning(
                 f"lease {self.namespace}/{self.name}: {exc}",
                 extra={"event": "lease_error", "error": str(exc)},

@@ -18,6 +18,7 @@ from .calls import PY_TYPES, direct_call, invoke, relation_with_number
 from .comprehensions import comprehension_body
 from .device import CelDevice, DomainMap
 from .errors import CelCompileError, CelCostLimitError, CelRuntimeError
+from .generic_calls import generic_result
 from .library import (
     DYN,
     FUNCTIONS,
@@ -28,8 +29,24 @@ from .library import (
     sorted_by_keys,
 )
 from .overloads import DEVICE
+from .positions import position
 from .regex import compile_regex
 from .runtime import COST_LIMIT, Fn, Frame, charge, node_count
+from .static_types import (
+    FREE,
+    assignable,
+    element,
+    equivalent,
+    is_wildcard,
+    kind,
+    list_of,
+    map_of,
+    most_general,
+    optional_of,
+    params,
+    shown,
+    value_of,
+)
 from .syntax import Call, Const, Ident, Index, ListLit, MapLit, Node, Select, UInt
 from .temporal import DURATION_TYPE, TIMESTAMP_TYPE, Duration, Timestamp
 from .values import (
@@ -84,7 +101,11 @@ _STATIC_TYPES: Final[dict[type, str]] = {
 
 @dataclass(slots=True)
 class Compiled:
-    """A compiled node: its closure, static type and (when constant) its value."""
+    """A compiled node: its closure, static type and (when constant) its value.
+
+    ``type`` is the kind the closures are picked by (``list``, ``map``, ``dyn``); ``full``
+    adds the parameters the type check compares (``list(int)``), the kind when it has none.
+    """
 
     fn: Fn
     type: str
@@ -92,6 +113,28 @@ class Compiled:
     is_const: bool = False
     value: Any = None
     children: tuple[Compiled, ...] = field(default=())
+    full: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.full:
+            self.full = self.type
+
+
+def _kind_of(full: str) -> str:
+    """The kind closures are picked by for a full static type (wildcards are dyn)."""
+    return DYN if is_wildcard(full) else kind(full)
+
+
+#: The declared types of ``device.attributes`` and ``device.capacity``.
+_ATTRIBUTES: Final = map_of("string", map_of("string", "any"))
+_CAPACITY: Final = map_of("string", map_of("string", QUANTITY))
+
+
+def _optional_inner(full: str) -> str:
+    """The type inside ``optional_type(T)`` (an optional literal element's ``T``)."""
+    if kind(full) == OPTIONAL and params(full):
+        return params(full)[0]
+    return DYN
 
 
 def _const_fn(value: Any) -> Fn:
@@ -143,8 +186,18 @@ _DYN_ARITHMETIC: Final[dict[str, dict[str, bool]]] = {
         "list": True,
         DURATION_TYPE: False,
         TIMESTAMP_TYPE: True,
+        # null is assignable to timestamp and duration (proto messages): ``null + dyn``
+        # can reach add_timestamp_duration at check time.
+        "null_type": False,
     },
-    "_-_": {"int": True, "uint": True, "double": True, DURATION_TYPE: False, TIMESTAMP_TYPE: False},
+    "_-_": {
+        "int": True,
+        "uint": True,
+        "double": True,
+        DURATION_TYPE: False,
+        TIMESTAMP_TYPE: False,
+        "null_type": False,
+    },
     "_*_": {"int": True, "uint": True, "double": True},
     "_/_": {"int": True, "uint": True, "double": True},
     "_%_": {"int": True, "uint": True},
@@ -169,34 +222,46 @@ class Compiler:
     def __init__(self, text: str) -> None:
         self.text = text
         self.slot_count = 2
-        self.scope: dict[str, int] = {}
+        # Each variable in scope: its frame slot and its static type.
+        self.scope: dict[str, tuple[int, str]] = {}
+        # List literals that are arguments of ``format``, which upstream exempts from
+        # the homogeneous-literal check (``"%s %d".format(["a", 1])``).
+        self.exempt_lists: set[int] = set()
 
     # ------------------------------------------------------------------ helpers
     def error(self, message: str, node: Node) -> CelCompileError:
-        """A compile error located at ``node``."""
-        return CelCompileError(message, expression=self.text, position=node.start)
+        """A compile error located where cel-go locates ``node``."""
+        return CelCompileError(message, expression=self.text, position=position(self.text, node))
 
     def _const(self, node: Node, value: Any) -> Compiled:
         static = _STATIC_TYPES.get(type(value), type_name(value))
         return Compiled(_const_fn(value), static, node, is_const=True, value=value)
 
-    def _fold(self, node: Node, static: str, fn: Fn, children: tuple[Compiled, ...]) -> Compiled:
+    def _fold(
+        self,
+        node: Node,
+        static: str,
+        fn: Fn,
+        children: tuple[Compiled, ...],
+        full: str = "",
+    ) -> Compiled:
         """Evaluate now when every input is constant; keep runtime errors for runtime.
 
         The cost the folded evaluation spent (``lists.range(n)``, long concatenations)
         is still charged on every evaluation, so folding never hides cost from the limit.
         """
         if not children or not all(c.is_const for c in children):
-            return Compiled(fn, static, node, children=children)
+            return Compiled(fn, static, node, children=children, full=full)
         frame: Frame = [None, 0]
         try:
             value = fn(frame)
         except CelRuntimeError as err:
-            return Compiled(_raise_fn(err), static, node, children=children)
+            return Compiled(_raise_fn(err), static, node, children=children, full=full)
         spent = frame[1]
         folded = self._const(node, value)
         folded.children = children
         folded.type = static
+        folded.full = full or static
         if spent:
 
             def charged(frame: Frame) -> Any:
@@ -228,12 +293,12 @@ class Compiler:
     def _ident(self, node: Ident) -> Compiled:
         name = node.name
         if name in self.scope:
-            slot = self.scope[name]
+            slot, var_type = self.scope[name]
 
             def var(frame: Frame) -> Any:
                 return frame[slot]
 
-            return Compiled(var, DYN, node)
+            return Compiled(var, _kind_of(var_type), node, full=var_type)
         if name == "device":
 
             def device(frame: Frame) -> Any:
@@ -242,7 +307,7 @@ class Compiler:
             return Compiled(device, DEVICE, node)
         if name in TYPE_IDENTS:
             return self._const(node, TYPE_IDENTS[name])
-        raise self.error(f"undeclared reference to '{name}'", node)
+        raise self.error(f"undeclared reference to '{name}' (in container '')", node)
 
     # ------------------------------------------------------------------ device access
     def _device_domain_key(self, node: Node) -> tuple[str, str] | None:
@@ -278,7 +343,7 @@ class Compiler:
                 except KeyError:
                     raise CelRuntimeError(missing) from None
 
-            return Compiled(attribute, DYN, node)
+            return Compiled(attribute, DYN, node, full="any")
 
         def capacity(frame: Frame) -> Any:
             try:
@@ -327,18 +392,19 @@ class Compiler:
                     return Optional(select_field(value, name))
                 return NONE
 
-            return Compiled(opt_select, OPTIONAL, node, children=(operand,))
+            inner = operand.full
+            if kind(inner) == OPTIONAL:
+                inner = params(inner)[0] if params(inner) else DYN
+            selected = value_of(inner) if kind(inner) == "map" else DYN
+            return Compiled(
+                opt_select, OPTIONAL, node, children=(operand,), full=optional_of(selected)
+            )
         if operand.type == DEVICE:
             if name not in DEVICE_FIELDS:
-                # Point at the field name, the part that is wrong.
-                raise CelCompileError(
-                    f"undefined field '{name}'",
-                    expression=self.text,
-                    position=node.end - len(name),
-                )
+                raise self.error(f"undefined field '{name}'", node)
             return self._device_field(node, operand, name)
         if operand.type not in (DYN, "map", OPTIONAL):
-            raise self.error(f"type '{operand.type}' does not support field selection", node)
+            raise self._no_field_selection(operand, node)
 
         def select(frame: Frame) -> Any:
             value = op(frame)
@@ -348,7 +414,15 @@ class Compiler:
                 return Optional(select_field(value.value, name))
             return select_field(value, name)
 
-        return self._fold(node, DYN, select, (operand,))
+        selected = value_of(operand.full)
+        return self._fold(node, _kind_of(selected), select, (operand,), selected)
+
+    def _no_field_selection(self, operand: Compiled, node: Node) -> CelCompileError:
+        """Selecting a field of a value without fields: Kubernetes' object types
+        (``kubernetes.Quantity``) have a provider that knows no fields of theirs."""
+        if operand.type.startswith("kubernetes."):
+            return self.error(f"unexpected failed resolution of '{operand.type}'", node)
+        return self.error(f"type '{shown(operand.full)}' does not support field selection", node)
 
     def _device_field(self, node: Select, operand: Compiled, name: str) -> Compiled:
         op = operand.fn
@@ -376,12 +450,12 @@ class Compiler:
             def attributes(frame: Frame) -> Any:
                 return op(frame).attribute_domains
 
-            return Compiled(attributes, "map", node)
+            return Compiled(attributes, "map", node, full=_ATTRIBUTES)
 
         def capacity(frame: Frame) -> Any:
             return op(frame).capacity_domains
 
-        return Compiled(capacity, "map", node)
+        return Compiled(capacity, "map", node, full=_CAPACITY)
 
     def _index(self, node: Index) -> Compiled:
         if not node.optional and isinstance(node.index, Const) and type(node.index.value) is str:
@@ -394,7 +468,7 @@ class Compiler:
         if operand.type not in (DYN, "map", "list", OPTIONAL):
             raise self.error(
                 "found no matching overload for '_[_]' applied to "
-                f"'({operand.type}, {index.type})'",
+                f"'({shown(operand.full)}, {shown(index.full)})'",
                 node,
             )
         if node.optional:
@@ -422,7 +496,16 @@ class Compiler:
                     return NONE
                 raise no_overload("_[?_]", value, key)
 
-            return Compiled(opt_index, OPTIONAL, node, children=(operand, index))
+            inner = operand.full
+            if kind(inner) == OPTIONAL:
+                inner = params(inner)[0] if params(inner) else DYN
+            return Compiled(
+                opt_index,
+                OPTIONAL,
+                node,
+                children=(operand, index),
+                full=optional_of(value_of(inner)),
+            )
 
         def index_fn(frame: Frame) -> Any:
             value = op(frame)
@@ -432,24 +515,37 @@ class Compiler:
                 return Optional(index_value(value.value, ix(frame)))
             return index_value(value, ix(frame))
 
-        return self._fold(node, DYN, index_fn, (operand, index))
+        indexed = value_of(operand.full)
+        return self._fold(node, _kind_of(indexed), index_fn, (operand, index), indexed)
 
     # ------------------------------------------------------------------ literals
     def _homogeneous(self, parts: tuple[Compiled, ...], optional: tuple[bool, ...]) -> None:
         """Upstream's base environment enables HomogeneousAggregateLiterals: the
         statically known element (or key, or value) types of a literal must agree."""
-        first: Compiled | None = None
+        first: str | None = None
         for part, is_optional in zip(parts, optional, strict=True):
-            if is_optional or part.type == DYN:
-                continue  # the type inside an optional, or dyn, is not known here
+            found = _optional_inner(part.full) if is_optional else part.full
             if first is None:
-                first = part
-            elif part.type != first.type:
-                raise self.error(f"expected type '{first.type}' but found '{part.type}'", part.node)
+                first = found
+            elif not equivalent(first, found):
+                raise self.error(
+                    f"expected type '{shown(first)}' but found '{shown(found)}'", part.node
+                )
+
+    def _literal_type(self, parts: tuple[Compiled, ...], optional: tuple[bool, ...]) -> str:
+        """The element (key, value) type of a literal: its first part's, else free."""
+        for part, is_optional in zip(parts, optional, strict=True):
+            found = _optional_inner(part.full) if is_optional else part.full
+            if found != FREE:
+                return found
+        return FREE
 
     def _list(self, node: ListLit) -> Compiled:
         elements = tuple(self.compile(e) for e in node.elements)
-        self._homogeneous(elements, node.optional or (False,) * len(elements))
+        flags = node.optional or (False,) * len(elements)
+        if id(node) not in self.exempt_lists:
+            self._homogeneous(elements, flags)
+        full = list_of(self._literal_type(elements, flags))
         fns = tuple(e.fn for e in elements)
         if any(node.optional):
             flags = node.optional
@@ -467,14 +563,14 @@ class Compiler:
                         out.append(value)
                 return out
 
-            return Compiled(opt_list, "list", node, children=elements)
+            return Compiled(opt_list, "list", node, children=elements, full=full)
 
         def make_list(frame: Frame) -> Any:
             return [f(frame) for f in fns]
 
         if not fns:
-            return Compiled(make_list, "list", node)
-        return self._fold(node, "list", make_list, elements)
+            return Compiled(make_list, "list", node, full=full)
+        return self._fold(node, "list", make_list, elements, full)
 
     def _map(self, node: MapLit) -> Compiled:
         keys = tuple(self.compile(k) for k in node.keys)
@@ -484,6 +580,10 @@ class Compiler:
                 raise self.error(f"unsupported map key type: {k.type}", k.node)
         self._homogeneous(keys, (False,) * len(keys))
         self._homogeneous(values, node.optional)
+        full = map_of(
+            self._literal_type(keys, (False,) * len(keys)),
+            self._literal_type(values, node.optional),
+        )
         entries = tuple(
             zip((k.fn for k in keys), (v.fn for v in values), node.optional, strict=True)
         )
@@ -507,8 +607,8 @@ class Compiler:
             return out
 
         if not entries:
-            return Compiled(make_map, "map", node)
-        return self._fold(node, "map", make_map, keys + values)
+            return Compiled(make_map, "map", node, full=full)
+        return self._fold(node, "map", make_map, keys + values, full)
 
     # ------------------------------------------------------------------ calls
     def _call(self, node: Call) -> Compiled:
@@ -559,7 +659,7 @@ class Compiler:
             if c.type not in (BOOL, DYN):
                 raise self.error(
                     f"found no matching overload for '{node.function}' applied to "
-                    f"'({c.type}, bool)'",
+                    f"'({shown(c.full)}, bool)'",
                     c.node,
                 )
         stop = not is_and  # the value that decides the result
@@ -616,19 +716,9 @@ class Compiler:
 
     def _conditional(self, node: Call) -> Compiled:
         cond, then, other = (self.compile(a) for a in node.args)
-        if cond.type not in (BOOL, DYN):
-            raise self.error(
-                f"found no matching overload for '_?_:_' applied to "
-                f"'({cond.type}, {then.type}, {other.type})'",
-                cond.node,
-            )
-        branch_types = {then.type, other.type}
-        if len(branch_types) == 2 and not branch_types & {DYN, "null_type"}:
-            raise self.error(
-                f"found no matching overload for '_?_:_' applied to "
-                f"'({cond.type}, {then.type}, {other.type})'",
-                node,
-            )
+        applied = f"'({shown(cond.full)}, {shown(then.full)}, {shown(other.full)})'"
+        if cond.type not in (BOOL, DYN) or not assignable(then.full, other.full):
+            raise self.error(f"found no matching overload for '_?_:_' applied to {applied}", node)
         cf, tf, of = cond.fn, then.fn, other.fn
 
         def conditional(frame: Frame) -> Any:
@@ -640,13 +730,14 @@ class Compiler:
             raise no_overload("_?_:_", c)
 
         static = then.type if then.type == other.type else DYN
-        return self._fold(node, static, conditional, (cond, then, other))
+        full = most_general(then.full, other.full)
+        return self._fold(node, static, conditional, (cond, then, other), full)
 
     def _not(self, node: Call) -> Compiled:
         operand = self.compile(node.args[0])
         if operand.type not in (BOOL, DYN):
             raise self.error(
-                f"found no matching overload for '!_' applied to '({operand.type})'", node
+                f"found no matching overload for '!_' applied to '({shown(operand.full)})'", node
             )
         op = operand.fn
 
@@ -664,7 +755,7 @@ class Compiler:
         operand = self.compile(node.args[0])
         if operand.type not in ("int", "double", DYN):
             raise self.error(
-                f"found no matching overload for '-_' applied to '({operand.type})'", node
+                f"found no matching overload for '-_' applied to '({shown(operand.full)})'", node
             )
         op = operand.fn
 
@@ -675,16 +766,12 @@ class Compiler:
 
     def _equality(self, node: Call) -> Compiled:
         left, right = (self.compile(a) for a in node.args)
-        lt, rt = left.type, right.type
-        if (
-            DYN not in (lt, rt)
-            and lt != rt
-            and not (lt in NUMERIC and rt in NUMERIC)
-            and "null_type" not in (lt, rt)
-            and OPTIONAL not in (lt, rt)
-        ):
+        # cel-go checks ``==`` as one overload (A, A): both sides must unify, with no
+        # numeric conversion (``1 == 1.0`` fails to check; it is true only through dyn).
+        if not assignable(left.full, right.full):
             raise self.error(
-                f"found no matching overload for '{node.function}' applied to '({lt}, {rt})'",
+                f"found no matching overload for '{node.function}' applied to "
+                f"'({shown(left.full)}, {shown(right.full)})'",
                 node,
             )
         negated = node.function == "_!=_"
@@ -733,10 +820,12 @@ class Compiler:
 
     def _in(self, node: Call) -> Compiled:
         item, container = (self.compile(a) for a in node.args)
-        if container.type not in (DYN, "list", "map"):
+        if container.type not in (DYN, "list", "map") or not assignable(
+            item.full, element(container.full)
+        ):
             raise self.error(
                 "found no matching overload for '@in' applied to "
-                f"'({item.type}, {container.type})'",
+                f"'({shown(item.full)}, {shown(container.full)})'",
                 node,
             )
         itf, cf = item.fn, container.fn
@@ -776,8 +865,13 @@ class Compiler:
         left, right = (self.compile(a) for a in node.args)
         name = node.function
         lt, rt = left.type, right.type
+        mismatch = (
+            f"found no matching overload for '{name}' applied to "
+            f"'({shown(left.full)}, {shown(right.full)})'"
+        )
         impl = _BINARY_OPS[name]
         is_relation = name in ("_<_", "_<=_", "_>_", "_>=_")
+        decided = ""  # the result's full type when one typed side decides it
         if DYN not in (lt, rt):
             if is_relation:
                 ok = (lt in NUMERIC and rt in NUMERIC) or (lt == rt and lt in ORDERED)
@@ -790,27 +884,29 @@ class Compiler:
                     "_%_": {"int", "uint"},
                 }[name]
                 ok = (lt == rt and lt in allowed) or (lt, rt) in _TIME_ARITHMETIC.get(name, ())
+                # list(A) + list(A): the element types must unify too.
+                ok = ok and (lt != "list" or assignable(left.full, right.full))
             if not ok:
-                raise self.error(
-                    f"found no matching overload for '{name}' applied to '({lt}, {rt})'", node
-                )
+                raise self.error(mismatch, node)
         elif not is_relation and (lt == DYN) != (rt == DYN):
             # One side typed: only the overloads taking that type there can match
             # (``dyn + 'x'`` is add_string, a string; ``dyn + true`` matches none).
             known = rt if lt == DYN else lt
             usable = _DYN_ARITHMETIC[name]
             if known not in usable:
-                shown = f"({lt}, {rt})"
-                raise self.error(
-                    f"found no matching overload for '{name}' applied to '{shown}'", node
-                )
+                raise self.error(mismatch, node)
             if usable[known]:
                 lt = rt = known
+                # The typed side binds the overload: ``any + [1]`` is add_list, list(int).
+                decided = right.full if left.type == DYN else left.full
         static = BOOL if is_relation else (lt if lt == rt else DYN)
         if name == "_-_" and lt == rt == TIMESTAMP_TYPE:
             static = DURATION_TYPE
         elif {lt, rt} == {TIMESTAMP_TYPE, DURATION_TYPE}:
             static = TIMESTAMP_TYPE
+        full = most_general(left.full, right.full) if static == "list" else static
+        if DYN in (left.type, right.type) and not is_relation and decided:
+            full = decided
         lf, rf = left.fn, right.fn
         if is_relation and right.is_const and type(right.value) in NUMBER_CLASSES:
             fast = relation_with_number(name, lf, right.value)
@@ -828,12 +924,12 @@ class Compiler:
                         charge(frame, 0)
                 return result
 
-            return self._fold(node, static, concat, (left, right))
+            return self._fold(node, static, concat, (left, right), full)
 
         def binary(frame: Frame) -> Any:
             return impl(lf(frame), rf(frame))
 
-        return self._fold(node, static, binary, (left, right))
+        return self._fold(node, static, binary, (left, right), full)
 
     # ------------------------------------------------------------------ macros
     def _has(self, node: Call) -> Compiled:
@@ -842,13 +938,14 @@ class Compiler:
         arg = node.args[0]
         fast = self._device_presence(arg)
         if fast is not None:
+            fast.node = node  # located at has(, as cel-go locates the macro
             return fast
         operand = self.compile(arg.operand)
         name = arg.field
         if operand.type == DEVICE:
             return self._const(node, name in DEVICE_FIELDS)
         if operand.type not in (DYN, "map"):
-            raise self.error(f"type '{operand.type}' does not support field selection", node)
+            raise self._no_field_selection(operand, node)
         op = operand.fn
 
         def has(frame: Frame) -> Any:
@@ -861,13 +958,15 @@ class Compiler:
             raise self.error("argument must be a simple name", node)
         return node.name
 
-    def _with_vars(self, names: list[str]) -> tuple[list[int], dict[str, int]]:
+    def _with_vars(
+        self, names: list[str], types: list[str]
+    ) -> tuple[list[int], dict[str, tuple[int, str]]]:
         saved = dict(self.scope)
         slots = []
-        for name in names:
+        for name, var_type in zip(names, types, strict=True):
             slot = self.slot_count
             self.slot_count += 1
-            self.scope[name] = slot
+            self.scope[name] = (slot, var_type)
             slots.append(slot)
         return slots, saved
 
@@ -876,7 +975,7 @@ class Compiler:
             raise self.error("cel.bind() requires 3 arguments", node)
         name = self._variable(node.args[0])
         init = self.compile(node.args[1])
-        (slot,), saved = self._with_vars([name])
+        (slot,), saved = self._with_vars([name], [init.full])
         try:
             body = self.compile(node.args[2])
         finally:
@@ -887,7 +986,7 @@ class Compiler:
             frame[slot] = inf(frame)
             return bf(frame)
 
-        return Compiled(bind, body.type, node, children=(init, body))
+        return Compiled(bind, body.type, node, children=(init, body), full=body.full)
 
     def _comprehension(self, node: Call) -> Compiled:
         name = node.function
@@ -911,10 +1010,18 @@ class Compiler:
         iter_range = self.compile(node.target)
         if iter_range.type not in (DYN, "list", "map"):
             raise self.error(
-                f"expression of type '{iter_range.type}' cannot be the range of a comprehension",
+                f"expression of type '{shown(iter_range.full)}' cannot be range of a comprehension "
+                "(must be list, map, or dynamic)",
                 node.target,
             )
-        slots, saved = self._with_vars(var_names)
+        item = element(iter_range.full)
+        if nvars == 1:
+            var_types = [item]
+        elif iter_range.type == "list":
+            var_types = ["int", item]
+        else:
+            var_types = [item, value_of(iter_range.full)]
+        slots, saved = self._with_vars(var_names, var_types)
         try:
             parts = [self.compile(a) for a in args[nvars:]]
         finally:
@@ -922,9 +1029,10 @@ class Compiler:
         step_cost = 1 + sum(node_count(a) for a in args[nvars:])
         # The last part of map/transform* is the transform; every other part is a predicate.
         transforms = 1 if name in ("map", "transformList", "transformMap") else 0
+        produced = parts[-1].full if transforms else var_types[0]
         for p in parts[: len(parts) - transforms]:
             if p.type not in (BOOL, DYN):
-                raise self.error(f"predicate of {name}() must be bool, not {p.type}", p.node)
+                raise self._predicate_error(name, p, produced, node)
         rf = iter_range.fn
         body = comprehension_body(name, nvars, slots, [p.fn for p in parts], step_cost)
 
@@ -946,7 +1054,31 @@ class Compiler:
             "transformList": "list",
             "transformMap": "map",
         }[name]
-        return Compiled(run, static, node, children=(iter_range, *parts))
+        full = {
+            "map": list_of(produced),
+            "filter": list_of(produced),
+            "transformList": list_of(produced),
+            "transformMap": map_of(var_types[0], produced),
+        }.get(name, static)
+        return Compiled(run, static, node, children=(iter_range, *parts), full=full)
+
+    def _predicate_error(
+        self, name: str, predicate: Compiled, produced: str, node: Call
+    ) -> CelCompileError:
+        """cel-go's error for a predicate that is not bool, as the macro's expansion
+        meets it: ``all``/``exists`` combine it with ``&&``/``||`` (a bool is expected),
+        the others choose with ``?:`` between two accumulators."""
+        found = shown(predicate.full)
+        if name in ("all", "exists"):
+            return self.error(f"expected type 'bool' but found '{found}'", predicate.node)
+        accumulator = "int" if name in ("exists_one", "existsOne") else shown(list_of(produced))
+        if name in ("transformMap",):
+            accumulator = shown(map_of(DYN, produced))
+        return self.error(
+            f"found no matching overload for '_?_:_' applied to "
+            f"'({found}, {accumulator}, {accumulator})'",
+            node,
+        )
 
     def _sort_by(self, node: Call) -> Compiled:
         """``list.sortBy(x, key)`` (ext.Lists): a stable sort on a computed key."""
@@ -957,7 +1089,7 @@ class Compiler:
         if target.type not in (DYN, "list"):
             raise self.error(f"sortBy() applies to lists, not {target.type}", node.target)
         name = self._variable(node.args[0])
-        (slot,), saved = self._with_vars([name])
+        (slot,), saved = self._with_vars([name], [element(target.full)])
         try:
             key = self.compile(node.args[1])
         finally:
@@ -976,7 +1108,7 @@ class Compiler:
                 keys.append(kf(frame))
             return [item for _, item in sorted_by_keys(keys, items)]
 
-        return Compiled(sort_by, "list", node, children=(target, key))
+        return Compiled(sort_by, "list", node, children=(target, key), full=target.full)
 
     def _opt_map(self, node: Call) -> Compiled:
         assert node.target is not None
@@ -984,7 +1116,7 @@ class Compiler:
             raise self.error(f"{node.function}() requires 2 arguments", node)
         target = self.compile(node.target)
         name = self._variable(node.args[0])
-        (slot,), saved = self._with_vars([name])
+        (slot,), saved = self._with_vars([name], [_optional_inner(target.full)])
         try:
             body = self.compile(node.args[1])
         finally:
@@ -1006,19 +1138,23 @@ class Compiler:
                 return result
             return Optional(result)
 
-        return Compiled(opt_map, OPTIONAL, node, children=(target, body))
+        full = body.full if flat else optional_of(body.full)
+        return Compiled(opt_map, OPTIONAL, node, children=(target, body), full=full)
 
     # ------------------------------------------------------------------ functions
     def _function(self, node: Call, name: str, target: Node | None) -> Compiled:
         overloads = FUNCTIONS.get(name)
         if overloads is None:
-            if name in _MACROS:
-                raise self.error(f"invalid arguments to {name}() macro", node)
-            raise self.error(f"undeclared reference to '{name}'", node)
+            # A macro name with other arguments is no macro: a call of an undeclared
+            # function, as cel-go's parser leaves it.
+            raise self.error(f"undeclared reference to '{name}' (in container '')", node)
+        if name == "format":
+            self.exempt_lists.update(id(a) for a in node.args if isinstance(a, ListLit))
         compiled_args = tuple(self.compile(a) for a in node.args)
         receiver = self.compile(target) if target is not None else None
         all_args = ((receiver,) if receiver is not None else ()) + compiled_args
         static = tuple(a.type for a in all_args)
+        fulls = tuple(a.full for a in all_args)
         candidates = [
             o
             for o in overloads
@@ -1026,12 +1162,13 @@ class Compiler:
             and len(o.params) == len(all_args)
             and o.accepts_static(static)
         ]
-        if not candidates:
-            shown = ", ".join(t for t in static[1:] if receiver is not None) if receiver else ""
+        generic = generic_result(name, fulls)
+        if not candidates or generic is None:
+            named = [shown(t) for t in fulls]
             if receiver is not None:
-                applied = f"{static[0]}.({shown})"
+                applied = f"{named[0]}.({', '.join(named[1:])})"
             else:
-                applied = "(" + ", ".join(static) + ")"
+                applied = "(" + ", ".join(named) + ")"
             raise self.error(
                 f"found no matching overload for '{name}' applied to '{applied}'", node
             )
@@ -1044,8 +1181,19 @@ class Compiler:
         fns = tuple(a.fn for a in all_args)
         result_types = {o.result for o in candidates}
         static_result = result_types.pop() if len(result_types) == 1 else DYN
+        if generic == DYN:
+            # Several overloads match (``list(any).sort()``): cel-go types the call dyn.
+            full = static_result = DYN
+        elif generic and _kind_of(generic) == static_result:
+            full = generic
+        elif generic and static_result == DYN and not is_wildcard(generic):
+            # A list's sum/min/max, an optional's value: the element type is known here.
+            full = generic
+            static_result = _kind_of(generic)
+        else:
+            full = static_result
         fn = self._call_fn(name, candidates, fns, static)
-        return self._fold(node, static_result, fn, all_args)
+        return self._fold(node, static_result, fn, all_args, full)
 
     def _check_literal(self, name: str, arg: Compiled) -> None:
         """Upstream's AST validators reject bad duration and timestamp literals at compile

@@ -25,6 +25,7 @@ from typing import Final
 
 from .environment import Environment
 from .errors import CelCompileError
+from .positions import position
 from .syntax import Call, Ident, Index, ListLit, MapLit, Node, Select, parse
 
 #: Macros whose target is iterated.
@@ -52,7 +53,7 @@ class _Checker:
         self.env = env
 
     def error(self, message: str, node: Node) -> CelCompileError:
-        return CelCompileError(message, expression=self.text, position=node.start)
+        return CelCompileError(message, expression=self.text, position=position(self.text, node))
 
     def kind(self, node: Node, scope: dict[str, _Kind]) -> _Kind:
         if isinstance(node, Ident):
@@ -113,13 +114,15 @@ class _Checker:
     def _call(self, node: Call, scope: dict[str, _Kind]) -> None:
         target = node.target
         if node.function == "includes" and not self.env.list_type_attributes:
-            raise self.error("undeclared reference to 'includes'", node)
+            raise self.error("undeclared reference to 'includes' (in container '')", node)
         if target is not None and node.function in _COMPREHENSIONS and node.args:
             self.check(target, scope)
             range_kind = self.kind(target, scope)
             if range_kind == "value" and not self.env.list_type_attributes:
                 raise self.error(
-                    "expression of type 'any' cannot be the range of a comprehension", target
+                    "expression of type 'any' cannot be range of a comprehension "
+                    "(must be list, map, or dynamic)",
+                    target,
                 )
             two = node.function in ("transformList", "transformMap", "existsOne") or (
                 node.function in ("all", "exists", "exists_one") and len(node.args) == 3

@@ -2,9 +2,9 @@
 
 ```python
 from dra_controller.informers import SharedInformers
-from dra_controller.kube import load_transport
+from dra_kube_client import KubeTransport
 
-informers = SharedInformers(load_transport())
+informers = SharedInformers(KubeTransport.from_kubeconfig(fallback=True))
 informers.start(stop)                      # one thread per collection
 informers.wait_synced(60)
 claims = informers.store("ResourceClaim").items()   # {"ns/name": raw v1 JSON}

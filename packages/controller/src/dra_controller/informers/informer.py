@@ -15,7 +15,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..kube.transport import ApiError, ApiTransport
+from dra_kube_client import JsonTransport, KubeApiError
+
 from .backoff import Backoff
 from .resources import RawObject, Resource
 from .store import Store, object_key
@@ -45,7 +46,7 @@ class Informer:
 
     def __init__(
         self,
-        transport: ApiTransport,
+        transport: JsonTransport,
         resource: Resource,
         *,
         store: Store | None = None,
@@ -105,7 +106,7 @@ class Informer:
                 query["continue"] = cont
             try:
                 body = self.transport.request("GET", self.resource.path, query=query)
-            except ApiError as exc:
+            except KubeApiError as exc:
                 if exc.status == 410:
                     # The continue token expired mid-list: start the list again.
                     items, cont = [], ""
@@ -134,15 +135,17 @@ class Informer:
 
         Raises:
             WatchExpiredError: the version is too old; list again.
-            ApiError: the watch could not be opened or broke.
+            KubeApiError: the watch could not be opened or broke.
         """
         # A randomized timeout spreads the informers' reconnects (client-go does too).
         timeout = self.watch_timeout_s * (1 + random.random())
         query = {"resourceVersion": resource_version, "allowWatchBookmarks": "true"}
         try:
-            for event in self.transport.watch(self.resource.path, query=query, timeout_s=timeout):
+            for event in self.transport.watch_lines(
+                self.resource.path, query=query, timeout_s=timeout
+            ):
                 resource_version = self._apply(event, resource_version)
-        except ApiError as exc:
+        except KubeApiError as exc:
             if exc.status == 410:
                 raise WatchExpiredError(str(exc)) from exc
             raise
@@ -155,7 +158,9 @@ class Informer:
             code = int(status.get("code") or 0)
             if code == 410:
                 raise WatchExpiredError(str(status.get("message") or "resource version expired"))
-            raise ApiError("WATCH", self.resource.path, code, str(status.get("message") or status))
+            raise KubeApiError(
+                "WATCH", self.resource.path, code, str(status.get("message") or status)
+            )
         meta = (obj.get("metadata") if isinstance(obj, dict) else None) or {}
         new_version = str(meta.get("resourceVersion") or resource_version)
         if kind == "BOOKMARK":
@@ -194,7 +199,7 @@ class Informer:
                     },
                 )
                 version = None
-            except ApiError as exc:
+            except KubeApiError as exc:
                 if exc.status == 404 and self.resource.optional:
                     # The API is not served here: there are none, and that is a synced state.
                     if not self.synced.is_set() or len(self.store):

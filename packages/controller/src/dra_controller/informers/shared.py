@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
-from ..kube.transport import ApiTransport
+from dra_kube_client import JsonTransport
+
 from .informer import Check, Informer
 from .resources import ALL_RESOURCES, Resource
 from .store import Listener, Store
@@ -16,7 +17,7 @@ class SharedInformers:
 
     def __init__(
         self,
-        transport: ApiTransport,
+        transport: JsonTransport,
         *,
         resources: Sequence[Resource] = ALL_RESOURCES,
         checks: Mapping[str, Check] | None = None,

@@ -22,6 +22,8 @@ from typing import Any, Final
 from dra_api_types import ObjectRef, ValidationError, decode_opaque_config
 from dra_api_types.nvidia_v1beta1 import COMPUTE_DOMAIN_DRIVER, GPU_DRIVER
 
+from .selector_names import selector_warnings
+
 __all__ = [
     "ADMISSION_API_VERSION",
     "OUR_DRIVERS",
@@ -80,6 +82,8 @@ class Verdict:
     problems: tuple[ConfigProblem, ...] = ()
     #: Set when the object is refused for another reason than its configs.
     reason_message: str = ""
+    #: AdmissionReview warnings (kubectl prints them as ``Warning: ...``), admitted or not.
+    warnings: tuple[str, ...] = ()
 
     @property
     def message(self) -> str:
@@ -96,6 +100,8 @@ class Verdict:
     def response(self, uid: str) -> dict[str, Any]:
         """The ``response`` of an AdmissionReview carrying this verdict."""
         body: dict[str, Any] = {"uid": uid, "allowed": self.allowed}
+        if self.warnings:
+            body["warnings"] = list(self.warnings)
         if not self.allowed:
             # No ``details``: kubectl prints an Invalid error that has details as "The
             # ResourceClaim "x" is invalid" plus causes, dropping the message that names the
@@ -175,7 +181,8 @@ def judge_object(
     obj: Mapping[str, Any], resource: str, *, object_ref: ObjectRef | None = None
 ) -> Verdict:
     """Judge the opaque configs of one ResourceClaim (``resource="resourceclaims"``) or
-    ResourceClaimTemplate (``"resourceclaimtemplates"``) in any served version.
+    ResourceClaimTemplate (``"resourceclaimtemplates"``) in any served version, and warn
+    about selectors naming attributes or capacities ``gpu.nvidia.com`` never publishes.
 
     Raises ``KeyError`` for another resource.
     """
@@ -191,7 +198,13 @@ def judge_object(
         for index, config in enumerate(configs if isinstance(configs, Sequence) else ())
         for problem in _judge_config(config, f"{prefix}[{index}]")
     ]
-    return Verdict(allowed=not problems, object_ref=ref, problems=tuple(problems))
+    warnings = selector_warnings(devices, ".".join(devices_path))
+    return Verdict(
+        allowed=not problems,
+        object_ref=ref,
+        problems=tuple(problems),
+        warnings=tuple(warnings),
+    )
 
 
 def _judge_config(config: Any, path: str) -> list[ConfigProblem]:

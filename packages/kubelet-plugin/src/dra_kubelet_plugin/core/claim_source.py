@@ -16,9 +16,8 @@ from typing import Any, Protocol
 
 import yaml
 from dra_api_types import ResourceClaim, ValidationError
+from dra_kube_client import JsonTransport, KubeApiError, path_segment
 
-from dra_kubelet_plugin.core.errors import KubeApiError
-from dra_kubelet_plugin.core.kube import JsonTransport, path_segment
 from dra_kubelet_plugin.core.resource_api import ResourceApi
 
 __all__ = ["ClaimParseError", "ClaimSource", "DirectoryClaimSource", "KubeClaimSource"]

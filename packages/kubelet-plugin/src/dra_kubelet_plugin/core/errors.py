@@ -12,11 +12,13 @@ Tree::
     │   ├── UnknownDeviceError    the allocation names a device this node does not have
     │   ├── DeviceInUseError      a device is already prepared for another claim
     │   └── DeviceNodeMissingError  a required /dev node is absent (real backend)
-    ├── KubeApiError              the API server answered with an error status (``.status``)
     ├── CheckpointError           checkpoint cannot be read or written
     │   └── CheckpointCorruptError  stored bytes fail the integrity check or do not parse
     ├── CDIError                  a CDI spec cannot be rendered, validated or written
     └── LockTimeoutError          the node-wide prepare lock was not acquired in time
+
+API-server failures are :class:`dra_kube_client.KubeApiError` (not a PluginError: the one
+Kubernetes client of the workspace raises them for every package).
 
 Every error that concerns a claim carries its reference so that the per-claim message
 returned to the kubelet says which object and field is at fault.
@@ -100,16 +102,6 @@ class DeviceInUseError(ClaimError):
 
 class DeviceNodeMissingError(ClaimError):
     """A device node the container needs does not exist on the host."""
-
-
-class KubeApiError(PluginError):
-    """The API server could not be reached (``status`` 0) or answered with an error status."""
-
-    def __init__(self, method: str, path: str, status: int, message: str) -> None:
-        super().__init__(f"{method} {path}: HTTP {status}: {message}")
-        self.method = method
-        self.path = path
-        self.status = status
 
 
 class CheckpointError(PluginError):

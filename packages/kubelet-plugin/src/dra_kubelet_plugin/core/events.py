@@ -8,8 +8,7 @@ import datetime
 import logging
 from typing import Protocol
 
-from dra_kubelet_plugin.core.errors import KubeApiError
-from dra_kubelet_plugin.core.kube import JsonTransport
+from dra_kube_client import JsonTransport, KubeApiError
 
 __all__ = ["EventRecorder", "KubeEventRecorder", "LogEventRecorder"]
 

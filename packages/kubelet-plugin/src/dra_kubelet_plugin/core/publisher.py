@@ -31,10 +31,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from dra_api_types import ResourceSlice, ValidationError
+from dra_kube_client import JsonTransport, KubeApiError, path_segment
 
-from dra_kubelet_plugin.core.errors import KubeApiError
 from dra_kubelet_plugin.core.health import HealthHub
-from dra_kubelet_plugin.core.kube import JsonTransport, path_segment
 from dra_kubelet_plugin.core.metrics import PluginMetrics
 from dra_kubelet_plugin.core.resource_api import ResourceApi
 

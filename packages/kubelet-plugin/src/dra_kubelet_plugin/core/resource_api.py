@@ -18,9 +18,9 @@ from typing import Any
 
 from dra_api_types.beta_to_v1 import convert_to_v1
 from dra_api_types.v1_to_beta import convert_slice_from_v1
+from dra_kube_client import JsonTransport, KubeApiError
 
-from dra_kubelet_plugin.core.errors import KubeApiError, PluginError
-from dra_kubelet_plugin.core.kube import JsonTransport
+from dra_kubelet_plugin.core.errors import PluginError
 
 __all__ = [
     "GROUP",

@@ -31,6 +31,7 @@ from typing import Any
 
 import grpc
 import grpc.aio
+from dra_kube_client import KubeApiError, KubeConfigError, KubeTransport, path_segment
 
 from dra_kubelet_plugin.core.cdi_store import CDIStore
 from dra_kubelet_plugin.core.checkpoint import CheckpointStore, read_boot_id
@@ -41,11 +42,10 @@ from dra_kubelet_plugin.core.claim_source import (
 )
 from dra_kubelet_plugin.core.dra_service import dra_handlers
 from dra_kubelet_plugin.core.driver import Driver, DriverIdentity
-from dra_kubelet_plugin.core.errors import ConfigurationError, KubeApiError
+from dra_kubelet_plugin.core.errors import ConfigurationError
 from dra_kubelet_plugin.core.events import EventRecorder, KubeEventRecorder, LogEventRecorder
 from dra_kubelet_plugin.core.health import ADVERTISED_HEALTH_SERVICES, HealthHub, health_handlers
 from dra_kubelet_plugin.core.healthcheck import HealthcheckServer
-from dra_kubelet_plugin.core.kube import KubeTransport, path_segment
 from dra_kubelet_plugin.core.metrics import PluginMetrics, serve_metrics
 from dra_kubelet_plugin.core.node_lock import NodeLock
 from dra_kubelet_plugin.core.publisher import SlicePublisher, SliceSource
@@ -139,12 +139,16 @@ class PluginRunner:
             self.claims = DirectoryClaimSource(s.claims_directory)
             self.events = LogEventRecorder(s.node_name)
         else:
-            self.transport = transport = KubeTransport.from_kubeconfig(s.kubeconfig or None)
+            try:
+                transport = KubeTransport.from_kubeconfig(s.kubeconfig or None)
+            except KubeConfigError as exc:
+                raise ConfigurationError("--kubeconfig", str(exc)) from exc
+            self.transport = transport
             self.on_stop(transport.close)
             self.node_uid = await asyncio.to_thread(_node_uid, transport, s.node_name)
             try:
                 self.resource_api = await asyncio.to_thread(discover_resource_api, transport)
-            except UnsupportedResourceApiError as exc:
+            except (UnsupportedResourceApiError, KubeApiError) as exc:
                 raise ConfigurationError("--kubeconfig", str(exc)) from exc
             self.claims = KubeClaimSource(transport, self.resource_api)
             self.events = KubeEventRecorder(

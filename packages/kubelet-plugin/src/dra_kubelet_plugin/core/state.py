@@ -26,6 +26,8 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from dra_kube_client import KubeApiError
+
 from dra_kubelet_plugin.core.allocated import allocated_devices
 from dra_kubelet_plugin.core.cdi_store import CDIStore
 from dra_kubelet_plugin.core.checkpoint import (
@@ -240,7 +242,7 @@ class ClaimEngine:
             return False
         try:
             claim = await self._claims.get(entry.namespace, entry.name)
-        except (PluginError, ClaimParseError) as exc:
+        except (PluginError, KubeApiError, ClaimParseError) as exc:
             log.warning(
                 "cannot check whether a claim still exists",
                 extra={"event": "claim_check_failed", "claim_uid": entry.uid, "error": str(exc)},
@@ -268,7 +270,7 @@ class ClaimEngine:
                     },
                 )
                 return PrepareOutcome(error=str(exc), reason=exc.reason, retryable=exc.retryable)
-            except (PluginError, ClaimParseError) as exc:
+            except (PluginError, KubeApiError, ClaimParseError) as exc:
                 reason = type(exc).__name__.removesuffix("Error")
                 log.error(str(exc), extra={"event": "prepare_failed", "reason": reason})
                 return PrepareOutcome(error=f"{ref}: {exc}", reason=reason)

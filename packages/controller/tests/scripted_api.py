@@ -1,4 +1,10 @@
-"""A scripted :class:`ApiTransport` for the informer and controller tests."""
+"""A scripted :class:`dra_kube_client.JsonTransport` for the informer tests.
+
+The informer is checked against server behaviour a consistent server never shows on cue:
+list pages with ``continue`` tokens, a 410 in the middle of a paged list, ``ERROR`` events,
+streams that break. So these tests replay scripts; every test that needs a server that keeps
+objects uses the shared :class:`dra_kube_client.testing.MemoryApi` instead.
+"""
 
 from __future__ import annotations
 
@@ -6,22 +12,21 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dra_controller.kube.transport import ApiError
+from dra_kube_client import KubeApiError
 
 
 @dataclass
-class FakeApi:
+class ScriptedApi:
     """Lists answered from ``lists`` (path -> pages), watches from ``watches`` (path -> scripts).
 
-    A watch script is a list of events; an ``ApiError`` in it is raised at that point.
-    When a path's scripts run out, the watch raises status 0 (as a broken connection).
+    A page or watch event that is a ``KubeApiError`` is raised at that point. The last page of
+    a path is answered again and again; when a path's watch scripts run out, the watch raises
+    status 0 (as a broken connection).
     """
 
     lists: dict[str, list[Any]] = field(default_factory=dict)
     watches: dict[str, list[list[Any]]] = field(default_factory=dict)
     calls: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
-    posted: list[tuple[str, str, Any]] = field(default_factory=list)
-    objects: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def request(
         self,
@@ -33,34 +38,28 @@ class FakeApi:
         content_type: str = "application/json",
         timeout_s: float = 30.0,
     ) -> dict[str, Any]:
-        """Answer a list page, a GET of a stored object, or record a write."""
+        """Answer the next list page of ``path``."""
         self.calls.append((method, path, dict(query or {})))
-        if method != "GET":
-            self.posted.append((method, path, body))
-            if isinstance(body, dict):
-                self.objects[path] = body
-            return body if isinstance(body, dict) else {}
-        if path in self.objects:
-            return self.objects[path]
+        assert method == "GET", f"the informer only reads: {method} {path}"
         pages = self.lists.get(path)
         if not pages:
-            raise ApiError(method, path, 404, "not found")
+            raise KubeApiError(method, path, 404, "not found", reason="NotFound")
         page = pages.pop(0) if len(pages) > 1 else pages[0]
-        if isinstance(page, ApiError):
+        if isinstance(page, KubeApiError):
             raise page
         result: dict[str, Any] = page
         return result
 
-    def watch(
+    def watch_lines(
         self, path: str, *, query: Mapping[str, str], timeout_s: float
     ) -> Iterator[dict[str, Any]]:
         """Replay the next script of ``path``."""
         self.calls.append(("WATCH", path, dict(query)))
         scripts = self.watches.get(path) or []
         if not scripts:
-            raise ApiError("WATCH", path, 0, "connection refused")
+            raise KubeApiError("WATCH", path, 0, "connection refused")
         for event in scripts.pop(0):
-            if isinstance(event, ApiError):
+            if isinstance(event, KubeApiError):
                 raise event
             yield event
 

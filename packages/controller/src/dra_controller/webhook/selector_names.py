@@ -1,0 +1,141 @@
+"""Warnings about CEL selectors naming what the ``gpu.nvidia.com`` driver never publishes.
+
+The API server compiles every selector of a claim and refuses what does not compile or
+costs too much, before validating admission webhooks run, so those never reach the
+webhook. What it cannot know is which attributes a driver publishes:
+``device.attributes["gpu.nvidia.com"].productname`` compiles, and then fails on every
+device at allocation (no such key; the pod stays pending). For each selector of a claim's
+requests (``exactly``, ``firstAvailable`` subrequests, v1beta1's request-level
+``selectors``), every constant lookup in the ``gpu.nvidia.com`` domain of
+``device.attributes`` or ``device.capacity`` is compared with the names the driver
+publishes (:mod:`dra_api_types.gpu_attributes`); an unknown one is an AdmissionReview
+warning naming the field path, with the closest published name. The object is still
+admitted: a newer driver may publish the name.
+
+Pure logic over decoded JSON.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Final
+
+from dra_api_types.gpu_attributes import (
+    GPU_ATTRIBUTES,
+    GPU_CAPACITIES,
+    is_published_attribute,
+    is_published_capacity,
+)
+from dra_api_types.nvidia_v1beta1 import GPU_DRIVER
+
+from ..cel import CelCompileError
+from ..cel.syntax import Call, Const, Ident, Index, ListLit, MapLit, Node, Select, parse
+
+__all__ = ["selector_warnings"]
+
+_FIELDS: Final = {"attributes": "attribute", "capacity": "capacity"}
+
+
+def selector_warnings(devices: Any, prefix: str) -> list[str]:
+    """Warnings for the selectors of the DeviceClaim ``devices`` found at field path
+    ``prefix`` (``spec.devices`` of a claim, ``spec.spec.devices`` of a template)."""
+    warnings: list[str] = []
+    for path, expression in _selectors(devices, prefix):
+        try:
+            tree = parse(expression)
+        except CelCompileError:
+            continue  # the API server refuses it before the webhook is asked
+        seen: set[tuple[str, str]] = set()
+        for which, name in _gpu_lookups(tree, shadowed=False):
+            if (which, name) in seen:
+                continue
+            seen.add((which, name))
+            warnings.append(_warning(path, which, name))
+    return warnings
+
+
+def _selectors(devices: Any, prefix: str) -> Iterator[tuple[str, str]]:
+    requests = devices.get("requests") if isinstance(devices, Mapping) else None
+    for i, request in enumerate(requests if isinstance(requests, Sequence) else ()):
+        if not isinstance(request, Mapping):
+            continue
+        base = f"{prefix}.requests[{i}]"
+        yield from _cel_of(request.get("exactly"), f"{base}.exactly")
+        yield from _cel_of(request, base)  # v1beta1: selectors on the request itself
+        subrequests = request.get("firstAvailable")
+        for j, sub in enumerate(subrequests if isinstance(subrequests, Sequence) else ()):
+            yield from _cel_of(sub, f"{base}.firstAvailable[{j}]")
+
+
+def _cel_of(holder: Any, path: str) -> Iterator[tuple[str, str]]:
+    selectors = holder.get("selectors") if isinstance(holder, Mapping) else None
+    for k, selector in enumerate(selectors if isinstance(selectors, Sequence) else ()):
+        cel = selector.get("cel") if isinstance(selector, Mapping) else None
+        expression = cel.get("expression") if isinstance(cel, Mapping) else None
+        if isinstance(expression, str):
+            yield f"{path}.selectors[{k}].cel.expression", expression
+
+
+def _gpu_lookups(node: Node, *, shadowed: bool) -> Iterator[tuple[str, str]]:
+    """(``attributes``|``capacity``, name) of each constant lookup in the driver's domain.
+
+    ``shadowed``: a comprehension variable named ``device`` hides the device below.
+    """
+    if not shadowed:
+        found = _lookup(node)
+        if found is not None:
+            yield found
+    if isinstance(node, Select):
+        yield from _gpu_lookups(node.operand, shadowed=shadowed)
+    elif isinstance(node, Index):
+        yield from _gpu_lookups(node.operand, shadowed=shadowed)
+        yield from _gpu_lookups(node.index, shadowed=shadowed)
+    elif isinstance(node, Call):
+        if node.target is not None:
+            yield from _gpu_lookups(node.target, shadowed=shadowed)
+        # A macro's variable named device shadows it in the macro's other arguments.
+        binds_device = any(isinstance(a, Ident) and a.name == "device" for a in node.args[:2])
+        for arg in node.args:
+            yield from _gpu_lookups(arg, shadowed=shadowed or binds_device)
+    elif isinstance(node, ListLit):
+        for element in node.elements:
+            yield from _gpu_lookups(element, shadowed=shadowed)
+    elif isinstance(node, MapLit):
+        for part in (*node.keys, *node.values):
+            yield from _gpu_lookups(part, shadowed=shadowed)
+
+
+def _lookup(node: Node) -> tuple[str, str] | None:
+    """``device.<attributes|capacity>["gpu.nvidia.com"]`` then ``.name`` or ``["name"]``."""
+    if isinstance(node, Select):
+        name, domain_node = node.field, node.operand
+    elif isinstance(node, Index) and isinstance(node.index, Const):
+        if type(node.index.value) is not str:
+            return None
+        name, domain_node = node.index.value, node.operand
+    else:
+        return None
+    if not (
+        isinstance(domain_node, Index)
+        and isinstance(domain_node.index, Const)
+        and domain_node.index.value == GPU_DRIVER
+        and isinstance(domain_node.operand, Select)
+        and domain_node.operand.field in _FIELDS
+        and isinstance(domain_node.operand.operand, Ident)
+        and domain_node.operand.operand.name == "device"
+    ):
+        return None
+    which = domain_node.operand.field
+    known = is_published_attribute if which == "attributes" else is_published_capacity
+    return None if known(name) else (which, name)
+
+
+def _warning(path: str, which: str, name: str) -> str:
+    names = GPU_ATTRIBUTES if which == "attributes" else GPU_CAPACITIES
+    close = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.6)
+    if not close:
+        lowered = {n.lower(): n for n in names}
+        close = [lowered[name.lower()]] if name.lower() in lowered else []
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"{path}: {GPU_DRIVER} publishes no {_FIELDS[which]} {name!r}{hint}"

@@ -1,0 +1,21 @@
+"""The workspace's one Kubernetes JSON client.
+
+:class:`KubeTransport` sends JSON requests and streams watches through the ``kubernetes``
+client's connection handling (kubeconfig or in-cluster service account, TLS, bearer tokens);
+components depend on the :class:`JsonTransport` protocol, which the in-memory API server of
+:mod:`dra_kube_client.testing` also implements.
+"""
+
+from dra_kube_client.errors import KubeApiError, KubeClientError, KubeConfigError
+from dra_kube_client.paths import path_segment
+from dra_kube_client.transport import JsonTransport, KubeTransport, status_fields
+
+__all__ = [
+    "JsonTransport",
+    "KubeApiError",
+    "KubeClientError",
+    "KubeConfigError",
+    "KubeTransport",
+    "path_segment",
+    "status_fields",
+]

@@ -1,0 +1,48 @@
+"""Exceptions of the Kubernetes client.
+
+Tree::
+
+    KubeClientError
+    ├── KubeApiError      a request failed: ``status`` (0: not reached) and ``reason``
+    └── KubeConfigError   the kubeconfig or in-cluster configuration cannot be loaded
+"""
+
+from __future__ import annotations
+
+
+class KubeClientError(Exception):
+    """Base class of every error raised by this package."""
+
+
+class KubeApiError(KubeClientError):
+    """The API server could not be reached (``status`` 0) or answered with an error status.
+
+    ``reason`` is the ``reason`` of the server's Status body (``NotFound``, ``Conflict``,
+    ``AlreadyExists``, ``Expired``...), empty when the answer had none.
+    """
+
+    def __init__(
+        self, method: str, path: str, status: int, message: str, *, reason: str = ""
+    ) -> None:
+        """Record what was asked and what came back."""
+        super().__init__(
+            f"{method} {path}: HTTP {status}: {message}"
+            if status
+            else f"{method} {path}: {message}"
+        )
+        self.method = method
+        self.path = path
+        self.status = status
+        self.message = message
+        self.reason = reason
+
+
+class KubeConfigError(KubeClientError):
+    """The client configuration cannot be loaded; ``source`` names where it was looked for
+    (the kubeconfig path, ``--kubeconfig`` default or ``in-cluster config``)."""
+
+    def __init__(self, source: str, message: str) -> None:
+        """Name the configuration source and why it failed."""
+        super().__init__(f"{source}: {message}")
+        self.source = source
+        self.message = message

@@ -1,0 +1,20 @@
+"""Test doubles of the API server (for unit tests only).
+
+:class:`MemoryApi` implements :class:`dra_kube_client.JsonTransport` in process over a dict
+of objects; :func:`serve_http` puts it behind a real HTTP server for a process that is given
+a kubeconfig.
+"""
+
+from dra_kube_client.testing.http_front import HttpFront, serve_http, status_body
+from dra_kube_client.testing.memory import MemoryApi
+from dra_kube_client.testing.selectors import SelectorError, matches, parse_selector
+
+__all__ = [
+    "HttpFront",
+    "MemoryApi",
+    "SelectorError",
+    "matches",
+    "parse_selector",
+    "serve_http",
+    "status_body",
+]

@@ -1,0 +1,166 @@
+"""A real HTTP server in front of a :class:`MemoryApi`, for a process under test that is
+handed a kubeconfig: each request is parsed into ``api.request`` or ``api.watch_lines``."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import yaml
+
+from dra_kube_client.errors import KubeApiError
+from dra_kube_client.testing.memory import MemoryApi
+
+__all__ = ["HttpFront", "serve_http"]
+
+
+class HttpFront:
+    """Serves ``api`` on ``127.0.0.1`` (an ephemeral port) until :meth:`close`.
+
+    ``authorizations`` collects every ``Authorization`` header seen (``None`` when absent).
+    """
+
+    def __init__(self, api: MemoryApi) -> None:
+        """Start serving ``api`` in a daemon thread."""
+        self.api = api
+        self.authorizations: set[str] = set()
+        front = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            # One response per connection: a watch ends by closing it.
+            protocol_version = "HTTP/1.0"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                """Quiet: the tests read the API's request log instead."""
+
+            def do_GET(self) -> None:
+                front._handle(self, "GET")
+
+            def do_POST(self) -> None:
+                front._handle(self, "POST")
+
+            def do_PUT(self) -> None:
+                front._handle(self, "PUT")
+
+            def do_PATCH(self) -> None:
+                front._handle(self, "PATCH")
+
+            def do_DELETE(self) -> None:
+                front._handle(self, "DELETE")
+
+        self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        """The server's base URL."""
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def write_kubeconfig(self, path: Path | str, *, token: str = "test-token") -> Path:
+        """A kubeconfig at ``path`` pointing at this server with a bearer ``token``."""
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "memory", "cluster": {"server": self.url}}],
+            "users": [{"name": "u", "user": {"token": token}}],
+            "contexts": [{"name": "memory", "context": {"cluster": "memory", "user": "u"}}],
+            "current-context": "memory",
+        }
+        out = Path(path)
+        out.write_text(yaml.safe_dump(config))
+        return out
+
+    def close(self) -> None:
+        """End open watches and stop serving."""
+        self.api.close()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> HttpFront:
+        """The running front."""
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """:meth:`close`."""
+        self.close()
+
+    def _handle(self, h: http.server.BaseHTTPRequestHandler, method: str) -> None:
+        url = urlsplit(h.path)
+        query = dict(parse_qsl(url.query))
+        self.authorizations.add(str(h.headers.get("Authorization")))
+        try:
+            body = _body(h, method, url.path)
+            if method == "GET" and query.pop("watch", "") == "true":
+                timeout_s = float(query.get("timeoutSeconds") or 30)
+                events = self.api.watch_lines(url.path, query=query, timeout_s=timeout_s)
+                return _stream(h, events)
+            content_type = h.headers.get("Content-Type") or "application/json"
+            answer = self.api.request(
+                method, url.path, query=query, body=body, content_type=content_type
+            )
+        except KubeApiError as exc:
+            return _send(h, exc.status or 500, status_body(exc))
+        return _send(h, 201 if method == "POST" else 200, answer)
+
+
+def serve_http(api: MemoryApi) -> HttpFront:
+    """Serve ``api`` over HTTP (use as a context manager, or :meth:`HttpFront.close`)."""
+    return HttpFront(api)
+
+
+def status_body(exc: KubeApiError) -> dict[str, Any]:
+    """The ``Status`` object the API server answers an error with."""
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "message": exc.message,
+        "reason": exc.reason,
+        "code": exc.status or 500,
+    }
+
+
+def _body(h: http.server.BaseHTTPRequestHandler, method: str, path: str) -> object:
+    length = int(h.headers.get("Content-Length") or 0)
+    raw = h.rfile.read(length) if length else b""
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        message = f"body is not JSON: {exc}"
+        raise KubeApiError(method, path, 400, message, reason="BadRequest") from exc
+
+
+def _send(h: http.server.BaseHTTPRequestHandler, status: int, body: dict[str, Any]) -> None:
+    data = json.dumps(body).encode()
+    h.send_response(status)
+    h.send_header("Content-Type", "application/json")
+    h.send_header("Content-Length", str(len(data)))
+    h.end_headers()
+    h.wfile.write(data)
+
+
+def _stream(h: http.server.BaseHTTPRequestHandler, events: Iterator[dict[str, Any]]) -> None:
+    h.send_response(200)
+    h.send_header("Content-Type", "application/json")
+    h.end_headers()
+    try:
+        for event in events:
+            h.wfile.write(json.dumps(event).encode() + b"\n")
+            h.wfile.flush()
+    except OSError:
+        return  # the client went away

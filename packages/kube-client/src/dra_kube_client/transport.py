@@ -1,0 +1,229 @@
+"""The API-server edge: raw JSON requests and watch streams over the ``kubernetes`` client.
+
+Only the client's connection handling is used (kubeconfig or in-cluster service account
+loading, TLS, bearer tokens and their refresh). Bodies stay plain JSON, read leniently by
+:mod:`dra_api_types`, because the client's generated models reject fields they do not know.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, cast
+from urllib.parse import urlencode
+
+from dra_kube_client.errors import KubeApiError, KubeConfigError
+
+if TYPE_CHECKING:
+    # Imported lazily at run time: the client takes a second to import, and commands such as
+    # the kubelet plugin's --print-resource-slices never talk to a server.
+    from kubernetes import client as k8s_client
+
+__all__ = ["JsonTransport", "KubeTransport", "status_fields"]
+
+#: Seconds a watch request may outlive the server-side ``timeoutSeconds`` before the client
+#: gives up on a silent connection.
+WATCH_GRACE_S = 15
+
+
+class JsonTransport(Protocol):
+    """What a component needs of an API server: JSON requests and watch streams."""
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: object = None,
+        content_type: str = "application/json",
+        timeout_s: float = 30.0,
+    ) -> dict[str, Any]:
+        """Send one request and return the decoded answer; raise :class:`KubeApiError`."""
+        ...
+
+    def watch_lines(
+        self, path: str, *, query: Mapping[str, str], timeout_s: float
+    ) -> Iterator[dict[str, Any]]:
+        """Stream watch events (``{"type", "object"}``) until the server ends the watch."""
+        ...
+
+
+class KubeTransport:
+    """:class:`JsonTransport` on one ``kubernetes.client.ApiClient``."""
+
+    def __init__(self, api_client: k8s_client.ApiClient) -> None:
+        """Use ``api_client``'s configuration and connection pool."""
+        self._api = api_client
+
+    @classmethod
+    def from_kubeconfig(
+        cls,
+        kubeconfig: str | None = None,
+        *,
+        context: str | None = None,
+        in_cluster: bool = True,
+        fallback: bool = False,
+    ) -> KubeTransport:
+        """The transport for ``kubeconfig`` (and ``context``).
+
+        Without either, the in-cluster service account when ``in_cluster`` (and, with
+        ``fallback``, the default kubeconfig when not running in a pod); with ``in_cluster``
+        False, the default kubeconfig (``$KUBECONFIG``, ``~/.kube/config``).
+
+        Raises:
+            KubeConfigError: the configuration cannot be loaded.
+        """
+        from kubernetes import client as k8s_client
+        from kubernetes import config as k8s_config
+
+        configuration = k8s_client.Configuration()
+        use_file = kubeconfig is not None or context is not None or not in_cluster
+        source = kubeconfig or ("default kubeconfig" if use_file else "in-cluster config")
+        try:
+            if use_file:
+                k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+                    config_file=kubeconfig, context=context, client_configuration=configuration
+                )
+            else:
+                try:
+                    k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
+                        client_configuration=configuration
+                    )
+                except k8s_config.ConfigException:
+                    if not fallback:
+                        raise
+                    source = "default kubeconfig"
+                    k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+                        client_configuration=configuration
+                    )
+        except Exception as exc:  # the loaders raise several unrelated types
+            raise KubeConfigError(source, f"cannot load: {exc}") from exc
+        return cls(k8s_client.ApiClient(configuration))
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self._api.close()  # type: ignore[no-untyped-call]
+
+    def _url(self, path: str, query: Mapping[str, str] | None) -> str:
+        url = cast(str, self._api.configuration.host) + path
+        return url + "?" + urlencode(query) if query else url
+
+    def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers: dict[str, str] = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        headers.update(self._api.default_headers)
+        # Fills in the bearer token (and refreshes exec/oidc credentials) as the generated
+        # clients do.
+        self._api.update_params_for_auth(headers, [], ["BearerToken"], "", "GET", None)
+        return headers
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: object = None,
+        content_type: str = "application/json",
+        timeout_s: float = 30.0,
+    ) -> dict[str, Any]:
+        """Send one request and return the decoded JSON object.
+
+        Raises:
+            KubeApiError: a transport failure (status 0) or a non-2xx answer.
+        """
+        from kubernetes.client import ApiException
+
+        # The REST client serializes JSON bodies itself (a pre-encoded body is rejected); the
+        # round trip turns tuples and other JSON-able values into plain lists and dicts.
+        data = None if body is None else json.loads(json.dumps(body))
+        try:
+            response = self._api.call_api(
+                method,
+                self._url(path, query),
+                header_params=self._headers(content_type if data is not None else None),
+                body=data,
+                _request_timeout=timeout_s,
+            )
+            raw = response.read()  # type: ignore[no-untyped-call]
+        except ApiException as exc:  # status 0 (a request it cannot build, TLS) or a retry cap
+            raise KubeApiError(method, path, int(exc.status or 0), str(exc.reason)) from exc
+        except Exception as exc:  # urllib3 and socket errors: the API server is unreachable
+            raise KubeApiError(method, path, 0, str(exc)) from exc
+        status = int(response.status)
+        if not 200 <= status < 300:
+            raise _answer_error(method, path, status, raw)
+        try:
+            decoded = json.loads(raw) if raw else {}
+        except ValueError as exc:
+            raise KubeApiError(method, path, status, f"answer is not JSON: {exc}") from exc
+        if not isinstance(decoded, dict):
+            raise KubeApiError(method, path, status, "answer is not a JSON object")
+        return decoded
+
+    def watch_lines(
+        self, path: str, *, query: Mapping[str, str], timeout_s: float
+    ) -> Iterator[dict[str, Any]]:
+        """Stream watch events (``{"type": ..., "object": ...}``) until the server ends it.
+
+        The server closes the stream after ``timeoutSeconds`` (``timeout_s`` unless the query
+        names it).
+
+        Raises:
+            KubeApiError: the watch could not be opened, broke, or sent a line that is not JSON
+                (method ``WATCH``).
+        """
+        params = dict(query)
+        params["watch"] = "true"
+        params.setdefault("timeoutSeconds", str(int(timeout_s)))
+        try:
+            response = self._api.call_api(
+                "GET",
+                self._url(path, params),
+                header_params=self._headers(None),
+                _request_timeout=timeout_s + WATCH_GRACE_S,
+            )
+        except Exception as exc:
+            raise KubeApiError("WATCH", path, 0, str(exc)) from exc
+        status = int(response.status)
+        if status != 200:
+            raw = response.read()  # type: ignore[no-untyped-call]
+            raise _answer_error("WATCH", path, status, raw)
+        buffer = b""
+        try:
+            # decode_content: a server (or proxy) that compresses the stream is read the same.
+            for chunk in response.response.stream(amt=None, decode_content=True):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        event = json.loads(line)
+                        if isinstance(event, dict):
+                            yield event
+        except ValueError as exc:
+            raise KubeApiError("WATCH", path, 0, f"event is not JSON: {exc}") from exc
+        except Exception as exc:
+            raise KubeApiError("WATCH", path, 0, str(exc)) from exc
+        finally:
+            response.response.release_conn()
+
+
+def status_fields(raw: bytes | None) -> tuple[str, str]:
+    """``(reason, message)`` of a Status body; without one, no reason and the body's start."""
+    if not raw:
+        return "", ""
+    try:
+        decoded = json.loads(raw)
+    except ValueError:
+        decoded = None
+    if isinstance(decoded, dict) and isinstance(decoded.get("message"), str):
+        reason = decoded.get("reason")
+        return (reason if isinstance(reason, str) else "", cast(str, decoded["message"]))
+    return "", raw[:200].decode(errors="replace")
+
+
+def _answer_error(method: str, path: str, status: int, raw: bytes | None) -> KubeApiError:
+    reason, message = status_fields(raw)
+    return KubeApiError(method, path, status, message, reason=reason)
