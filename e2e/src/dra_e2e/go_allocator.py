@@ -23,7 +23,11 @@ from dra_e2e.versions import KUBERNETES_VERSION
 
 #: Releases whose upstream allocator can be built: the default from ``gobuild/allocator/go.mod``,
 #: the others from ``gobuild/allocator/versions/<version>.mod`` with the same sources.
-ALLOCATOR_VERSIONS = (KUBERNETES_VERSION, "v1.36.5")
+ALLOCATOR_VERSIONS = (KUBERNETES_VERSION, "v1.36.5", "v1.35.4")
+
+# Build tag of each non-default release: compat_v13*.go, compat_listtype.go,
+# compat_nolisttype.go and compat_binding.go hold what the releases' APIs spell differently.
+_VERSION_TAGS = {"v1.36": "kube136", "v1.35": "kube135", "v1.34": "kube134"}
 
 
 def go_allocator_component(version: str = KUBERNETES_VERSION) -> GoComponent:
@@ -33,8 +37,8 @@ def go_allocator_component(version: str = KUBERNETES_VERSION) -> GoComponent:
         raise UnknownVersionError(f"no upstream allocator pinned for {version} (known: {known})")
     source_dir = GOBUILD_DIR / "allocator"
     modfile = None if version == KUBERNETES_VERSION else source_dir / "versions" / f"{version}.mod"
-    # compat_v136.go / compat_v137.go hold what the two releases' APIs spell differently.
-    tags = ("kube136",) if version.startswith("v1.36.") else ()
+    minor = version.rsplit(".", 1)[0]
+    tags = (_VERSION_TAGS[minor],) if minor in _VERSION_TAGS else ()
     return GoComponent(
         name="dra-go-allocate",
         version=version,

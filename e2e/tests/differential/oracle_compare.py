@@ -158,6 +158,38 @@ def disagreement(ours: OracleResult, theirs: OracleResult) -> str | None:
     return json.dumps(detail, sort_keys=True)[:4000]
 
 
+def _placement(answer: Any) -> Any:
+    """Exit code and where each claim went (or that it stayed pending), without devices."""
+    claims = answer.get("claims") or {}
+    return answer["exit"], {key: entry.get("node", False) for key, entry in claims.items()}
+
+
+def disagreement_any_order(ours: OracleResult, runs: Sequence[OracleResult]) -> str | None:
+    """:func:`disagreement` against several runs of an allocator that tries pools in random order.
+
+    Kubernetes 1.35 walks a node's pools in Go map order, different in every call, so where
+    several pools could serve a request upstream's devices vary between runs. Ours (pools by
+    driver and pool name) agrees when its answer is one of the runs' answers; when the runs
+    themselves differ, when it places every claim as one of them does (same exit code,
+    same nodes), since its pool order is just one more of the orders upstream may take.
+    """
+    answers: list[Any] = []
+    for run in runs:
+        answer = comparable(run)
+        if answer not in answers:
+            answers.append(answer)
+    mine = comparable(ours)
+    if mine in answers:
+        return None
+    if len(answers) > 1 and _placement(mine) in [_placement(a) for a in answers]:
+        return None
+    detail: dict[str, Any] = {"python": mine, "go": answers}
+    errors = {r.error for r in runs if r.error}
+    if ours.error or errors:
+        detail["errors"] = {"python": ours.error, "go": sorted(errors)}
+    return json.dumps(detail, sort_keys=True)[:4000]
+
+
 def save_case(case: OracleCase, note: str, *, directory: Path = CASES_DIR) -> Path:
     """Write a disagreeing case in the format of the checked-in ``oracle_cases/``."""
     directory.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,7 @@ one in ``$KUBECONFIG`` (kind/up.sh installs the chart there first and sets DRA_E
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import uuid
@@ -21,6 +22,7 @@ from dra_e2e import seed
 from dra_e2e.checkout import REPO
 from dra_e2e.errors import KubectlError
 from dra_e2e.handle import ClusterHandle
+from dra_e2e.versions import resolve_kube_version
 from dra_nvlib.fleet import load_fleet_spec
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -613,6 +615,10 @@ def test_rendered_manifests_pass_server_side_validation(driver: Driver) -> None:
         assert kind in out
 
 
+@pytest.mark.skipif(
+    resolve_kube_version(os.environ.get("DRA_E2E_KUBE_VERSION") or "").startswith("v1.34."),
+    reason="kubectl v1.34 has no --as-user-extra (1.35+), needed to impersonate the node's plugin",
+)
 def test_admission_policy_denies_writing_another_nodes_slices(driver: Driver) -> None:
     cluster = driver.cluster
     sa = cluster.kubectl_json("get", "daemonset", "-n", driver.namespace, "-o", "json")

@@ -120,6 +120,11 @@ def test_allocate_kube_version_selects_release_behaviour() -> None:
     refused = run("allocate", "-f", "cluster.yaml", "--kube-version", "1.30")
     assert refused.returncode == 2
     assert "--kube-version: the allocator of Kubernetes 1.30 is not modelled" in refused.stderr
+    # 1.34's allocator differs too much (counters per slice, invalid pools fail the claim,
+    # no tolerations in results): refused, naming what is modelled.
+    older = run("allocate", "-f", "cluster.yaml", "--kube-version", "1.34")
+    assert older.returncode == 2
+    assert "Kubernetes 1.34 is not modelled (known: 1.35, 1.36, 1.37)" in older.stderr
 
 
 def test_allocate_single_claim_takes_first_node_by_name() -> None:
@@ -409,6 +414,10 @@ def test_validate_refuses_a_selector_over_the_api_servers_cost_limit() -> None:
         # The release's defaults: DRAConsumableCapacity (beta) on, DRAListTypeAttributes off.
         ((), ["list-attributes"]),
         (("--kube-version", "1.36"), ["list-attributes"]),
+        # 1.35: DRAConsumableCapacity is alpha (off), DRAListTypeAttributes does not exist.
+        (("--kube-version", "1.35"), ["shared-gpus", "list-attributes"]),
+        (("--kube-version", "1.35", "--features", "DRAConsumableCapacity"), ["list-attributes"]),
+        (("--kube-version", "1.35", "--features", "all"), ["list-attributes"]),
         (("--features", "DRAConsumableCapacity=false"), ["shared-gpus", "list-attributes"]),
         (("--features", "DRAConsumableCapacity,DRAListTypeAttributes"), []),
         (("--features", "DRAListTypeAttributes"), ["shared-gpus"]),
@@ -430,8 +439,12 @@ def test_validate_declares_what_the_gates_enable(
 
 
 def test_validate_refuses_an_unmodelled_release_or_gate() -> None:
-    assert run("validate", "-f", "gated.yaml", "--kube-version", "1.35").returncode == 2
+    assert run("validate", "-f", "gated.yaml", "--kube-version", "1.33").returncode == 2
     assert run("validate", "-f", "gated.yaml", "--features", "DRANope").returncode == 2
+    flags = ("--kube-version", "1.35", "--features", "DRAListTypeAttributes")
+    unknown = run("validate", "-f", "gated.yaml", *flags)
+    assert unknown.returncode == 2
+    assert "DRAListTypeAttributes does not exist in Kubernetes 1.35" in unknown.stderr
 
 
 def test_validate_clean_files_exit_0() -> None:

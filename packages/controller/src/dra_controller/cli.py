@@ -13,9 +13,9 @@ import yaml
 
 from .allocate_report import EXIT_ERROR, run_allocate
 from .allocation.errors import AllocationError
-from .allocation.features import KUBE_MINORS, Features, parse_kube_version
+from .allocation.features import KUBE_MINORS, LATEST_KUBE_MINOR, Features, parse_kube_version
 from .allocation.pod_placement import PodPlacement
-from .cel.environment import CEL_GATES, Environment
+from .cel.environment import CEL_GATES, Environment, release_gates
 from .inputs import InputError, read_documents
 from .snapshot import build_snapshot
 
@@ -195,15 +195,20 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 def _cel_environment(spec: str | None, kube_version: str | None) -> Environment:
     """The API server's CEL environment for ``validate``: its two gates from ``--features``
     (the allocator's gate names are accepted too), else the release's defaults."""
-    if kube_version is not None:
-        parse_kube_version(kube_version)  # 1.36 and 1.37 gate the environment alike
+    minor = LATEST_KUBE_MINOR if kube_version is None else parse_kube_version(kube_version)
+    defaults = release_gates(minor)
     if spec is None:
-        return Environment()
+        return Environment(**defaults)
     gates: dict[str, bool] = {}
     rest: list[str] = []
     for raw in spec.split(","):
         name, _, value = raw.strip().partition("=")
         if name in CEL_GATES:
+            if CEL_GATES[name] not in defaults:
+                raise AllocationError(
+                    f"feature gate {name} does not exist in Kubernetes 1.{minor}",
+                    field="--features",
+                )
             gates[CEL_GATES[name]] = (value.strip().lower() or "true") == "true"
         else:
             rest.append(raw)
@@ -211,7 +216,9 @@ def _cel_environment(spec: str | None, kube_version: str | None) -> Environment:
     every = any(raw.strip() == "all" for raw in rest)
     return Environment(
         consumable_capacity=gates.get("consumable_capacity", features.consumable_capacity),
-        list_type_attributes=gates.get("list_type_attributes", every),
+        list_type_attributes=gates.get(
+            "list_type_attributes", every and "list_type_attributes" in defaults
+        ),
     )
 
 

@@ -49,10 +49,7 @@ func runCelCost(r io.Reader, w io.Writer) error {
 		if err := json.Unmarshal(scanner.Bytes(), &c); err != nil {
 			return fmt.Errorf("bad input line: %w", err)
 		}
-		compiler := dracel.GetCompiler(dracel.Features{
-			EnableConsumableCapacity: c.ConsumableCapacity,
-			EnableListTypeAttributes: c.ListTypeAttributes,
-		})
+		compiler := dracel.GetCompiler(celCompilerFeatures(c.ConsumableCapacity, c.ListTypeAttributes))
 		result := compiler.CompileCELExpression(c.Expression, dracel.Options{EnvType: &envType})
 		res := celCostResult{ID: c.ID}
 		if result.Error != nil {

@@ -1,4 +1,4 @@
-//go:build !kube136
+//go:build !kube136 && !kube135 && !kube134
 
 package main
 

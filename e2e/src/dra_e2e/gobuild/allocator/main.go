@@ -60,7 +60,7 @@ const (
 )
 
 // gateNames maps the gate names `kubectl dra allocate --features` takes to the
-// allocator's feature switches; compat_*.go add those of one release only.
+// allocator's feature switches; compat_*.go add those of some releases only.
 var gateNames = map[string]func(*structured.Features, bool){
 	"DRAPrioritizedList":      func(f *structured.Features, on bool) { f.PrioritizedList = on },
 	"DRAAdminAccess":          func(f *structured.Features, on bool) { f.AdminAccess = on },
@@ -69,14 +69,13 @@ var gateNames = map[string]func(*structured.Features, bool){
 	"DRAConsumableCapacity":   func(f *structured.Features, on bool) { f.ConsumableCapacity = on },
 	"DRADeviceBindingConditions": func(f *structured.Features, on bool) {
 		bindingConditions = on
-		f.DeviceBindingAndStatus = bindingConditions && claimDeviceStatus
+		setBinding(f)
 	},
 	"DRAResourceClaimDeviceStatus": func(f *structured.Features, on bool) {
 		claimDeviceStatus = on
-		f.DeviceBindingAndStatus = bindingConditions && claimDeviceStatus
+		setBinding(f)
 	},
-	"DRAListTypeAttributes": func(f *structured.Features, on bool) { f.ListTypeAttributes = on },
-	"DRADeviceTaintRules":   func(_ *structured.Features, on bool) { taintRules = on },
+	"DRADeviceTaintRules": func(_ *structured.Features, on bool) { taintRules = on },
 }
 
 // The allocator only knows the combined binding switch; DeviceTaintRules is a
@@ -479,7 +478,7 @@ func allocate(ctx context.Context, in *input, claimKeys []string, only string, f
 	if err != nil {
 		return outcome{exit: exitError, err: err}
 	}
-	allocator, err := structured.NewAllocator(ctx, features, allocatedState(in.claims, features.ConsumableCapacity), classes, slices, cel.NewCache(100, cel.Features{EnableConsumableCapacity: features.ConsumableCapacity, EnableListTypeAttributes: features.ListTypeAttributes}))
+	allocator, err := structured.NewAllocator(ctx, features, allocatedState(in.claims, features.ConsumableCapacity), classes, slices, cel.NewCache(100, celFeatures(features)))
 	if err != nil {
 		return outcome{exit: exitError, err: err}
 	}
@@ -701,7 +700,7 @@ func runBatch(ctx context.Context, r io.Reader, w io.Writer) error {
 			if err != nil {
 				out = outcome{exit: exitError, err: err}
 			} else {
-				out = allocate(ctx, in, c.Claims, c.Node, features)
+				out = allocateRecovering(ctx, in, c.Claims, c.Node, features)
 			}
 		}
 		result["exit"] = out.exit

@@ -28,6 +28,7 @@ from .errors import (
     TooManyDevicesError,
     UnknownDeviceClassError,
     UnsupportedRequestError,
+    UpstreamCrashError,
 )
 from .features import STABLE, Features
 from .model import MODE_ALL, MODE_EXACT, ClaimInfo, ClassInfo, DeviceID, DeviceInfo, RequestSpec
@@ -40,6 +41,10 @@ from .state import AllocatedState
 from .taints import untolerated_taint
 
 MAX_RESULTS = 32
+# Up to this minor release an "All" request reaching a device with counters crashes upstream.
+ALL_COUNTERS_CRASH_UNTIL = 35
+# Up to this minor release upstream searches permutations, not combinations, per request.
+PERMUTATIONS_UNTIL = 35
 DEFAULT_TIMEOUT_S = 10.0
 _SHARE_NAMESPACE = uuid.UUID("6f1c0b7e-3c2a-4d55-9a56-0d5a1f3e9b21")
 
@@ -101,8 +106,10 @@ class Allocator:
         self.timeout_s = timeout_s
         self.counter_cache: dict[PoolID, tuple[int, CounterSets, bool]] = {}
         self.last_invocations = 0
-        # False only to measure the pre-1.33 search (all permutations) as a baseline.
-        self.combinations_only = True
+        # False for 1.35, whose allocator tries every permutation within a request (so a
+        # shareable device can serve one request twice; 1.36 added the start position),
+        # and to measure that search as a baseline.
+        self.combinations_only = self.features.kube_minor > PERMUTATIONS_UNTIL
 
     def validate(self, claims: Sequence[ClaimInfo]) -> None:
         """Raise the node-independent input errors (unknown class, disabled feature...).
@@ -457,6 +464,19 @@ class _Search:
                 return _EXCEEDED
         return _FAIL
 
+    def _crash_like_1_35(self, c: int, data: _Request, dev: DeviceInfo, *, multi: bool) -> None:
+        """Kubernetes 1.35 checks an "All" device's counters through a pool it never set
+        (a nil pointer; 1.36 sets it): the scheduler crashes unless the check is skipped
+        for a shareable device whose capacity is already in use."""
+        if multi and (dev.id in self.state.capacity or dev.id in self.allocating_capacity):
+            return
+        raise UpstreamCrashError(
+            f"request {data.spec.full_name}: Kubernetes 1.35's allocator crashes checking the "
+            f"counters of device {'/'.join(dev.id)} for an allocationMode All request",
+            object_ref=self.claims[c].ref,
+            field=f"spec.devices.requests[{data.spec.index}]",
+        )
+
     def allocate_device(
         self, c: int, data: _Request, dev: DeviceInfo, pool: Pool, *, must: bool
     ) -> Callable[[], None] | None:
@@ -472,6 +492,8 @@ class _Search:
             return None
         if dev.consumes_counters and not feats.partitionable_devices:
             return None
+        if must and dev.consumes_counters and feats.kube_minor <= ALL_COUNTERS_CRASH_UNTIL:
+            self._crash_like_1_35(c, data, dev, multi=multi)
         if feats.device_taints and dev.taints and untolerated_taint(dev, spec.tolerations):
             return None
         skip_counters = multi and (

@@ -11,6 +11,7 @@ Exception tree::
     +-- InvalidPoolError             a pool needed for allocation is invalid or being updated
     +-- ConstraintError              an "All" request can never satisfy a claim constraint
     +-- AllocationTimeoutError       the search ran past its deadline
+    +-- UpstreamCrashError           the modelled release's allocator crashes on this input
 
 Being unsatisfiable on a node is *not* an error: ``Allocator.allocate`` returns ``None``
 for that, so callers can try the next node.
@@ -72,3 +73,7 @@ class AllocationTimeoutError(AllocationError):
 
 class CapacityRequestError(AllocationError):
     """A capacity request the allocator cannot round (not representable) or a negative one."""
+
+
+class UpstreamCrashError(AllocationError):
+    """The reproduced release's allocator crashes here (a bug fixed later), so no answer."""

@@ -41,7 +41,9 @@ VARIANTS: tuple[tuple[str, frozenset[str]], ...] = (
 
 
 # Kubernetes releases whose allocator behaviour is modelled (``--kube-version``), newest last.
-KUBE_MINORS: tuple[int, ...] = (36, 37)
+# 1.35 is checked against upstream's v1.35.4 allocator (its "experimental" variant, the one
+# the scheduler picks with DRAConsumableCapacity on), 1.36 and 1.37 against their own.
+KUBE_MINORS: tuple[int, ...] = (35, 36, 37)
 LATEST_KUBE_MINOR = KUBE_MINORS[-1]
 
 

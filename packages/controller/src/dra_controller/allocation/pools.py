@@ -7,6 +7,8 @@ device names or dangling counter references is invalid. Pools are ordered by
 Upstream's stable allocator sorts nothing: slices stay in the order they were listed and
 pools come in Go map order (random per call); here they are ordered by (driver, pool), or
 by an explicit ``pool_order`` (the differential test tries the orders Go may have used).
+Kubernetes 1.35 keeps a pool's slices in input order, those with binding-condition devices
+last, and walks pools in Go map order (random: the sorted order is one of its orders).
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from .nodes import NodeInfo, node_selector_matches
 from .quantities import Amount
 
 PoolID = tuple[str, str]
+
+#: Up to this minor release upstream keeps slices in the order it gathered them.
+INPUT_SLICE_ORDER_UNTIL = 35
 
 
 @dataclass(eq=False, slots=True)
@@ -70,6 +75,8 @@ class SliceIndex:
 
     def __init__(self, slices: Sequence[SliceInfo]) -> None:
         self.slices = list(slices)
+        # Input position of each slice (by identity): 1.35 keeps slices in this order.
+        self._position = {id(slc): i for i, slc in enumerate(self.slices)}
         self.by_node: dict[str, list[SliceInfo]] = defaultdict(list)
         self.shared: list[SliceInfo] = []
         self.by_pool: dict[PoolID, list[SliceInfo]] = defaultdict(list)
@@ -79,6 +86,12 @@ class SliceIndex:
                 self.by_node[slc.node_name].append(slc)
             else:
                 self.shared.append(slc)
+
+    def _slice_order_1_35(self, slc: SliceInfo) -> tuple[bool, int]:
+        """1.35's order of a pool's slices: as listed, those with binding-condition devices
+        (counter-set slices aside) after the others."""
+        deferred = not slc.shared_counters and any(d.binding_conditions for d in slc.devices)
+        return deferred, self._position[id(slc)]
 
     def node_names(self) -> set[str]:
         """Names of nodes that have node-local slices."""
@@ -116,6 +129,8 @@ class SliceIndex:
         pools: list[Pool] = []
         for key in keys:
             slices = grouped[key]
+            if features.kube_minor <= INPUT_SLICE_ORDER_UNTIL:
+                slices.sort(key=self._slice_order_1_35)
             generation = slices[0].generation
             expected = slices[0].slice_count
             all_slices: list[SliceInfo] | None = None
@@ -128,7 +143,9 @@ class SliceIndex:
                 if len(all_slices) != expected:
                     pools.append(Pool(driver=key[0], name=key[1], incomplete=True))
                     continue
-            pools.append(_build_pool(key, slices, all_slices, node, features, by_name=not stable))
+            # 1.36 sorts a pool's slices by name; 1.35 and the stable variant keep the listed order.
+            by_name = not stable and features.kube_minor > INPUT_SLICE_ORDER_UNTIL
+            pools.append(_build_pool(key, slices, all_slices, node, features, by_name=by_name))
         if stable:
             return pools
         # Pools offering devices with binding conditions are tried last (both groups stay
