@@ -153,6 +153,21 @@ def uninstall(driver: Driver) -> None:
         )
 
 
+def forget_fake_fleet(cluster: ClusterHandle) -> None:
+    """Removes the fake GPU state of every node of a cluster this session runs.
+
+    The plugin refuses a state file written for another fleet, so a module that installs the
+    chart with its own ``devices.fakeGpus`` on the session's cluster calls this before its
+    install and after its uninstall (other modules then start from their own fleet).
+    """
+    if cluster.local is None or os.environ.get("DRA_E2E_RELEASE"):
+        return
+    for node in cluster.local.state.nodes:
+        plugin_dir = node.mounts.on_host(KUBELET_ROOT) / "plugins" / "gpu.nvidia.com"
+        for name in ("fake-gpus.json", "fake-gpus.json.lock"):
+            (plugin_dir / name).unlink(missing_ok=True)
+
+
 def dump_diagnostics(driver: Driver) -> str:
     """Plugin logs and recent events, for a failed scenario's report."""
     parts: list[str] = []

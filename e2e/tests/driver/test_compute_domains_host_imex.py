@@ -18,7 +18,15 @@ from dra_e2e.handle import ClusterHandle
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dra_computedomain.fake_host_imex import HostImexProcess, start_host_imex
-from driver_support import Driver, dump_diagnostics, exists, install, uninstall, wait_gone
+from driver_support import (
+    Driver,
+    dump_diagnostics,
+    exists,
+    forget_fake_fleet,
+    install,
+    uninstall,
+    wait_gone,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -37,7 +45,9 @@ def host_imex() -> Iterator[HostImexProcess]:
 def driver(
     e2e_cluster: ClusterHandle, host_imex: HostImexProcess, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Driver]:
-    """The chart in host-managed IMEX mode on fake GB200 GPUs."""
+    """The chart in host-managed IMEX mode on fake GB200 GPUs (the nodes' fake fleet is
+    forgotten before and after: the session's cluster has served other fleets)."""
+    forget_fake_fleet(e2e_cluster)
     installed = install(
         e2e_cluster,
         tmp_path_factory.mktemp("cd-host-images"),
@@ -51,6 +61,9 @@ def driver(
     )
     yield installed
     uninstall(installed)
+    if installed.installed_here:
+        wait_gone(installed.cluster, "kubelet plugin pods", lambda: not installed.plugin_pods())
+        forget_fake_fleet(e2e_cluster)
 
 
 def _events(cluster: ClusterHandle, ns: str, name: str) -> str:

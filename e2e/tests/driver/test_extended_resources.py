@@ -22,7 +22,6 @@ from typing import Any
 
 import pytest
 import yaml
-from dra_e2e.configs import KUBELET_ROOT
 from dra_e2e.handle import ClusterHandle
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -32,6 +31,7 @@ from driver_support import (
     allocated_devices,
     applied,
     events_for,
+    forget_fake_fleet,
     install,
     pod,
     smi_lines,
@@ -56,25 +56,13 @@ MIG_SPEC = "extended-resources_mig-1g-12gb.yaml"
 MIG_LINE = re.compile(r"^MIG (\S+)\s+Device\s+(\d+): \(UUID: (MIG-[0-9a-f-]+)\)$")
 
 
-def _remove_fake_state(kubelet_roots: list[Path]) -> None:
-    """Forgets the fake fleet of the nodes (the plugin refuses a state file of another fleet)."""
-    for kubelet_root in kubelet_roots:
-        plugin_dir = kubelet_root / "plugins" / "gpu.nvidia.com"
-        for name in ("fake-gpus.json", "fake-gpus.json.lock"):
-            (plugin_dir / name).unlink(missing_ok=True)
-
-
 @pytest.fixture(scope="module")
 def driver(
     e2e_cluster: ClusterHandle, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Driver]:
     """The chart installed on the usual fake fleet plus the spec's two GH200s; the node's fake
     state is reset before and after, so other modules' installs start from their own fleet."""
-    local = e2e_cluster.local
-    roots: list[Path] = []
-    if local is not None and not os.environ.get("DRA_E2E_RELEASE"):
-        roots = [n.mounts.on_host(KUBELET_ROOT) for n in local.state.nodes]
-    _remove_fake_state(roots)
+    forget_fake_fleet(e2e_cluster)
     fleet = "{" + ",".join((*FAKE_GPUS, GH200_NODE)) + "}"
     installed = install(
         e2e_cluster, tmp_path_factory.mktemp("driver-images"), {"devices.fakeGpus": fleet}
@@ -83,7 +71,7 @@ def driver(
     uninstall(installed)
     if installed.installed_here:
         wait_gone(installed.cluster, "kubelet plugin pods", lambda: not installed.plugin_pods())
-        _remove_fake_state(roots)
+        forget_fake_fleet(e2e_cluster)
 
 
 def _mig_lines(text: str) -> list[tuple[str, int, str]]:
