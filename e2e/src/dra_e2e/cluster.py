@@ -62,6 +62,10 @@ from dra_e2e.versions import KUBERNETES_VERSION, PAUSE_IMAGE, TEST_IMAGE
 
 Progress = Callable[[str], None]
 DEFAULT_STATE_DIR = Path(os.environ.get("TMPDIR", "/tmp")) / "dra-e2e-cluster"
+# Taints the node lifecycle controller keeps on a node that is not (yet) Ready.
+NODE_CONDITION_TAINTS = frozenset(
+    {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
+)
 
 
 def _quiet(_: str) -> None:
@@ -628,10 +632,18 @@ class Cluster:
         return True
 
     def node_ready(self, name: str) -> bool:
-        """Whether node ``name`` exists and reports Ready=True."""
+        """Whether node ``name`` exists, reports Ready=True and has lost its not-ready taint.
+
+        The node lifecycle controller removes ``node.kubernetes.io/not-ready`` a few seconds
+        after the kubelet reports Ready; until then the scheduler (and any tool reading the
+        node) treats the node as unschedulable, so a node is only "up" once the taint is gone.
+        """
         try:
             data = json.loads(self.kubectl("get", "node", name, "-o", "json", timeout=15))
         except (KubectlError, subprocess.TimeoutExpired, json.JSONDecodeError):
+            return False
+        taints = data.get("spec", {}).get("taints") or []
+        if any(t.get("key") in NODE_CONDITION_TAINTS for t in taints):
             return False
         for cond in data.get("status", {}).get("conditions", []):
             if cond.get("type") == "Ready":

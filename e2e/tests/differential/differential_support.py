@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dra_e2e.cluster import NODE_CONDITION_TAINTS
 from dra_e2e.errors import KubectlError
 from dra_e2e.handle import ClusterHandle
 from dra_e2e.versions import TEST_IMAGE
@@ -568,6 +569,27 @@ def scenario_nodes(cluster: ClusterHandle, count: int) -> tuple[str, ...]:
     return tuple(have[:count])
 
 
+def _settled_nodes(cluster: ClusterHandle, nodes: tuple[str, ...]) -> list[Obj]:
+    """The cluster's Node objects once none of ``nodes`` carries a not-ready taint.
+
+    kubectl-dra reads the nodes once, the scheduler at its own moment: a node that has just
+    become Ready (its lifecycle taint not yet removed) would be seen differently by the two.
+    """
+
+    def settled() -> list[Obj] | None:
+        items: list[Obj] = cluster.kubectl_json("get", "nodes")["items"]
+        for item in items:
+            if item["metadata"]["name"] not in nodes:
+                continue
+            taints = item.get("spec", {}).get("taints") or []
+            if any(t.get("key") in NODE_CONDITION_TAINTS for t in taints):
+                return None
+        return items
+
+    found: list[Obj] = cluster.wait_until("the scenario's nodes without not-ready taints", settled)
+    return found
+
+
 def run_scenario(
     cluster: ClusterHandle, scenario: Scenario, *, namespace: str, workdir: Path
 ) -> list[PodOutcome]:
@@ -606,7 +628,7 @@ def run_scenario(
         if extras:
             # The scheduler learns of them through an informer; give it a moment.
             time.sleep(EXTRA_SETTLE_S)
-        node_objs: list[Obj] = cluster.kubectl_json("get", "nodes")["items"]
+        node_objs = _settled_nodes(cluster, nodes)
         placement = scenario.placement(names)
         # Earlier pods' claims as the scheduler allocated them, by name.
         allocated: dict[str, Obj] = {}
