@@ -113,6 +113,28 @@ class PodOutcome:
     inputs: list[Obj] = field(default_factory=list)
 
 
+def assert_agrees(outcomes: Iterable[PodOutcome]) -> None:
+    """Every pod's claims as kubectl-dra computed them equal the scheduler's.
+
+    Where the scheduler may pick among ``acceptable`` nodes, both picks must be among them.
+    """
+    for outcome in outcomes:
+        if outcome.acceptable:
+            assert outcome.node in outcome.acceptable, (
+                f"pod {outcome.pod}: the scheduler chose {outcome.node}, "
+                f"not one of {outcome.acceptable}"
+            )
+            assert outcome.ours_node in outcome.acceptable, (
+                f"pod {outcome.pod}: kubectl-dra chose {outcome.ours_node}, "
+                f"not one of {outcome.acceptable}"
+            )
+        assert outcome.ours == outcome.scheduler, (
+            f"pod {outcome.pod}: kubectl-dra disagrees with the kube-scheduler\n"
+            f"kubectl-dra:    {json.dumps(outcome.ours, sort_keys=True)}\n"
+            f"kube-scheduler: {json.dumps(outcome.scheduler, sort_keys=True)}"
+        )
+
+
 class ScenarioSkipped(Exception):
     """The cluster's feature gates drop a field this scenario needs."""
 

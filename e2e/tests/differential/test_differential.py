@@ -9,7 +9,6 @@ device, admin access, consumed capacity), configs, node selector, and the node.
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 from pathlib import Path
@@ -23,6 +22,7 @@ from differential_support import (
     Obj,
     Scenario,
     ScenarioSkipped,
+    assert_agrees,
     attr,
     claim,
     dev,
@@ -839,9 +839,4 @@ def test_kubectl_dra_allocates_like_the_scheduler(
         # The scenario is meant to exercise these outcomes: the scheduler must agree.
         refused = {i: o.refused for i, o in enumerate(outcomes) if o.refused is not None}
         assert refused == scenario.refused, f"pods the scheduler refused: {refused}"
-    for outcome in outcomes:
-        assert outcome.ours == outcome.scheduler, (
-            f"pod {outcome.pod}: kubectl-dra disagrees with the kube-scheduler\n"
-            f"kubectl-dra:    {json.dumps(outcome.ours, sort_keys=True)}\n"
-            f"kube-scheduler: {json.dumps(outcome.scheduler, sort_keys=True)}"
-        )
+    assert_agrees(outcomes)

@@ -16,7 +16,6 @@ must equal the scheduler's allocation.
 
 from __future__ import annotations
 
-import json
 import sys
 import uuid
 from collections.abc import Iterator
@@ -32,6 +31,7 @@ from differential_support import (
     PodOutcome,
     Scenario,
     ScenarioSkipped,
+    assert_agrees,
     attr,
     claim,
     dev,
@@ -436,20 +436,6 @@ def test_kubectl_dra_allocates_like_the_scheduler_on_three_nodes(
     assert any(o.node for o in outcomes), "the scheduler placed no pod"
     refused = {i: o.refused for i, o in enumerate(outcomes) if o.refused is not None}
     assert refused == scenario.refused, f"pods the scheduler refused: {refused}"
-    for outcome in outcomes:
-        if outcome.acceptable:
-            assert outcome.node in outcome.acceptable, (
-                f"pod {outcome.pod}: the scheduler chose {outcome.node}, "
-                f"not one of {outcome.acceptable}"
-            )
-            assert outcome.ours_node in outcome.acceptable, (
-                f"pod {outcome.pod}: kubectl-dra chose {outcome.ours_node}, "
-                f"not one of {outcome.acceptable}"
-            )
-        assert outcome.ours == outcome.scheduler, (
-            f"pod {outcome.pod}: kubectl-dra disagrees with the kube-scheduler\n"
-            f"kubectl-dra:    {json.dumps(outcome.ours, sort_keys=True)}\n"
-            f"kube-scheduler: {json.dumps(outcome.scheduler, sort_keys=True)}"
-        )
+    assert_agrees(outcomes)
     nodes = sorted(e2e_cluster_nodes.node_names())[:NODES]
     _check_explain(scenario, outcomes, nodes, namespace, tmp_path)
