@@ -107,7 +107,8 @@ def stable_pool_orders(
 def agrees_in_some_pool_order(
     case: OracleCase, theirs: OracleResult, *, kube_minor: int = LATEST_KUBE_MINOR
 ) -> bool:
-    """Whether ours, in one of the pool orders Go's stable allocator may have used, agrees."""
+    """Whether ours, in one of the pool orders Go may have used (its stable variant, or any
+    variant of 1.35: a Go map), agrees."""
     return any(
         disagreement(python_answer(case, kube_minor=kube_minor, pool_order=order), theirs) is None
         for order in stable_pool_orders(case, theirs)

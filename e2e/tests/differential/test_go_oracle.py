@@ -112,10 +112,11 @@ def test_python_allocator_agrees_with_upstream(go_allocator: Path) -> None:
             diff = disagreement(ours, their)
         if (
             diff is not None
-            and variant == STABLE
-            and agrees_in_some_pool_order(case, their, kube_minor=minor)
+            and case_features(case, kube_minor=minor).random_pool_order
+            and any(agrees_in_some_pool_order(case, r, kube_minor=minor) for r in their_runs)
         ):
-            # Upstream's stable variant searched the pools in another (random) order.
+            # Upstream (the stable variant, or any at 1.35) searched the pools in another
+            # (random) order than ours.
             diff = None
             reordered += 1
         if diff is not None:
@@ -123,7 +124,7 @@ def test_python_allocator_agrees_with_upstream(go_allocator: Path) -> None:
             found.append(f"{case.id}: {diff[:600]}")
     print(
         f"{len(cases)} cases, upstream exit codes {sorted(outcomes.items())}, "
-        f"variants {sorted(variants.items())}, stable answers in another pool order: {reordered}, "
+        f"variants {sorted(variants.items())}, answers in another pool order: {reordered}, "
         f"upstream timed out (not compared): {timed_out}"
     )
     if runs > 1:

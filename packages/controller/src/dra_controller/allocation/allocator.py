@@ -33,7 +33,7 @@ from .errors import (
 from .features import STABLE, Features
 from .model import MODE_ALL, MODE_EXACT, ClaimInfo, ClassInfo, DeviceID, DeviceInfo, RequestSpec
 from .nodes import NodeInfo
-from .pools import Pool, PoolID
+from .pools import Pool
 from .quantities import Amount
 from .results import PickedDevice, build_allocation
 from .selectors import SelectorCompileFailure, SelectorEngine, evaluate
@@ -45,6 +45,9 @@ MAX_RESULTS = 32
 ALL_COUNTERS_CRASH_UNTIL = 35
 # Up to this minor release upstream searches permutations, not combinations, per request.
 PERMUTATIONS_UNTIL = 35
+# Up to this minor release the second device of an "All" subrequest is looked for in the
+# request's first subrequest.
+ALL_SUBREQUEST_RESET_UNTIL = 35
 DEFAULT_TIMEOUT_S = 10.0
 _SHARE_NAMESPACE = uuid.UUID("6f1c0b7e-3c2a-4d55-9a56-0d5a1f3e9b21")
 
@@ -104,7 +107,8 @@ class Allocator:
         self.engine = engine
         self.features = features or Features()
         self.timeout_s = timeout_s
-        self.counter_cache: dict[PoolID, tuple[int, CounterSets, bool]] = {}
+        # Keyed by pool ID (by pool name at 1.35), across nodes, as upstream's allocator.
+        self.counter_cache: dict[object, tuple[int, CounterSets, bool]] = {}
         self.last_invocations = 0
         # False for 1.35, whose allocator tries every permutation within a request (so a
         # shareable device can serve one request twice; 1.36 added the start position),
@@ -169,7 +173,9 @@ class _Search:
         self.allocating: dict[DeviceID, set[int]] = {}
         self.allocating_capacity: dict[DeviceID, dict[str, Amount]] = {}
         self.allocating_shares: dict[DeviceID, int] = {}
-        self.counters = CounterTracker(state, owner.counter_cache)
+        self.counters = CounterTracker(
+            state, owner.counter_cache, by_pool_name=self.features.counters_by_pool_name
+        )
         self.results: list[list[PickedDevice]] = [[] for _ in claims]
         self.invocations = 0
         self.deadline = time.monotonic() + owner.timeout_s
@@ -194,8 +200,9 @@ class _Search:
                         field=f"spec.devices.requests[{req.first_available[0].index}]"
                         ".firstAvailable",
                     )
-                # The stable variant does not know capacity requests: it ignores them.
-                if not feats.consumable_capacity and feats.variant != STABLE:
+                # A variant without consumable capacity does not know capacity requests: it
+                # ignores them.
+                if not feats.consumable_capacity and feats.variant_knows_capacity:
                     for spec in (req.exact, *req.first_available):
                         if spec is not None and spec.capacity_requests is not None:
                             raise FeatureDisabledError(
@@ -229,7 +236,9 @@ class _Search:
             constraints: list[Constraint] = []
             for i, con_spec in enumerate(claim.constraints):
                 built = build_constraint(con_spec, kube_minor=self.features.kube_minor)
-                if built is None or (con_spec.distinct_attribute and feats.variant == STABLE):
+                if built is None or (
+                    con_spec.distinct_attribute and not feats.variant_knows_capacity
+                ):
                     raise UnsupportedRequestError(
                         "empty constraint (unsupported constraint type?)",
                         object_ref=claim.ref,
@@ -424,7 +433,10 @@ class _Search:
             undo = self.allocate_device(c, data, dev, pool, must=True)
             if undo is None:
                 return _FAIL
-            res = self.one(c, r, s, d + 1, sub, 0)
+            # 1.35 drops the subrequest index here: the rest of an "All" subrequest is
+            # looked up as the first subrequest of its request (upstream's v1.35.4 does so).
+            nxt = 0 if self.features.kube_minor <= ALL_SUBREQUEST_RESET_UNTIL else s
+            res = self.one(c, r, nxt, d + 1, sub, 0)
             if res != _DONE:
                 undo()
             return res
@@ -494,28 +506,38 @@ class _Search:
             return None
         if must and dev.consumes_counters and feats.kube_minor <= ALL_COUNTERS_CRASH_UNTIL:
             self._crash_like_1_35(c, data, dev, multi=multi)
-        if feats.device_taints and dev.taints and untolerated_taint(dev, spec.tolerations):
-            return None
         skip_counters = multi and (
             dev.id in self.state.capacity or dev.id in self.allocating_capacity
         )
         use_counters = bool(dev.consumes_counters) and not skip_counters
+        # 1.35 reserves the counters first and keeps them when a later check rejects the
+        # device (a leak later picks in the same attempt see); undoing a pick returns them,
+        # except for a shareable device.
+        leaky = feats.counters_by_pool_name
+        counted = False
+        if leaky and use_counters:
+            if not self.counters.try_consume(dev, pool):
+                return None
+            counted = True
+        # What a rejection after this point gives back.
+        give_back = counted and not leaky
+        if feats.device_taints and dev.taints and untolerated_taint(dev, spec.tolerations):
+            return None
         base, subname = (spec.parent, spec.name) if spec.parent else (spec.name, "")
         constraints = self.constraints[c]
         # All checks are side-effect free once rolled back, so their order only matters
         # for which one reports. Cheap constraints go first, except for "All" requests:
         # there a constraint failure is an error, which upstream raises only once the
         # device passed its counter check.
-        counted = False
-        if must and use_counters:
+        if must and use_counters and not counted:
             if not self.counters.try_consume(dev, pool):
                 return None
-            counted = True
+            counted = give_back = True
         for i, con in enumerate(constraints):
             if not con.add(base, subname, dev):
                 for prev in constraints[:i]:
                     prev.remove(base, subname, dev)
-                if counted:
+                if give_back:
                     self.counters.release(dev, pool)
                 if must:
                     raise ConstraintError(
@@ -530,7 +552,7 @@ class _Search:
                 for con in constraints:
                     con.remove(base, subname, dev)
                 return None
-            counted = True
+            counted = give_back = True
         consumed: cap.Consumption | None = None
         share_id: str | None = None
         if feats.consumable_capacity:
@@ -544,7 +566,7 @@ class _Search:
             if not fit:
                 for con in constraints:
                     con.remove(base, subname, dev)
-                if counted:
+                if give_back:
                     self.counters.release(dev, pool)
                 return None
             if multi:
@@ -585,7 +607,7 @@ class _Search:
                         del self.allocating_capacity[dev.id]
             else:
                 self.allocating[dev.id].discard(c)
-            if counted:
+            if counted and not (leaky and multi):
                 self.counters.release(dev, pool)
             del picked[n_before:]
 

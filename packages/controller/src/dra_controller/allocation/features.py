@@ -38,6 +38,15 @@ VARIANTS: tuple[tuple[str, frozenset[str]], ...] = (
     (INCUBATING, _INCUBATING_FEATURES),
     (EXPERIMENTAL, _INCUBATING_FEATURES | {"list_type_attributes"}),
 )
+# Up to this minor release each variant supported less: stable nothing optional,
+# incubating the stable core of 1.36, experimental also consumable capacity and binding
+# conditions (1.36 moved those down a step).
+SHIFTED_VARIANTS_UNTIL = 35
+VARIANTS_1_35: tuple[tuple[str, frozenset[str]], ...] = (
+    (STABLE, frozenset()),
+    (INCUBATING, _STABLE_FEATURES),
+    (EXPERIMENTAL, _STABLE_FEATURES | {"consumable_capacity", "binding_and_status"}),
+)
 
 
 # Kubernetes releases whose allocator behaviour is modelled (``--kube-version``), newest last.
@@ -104,6 +113,9 @@ class Features:
         on -= {"device_binding_conditions", "resource_claim_device_status"}
         if not self.fractional_range:
             on.discard("fractional_capacity_range")
+        if self.kube_minor <= SHIFTED_VARIANTS_UNTIL:
+            # 1.35 has no DRAListTypeAttributes gate: the scheduler ignores the name.
+            on.discard("list_type_attributes")
         if self.binding_and_status:
             on.add("binding_and_status")
         return frozenset(on)
@@ -118,10 +130,31 @@ class Features:
         ``experimental`` is picked by alpha gates (DRAListTypeAttributes).
         """
         on = self.allocator_features()
-        for name, supported in VARIANTS:
+        variants = VARIANTS_1_35 if self.kube_minor <= SHIFTED_VARIANTS_UNTIL else VARIANTS
+        for name, supported in variants:
             if on <= supported:
                 return name
         return EXPERIMENTAL
+
+    @property
+    def variant_knows_capacity(self) -> bool:
+        """Whether the selected variant has the consumable-capacity code (capacity requests,
+        distinctAttribute, binding conditions tried last); the others ignore or refuse them."""
+        if self.kube_minor <= SHIFTED_VARIANTS_UNTIL:
+            return self.variant == EXPERIMENTAL
+        return self.variant != STABLE
+
+    @property
+    def random_pool_order(self) -> bool:
+        """Whether upstream walks a node's pools in Go map order (random per call): the
+        stable variant, and every variant of 1.35 (1.36 sorts them elsewhere)."""
+        return self.variant == STABLE or self.kube_minor <= SHIFTED_VARIANTS_UNTIL
+
+    @property
+    def counters_by_pool_name(self) -> bool:
+        """1.35 files counters under the pool name alone, reserves them before the taint and
+        constraint checks and does not give them back when those reject the device."""
+        return self.kube_minor <= SHIFTED_VARIANTS_UNTIL
 
     @classmethod
     def none(cls) -> Features:

@@ -5,10 +5,10 @@ yet is incomplete (never allocated from; fatal for "All" requests). A pool with 
 device names or dangling counter references is invalid. Pools are ordered by
 (driver, pool), slices by name, devices in slice order: the order the search tries them.
 Upstream's stable allocator sorts nothing: slices stay in the order they were listed and
-pools come in Go map order (random per call); here they are ordered by (driver, pool), or
-by an explicit ``pool_order`` (the differential test tries the orders Go may have used).
-Kubernetes 1.35 keeps a pool's slices in input order, those with binding-condition devices
-last, and walks pools in Go map order (random: the sorted order is one of its orders).
+pools come in Go map order (random per call); here they come in the order they were first
+listed (the likeliest of Go's orders for a small map), or in an explicit ``pool_order``
+(the differential test tries the orders Go may have used). Kubernetes 1.35 does the same
+in every variant; its experimental one lists slices with binding-condition devices last.
 """
 
 from __future__ import annotations
@@ -87,10 +87,12 @@ class SliceIndex:
             else:
                 self.shared.append(slc)
 
-    def _slice_order_1_35(self, slc: SliceInfo) -> tuple[bool, int]:
-        """1.35's order of a pool's slices: as listed, those with binding-condition devices
-        (counter-set slices aside) after the others."""
-        deferred = not slc.shared_counters and any(d.binding_conditions for d in slc.devices)
+    def _slice_order_1_35(self, slc: SliceInfo, deferring: bool) -> tuple[bool, int]:
+        """1.35's order of a pool's slices: as listed; with ``deferring`` (its experimental
+        variant) those with binding-condition devices (counter-set slices aside) last."""
+        deferred = (
+            deferring and not slc.shared_counters and any(d.binding_conditions for d in slc.devices)
+        )
         return deferred, self._position[id(slc)]
 
     def node_names(self) -> set[str]:
@@ -102,13 +104,20 @@ class SliceIndex:
     ) -> list[Pool]:
         """The pools whose devices are reachable from the node, in search order.
 
-        ``pool_order`` ranks pools for the stable variant (unranked ones last, by ID).
+        ``pool_order`` ranks pools where upstream's order is random (unranked ones last).
         """
         stable = features.variant == STABLE
+        random_order = features.random_pool_order
         grouped: dict[PoolID, list[SliceInfo]] = {}
-        # Stable looks at every slice (counter sets of other nodes' pools included), in
-        # listing order; incubating at the node's own and the node-less ones.
-        listed = self.slices if stable else (*self.by_node.get(node.name, ()), *self.shared)
+        # Where upstream ranges over a Go map of pools, it looks at every slice (counter
+        # sets of other nodes' pools included) in listing order; the incubating variant of
+        # 1.36+ at the node's own and the node-less ones.
+        listed: Sequence[SliceInfo] = (
+            self.slices if random_order else (*self.by_node.get(node.name, ()), *self.shared)
+        )
+        if features.kube_minor <= INPUT_SLICE_ORDER_UNTIL and features.variant_knows_capacity:
+            # 1.35's experimental variant adds slices with binding conditions after the rest.
+            listed = sorted(listed, key=lambda slc: self._slice_order_1_35(slc, True))
         for slc in listed:
             if not features.partitionable_devices and (
                 slc.per_device_node_selection or slc.shared_counters
@@ -122,15 +131,16 @@ class SliceIndex:
                 grouped[key] = [slc]
             elif slc.generation == current[0].generation:
                 current.append(slc)
-        keys = sorted(grouped)
-        if stable and pool_order is not None:
+        # A Go map of at most 8 entries is walked from a random slot of its 8: in insertion
+        # order most often, so that order stands for the random one (a sorted one where
+        # upstream sorts).
+        keys = list(grouped) if random_order else sorted(grouped)
+        if random_order and pool_order is not None:
             rank = {pool_id: i for i, pool_id in enumerate(pool_order)}
             keys.sort(key=lambda k: rank.get(k, len(rank)))
         pools: list[Pool] = []
         for key in keys:
             slices = grouped[key]
-            if features.kube_minor <= INPUT_SLICE_ORDER_UNTIL:
-                slices.sort(key=self._slice_order_1_35)
             generation = slices[0].generation
             expected = slices[0].slice_count
             all_slices: list[SliceInfo] | None = None
@@ -146,7 +156,7 @@ class SliceIndex:
             # 1.36 sorts a pool's slices by name; 1.35 and the stable variant keep the listed order.
             by_name = not stable and features.kube_minor > INPUT_SLICE_ORDER_UNTIL
             pools.append(_build_pool(key, slices, all_slices, node, features, by_name=by_name))
-        if stable:
+        if not features.variant_knows_capacity:
             return pools
         # Pools offering devices with binding conditions are tried last (both groups stay
         # in pool order), so that devices which can be used at once are preferred.
