@@ -169,8 +169,8 @@ def disagreement_any_order(ours: OracleResult, runs: Sequence[OracleResult]) -> 
     """:func:`disagreement` against several runs of an allocator that tries pools in random order.
 
     Kubernetes 1.35 walks a node's pools in Go map order, different in every call, so where
-    several pools could serve a request upstream's devices vary between runs. Ours (pools by
-    driver and pool name) agrees when its answer is one of the runs' answers; when the runs
+    several pools could serve a request upstream's devices vary between runs. Ours (pools in
+    listing order, Go's likeliest) agrees when its answer is one of the runs' answers; when the runs
     themselves differ, when it places every claim as one of them does (same exit code,
     same nodes), since its pool order is just one more of the orders upstream may take.
     """

@@ -1,7 +1,8 @@
-"""The driver on an older Kubernetes: run on demand with ``DRA_E2E_KUBE_VERSION=1.34``.
+"""The driver on an older Kubernetes: run on demand with ``DRA_E2E_KUBE_VERSION=1.34``
+(or 1.35, 1.36).
 
 ``e2e-cluster --kube-version 1.34`` (or this variable for the pytest session) builds and runs
-the pinned v1.34 release. The plugin finds the ``resource.k8s.io`` version by discovery
+that release's pinned patch version. The plugin finds the ``resource.k8s.io`` version by discovery
 (``dra_kubelet_plugin.core.resource_api``), publishes its slices in it and reads claims in
 it; a pod with a claim gets its GPU. On the default (1.37) cluster the test is skipped: CI
 does not build a second Kubernetes. 1.32 and 1.33 (``v1beta1``, ``v1beta2`` only) are covered
@@ -17,19 +18,20 @@ import uuid
 from pathlib import Path
 
 import pytest
-from dra_e2e.versions import resolve_kube_version
+from dra_e2e.versions import KUBERNETES_VERSION, resolve_kube_version
 
 sys.path.insert(0, str(Path(__file__).parent))
 from driver_support import Driver, applied, as_json, pod_claims, smi_lines, wait_running
 
-WANTED = "v1.34"
-_SESSION_VERSION = resolve_kube_version(os.environ.get("DRA_E2E_KUBE_VERSION") or "")
+_SESSION_VERSION = resolve_kube_version(
+    os.environ.get("DRA_E2E_KUBE_VERSION") or KUBERNETES_VERSION
+)
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.skipif(
-        not _SESSION_VERSION.startswith(WANTED + "."),
-        reason=f"on demand: run with DRA_E2E_KUBE_VERSION=1.34 (this session: "
+        _SESSION_VERSION == KUBERNETES_VERSION,
+        reason=f"on demand: run with DRA_E2E_KUBE_VERSION=1.34 (or 1.35, 1.36; this session: "
         f"{os.environ.get('DRA_E2E_KUBE_VERSION') or 'the default version'})",
     ),
     pytest.mark.usefixtures("driver_diagnostics"),
@@ -41,7 +43,7 @@ def test_plugin_discovers_the_resource_api_and_serves_a_claim(
 ) -> None:
     cluster = driver.cluster
     server = json.loads(cluster.kubectl("version", "-o", "json"))["serverVersion"]["gitVersion"]
-    assert server.startswith(WANTED + "."), server
+    assert server == _SESSION_VERSION, server
     logs = "".join(
         cluster.kubectl("logs", "-n", driver.namespace, p["metadata"]["name"], "-c", "gpus")
         for p in driver.plugin_pods()
