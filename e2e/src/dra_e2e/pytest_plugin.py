@@ -13,8 +13,9 @@ Loaded automatically (``pytest11`` entry point). Fixtures:
 
 ``DRA_E2E_KUBE_VERSION`` (e.g. ``1.36``) picks another pinned Kubernetes version.
 For the local cluster the host is checked first (``dra_e2e.preflight``: seconds, one
-line with the fix), then missing binaries are built right after collection, before
-any test starts (so no per-test timeout applies), with progress on the terminal. Set
+line with the fix), then missing binaries are built in the background from right after
+collection, beside the tests that need no cluster; the first e2e test waits for them before
+it starts (so no per-test timeout applies). Set
 ``DRA_E2E_KEEP=1`` to leave the local cluster running after the session.
 """
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,6 +41,7 @@ from dra_e2e.prerequisites import Purpose
 from dra_e2e.versions import KUBERNETES_VERSION, resolve_kube_version
 
 _BUILD_ERROR = pytest.StashKey[E2EError]()
+_BUILD_THREAD = pytest.StashKey[tuple[threading.Thread, Path]]()
 #: How many nodes the session's local cluster starts with.
 NODES_ENV = "DRA_E2E_NODES"
 
@@ -91,24 +94,77 @@ def _wants_local_cluster(session: pytest.Session) -> bool:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Check the host, then build missing binaries once, outside any test's timeout."""
-    if session.config.option.collectonly or not _wants_local_cluster(session):
+    """Check the host, then start building missing binaries beside the first tests.
+
+    The build (``nice``, minutes when cold) runs in a background thread while the tests
+    that need no cluster run; the first ``e2e`` test waits for it before its own setup,
+    outside its timeout (:func:`pytest_runtest_protocol`).
+    """
+    config = session.config
+    if config.option.collectonly or not _wants_local_cluster(session):
         return
     try:
         preflight.check(Purpose.E2E)
     except E2EError as exc:
         # Other suites still run; every e2e test errors with this one line.
-        session.config.stash[_BUILD_ERROR] = exc
-        _say(session.config, f"[dra-e2e] {exc}")
+        config.stash[_BUILD_ERROR] = exc
+        _say(config, f"[dra-e2e] {exc}")
         return
-    if not all_built(kube_version=_kube_version()):
-        try:
-            ensure_binaries(
-                progress=lambda msg: _say(session.config, msg), kube_version=_kube_version()
-            )
-        except E2EError as exc:
-            session.config.stash[_BUILD_ERROR] = exc
-            _say(session.config, f"[dra-e2e] building the cluster binaries failed: {exc}")
+    if all_built(kube_version=_kube_version()):
+        return
+    log_path = Path(tempfile.gettempdir()) / f"dra-e2e-build-{os.getpid()}.log"
+    _say(
+        config, f"[dra-e2e] building the cluster binaries in the background (progress: {log_path})"
+    )
+
+    def build() -> None:
+        with log_path.open("a", encoding="utf-8") as log:
+
+            def progress(message: str) -> None:
+                log.write(message + "\n")
+                log.flush()
+
+            try:
+                ensure_binaries(progress=progress, kube_version=_kube_version())
+            except E2EError as exc:
+                config.stash[_BUILD_ERROR] = exc
+
+    thread = threading.Thread(target=build, name="dra-e2e-build", daemon=True)
+    config.stash[_BUILD_THREAD] = (thread, log_path)
+    thread.start()
+
+
+def _join_build(config: pytest.Config) -> None:
+    """Wait for the background build, if one runs, and report how it ended."""
+    started = config.stash.get(_BUILD_THREAD, None)
+    if started is None:
+        return
+    thread, log_path = started
+    del config.stash[_BUILD_THREAD]
+    if thread.is_alive():
+        _say(config, "[dra-e2e] waiting for the cluster binaries to finish building")
+        thread.join()
+    error = config.stash.get(_BUILD_ERROR, None)
+    if error is not None:
+        _say(config, f"[dra-e2e] building the cluster binaries failed: {error} (log: {log_path})")
+        return
+    lines = log_path.read_text(encoding="utf-8").splitlines() if log_path.exists() else []
+    for line in lines:
+        if ": done in " in line:
+            _say(config, line)
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """Before the first ``e2e`` test (and outside its timeout): the binaries are built."""
+    if item.get_closest_marker("e2e") is not None:
+        _join_build(item.config)
+    yield
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Never leave a half-finished build behind when no e2e test ran (``-x``, ``-k``)."""
+    _join_build(session.config)
 
 
 def session_nodes() -> int:
