@@ -504,6 +504,39 @@ class _Builder:
         return ",".join(gates)
 
 
+def _list_attributes(builder: _Builder, features: str | None) -> None:
+    """With DRAListTypeAttributes, list-valued attributes and constraints on them.
+
+    Drawn from a generator of their own after everything else, so that the other seeds'
+    scenarios stay as they were.
+    """
+    if features is None or "DRAListTypeAttributes" not in features.split(","):
+        return
+    rng = random.Random(f"lists-{builder.seed}")
+    for _, _, _, dev in builder.devices:
+        if rng.random() < 0.85:
+            links = sorted(rng.sample(range(4), rng.randint(1, 3)))
+            dev["attributes"]["links"] = {"ints": links}
+        if rng.random() < 0.5:
+            zones = sorted(rng.sample(("a", "b", "c"), rng.randint(1, 2)))
+            dev["attributes"]["zones"] = {"strings": zones}
+    driver = builder.drivers[0]
+    for obj in builder.objects:
+        if obj["kind"] != "ResourceClaim" or "status" in obj:
+            continue
+        devices = obj["spec"]["devices"]
+        if rng.random() > 0.6:
+            continue
+        kind = rng.choice(("matchAttribute", "distinctAttribute"))
+        attr = f"{driver}/{rng.choice(('links', 'links', 'zones', 'numa'))}"
+        constraints = devices.get("constraints")
+        if constraints:
+            constraints[0] = {k: v for k, v in constraints[0].items() if k == "requests"}
+            constraints[0][kind] = attr
+        else:
+            devices["constraints"] = [{kind: attr}]
+
+
 def random_case(seed: int) -> OracleCase:
     """The scenario for ``seed``: objects plus the pending claims to allocate together."""
     focus = random.Random(f"capacity-{seed}").random() < 0.15
@@ -520,5 +553,6 @@ def random_case(seed: int) -> OracleCase:
     # Drawn last, so that adding them kept the earlier seeds' scenarios as they were.
     b.duplicate_device_name()
     features = b.features()
+    _list_attributes(b, features)
     b.pod(keys)
     return OracleCase(id=f"seed-{seed}", objects=b.objects, claims=keys, features=features)

@@ -16,8 +16,10 @@ the runs differ, place every claim as one of them does
 (``oracle_compare.disagreement_any_order``). The checked-in cases in ``oracle_cases/``
 (each a disagreement found earlier, kept before it was fixed) run every time. Feature
 subsets select each of upstream's allocator variants (stable, incubating, experimental); the
-stable one (every one at 1.35) ranges over a Go map of pools: ours takes them as first listed,
-Go's likeliest order, and where that disagrees is compared in each other order Go may have used. Disagreeing cases of a run are written to ``$DRA_ORACLE_SAVE``
+stable one (every one at 1.35) ranges over a Go map of pools: ours takes them as first
+listed, Go's likeliest order, and where that disagrees is compared in each other order Go may
+have used. The experimental one (DRAListTypeAttributes) gets list-valued attributes and
+constraints on them. Disagreeing cases of a run are written to ``$DRA_ORACLE_SAVE``
 (default: a temporary directory, printed), ready to be checked in.
 """
 

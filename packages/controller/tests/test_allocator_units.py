@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 
 import pytest
@@ -172,6 +173,44 @@ def test_input_errors_raised_even_when_every_node_is_full() -> None:
 def test_features_select_upstream_variant(spec: str, variant: str) -> None:
     assert Features.parse(spec).variant == variant
     assert Features().variant == "incubating"
+
+
+@pytest.mark.parametrize(
+    ("spec", "variant"),
+    [
+        ("none", "stable"),
+        ("DRAPrioritizedList,DRAAdminAccess,DRADeviceTaints,DRAPartitionableDevices", "incubating"),
+        ("DRAConsumableCapacity", "experimental"),
+        ("DRADeviceBindingConditions,DRAResourceClaimDeviceStatus", "experimental"),
+        # 1.35 has no DRAListTypeAttributes gate: the scheduler ignores the name.
+        ("DRAAdminAccess,DRAListTypeAttributes", "incubating"),
+    ],
+)
+def test_features_select_the_variant_of_1_35(spec: str, variant: str) -> None:
+    feats = replace(Features.parse(spec), kube_minor=35)
+    assert feats.variant == variant
+    assert feats.random_pool_order
+    assert feats.counters_by_pool_name
+    assert not feats.list_attributes
+
+
+def test_list_attribute_must_not_be_empty() -> None:
+    objects = case_objects(
+        {
+            "slices": [
+                {
+                    "name": "s",
+                    "node": "n1",
+                    "devices": [{"name": "g0", "attributes": {"links": {"ints": []}}}],
+                }
+            ],
+            "claims": [{"name": "c"}],
+        }
+    )
+    with pytest.raises(AllocationError) as info:
+        parse_objects(objects)
+    assert info.value.field.endswith("links.ints"), info.value.field
+    assert "non-empty list" in str(info.value)
 
 
 def test_stable_variant_pool_order_is_settable() -> None:

@@ -235,7 +235,9 @@ class _Search:
             self.requests.append(per_claim)
             constraints: list[Constraint] = []
             for i, con_spec in enumerate(claim.constraints):
-                built = build_constraint(con_spec, kube_minor=self.features.kube_minor)
+                built = build_constraint(
+                    con_spec, kube_minor=feats.kube_minor, sets=feats.list_attributes
+                )
                 if built is None or (
                     con_spec.distinct_attribute and not feats.variant_knows_capacity
                 ):

@@ -69,6 +69,15 @@ class CelEngine:
                     ) from exc
             elif kind in ("int", "bool", "string"):
                 attributes[name] = value  # type: ignore[assignment]
+            elif kind == "versions" and isinstance(value, tuple):
+                try:
+                    attributes[name] = [Version.parse(str(v)) for v in value]
+                except ValueError as exc:
+                    raise CelRuntimeError(
+                        f"device attribute {name}: invalid semantic version in {value!r}: {exc}"
+                    ) from exc
+            elif kind in ("ints", "bools", "strings") and isinstance(value, tuple):
+                attributes[name] = list(value)
             else:
                 raise CelRuntimeError(f"device attribute {name}: no value set")
         capacity = _LazyQuantities(

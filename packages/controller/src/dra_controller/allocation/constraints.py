@@ -1,17 +1,65 @@
-"""Claim constraints: matchAttribute and distinctAttribute, with request scoping."""
+"""Claim constraints: matchAttribute and distinctAttribute, with request scoping.
+
+With DRAListTypeAttributes (``sets``) values compare as sets, scalars as sets of one:
+matchAttribute keeps the running intersection of the devices' values, which must stay
+non-empty; distinctAttribute wants every device's values disjoint from every other's.
+Without it a list value matches nothing (the first device of a matchAttribute aside).
+"""
 
 from __future__ import annotations
 
-from .model import AttrValue, ConstraintSpec, DeviceInfo
+from .model import LIST_KINDS, SCALAR_KINDS, AttrValue, ConstraintSpec, DeviceInfo
+
+# A value as a set: the element kind and the elements.
+ValueSet = tuple[str, frozenset[object]]
+
+
+def as_set(value: AttrValue) -> ValueSet | None:
+    """The value as upstream's set form (None for an unknown kind)."""
+    kind, raw = value
+    if kind in SCALAR_KINDS:
+        return kind, frozenset((raw,))
+    if kind in LIST_KINDS and isinstance(raw, tuple):
+        return kind[:-1], frozenset(raw)
+    return None
+
+
+def _common(a: ValueSet, b: ValueSet) -> ValueSet | None:
+    """The intersection of two sets of the same kind, None when empty or of other kinds."""
+    if a[0] != b[0]:
+        return None
+    both = a[1] & b[1]
+    return (a[0], both) if both else None
+
+
+def _distinct_from(value: AttrValue, others: list[AttrValue], *, sets: bool) -> bool:
+    """Whether a device with ``value`` may join devices with ``others``, as upstream."""
+    if sets:
+        mine = as_set(value)
+        if mine is None:
+            return False
+        for other in others:
+            theirs = as_set(other)
+            if theirs is not None and _common(mine, theirs) is not None:
+                return False
+        return True
+    for other in others:
+        if value[0] not in SCALAR_KINDS:
+            # Upstream's scalar comparison cannot compare it with anything.
+            return False
+        if other == value:
+            return False
+    return True
 
 
 class Constraint:
     """Tracks the devices picked so far for the requests a constraint applies to."""
 
-    def __init__(self, spec: ConstraintSpec) -> None:
+    def __init__(self, spec: ConstraintSpec, *, sets: bool = False) -> None:
         self.spec = spec
         self.requests = spec.requests
         self.attribute = spec.match_attribute or spec.distinct_attribute or ""
+        self.sets = sets
 
     def applies(self, request: str, subrequest: str) -> bool:
         """An empty request list means all; ``req`` also covers ``req/sub``."""
@@ -31,12 +79,14 @@ class Constraint:
 
 
 class MatchAttribute(Constraint):
-    """All devices must have the same value of the attribute."""
+    """All devices must have the same value of the attribute (a common one, with sets)."""
 
-    def __init__(self, spec: ConstraintSpec) -> None:
-        super().__init__(spec)
+    def __init__(self, spec: ConstraintSpec, *, sets: bool = False) -> None:
+        super().__init__(spec, sets=sets)
         self.value: AttrValue | None = None
         self.count = 0
+        # With sets: the running intersection after each device added (popped on remove).
+        self.narrowed: list[ValueSet] = []
 
     def add(self, request: str, subrequest: str, dev: DeviceInfo) -> bool:
         """See Constraint.add."""
@@ -45,19 +95,33 @@ class MatchAttribute(Constraint):
         value = dev.attributes.get(self.attribute)
         if value is None:
             return False
+        if self.sets:
+            mine = as_set(value)
+            if mine is None:
+                return False
+            if self.count:
+                narrowed = _common(self.narrowed[self.count - 1], mine)
+                if narrowed is None:
+                    return False
+                mine = narrowed
+            del self.narrowed[self.count :]
+            self.narrowed.append(mine)
+            self.count += 1
+            return True
         if self.count == 0:
             self.value = value
             self.count = 1
             return True
-        if value[0] == "unknown" or value != self.value:
+        if value[0] not in SCALAR_KINDS or value != self.value:
             return False
         self.count += 1
         return True
 
     def remove(self, request: str, subrequest: str, dev: DeviceInfo) -> None:  # noqa: ARG002
-        """See Constraint.remove (only the count is tracked)."""
+        """See Constraint.remove (the count, and with sets the intersection, go back)."""
         if self.applies(request, subrequest):
             self.count -= 1
+            del self.narrowed[self.count :]
 
 
 class DistinctAttribute(Constraint):
@@ -67,8 +131,8 @@ class DistinctAttribute(Constraint):
     latest addition, as the search backtracks).
     """
 
-    def __init__(self, spec: ConstraintSpec) -> None:
-        super().__init__(spec)
+    def __init__(self, spec: ConstraintSpec, *, sets: bool = False) -> None:
+        super().__init__(spec, sets=sets)
         self.values: list[AttrValue] = []
 
     def add(self, request: str, subrequest: str, dev: DeviceInfo) -> bool:
@@ -76,9 +140,7 @@ class DistinctAttribute(Constraint):
         if not self.applies(request, subrequest):
             return True
         value = dev.attributes.get(self.attribute)
-        if value is None or value[0] == "unknown":
-            return False
-        if value in self.values:
+        if value is None or not _distinct_from(value, self.values, sets=self.sets):
             return False
         self.values.append(value)
         return True
@@ -98,8 +160,8 @@ class DistinctAttributePerRequest(Constraint):
     this tracks the same way; the differential e2e test found the difference.
     """
 
-    def __init__(self, spec: ConstraintSpec) -> None:
-        super().__init__(spec)
+    def __init__(self, spec: ConstraintSpec, *, sets: bool = False) -> None:
+        super().__init__(spec, sets=sets)
         self.values: dict[str, AttrValue] = {}
 
     def add(self, request: str, subrequest: str, dev: DeviceInfo) -> bool:
@@ -107,9 +169,8 @@ class DistinctAttributePerRequest(Constraint):
         if not self.applies(request, subrequest):
             return True
         value = dev.attributes.get(self.attribute)
-        if value is None or value[0] == "unknown":
-            return False
-        if any(existing == value for existing in self.values.values()):
+        others = list(self.values.values())
+        if value is None or not _distinct_from(value, others, sets=self.sets):
             return False
         self.values[request] = value
         return True
@@ -120,10 +181,17 @@ class DistinctAttributePerRequest(Constraint):
             self.values.pop(request, None)
 
 
-def build_constraint(spec: ConstraintSpec, *, kube_minor: int) -> Constraint | None:
-    """The tracker for a constraint spec, or None for an unknown constraint type."""
+def build_constraint(
+    spec: ConstraintSpec, *, kube_minor: int, sets: bool = False
+) -> Constraint | None:
+    """The tracker for a constraint spec, or None for an unknown constraint type.
+
+    ``sets`` is DRAListTypeAttributes (set semantics, list values included).
+    """
     if spec.match_attribute:
-        return MatchAttribute(spec)
+        return MatchAttribute(spec, sets=sets)
     if spec.distinct_attribute:
-        return DistinctAttribute(spec) if kube_minor >= 37 else DistinctAttributePerRequest(spec)
+        if kube_minor >= 37:
+            return DistinctAttribute(spec, sets=sets)
+        return DistinctAttributePerRequest(spec, sets=sets)
     return None

@@ -103,6 +103,11 @@ class Features:
         return self.fractional_capacity_range and self.kube_minor >= 37
 
     @property
+    def list_attributes(self) -> bool:
+        """DRAListTypeAttributes as the allocator sees it (1.35 has no such gate)."""
+        return self.list_type_attributes and self.kube_minor > SHIFTED_VARIANTS_UNTIL
+
+    @property
     def binding_and_status(self) -> bool:
         """Binding conditions need both gates, as in the kube-scheduler."""
         return self.device_binding_conditions and self.resource_claim_device_status

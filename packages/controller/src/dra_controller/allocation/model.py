@@ -58,17 +58,26 @@ def _map(obj: RawObject, key: str, *, ref: str, path: str) -> Mapping[str, Any]:
     return value
 
 
+# The scalar kinds of an attribute value, and the list kinds of DRAListTypeAttributes
+# (a tuple of values each), named by their JSON field.
+SCALAR_KINDS = ("int", "bool", "string", "version")
+LIST_KINDS = ("ints", "bools", "strings", "versions")
+
+
 def _attr_value(raw: Any, *, ref: str, path: str) -> AttrValue:
     if not isinstance(raw, Mapping):
         raise AllocationError("must be an object", object_ref=ref, field=path)
-    for key, tag in (
-        ("int", "int"),
-        ("bool", "bool"),
-        ("string", "string"),
-        ("version", "version"),
-    ):
+    # Lists first, as upstream reads them (a value sets exactly one field).
+    for key in LIST_KINDS:
+        values = raw.get(key)
+        if values is None:
+            continue
+        if not isinstance(values, list) or not values:
+            raise AllocationError("must be a non-empty list", object_ref=ref, field=f"{path}.{key}")
+        return (key, tuple(values))
+    for key in SCALAR_KINDS:
         if key in raw and raw[key] is not None:
-            return (tag, raw[key])
+            return (key, raw[key])
     return ("unknown", None)
 
 
