@@ -10,18 +10,17 @@ import json
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from controller_objects import GPU_CLASS, claim, gpu, node, pod, slice_
+from dra_kube_client.testing import Reply, Request, ScriptedServer
 
 SCRIPT = Path(sys.executable).with_name("dra-allocation-controller")
 MEM_40 = "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0"
@@ -39,51 +38,30 @@ def api() -> Iterator[tuple[str, dict[str, Any]]]:
     """Lists, idle watches, a Lease store and an Event sink."""
     state: dict[str, Any] = {"leases": {}, "events": []}
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            path, _, query = self.path.partition("?")
+    def answer(request: Request) -> Reply:
+        path, _, query = request.path.partition("?")
+        if request.method == "GET":
             if "watch=true" in query:
                 time.sleep(0.5)  # an idle watch the server ends
-                return self._json(200, None)
+                return Reply(200, b"")
             if path in LISTS:
-                return self._json(200, {"items": LISTS[path], "metadata": {"resourceVersion": "5"}})
+                return Reply.json(200, {"items": LISTS[path], "metadata": {"resourceVersion": "5"}})
             if path in state["leases"]:
-                return self._json(200, state["leases"][path])
-            return self._json(404, {"kind": "Status", "code": 404, "message": "not found"})
+                return Reply.json(200, state["leases"][path])
+            return Reply.status_error(404, "not found")
+        body = json.loads(request.body)
+        if request.method == "PUT":
+            state["leases"][path] = body
+            return Reply.json(200, body)
+        if path.endswith("/leases"):
+            body["metadata"]["resourceVersion"] = "1"
+            state["leases"][f"{path}/{body['metadata']['name']}"] = body
+        else:
+            state["events"].append(body)
+        return Reply.json(201, body)
 
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            if self.path.endswith("/leases"):
-                body["metadata"]["resourceVersion"] = "1"
-                state["leases"][f"{self.path}/{body['metadata']['name']}"] = body
-            else:
-                state["events"].append(body)
-            self._json(201, body)
-
-        def do_PUT(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            state["leases"][self.path] = body
-            self._json(200, body)
-
-        def _json(self, status: int, body: Any) -> None:
-            payload = b"" if body is None else json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            """Quiet."""
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", state
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with ScriptedServer(answer) as server:
+        yield server.url, state
 
 
 def _free_port() -> int:

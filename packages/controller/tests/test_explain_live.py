@@ -6,17 +6,15 @@ client transport, raw JSON reading and lenient parsing are exercised end to end.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from dra_kube_client.testing import Reply, Request, ScriptedServer, write_kubeconfig
 
 FIXTURES = Path(__file__).parent / "fixtures" / "cli"
 SCRIPT = Path(sys.executable).with_name("kubectl-dra")
@@ -92,47 +90,20 @@ def tainted_api_server() -> Iterator[str]:
 
 
 def _serve(objects: dict[str, Any]) -> Iterator[str]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = objects.get(self.path.split("?")[0])
-            payload = json.dumps(
-                body if body is not None else {"kind": "Status", "code": 404}
-            ).encode()
-            self.send_response(200 if body is not None else 404)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+    """The objects by path (GET only; anything else is a 404 Status)."""
 
-        def log_message(self, format: str, *args: Any) -> None:
-            return
+    def answer(request: Request) -> Reply:
+        body = objects.get(request.path.split("?")[0])
+        if request.method != "GET" or body is None:
+            return Reply.json(404, {"kind": "Status", "code": 404})
+        return Reply.json(200, body)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with ScriptedServer(answer) as server:
+        yield server.url
 
 
 def _kubeconfig(tmp_path: Path, server: str) -> Path:
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "current-context": "test",
-                "clusters": [{"name": "test", "cluster": {"server": server}}],
-                "users": [{"name": "test", "user": {"token": "t"}}],
-                "contexts": [{"name": "test", "context": {"cluster": "test", "user": "test"}}],
-            }
-        ),
-        encoding="utf-8",
-    )
-    return path
+    return write_kubeconfig(tmp_path / "kubeconfig", url=server, token="t")
 
 
 def test_explain_pod_live(api_server: str, tmp_path: Path) -> None:

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 from dra_kube_client import (
     KubeApiError,
     KubeConfigError,
@@ -18,6 +13,7 @@ from dra_kube_client import (
     path_segment,
     status_fields,
 )
+from dra_kube_client.testing import Reply, Request, ScriptedServer, write_kubeconfig
 
 EVENTS = [
     {"type": "ADDED", "object": {"metadata": {"name": "a", "resourceVersion": "2"}}},
@@ -25,94 +21,49 @@ EVENTS = [
 ]
 
 
+def _answer(request: Request) -> Reply:
+    """A watch streamed in chunks split mid-line, a 410 Status, a POST echo, odd bodies."""
+    if request.method == "POST":
+        return Reply(201, request.body)
+    if "watch=true" in request.path and "resourceVersion=1" in request.path:
+        return Reply.lines(EVENTS, chunks=(17,))
+    if "watch=true" in request.path:
+        return Reply.status_error(410, "too old", reason="Expired")
+    if request.path == "/list":
+        return Reply.json(200, ["not", "an", "object"])
+    if request.path == "/text":
+        return Reply(500, b"internal trouble", content_type="text/plain")
+    return Reply.status_error(404, "nope", reason="NotFound")
+
+
 @pytest.fixture
-def server() -> Iterator[tuple[str, list[tuple[str, str, dict[str, str]]]]]:
-    """A stand-in: a watch streamed in chunks split mid-line, a 410 Status, a POST echo."""
-    seen: list[tuple[str, str, dict[str, str]]] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_GET(self) -> None:
-            seen.append(("GET", self.path, {k.lower(): v for k, v in self.headers.items()}))
-            if "watch=true" in self.path and "resourceVersion=1" in self.path:
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Transfer-Encoding", "chunked")
-                self.end_headers()
-                data = "".join(json.dumps(e) + "\n" for e in EVENTS).encode()
-                for part in (data[:17], data[17:]):
-                    self.wfile.write(f"{len(part):x}\r\n".encode() + part + b"\r\n")
-                self.wfile.write(b"0\r\n\r\n")
-            elif "watch=true" in self.path:
-                status = {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}
-                self._json(410, status)
-            elif self.path == "/list":
-                self._json(200, ["not", "an", "object"])
-            elif self.path == "/text":
-                self._send(500, b"internal trouble", "text/plain")
-            else:
-                status = {"kind": "Status", "code": 404, "reason": "NotFound", "message": "nope"}
-                self._json(404, status)
-
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            seen.append(("POST", self.path, {k.lower(): v for k, v in self.headers.items()}))
-            self._json(201, json.loads(body))
-
-        def _json(self, status: int, body: Any) -> None:
-            self._send(status, json.dumps(body).encode(), "application/json")
-
-        def _send(self, status: int, payload: bytes, content_type: str) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            """Quiet."""
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", seen
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+def server() -> Iterator[ScriptedServer]:
+    """The scripted stand-in of :func:`_answer`."""
+    with ScriptedServer(_answer) as scripted:
+        yield scripted
 
 
 def kubeconfig(tmp_path: Path, url: str) -> Path:
     """A kubeconfig for ``url`` with a bearer token."""
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "current-context": "t",
-        "clusters": [{"name": "t", "cluster": {"server": url}}],
-        "users": [{"name": "t", "user": {"token": "secret"}}],
-        "contexts": [{"name": "t", "context": {"cluster": "t", "user": "t"}}],
-    }
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    return path
+    return write_kubeconfig(tmp_path / "kubeconfig", url=url, token="secret")
 
 
 def test_requests_send_json_with_the_bearer_token_and_raise_typed_errors(
-    server: tuple[str, list[tuple[str, str, dict[str, str]]]], tmp_path: Path
+    server: ScriptedServer, tmp_path: Path
 ) -> None:
-    url, seen = server
-    transport = KubeTransport.from_kubeconfig(str(kubeconfig(tmp_path, url)))
+    seen = server.seen
+    transport = KubeTransport.from_kubeconfig(str(kubeconfig(tmp_path, server.url)))
     # Tuples are JSON arrays on the wire.
     assert transport.request("POST", "/events", body={"x": (1, 2)}) == {"x": [1, 2]}
-    method, path, headers = seen[-1]
-    assert (method, path) == ("POST", "/events")
-    assert headers["authorization"] == "Bearer secret"
-    assert headers["content-type"] == "application/json"
+    last = seen[-1]
+    assert (last.method, last.path) == ("POST", "/events")
+    assert last.headers["authorization"] == "Bearer secret"
+    assert last.headers["content-type"] == "application/json"
     with pytest.raises(KubeApiError) as err:
         transport.request("GET", "/missing", query={"labelSelector": "a=b"})
     assert (err.value.status, err.value.reason, err.value.message) == (404, "NotFound", "nope")
     assert err.value.path == "/missing"
-    assert seen[-1][1] == "/missing?labelSelector=a%3Db"
+    assert seen[-1].path == "/missing?labelSelector=a%3Db"
     with pytest.raises(KubeApiError, match="not a JSON object") as err:
         transport.request("GET", "/list")
     assert err.value.status == 200
@@ -123,19 +74,19 @@ def test_requests_send_json_with_the_bearer_token_and_raise_typed_errors(
 
 
 def test_watch_reassembles_events_across_chunks_and_types_a_410(
-    server: tuple[str, list[tuple[str, str, dict[str, str]]]], tmp_path: Path
+    server: ScriptedServer, tmp_path: Path
 ) -> None:
-    url, seen = server
-    transport = KubeTransport.from_kubeconfig(str(kubeconfig(tmp_path, url)))
+    seen = server.seen
+    transport = KubeTransport.from_kubeconfig(str(kubeconfig(tmp_path, server.url)))
     events = list(transport.watch_lines("/items", query={"resourceVersion": "1"}, timeout_s=7))
     assert events == EVENTS
-    assert "timeoutSeconds=7" in seen[-1][1]
-    assert "watch=true" in seen[-1][1]
+    assert "timeoutSeconds=7" in seen[-1].path
+    assert "watch=true" in seen[-1].path
     # The caller's timeoutSeconds wins over the default from timeout_s.
     with pytest.raises(KubeApiError) as err:
         list(transport.watch_lines("/items", query={"timeoutSeconds": "3"}, timeout_s=7))
     assert (err.value.method, err.value.status, err.value.reason) == ("WATCH", 410, "Expired")
-    assert "timeoutSeconds=3" in seen[-1][1]
+    assert "timeoutSeconds=3" in seen[-1].path
 
 
 def test_unreachable_server_is_status_0(tmp_path: Path) -> None:

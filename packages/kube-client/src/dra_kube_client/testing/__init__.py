@@ -2,19 +2,29 @@
 
 :class:`MemoryApi` implements :class:`dra_kube_client.JsonTransport` in process over a dict
 of objects; :func:`serve_http` puts it behind a real HTTP server for a process that is given
-a kubeconfig.
+a kubeconfig. :class:`ScriptedServer` answers each request with a test's own function.
 """
 
-from dra_kube_client.testing.http_front import HttpFront, serve_http, status_body
+from dra_kube_client.testing.http_front import (
+    HttpFront,
+    serve_http,
+    status_body,
+    write_kubeconfig,
+)
 from dra_kube_client.testing.memory import MemoryApi
+from dra_kube_client.testing.scripted_http import Reply, Request, ScriptedServer
 from dra_kube_client.testing.selectors import SelectorError, matches, parse_selector
 
 __all__ = [
     "HttpFront",
     "MemoryApi",
+    "Reply",
+    "Request",
+    "ScriptedServer",
     "SelectorError",
     "matches",
     "parse_selector",
     "serve_http",
     "status_body",
+    "write_kubeconfig",
 ]

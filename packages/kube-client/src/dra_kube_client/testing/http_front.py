@@ -17,7 +17,7 @@ import yaml
 from dra_kube_client.errors import KubeApiError
 from dra_kube_client.testing.memory import MemoryApi
 
-__all__ = ["HttpFront", "serve_http"]
+__all__ = ["HttpFront", "serve_http", "write_kubeconfig"]
 
 
 class HttpFront:
@@ -66,17 +66,7 @@ class HttpFront:
 
     def write_kubeconfig(self, path: Path | str, *, token: str = "test-token") -> Path:
         """A kubeconfig at ``path`` pointing at this server with a bearer ``token``."""
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "memory", "cluster": {"server": self.url}}],
-            "users": [{"name": "u", "user": {"token": token}}],
-            "contexts": [{"name": "memory", "context": {"cluster": "memory", "user": "u"}}],
-            "current-context": "memory",
-        }
-        out = Path(path)
-        out.write_text(yaml.safe_dump(config))
-        return out
+        return write_kubeconfig(path, url=self.url, token=token)
 
     def close(self) -> None:
         """End open watches and stop serving."""
@@ -114,6 +104,21 @@ class HttpFront:
         except KubeApiError as exc:
             return _send(h, exc.status or 500, status_body(exc))
         return _send(h, 201 if method == "POST" else 200, answer)
+
+
+def write_kubeconfig(path: Path | str, *, url: str, token: str = "test-token") -> Path:
+    """A kubeconfig at ``path`` for the server at ``url`` with a bearer ``token``."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "test", "cluster": {"server": url}}],
+        "users": [{"name": "u", "user": {"token": token}}],
+        "contexts": [{"name": "test", "context": {"cluster": "test", "user": "u"}}],
+        "current-context": "test",
+    }
+    out = Path(path)
+    out.write_text(yaml.safe_dump(config))
+    return out
 
 
 def serve_http(api: MemoryApi) -> HttpFront:
