@@ -5,12 +5,8 @@ of objects; :func:`serve_http` puts it behind a real HTTP server for a process t
 a kubeconfig. :class:`ScriptedServer` answers each request with a test's own function.
 """
 
-from dra_kube_client.testing.http_front import (
-    HttpFront,
-    serve_http,
-    status_body,
-    write_kubeconfig,
-)
+from dra_kube_client.testing.http_front import HttpFront, serve_http, status_body
+from dra_kube_client.testing.local_server import write_kubeconfig
 from dra_kube_client.testing.memory import MemoryApi
 from dra_kube_client.testing.scripted_http import Reply, Request, ScriptedServer
 from dra_kube_client.testing.selectors import SelectorError, matches, parse_selector

@@ -5,22 +5,18 @@ from __future__ import annotations
 
 import http.server
 import json
-import threading
 from collections.abc import Iterator
-from pathlib import Path
-from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-import yaml
-
 from dra_kube_client.errors import KubeApiError
+from dra_kube_client.testing.local_server import LocalHttpServer
 from dra_kube_client.testing.memory import MemoryApi
 
-__all__ = ["HttpFront", "serve_http", "write_kubeconfig"]
+__all__ = ["HttpFront", "serve_http"]
 
 
-class HttpFront:
+class HttpFront(LocalHttpServer):
     """Serves ``api`` on ``127.0.0.1`` (an ephemeral port) until :meth:`close`.
 
     ``authorizations`` collects every ``Authorization`` header seen (``None`` when absent).
@@ -30,64 +26,16 @@ class HttpFront:
         """Start serving ``api`` in a daemon thread."""
         self.api = api
         self.authorizations: set[str] = set()
-        front = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            # One response per connection: a watch ends by closing it.
-            protocol_version = "HTTP/1.0"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                """Quiet: the tests read the API's request log instead."""
-
-            def do_GET(self) -> None:
-                front._handle(self, "GET")
-
-            def do_POST(self) -> None:
-                front._handle(self, "POST")
-
-            def do_PUT(self) -> None:
-                front._handle(self, "PUT")
-
-            def do_PATCH(self) -> None:
-                front._handle(self, "PATCH")
-
-            def do_DELETE(self) -> None:
-                front._handle(self, "DELETE")
-
-        self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-        self._thread.start()
-
-    @property
-    def url(self) -> str:
-        """The server's base URL."""
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
-
-    def write_kubeconfig(self, path: Path | str, *, token: str = "test-token") -> Path:
-        """A kubeconfig at ``path`` pointing at this server with a bearer ``token``."""
-        return write_kubeconfig(path, url=self.url, token=token)
+        # One response per connection: a watch ends by closing it.
+        super().__init__(protocol="HTTP/1.0")
 
     def close(self) -> None:
         """End open watches and stop serving."""
         self.api.close()
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        super().close()
 
-    def __enter__(self) -> HttpFront:
-        """The running front."""
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        """:meth:`close`."""
-        self.close()
-
-    def _handle(self, h: http.server.BaseHTTPRequestHandler, method: str) -> None:
+    def handle(self, h: http.server.BaseHTTPRequestHandler, method: str) -> None:
+        """Parse the request into ``api.request`` or ``api.watch_lines``."""
         url = urlsplit(h.path)
         query = dict(parse_qsl(url.query))
         self.authorizations.add(str(h.headers.get("Authorization")))
@@ -104,21 +52,6 @@ class HttpFront:
         except KubeApiError as exc:
             return _send(h, exc.status or 500, status_body(exc))
         return _send(h, 201 if method == "POST" else 200, answer)
-
-
-def write_kubeconfig(path: Path | str, *, url: str, token: str = "test-token") -> Path:
-    """A kubeconfig at ``path`` for the server at ``url`` with a bearer ``token``."""
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "test", "cluster": {"server": url}}],
-        "users": [{"name": "u", "user": {"token": token}}],
-        "contexts": [{"name": "test", "context": {"cluster": "test", "user": "u"}}],
-        "current-context": "test",
-    }
-    out = Path(path)
-    out.write_text(yaml.safe_dump(config))
-    return out
 
 
 def serve_http(api: MemoryApi) -> HttpFront:

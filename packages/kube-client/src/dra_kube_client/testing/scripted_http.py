@@ -10,14 +10,11 @@ from __future__ import annotations
 import http.server
 import itertools
 import json
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from types import TracebackType
 from typing import Any
 
-from dra_kube_client.testing.http_front import write_kubeconfig
+from dra_kube_client.testing.local_server import LocalHttpServer
 
 __all__ = ["Reply", "Request", "ScriptedServer"]
 
@@ -62,68 +59,17 @@ class Reply:
         return cls.json(code, status)
 
 
-class ScriptedServer:
+class ScriptedServer(LocalHttpServer):
     """Serves ``answer(request)`` on ``127.0.0.1`` (an ephemeral port) until :meth:`close`."""
 
     def __init__(self, answer: Callable[[Request], Reply]) -> None:
         """Start serving in a daemon thread."""
         self.seen: list[Request] = []
-        server = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                """Quiet: the tests read :attr:`ScriptedServer.seen` instead."""
-
-            def do_GET(self) -> None:
-                server._handle(self, "GET")
-
-            def do_POST(self) -> None:
-                server._handle(self, "POST")
-
-            def do_PUT(self) -> None:
-                server._handle(self, "PUT")
-
-            def do_PATCH(self) -> None:
-                server._handle(self, "PATCH")
-
-            def do_DELETE(self) -> None:
-                server._handle(self, "DELETE")
-
         self._answer = answer
-        self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+        super().__init__(protocol="HTTP/1.1")
 
-    @property
-    def url(self) -> str:
-        """The server's base URL."""
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
-
-    def write_kubeconfig(self, path: Path | str, *, token: str = "test-token") -> Path:
-        """A kubeconfig at ``path`` pointing at this server with a bearer ``token``."""
-        return write_kubeconfig(path, url=self.url, token=token)
-
-    def close(self) -> None:
-        """Stop serving."""
-        self._httpd.shutdown()
-        self._httpd.server_close()
-
-    def __enter__(self) -> ScriptedServer:
-        """The running server."""
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        """:meth:`close`."""
-        self.close()
-
-    def _handle(self, h: http.server.BaseHTTPRequestHandler, method: str) -> None:
+    def handle(self, h: http.server.BaseHTTPRequestHandler, method: str) -> None:
+        """Record the request, send what ``answer`` replies."""
         length = int(h.headers.get("Content-Length") or 0)
         body = h.rfile.read(length) if length else b""
         request = Request(

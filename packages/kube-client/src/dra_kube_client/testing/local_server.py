@@ -1,0 +1,97 @@
+"""A local HTTP server for tests: an ephemeral port on 127.0.0.1, served in a daemon thread,
+with a kubeconfig pointing at it. Subclasses say how each request is answered."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import yaml
+
+__all__ = ["LocalHttpServer", "write_kubeconfig"]
+
+
+def write_kubeconfig(path: Path | str, *, url: str, token: str = "test-token") -> Path:
+    """A kubeconfig at ``path`` for the server at ``url`` with a bearer ``token``."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "test", "cluster": {"server": url}}],
+        "users": [{"name": "u", "user": {"token": token}}],
+        "contexts": [{"name": "test", "context": {"cluster": "test", "user": "u"}}],
+        "current-context": "test",
+    }
+    out = Path(path)
+    out.write_text(yaml.safe_dump(config))
+    return out
+
+
+class LocalHttpServer:
+    """Serves until :meth:`close`; every request goes to :meth:`handle`.
+
+    ``protocol`` is the HTTP version answered: ``HTTP/1.0`` ends each response by closing
+    the connection (a watch stream that simply ends), ``HTTP/1.1`` keeps it open.
+    """
+
+    def __init__(self, *, protocol: str) -> None:
+        """Start serving in a daemon thread."""
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = protocol
+
+            def log_message(self, format: str, *args: Any) -> None:
+                """Quiet: tests read their own request logs."""
+
+            def do_GET(self) -> None:
+                server.handle(self, "GET")
+
+            def do_POST(self) -> None:
+                server.handle(self, "POST")
+
+            def do_PUT(self) -> None:
+                server.handle(self, "PUT")
+
+            def do_PATCH(self) -> None:
+                server.handle(self, "PATCH")
+
+            def do_DELETE(self) -> None:
+                server.handle(self, "DELETE")
+
+        self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+
+    def handle(self, h: http.server.BaseHTTPRequestHandler, method: str) -> None:
+        """Answer one request (subclasses)."""
+        raise NotImplementedError
+
+    @property
+    def url(self) -> str:
+        """The server's base URL."""
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def write_kubeconfig(self, path: Path | str, *, token: str = "test-token") -> Path:
+        """A kubeconfig at ``path`` pointing at this server with a bearer ``token``."""
+        return write_kubeconfig(path, url=self.url, token=token)
+
+    def close(self) -> None:
+        """Stop serving."""
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> Self:
+        """The running server."""
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """:meth:`close`."""
+        self.close()
