@@ -22,7 +22,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,12 @@ DEFAULT_STATE_DIR = Path(os.environ.get("TMPDIR", "/tmp")) / "dra-e2e-cluster"
 NODE_CONDITION_TAINTS = frozenset(
     {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
 )
+
+
+def has_condition_taint(node: Mapping[str, Any]) -> bool:
+    """Whether a Node object still carries a not-ready or unreachable taint."""
+    taints = node.get("spec", {}).get("taints") or []
+    return any(t.get("key") in NODE_CONDITION_TAINTS for t in taints)
 
 
 def _quiet(_: str) -> None:
@@ -642,8 +648,7 @@ class Cluster:
             data = json.loads(self.kubectl("get", "node", name, "-o", "json", timeout=15))
         except (KubectlError, subprocess.TimeoutExpired, json.JSONDecodeError):
             return False
-        taints = data.get("spec", {}).get("taints") or []
-        if any(t.get("key") in NODE_CONDITION_TAINTS for t in taints):
+        if has_condition_taint(data):
             return False
         for cond in data.get("status", {}).get("conditions", []):
             if cond.get("type") == "Ready":

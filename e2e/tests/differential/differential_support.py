@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dra_e2e.cluster import NODE_CONDITION_TAINTS
+from dra_e2e.cluster import has_condition_taint
 from dra_e2e.errors import KubectlError
 from dra_e2e.handle import ClusterHandle
 from dra_e2e.versions import TEST_IMAGE
@@ -600,12 +600,8 @@ def _settled_nodes(cluster: ClusterHandle, nodes: tuple[str, ...]) -> list[Obj]:
 
     def settled() -> list[Obj] | None:
         items: list[Obj] = cluster.kubectl_json("get", "nodes")["items"]
-        for item in items:
-            if item["metadata"]["name"] not in nodes:
-                continue
-            taints = item.get("spec", {}).get("taints") or []
-            if any(t.get("key") in NODE_CONDITION_TAINTS for t in taints):
-                return None
+        if any(i["metadata"]["name"] in nodes and has_condition_taint(i) for i in items):
+            return None
         return items
 
     found: list[Obj] = cluster.wait_until("the scenario's nodes without not-ready taints", settled)

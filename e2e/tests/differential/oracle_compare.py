@@ -10,6 +10,7 @@ import copy
 import itertools
 import json
 import math
+import os
 import random
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
@@ -24,8 +25,14 @@ from dra_controller.allocation.pools import PoolID
 from dra_controller.inputs import Document
 from dra_controller.snapshot import build_snapshot
 from dra_e2e.go_allocator import OracleCase, OracleResult
+from dra_e2e.versions import KUBERNETES_VERSION, resolve_kube_version
 
 CASES_DIR = Path(__file__).parent / "oracle_cases"
+
+
+def harness_version() -> str:
+    """The release to compare at: the harness's (``DRA_E2E_KUBE_VERSION``, default 1.37)."""
+    return resolve_kube_version(os.environ.get("DRA_E2E_KUBE_VERSION") or KUBERNETES_VERSION)
 
 
 def case_features(case: OracleCase, *, kube_minor: int = LATEST_KUBE_MINOR) -> Features:

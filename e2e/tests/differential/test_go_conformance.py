@@ -11,7 +11,6 @@ are left to the unit test.
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -21,10 +20,9 @@ import pytest
 import yaml
 from dra_controller.allocation.features import LATEST_KUBE_MINOR, parse_kube_version
 from dra_e2e.go_allocator import OracleCase, ensure_go_allocator, run_batch
-from dra_e2e.versions import KUBERNETES_VERSION, resolve_kube_version
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from oracle_compare import disagreement_any_order, python_answer
+from oracle_compare import disagreement_any_order, harness_version, python_answer
 
 pytestmark = pytest.mark.slow
 
@@ -44,11 +42,6 @@ def _case_objects() -> Callable[[Mapping[str, Any]], list[dict[str, Any]]]:
     spec.loader.exec_module(module)
     builder: Callable[[Mapping[str, Any]], list[dict[str, Any]]] = module.case_objects
     return builder
-
-
-def _version() -> str:
-    """The release to compare at: the harness's (``DRA_E2E_KUBE_VERSION``, default 1.37)."""
-    return resolve_kube_version(os.environ.get("DRA_E2E_KUBE_VERSION") or KUBERNETES_VERSION)
 
 
 def conformance_cases(minor: int) -> list[OracleCase]:
@@ -76,7 +69,7 @@ def conformance_cases(minor: int) -> list[OracleCase]:
 
 
 def test_conformance_cases_agree_with_upstream() -> None:
-    version = _version()
+    version = harness_version()
     minor = int(version.split(".")[1])
     cases = conformance_cases(minor)
     assert len(cases) >= (5 if minor < LATEST_KUBE_MINOR else 60), [c.id for c in cases]

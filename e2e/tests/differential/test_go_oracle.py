@@ -33,7 +33,6 @@ from pathlib import Path
 import pytest
 from dra_controller.allocation.features import EXPERIMENTAL, INCUBATING, STABLE
 from dra_e2e.go_allocator import OracleCase, ensure_go_allocator, run_batch
-from dra_e2e.versions import KUBERNETES_VERSION, resolve_kube_version
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from oracle_compare import (
@@ -42,6 +41,7 @@ from oracle_compare import (
     comparable,
     disagreement,
     disagreement_any_order,
+    harness_version,
     load_cases,
     python_answer,
     save_case,
@@ -60,15 +60,10 @@ def _cases() -> list[OracleCase]:
     return [*load_cases(), *(random_case(seed) for seed in range(first, first + count))]
 
 
-def _version() -> str:
-    """The release to compare at: the harness's (``DRA_E2E_KUBE_VERSION``, default 1.37)."""
-    return resolve_kube_version(os.environ.get("DRA_E2E_KUBE_VERSION") or KUBERNETES_VERSION)
-
-
 @pytest.fixture(scope="module")
 def go_allocator() -> Path:
     return ensure_go_allocator(
-        progress=lambda msg: print(msg, file=sys.stderr, flush=True), version=_version()
+        progress=lambda msg: print(msg, file=sys.stderr, flush=True), version=harness_version()
     )
 
 
@@ -85,7 +80,7 @@ def _random_pool_order(minor: int) -> bool:
 
 def test_python_allocator_agrees_with_upstream(go_allocator: Path) -> None:
     cases = _cases()
-    minor = int(_version().split(".")[1])
+    minor = int(harness_version().split(".")[1])
     runs = int(os.environ.get("DRA_ORACLE_ORDER_RUNS", "8")) if _random_pool_order(minor) else 1
     batches = [run_batch(go_allocator, cases) for _ in range(runs)]
     for theirs in batches:

@@ -521,8 +521,6 @@ class _Search:
             if not self.counters.try_consume(dev, pool):
                 return None
             counted = True
-        # What a rejection after this point gives back.
-        give_back = counted and not leaky
         if feats.device_taints and dev.taints and untolerated_taint(dev, spec.tolerations):
             return None
         base, subname = (spec.parent, spec.name) if spec.parent else (spec.name, "")
@@ -534,12 +532,12 @@ class _Search:
         if must and use_counters and not counted:
             if not self.counters.try_consume(dev, pool):
                 return None
-            counted = give_back = True
+            counted = True
         for i, con in enumerate(constraints):
             if not con.add(base, subname, dev):
                 for prev in constraints[:i]:
                     prev.remove(base, subname, dev)
-                if give_back:
+                if counted and not leaky:
                     self.counters.release(dev, pool)
                 if must:
                     raise ConstraintError(
@@ -554,7 +552,7 @@ class _Search:
                 for con in constraints:
                     con.remove(base, subname, dev)
                 return None
-            counted = give_back = True
+            counted = True
         consumed: cap.Consumption | None = None
         share_id: str | None = None
         if feats.consumable_capacity:
@@ -568,7 +566,7 @@ class _Search:
             if not fit:
                 for con in constraints:
                     con.remove(base, subname, dev)
-                if give_back:
+                if counted and not leaky:
                     self.counters.release(dev, pool)
                 return None
             if multi:

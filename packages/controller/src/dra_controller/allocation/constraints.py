@@ -43,13 +43,11 @@ def _distinct_from(value: AttrValue, others: list[AttrValue], *, sets: bool) -> 
             if theirs is not None and _common(mine, theirs) is not None:
                 return False
         return True
-    for other in others:
-        if value[0] not in SCALAR_KINDS:
-            # Upstream's scalar comparison cannot compare it with anything.
-            return False
-        if other == value:
-            return False
-    return True
+    if others and value[0] not in SCALAR_KINDS:
+        # Upstream's scalar comparison cannot compare it with anything (the first device
+        # has nothing to be compared with).
+        return False
+    return value not in others
 
 
 class Constraint:

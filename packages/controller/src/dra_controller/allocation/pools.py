@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from .features import STABLE, Features
 from .model import DeviceInfo, SliceInfo
@@ -75,8 +76,6 @@ class SliceIndex:
 
     def __init__(self, slices: Sequence[SliceInfo]) -> None:
         self.slices = list(slices)
-        # Input position of each slice (by identity): 1.35 keeps slices in this order.
-        self._position = {id(slc): i for i, slc in enumerate(self.slices)}
         self.by_node: dict[str, list[SliceInfo]] = defaultdict(list)
         self.shared: list[SliceInfo] = []
         self.by_pool: dict[PoolID, list[SliceInfo]] = defaultdict(list)
@@ -87,13 +86,11 @@ class SliceIndex:
             else:
                 self.shared.append(slc)
 
-    def _slice_order_1_35(self, slc: SliceInfo, deferring: bool) -> tuple[bool, int]:
-        """1.35's order of a pool's slices: as listed; with ``deferring`` (its experimental
-        variant) those with binding-condition devices (counter-set slices aside) last."""
-        deferred = (
-            deferring and not slc.shared_counters and any(d.binding_conditions for d in slc.devices)
-        )
-        return deferred, self._position[id(slc)]
+    @cached_property
+    def binding_slices_last(self) -> list[SliceInfo]:
+        """1.35's experimental listing: slices with binding-condition devices (counter-set
+        slices aside) after the others, each group as listed."""
+        return sorted(self.slices, key=_defers_binding)
 
     def node_names(self) -> set[str]:
         """Names of nodes that have node-local slices."""
@@ -117,7 +114,7 @@ class SliceIndex:
         )
         if features.kube_minor <= INPUT_SLICE_ORDER_UNTIL and features.variant_knows_capacity:
             # 1.35's experimental variant adds slices with binding conditions after the rest.
-            listed = sorted(listed, key=lambda slc: self._slice_order_1_35(slc, True))
+            listed = self.binding_slices_last
         for slc in listed:
             if not features.partitionable_devices and (
                 slc.per_device_node_selection or slc.shared_counters
@@ -163,6 +160,10 @@ class SliceIndex:
         return [p for p in pools if not _has_binding_conditions(p)] + [
             p for p in pools if _has_binding_conditions(p)
         ]
+
+
+def _defers_binding(slc: SliceInfo) -> bool:
+    return not slc.shared_counters and any(d.binding_conditions for d in slc.devices)
 
 
 def _has_binding_conditions(pool: Pool) -> bool:

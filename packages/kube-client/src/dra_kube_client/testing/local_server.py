@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.server
 import threading
+from abc import ABC, abstractmethod
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -29,7 +30,7 @@ def write_kubeconfig(path: Path | str, *, url: str, token: str = "test-token") -
     return out
 
 
-class LocalHttpServer:
+class LocalHttpServer(ABC):
     """Serves until :meth:`close`; every request goes to :meth:`handle`.
 
     ``protocol`` is the HTTP version answered: ``HTTP/1.0`` ends each response by closing
@@ -65,9 +66,9 @@ class LocalHttpServer:
         self._httpd.daemon_threads = True
         threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
 
+    @abstractmethod
     def handle(self, h: http.server.BaseHTTPRequestHandler, method: str) -> None:
-        """Answer one request (subclasses)."""
-        raise NotImplementedError
+        """Answer one request."""
 
     @property
     def url(self) -> str:
