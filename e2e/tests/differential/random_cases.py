@@ -16,10 +16,13 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from dra_controller.allocation.features import LATEST_KUBE_MINOR
 from dra_e2e.go_allocator import OracleCase
 
 Obj = dict[str, Any]
 API = "resource.k8s.io/v1"
+# The first release whose API server stores list-valued attributes (DRAListTypeAttributes).
+LIST_ATTRIBUTES_SINCE = 36
 MODELS = ("a100", "h100", "h200")
 ZONES = ("zone-a", "zone-b")
 GATES = (
@@ -537,8 +540,12 @@ def _list_attributes(builder: _Builder, features: str | None) -> None:
             devices["constraints"] = [{kind: attr}]
 
 
-def random_case(seed: int) -> OracleCase:
-    """The scenario for ``seed``: objects plus the pending claims to allocate together."""
+def random_case(seed: int, *, kube_minor: int = LATEST_KUBE_MINOR) -> OracleCase:
+    """The scenario for ``seed``: objects plus the pending claims to allocate together.
+
+    Objects are as release ``1.<kube_minor>`` stores them: before 1.36 the API server has
+    no list-valued attributes (it drops them), so none are drawn.
+    """
     focus = random.Random(f"capacity-{seed}").random() < 0.15
     b = _Builder(seed, capacity_focus=focus)
     b.node_objects()
@@ -553,6 +560,7 @@ def random_case(seed: int) -> OracleCase:
     # Drawn last, so that adding them kept the earlier seeds' scenarios as they were.
     b.duplicate_device_name()
     features = b.features()
-    _list_attributes(b, features)
+    if kube_minor >= LIST_ATTRIBUTES_SINCE:
+        _list_attributes(b, features)
     b.pod(keys)
     return OracleCase(id=f"seed-{seed}", objects=b.objects, claims=keys, features=features)

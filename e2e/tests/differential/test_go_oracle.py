@@ -57,7 +57,9 @@ RANDOM_POOL_ORDER_UNTIL = 35
 def _cases() -> list[OracleCase]:
     count = int(os.environ.get("DRA_ORACLE_CASES", "1000"))
     first = int(os.environ.get("DRA_ORACLE_SEED", "0"))
-    return [*load_cases(), *(random_case(seed) for seed in range(first, first + count))]
+    minor = int(harness_version().split(".")[1])
+    randoms = (random_case(seed, kube_minor=minor) for seed in range(first, first + count))
+    return [*load_cases(), *randoms]
 
 
 @pytest.fixture(scope="module")
