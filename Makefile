@@ -23,7 +23,7 @@ typecheck: install ## mypy --strict over every package's sources and tests
 	@set -e; for p in $(PACKAGES); do echo "mypy $$p"; $(UV) run --frozen mypy $$p/src $$p/tests; done
 	$(UV) run --frozen mypy bench images deployments/demo_walkthrough.py scripts/demo.py
 	$(UV) run --frozen mypy packages/*/bench
-	MYPYPATH=packages/controller/bench $(UV) run --frozen mypy e2e/bench
+	MYPYPATH=packages/allocator/bench $(UV) run --frozen mypy e2e/bench
 
 pytest: install ## the test suites of every package, e2e included
 	$(UV) run --frozen pytest $(PYTEST_ARGS)

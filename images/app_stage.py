@@ -4,7 +4,8 @@ Both image builds use this, so the Dockerfile and the registry-free build carry 
 application content:
 
 - ``<dest>/site-packages``: the workspace distributions (all but the e2e harness:
-  ``dra-kubelet-plugin``, ``dra-computedomain``, ``dra-controller`` and their libraries) built
+  ``dra-kubelet-plugin``, ``dra-computedomain``, ``dra-controller``, ``kubectl-dra`` and their
+  libraries) built
   as wheels by ``uv build``, and their third-party dependencies at the versions pinned in
   ``uv.lock`` (``uv export`` constraints), installed for CPython 3.11 (manylinux x86_64 in the
   registry-free build), compiled to bytecode;
@@ -25,9 +26,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 # What the image runs: the kubelet plugin, the compute-domain controller, daemon and plugin,
-# and the `kubectl dra` tooling. Their workspace dependencies (dra-api-types, dra-nvlib,
-# dra-kube-client, dra-sharing) come along through their requirements.
-APP_DISTRIBUTIONS = ("dra-kubelet-plugin", "dra-computedomain", "dra-controller")
+# the cluster services (allocation controller, webhook) and the `kubectl dra` tooling. Their
+# workspace dependencies (dra-api-types, dra-nvlib, dra-kube-client, dra-sharing, dra-cel,
+# dra-allocator) come along through their requirements.
+APP_DISTRIBUTIONS = ("dra-kubelet-plugin", "dra-computedomain", "dra-controller", "kubectl-dra")
 EXCLUDED_WHEELS = ("dra_e2e-",)
 IMAGE_SITE_PACKAGES = "/opt/dra/site-packages"
 PYTHON_VERSION = "3.11"

@@ -32,9 +32,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dra_controller.allocation.cel_engine import CelEngine
-from dra_controller.allocation.cluster import Cluster
-from dra_controller.allocation.model import parse_objects
+from dra_allocator.cel_engine import CelEngine
+from dra_allocator.cluster import Cluster
+from dra_allocator.model import parse_objects
 from dra_e2e.go_allocator import ensure_go_allocator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "packages" / "controller" / "bench"))
@@ -156,7 +156,7 @@ def compare(name: str, binary: Path, objects: list[Obj], keys: list[str]) -> Non
         f"  Go (upstream structured allocator): {len(keys) / go_s:10.1f} claims/s  ({go_s:.3f} s)"
     )
     print(
-        f"  ours (dra_controller):              {len(keys) / our_s:10.1f} claims/s  ({our_s:.3f} s)"
+        f"  ours (dra_allocator):               {len(keys) / our_s:10.1f} claims/s  ({our_s:.3f} s)"
     )
     print(f"  ratio ours/Go: {go_s / our_s:6.2f}x   same placements: {same}/{len(keys)}")
     if same != len(keys):

@@ -1,7 +1,7 @@
 """The allocation controller's roles grant exactly the API requests its code makes.
 
 Its requests are the informers' list and watch of every collection it caches
-(``dra_controller.informers.ALL_RESOURCES``) and the literal ``.request(METHOD, PATH)``
+(``dra_kube_client.informers.ALL_RESOURCES``) and the literal ``.request(METHOD, PATH)``
 calls of ``dra_controller.allocation_controller`` (Events, its Lease), read from the source
 as the kubelet plugin's test does.
 """
@@ -18,7 +18,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from chart_helpers import REPO, HelmFailed, helm_path
 from chart_render import render_objects
-from dra_controller.informers import ALL_RESOURCES
+from dra_kube_client.informers import ALL_RESOURCES
 from test_chart_rbac import METHODS, Call, _granted, _string_assignments, _text, verb_of
 
 CONTROLLER_SRC = (

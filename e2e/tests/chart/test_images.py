@@ -187,6 +187,9 @@ def test_driver_image_content(driver_archive: tuple[Path, list[str]]) -> None:
         "dra_kube_client",
         "dra_kubelet_plugin",
         "dra_controller",
+        "dra_cel",
+        "dra_allocator",
+        "kubectl_dra",
     ):
         assert f"opt/dra/site-packages/{package}/__init__.py" in app
     assert not any(n.startswith("opt/dra/site-packages/dra_e2e") for n in app)
@@ -213,6 +216,7 @@ def test_driver_image_runs_read_only_without_capabilities(loaded: list[str]) -> 
     check = (
         "import ssl, ctypes, sqlite3, json, grpc, pydantic, yaml, kubernetes;"
         "import dra_api_types, dra_nvlib, dra_kube_client, dra_kubelet_plugin, dra_controller;"
+        "import dra_cel, dra_allocator, kubectl_dra;"
         "print('imports ok', ssl.OPENSSL_VERSION)"
     )
     proc = subprocess.run(

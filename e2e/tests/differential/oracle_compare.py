@@ -17,15 +17,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from dra_controller.allocate_report import EXIT_ERROR, run_allocate
-from dra_controller.allocation.cel_engine import CelEngine
-from dra_controller.allocation.errors import AllocationError
-from dra_controller.allocation.features import LATEST_KUBE_MINOR, Features
-from dra_controller.allocation.pools import PoolID
-from dra_controller.inputs import Document
-from dra_controller.snapshot import build_snapshot
+from dra_allocator.cel_engine import CelEngine
+from dra_allocator.errors import AllocationError
+from dra_allocator.features import LATEST_KUBE_MINOR, Features
+from dra_allocator.inputs import Document
+from dra_allocator.pools import PoolID
+from dra_allocator.snapshot import build_snapshot
 from dra_e2e.go_allocator import OracleCase, OracleResult
 from dra_e2e.versions import KUBERNETES_VERSION, resolve_kube_version
+from kubectl_dra.allocate_report import EXIT_ERROR, run_allocate
 
 CASES_DIR = Path(__file__).parent / "oracle_cases"
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from dra_controller.allocation.features import LATEST_KUBE_MINOR
+from dra_allocator.features import LATEST_KUBE_MINOR
 from dra_e2e.go_allocator import OracleCase
 
 Obj = dict[str, Any]

@@ -9,7 +9,7 @@ cost, hence on the API server's verdict against the limit.
 
 ``DRA_CEL_CASES`` sets the number of selectors (default 1000; 10000 on demand),
 ``DRA_CEL_SEED`` the first seed. Disagreements are printed with their seed and belong in
-``packages/controller/tests/cel/fixtures/upstream_cost.json`` before they are fixed.
+``packages/cel/tests/fixtures/upstream_cost.json`` before they are fixed.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from dra_controller.cel import CelCompileError, compile_selector
-from dra_controller.cel.cost_estimate import MAX_SELECTOR_COST, estimate_cost
-from dra_controller.cel.environment import Environment
-from dra_controller.cel.new_expressions import new_expression_error
-from dra_controller.validation import check_selector
+from dra_cel import CelCompileError, compile_selector
+from dra_cel.cost_estimate import MAX_SELECTOR_COST, estimate_cost
+from dra_cel.environment import Environment
+from dra_cel.new_expressions import new_expression_error
 from dra_e2e.go_allocator import CelCostCase, ensure_go_allocator, run_cel_costs
+from kubectl_dra.validation import check_selector
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from random_cel import random_selector, type_error_expressions

@@ -14,10 +14,10 @@ import json
 from typing import Any
 
 import pytest
-from dra_controller.inputs import Document
-from dra_controller.validation import TOO_COMPLEX, validate_documents
+from dra_allocator.inputs import Document
 from dra_e2e.errors import KubectlError
 from dra_e2e.handle import ClusterHandle
+from kubectl_dra.validation import TOO_COMPLEX, validate_documents
 
 pytestmark = pytest.mark.e2e
 

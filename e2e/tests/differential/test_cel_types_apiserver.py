@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dra_controller.inputs import Document
-from dra_controller.validation import TOO_COMPLEX, validate_documents
+from dra_allocator.inputs import Document
 from dra_e2e.errors import KubectlError
 from dra_e2e.handle import ClusterHandle
+from kubectl_dra.validation import TOO_COMPLEX, validate_documents
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from random_cel import type_error_expressions

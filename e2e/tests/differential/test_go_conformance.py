@@ -1,6 +1,6 @@
 """The allocator's conformance table, answered by upstream's Go allocator too.
 
-``packages/controller/tests/conformance/cases.yaml`` states, per rule, the exact devices our
+``packages/allocator/tests/conformance/cases.yaml`` states, per rule, the exact devices our
 allocator picks; many of its cases model one release's quirks (``kube_version``). Each
 one-step case of the harness's release (``DRA_E2E_KUBE_VERSION``, default 1.37) is run
 through ``dra-go-allocate`` of that release as well, so a rule the table states must be
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
-from dra_controller.allocation.features import LATEST_KUBE_MINOR, parse_kube_version
+from dra_allocator.features import LATEST_KUBE_MINOR, parse_kube_version
 from dra_e2e.go_allocator import OracleCase, ensure_go_allocator, run_batch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from dra_controller.allocation.features import EXPERIMENTAL, INCUBATING, STABLE
+from dra_allocator.features import EXPERIMENTAL, INCUBATING, STABLE
 from dra_e2e.go_allocator import OracleCase, ensure_go_allocator, run_batch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

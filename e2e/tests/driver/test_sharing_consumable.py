@@ -36,7 +36,7 @@ VALUES = {"consumableShares": "4", "featureGates.TimeSlicingSettings": "true"}
 UUID = re.compile(r"UUID: (GPU-[0-9a-f-]+)")
 REPO = Path(__file__).resolve().parents[3]
 #: The seed's time-sliced NvidiaGPUConfig (``interval: "5ms"``, ``maxSharableGPU: 4``).
-SEED_TIME_SLICING = REPO / "packages/controller/tests/fixtures/seed000/time-slicing.yaml"
+SEED_TIME_SLICING = REPO / "packages/kubectl-dra/tests/fixtures/seed000/time-slicing.yaml"
 KUBECTL_DRA = Path(sys.executable).with_name("kubectl-dra")
 
 

@@ -31,16 +31,16 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from dra_controller.allocation.cel_engine import CelEngine
-from dra_controller.allocation.features import Features
+from dra_allocator.cel_engine import CelEngine
+from dra_allocator.features import Features
+from dra_allocator.inputs import Document
+from dra_allocator.snapshot import Snapshot, build_snapshot
 from dra_controller.allocation_controller import AllocationController, ControllerMetrics
 from dra_controller.allocation_controller.availability import free_devices
 from dra_controller.allocation_controller.claim_series import claim_series
 from dra_controller.allocation_controller.diagnosis import make_cluster
-from dra_controller.informers import Informer
-from dra_controller.informers.resources import ALL_RESOURCES
-from dra_controller.inputs import Document
-from dra_controller.snapshot import Snapshot, build_snapshot
+from dra_kube_client.informers import Informer
+from dra_kube_client.informers.resources import ALL_RESOURCES
 
 DRIVER = "gpu.nvidia.com"
 GPU_CLASS = f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == 'gpu'"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dra_controller.informers import Store
+from dra_kube_client.informers import Store
 
 DRIVER = "gpu.nvidia.com"
 

@@ -19,8 +19,8 @@ from controller_objects import (
     slice_,
     stores,
 )
-from dra_controller.allocation.cel_engine import CelEngine
-from dra_controller.allocation.features import Features
+from dra_allocator.cel_engine import CelEngine
+from dra_allocator.features import Features
 from dra_controller.allocation_controller import (
     AllocationController,
     AvailableSeries,

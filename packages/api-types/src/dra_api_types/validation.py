@@ -7,7 +7,7 @@ path in API spelling (``spec.devices[3].attributes["gpu.nvidia.com/uuid"]``) and
 
 Objects are validated as a user submits them, before the apiserver's defaulting, so omitted
 defaulted fields (``allocationMode``, ``count``, ``operator``) are accepted. CEL expressions
-are checked for size here; compiling them needs the DRA CEL environment (dra-controller).
+are checked for size here; compiling them needs the DRA CEL environment (dra-cel).
 Namespaces are checked for format but not required (kubectl fills in the default one).
 """
 

@@ -1,1 +1,1 @@
-"""DRA CEL environment, structured allocator and kubectl dra."""
+"""The driver's cluster services: ``dra-allocation-controller`` and ``dra-webhook``."""

@@ -13,13 +13,13 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ..allocation import capacity as cap
-from ..allocation.cluster import Cluster
-from ..allocation.counters import CounterTracker
-from ..allocation.model import DeviceInfo
-from ..allocation.pools import Pool
-from ..allocation.selectors import SelectorCompileFailure, evaluate
-from ..allocation.taints import untolerated_taint
+from dra_allocator import capacity as cap
+from dra_allocator.cluster import Cluster
+from dra_allocator.counters import CounterTracker
+from dra_allocator.model import DeviceInfo
+from dra_allocator.pools import Pool
+from dra_allocator.selectors import SelectorCompileFailure, evaluate
+from dra_allocator.taints import untolerated_taint
 
 #: ``attribute`` label when a device has neither a product name nor a MIG profile.
 UNKNOWN_ATTRIBUTE = "unknown"

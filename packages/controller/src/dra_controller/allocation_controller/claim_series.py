@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from ..allocation.model import ClaimInfo
+from dra_allocator.model import ClaimInfo
 
 #: Label value when a claim names no class (no requests, or a request not understood).
 NO_CLASS = ""

@@ -11,10 +11,10 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
+from dra_allocator.features import Features
 from dra_kube_client import KubeConfigError, KubeTransport
+from dra_kube_client.informers.shared import SharedInformers
 
-from ..allocation.features import Features
-from ..informers.shared import SharedInformers
 from . import logs
 from .controller import AllocationController, Settings
 from .events import EventPublisher, TokenBucket

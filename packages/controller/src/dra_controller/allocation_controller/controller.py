@@ -14,12 +14,13 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ..allocation.cel_engine import CelEngine
-from ..allocation.cluster import Cluster
-from ..allocation.features import Features
-from ..allocation.selectors import SelectorEngine
-from ..informers.store import Store
-from ..snapshot import Snapshot
+from dra_allocator.cel_engine import CelEngine
+from dra_allocator.cluster import Cluster
+from dra_allocator.features import Features
+from dra_allocator.selectors import SelectorEngine
+from dra_allocator.snapshot import Snapshot
+from dra_kube_client.informers.store import Store
+
 from .availability import AvailabilityCache, free_devices
 from .claim_series import SeriesCache, claim_series
 from .diagnosis import Finding, diagnose_pod, is_unschedulable, make_cluster, pod_uid

@@ -10,14 +10,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..allocation.cluster import Cluster
-from ..allocation.errors import AllocationError
-from ..allocation.explain import diagnose
-from ..allocation.features import Features
-from ..allocation.model import ClaimInfo
-from ..allocation.selectors import SelectorEngine
-from ..explain_report import own_claims
-from ..snapshot import Snapshot
+from dra_allocator.cluster import Cluster
+from dra_allocator.errors import AllocationError
+from dra_allocator.explain import diagnose
+from dra_allocator.explain_report import own_claims
+from dra_allocator.features import Features
+from dra_allocator.model import ClaimInfo
+from dra_allocator.selectors import SelectorEngine
+from dra_allocator.snapshot import Snapshot
+
 from .event_text import unsatisfiable_message
 
 

@@ -15,9 +15,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..allocation.explain import ClaimDiagnosis, NodeDiagnosis, RequestShortfall
-from ..allocation.model import DeviceInfo
-from ..allocation.quantities import Amount, format_binary_quantity, parse_quantity
+from dra_allocator.explain import ClaimDiagnosis, NodeDiagnosis, RequestShortfall
+from dra_allocator.model import DeviceInfo
+from dra_allocator.quantities import Amount, format_binary_quantity, parse_quantity
 
 #: Events carry at most this many characters of message (the API allows 1 KiB).
 MAX_MESSAGE = 1000

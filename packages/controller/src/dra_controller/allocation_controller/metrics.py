@@ -16,11 +16,11 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from dra_kube_client.informers.informer import InformerStats
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from ..informers.informer import InformerStats
 from .availability import AvailableSeries
 from .claim_series import ClaimSeries
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from ..informers.store import Store
-from ..snapshot import Snapshot, add_to_snapshot, read_object
+from dra_allocator.snapshot import Snapshot, add_to_snapshot, read_object
+from dra_kube_client.informers.store import Store
 
 KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim", "Node", "Pod")
 

@@ -28,9 +28,8 @@ from dra_api_types.gpu_attributes import (
     is_published_capacity,
 )
 from dra_api_types.nvidia_v1beta1 import GPU_DRIVER
-
-from ..cel import CelCompileError
-from ..cel.syntax import Call, Const, Ident, Index, ListLit, MapLit, Node, Select, parse
+from dra_cel import CelCompileError
+from dra_cel.syntax import Call, Const, Ident, Index, ListLit, MapLit, Node, Select, parse
 
 __all__ = ["selector_warnings"]
 

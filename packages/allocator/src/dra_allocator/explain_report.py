@@ -1,0 +1,262 @@
+"""``kubectl dra explain``: which claims a target means, and the text report."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .cluster import Cluster
+from .errors import AllocationError
+from .explain import ClaimDiagnosis, diagnose
+from .extended_resources import (
+    class_mapping,
+    existing_special_claim,
+    pod_extended_requests,
+    special_claim_name,
+)
+from .features import Features
+from .model import ClaimInfo
+from .pod_extended import diagnose_plans, node_plans
+from .pod_placement import PodPlacement, claim_not_on_node
+from .selectors import SelectorEngine
+from .snapshot import Snapshot
+
+MAX_NODES_NAMED = 8
+
+
+def parse_target(target: str) -> tuple[str, str]:
+    """``pod/NAME`` or ``resourceclaim/NAME`` (also ``po``, ``resourceclaims``...)."""
+    kind, sep, name = target.partition("/")
+    if not sep or not name:
+        raise AllocationError("target must be pod/NAME or resourceclaim/NAME", field="TARGET")
+    kind = kind.lower()
+    if kind in ("pod", "pods", "po"):
+        return "pod", name
+    if kind in ("resourceclaim", "resourceclaims", "claim"):
+        return "resourceclaim", name
+    raise AllocationError(
+        f"unsupported kind {kind!r}: use pod/NAME or resourceclaim/NAME", field="TARGET"
+    )
+
+
+def pod_claim_names(pod: Mapping[str, Any]) -> list[str]:
+    """Names of the ResourceClaims a pod uses (templates resolved through its status)."""
+    generated = {
+        s.get("name"): s.get("resourceClaimName")
+        for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+    }
+    names = []
+    for ref in (pod.get("spec") or {}).get("resourceClaims") or []:
+        if ref.get("resourceClaimName"):
+            names.append(ref["resourceClaimName"])
+        elif generated.get(ref.get("name")):
+            names.append(generated[ref.get("name")])
+    return names
+
+
+def own_claims(snapshot: Snapshot, pod: Mapping[str, Any], namespace: str) -> list[ClaimInfo]:
+    """The ResourceClaims a pod references (and the scheduler's claim if it exists)."""
+    name = (pod.get("metadata") or {}).get("name")
+    names = pod_claim_names(pod)
+    special = existing_special_claim(pod, [c.raw for c in snapshot.claims])
+    if special:
+        names.append(special)
+    claims = []
+    for claim_name in names:
+        claim = snapshot.claim(f"{namespace}/{claim_name}")
+        if claim is None:
+            raise AllocationError(
+                f"claim {claim_name} not found (not created yet?)",
+                object_ref=f"Pod {namespace}/{name}",
+                field="spec.resourceClaims",
+            )
+        claims.append(claim)
+    return claims
+
+
+def find_pod(snapshot: Snapshot, name: str, namespace: str) -> Mapping[str, Any]:
+    """The pod of the input, or an AllocationError."""
+    pod = next(
+        (
+            p
+            for p in snapshot.pods
+            if (p.get("metadata") or {}).get("name") == name
+            and ((p.get("metadata") or {}).get("namespace") or "default") == namespace
+        ),
+        None,
+    )
+    if pod is None:
+        raise AllocationError("not found", object_ref=f"Pod {namespace}/{name}")
+    return pod
+
+
+def target_claims(snapshot: Snapshot, target: str, namespace: str) -> list[ClaimInfo]:
+    """The claims the explain target refers to."""
+    kind, name = parse_target(target)
+    if kind == "resourceclaim":
+        claim = snapshot.claim(f"{namespace}/{name}")
+        if claim is None:
+            raise AllocationError("not found", object_ref=f"ResourceClaim {namespace}/{name}")
+        return [claim]
+    pod = find_pod(snapshot, name, namespace)
+    claims = own_claims(snapshot, pod, namespace)
+    if not claims:
+        raise AllocationError(
+            "pod uses no ResourceClaims",
+            object_ref=f"Pod {namespace}/{name}",
+            field="spec.resourceClaims",
+        )
+    return claims
+
+
+def explain(
+    snapshot: Snapshot,
+    claims: Sequence[ClaimInfo],
+    *,
+    engine: SelectorEngine,
+    features: Features,
+    node: str | None = None,
+    placement: PodPlacement | None = None,
+) -> str:
+    """The human-readable explanation for the claims (pending ones diagnosed together).
+
+    ``placement`` (the pod's nodeSelector, affinity, tolerations) rules nodes out first, as
+    the scheduler's node filters do, and so do the pod's claims already allocated for other
+    nodes (a claim shared with a pod elsewhere); the claims are diagnosed on the nodes left.
+    """
+    cluster = Cluster(
+        classes=snapshot.classes,
+        slices=snapshot.slices,
+        nodes=snapshot.nodes,
+        claims=snapshot.claims,
+        engine=engine,
+        features=features,
+    )
+    lines: list[str] = []
+    for claim in claims:
+        if claim.allocation is not None:
+            results = (claim.allocation.get("devices") or {}).get("results") or []
+            picked = ", ".join(
+                f"{r.get('request')}: {r.get('driver')}/{r.get('pool')}/{r.get('device')}"
+                for r in results
+            )
+            lines.append(f"ResourceClaim {claim.key}: allocated ({picked or 'no devices'})")
+    pending = [c for c in claims if c.allocation is None]
+    if not pending:
+        return "\n".join(lines) + "\n"
+    nodes = [node] if node else cluster.node_names()
+    if not nodes:
+        lines.append(
+            "no nodes known: the input has no Node objects and no node-local "
+            "ResourceSlices (pass --node NAME)"
+        )
+        return "\n".join(lines) + "\n"
+    if placement is not None:
+        done = [c for c in claims if c.allocation is not None]
+        ruled_out = [
+            (n, placement.rejects(cluster.node(n)) or claim_not_on_node(done, cluster.node(n)))
+            for n in nodes
+        ]
+        ruled_out = [(n, why) for n, why in ruled_out if why is not None]
+        if ruled_out:
+            lines.append(f"{placement.ref}: its own constraints rule out {len(ruled_out)} node(s):")
+            lines.extend(f"  does not fit on node {n}: {why}" for n, why in ruled_out)
+            out = {n for n, _ in ruled_out}
+            nodes = [n for n in nodes if n not in out]
+    for diag in diagnose(cluster, pending, nodes=nodes):
+        lines.extend(render(diag))
+    return "\n".join(lines) + "\n"
+
+
+def render(diag: ClaimDiagnosis) -> list[str]:
+    """Text for one claim: where it fits (first node picked), and why not elsewhere."""
+    lines = [f"ResourceClaim {diag.claim}: pending"]
+    fits = [d for d in diag.nodes if d.allocatable]
+    if fits:
+        first = fits[0]
+        others = f" (also fits on {len(fits) - 1} more node(s))" if len(fits) > 1 else ""
+        lines.append(f"  fits on node {first.node}{others}; would pick:")
+        lines.extend(f"    {p}" for p in first.picks)
+    else:
+        lines.append("  fits on no node")
+    for names, node_diag in diag.grouped():
+        if node_diag.allocatable:
+            continue
+        shown = ", ".join(names[:MAX_NODES_NAMED])
+        if len(names) > MAX_NODES_NAMED:
+            shown += f" and {len(names) - MAX_NODES_NAMED} more"
+        lines.append(f"  does not fit on {len(names)} node(s) ({shown}):")
+        if node_diag.error:
+            lines.append(f"    error: {node_diag.error}")
+        lines.extend(
+            f"    - {r.strip()}" if not r.startswith("  ") else f"        {r.strip()}"
+            for r in node_diag.reasons
+        )
+    return lines
+
+
+def needs_pod_explain(snapshot: Snapshot, pod: Mapping[str, Any]) -> bool:
+    """Whether a pod is pending with extended resources and no scheduler claim yet."""
+    if (pod.get("spec") or {}).get("nodeName"):
+        return False
+    if existing_special_claim(pod, [c.raw for c in snapshot.claims]):
+        return False
+    return bool(pod_extended_requests(pod))
+
+
+def explain_pod(
+    snapshot: Snapshot,
+    pod: Mapping[str, Any],
+    namespace: str,
+    *,
+    engine: SelectorEngine,
+    features: Features,
+    node: str | None = None,
+) -> str:
+    """Why a pending pod with extended resources (``nvidia.com/gpu: N``) fits where it does.
+
+    Per node: served by a device plugin (node allocatable), not servable at all, or by DRA
+    through the claim the scheduler would create, diagnosed like any claim.
+    """
+    cluster = Cluster(
+        classes=snapshot.classes,
+        slices=snapshot.slices,
+        nodes=snapshot.nodes,
+        claims=snapshot.claims,
+        engine=engine,
+        features=features,
+    )
+    name = (pod.get("metadata") or {}).get("name")
+    mapping = class_mapping(snapshot.classes)
+    lines = [f"Pod {namespace}/{name}: pending; extended resources:"]
+    claim = special_claim_name(pod)
+    for req in pod_extended_requests(pod):
+        served = (
+            f"DeviceClass {mapping[req.resource]}, request {req.request_name} of the claim "
+            f"the scheduler creates ({namespace}/{claim}-<suffix>)"
+            if req.resource in mapping
+            else "no DeviceClass maps it: only a device plugin can serve it"
+        )
+        lines.append(f"  container {req.container}: {req.resource}: {req.count} -> {served}")
+    nodes = [node] if node else cluster.node_names()
+    if not nodes:
+        lines.append(
+            "no nodes known: the input has no Node objects and no node-local "
+            "ResourceSlices (pass --node NAME)"
+        )
+        return "\n".join(lines) + "\n"
+    own = [c for c in own_claims(snapshot, pod, namespace) if c.allocation is None]
+    _, plans = node_plans(snapshot, cluster, pod, nodes)
+    for plan in plans:
+        for reason in plan.unfit:
+            lines.append(f"  does not fit on node {plan.node}: {reason}")
+        if not plan.unfit and plan.device_plugin:
+            lines.append(
+                f"  node {plan.node}: {', '.join(plan.device_plugin)} served by the device "
+                "plugin (node allocatable), not by DRA"
+            )
+        if not plan.unfit and not plan.dra and not own:
+            lines.append(f"  fits on node {plan.node}")
+    for diag in diagnose_plans(cluster, pod, own, plans):
+        lines.extend(render(diag))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,250 @@
+"""Extended resources backed by DRA (KEP 5004, GA in Kubernetes 1.37), as the scheduler does.
+
+A pod whose containers request an extended resource (``nvidia.com/gpu: 1``) that a
+DeviceClass maps (``spec.extendedResourceName``, or the implicit
+``deviceclass.resource.kubernetes.io/<class>``) gets a special ResourceClaim, created by the
+scheduler: one ``exactly`` request per container and resource, named
+``container-<i>-request-<j>`` (``i`` over initContainers then containers, ``j`` the index
+of the resource among the container's sorted requests). Per node: a resource the node's
+allocatable advertises (a device plugin) is served by the device plugin, not by DRA; one
+neither advertised nor mapped does not fit. Pure: pods and classes in, plans out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from dra_api_types.errors import QuantityError
+from dra_api_types.quantity import Quantity
+
+from .errors import AllocationError
+from .model import ClassInfo
+from .nodes import NodeInfo
+
+IMPLICIT_PREFIX: Final = "deviceclass.resource.kubernetes.io/"
+CLAIM_ANNOTATION: Final = "resource.kubernetes.io/extended-resource-claim"
+CLAIM_SUFFIX: Final = "-extended-resources"
+_NATIVE_PREFIXES: Final = ("kubernetes.io/", "requests.")
+
+RawObject = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ExtendedRequest:
+    """One container's request of one extended resource."""
+
+    container: str
+    request_name: str
+    resource: str
+    count: int
+
+
+@dataclass(slots=True)
+class NodePlan:
+    """How a pod's extended resources would be served on one node."""
+
+    node: str
+    dra: list[tuple[ExtendedRequest, str]] = field(default_factory=list)
+    device_plugin: list[str] = field(default_factory=list)
+    unfit: list[str] = field(default_factory=list)
+
+
+def is_extended_resource(name: str) -> bool:
+    """Whether a resource name is an extended resource (not cpu, memory, hugepages...)."""
+    if name.startswith(IMPLICIT_PREFIX):
+        return True
+    return "/" in name and not name.startswith(_NATIVE_PREFIXES)
+
+
+def class_mapping(classes: Iterable[ClassInfo]) -> dict[str, str]:
+    """Extended resource name -> DeviceClass: implicit names, then explicit ones.
+
+    Where several classes set the same ``extendedResourceName`` the newest one wins (by
+    ``creationTimestamp``, then name), as in the scheduler.
+    """
+    mapping: dict[str, str] = {}
+    explicit: dict[str, tuple[str, str]] = {}
+    for cls in classes:
+        mapping[IMPLICIT_PREFIX + cls.name] = cls.name
+        name = (cls.raw.get("spec") or {}).get("extendedResourceName")
+        if isinstance(name, str) and name:
+            stamp = str((cls.raw.get("metadata") or {}).get("creationTimestamp") or "")
+            if name not in explicit or (stamp, cls.name) > explicit[name]:
+                explicit[name] = (stamp, cls.name)
+    mapping.update({res: cls for res, (_, cls) in explicit.items()})
+    return mapping
+
+
+def pod_ref(pod: RawObject) -> str:
+    """``namespace/name`` of a pod."""
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or '?'}"
+
+
+def _count(value: Any, *, pod: str, path: str) -> int:
+    try:
+        quantity = Quantity.coerce(value)
+    except (QuantityError, TypeError, ValueError) as exc:
+        raise AllocationError(
+            f"not a quantity: {value!r}", object_ref=f"Pod {pod}", field=path
+        ) from exc
+    if not quantity.is_integer():
+        raise AllocationError(
+            f"extended resources must be whole numbers, got {value!r}",
+            object_ref=f"Pod {pod}",
+            field=path,
+        )
+    return quantity.as_int()
+
+
+def _containers(pod: RawObject) -> list[tuple[str, RawObject]]:
+    spec = pod.get("spec") or {}
+    out = [(f"spec.initContainers[{i}]", c) for i, c in enumerate(spec.get("initContainers") or [])]
+    out += [(f"spec.containers[{i}]", c) for i, c in enumerate(spec.get("containers") or [])]
+    return out
+
+
+def effective_requests(container: RawObject) -> dict[str, Any]:
+    """A container's requests, limits filling in what requests leave out (API defaulting)."""
+    resources = container.get("resources") or {}
+    return {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+
+
+def pod_extended_requests(pod: RawObject) -> list[ExtendedRequest]:
+    """Every non-zero extended resource request of the pod, named as the scheduler does."""
+    ref = pod_ref(pod)
+    out: list[ExtendedRequest] = []
+    for index, (path, ctr) in enumerate(_containers(pod)):
+        requests = effective_requests(ctr)
+        for j, resource in enumerate(sorted(requests)):
+            if not is_extended_resource(resource):
+                continue
+            count = _count(requests[resource], pod=ref, path=f'{path}.resources["{resource}"]')
+            if count > 0:
+                out.append(
+                    ExtendedRequest(
+                        str(ctr.get("name") or ""),
+                        f"container-{index}-request-{j}",
+                        resource,
+                        count,
+                    )
+                )
+    return sorted(out, key=lambda r: r.request_name)
+
+
+def pod_total(pod: RawObject, resource: str) -> int:
+    """What the pod needs of a resource: the sum over containers, or the largest init one."""
+    spec = pod.get("spec") or {}
+    ref = pod_ref(pod)
+
+    def one(ctr: RawObject) -> int:
+        value = effective_requests(ctr).get(resource)
+        return 0 if value is None else _count(value, pod=ref, path=resource)
+
+    regular = sum(one(c) for c in spec.get("containers") or [])
+    init = max((one(c) for c in spec.get("initContainers") or []), default=0)
+    return max(regular, init)
+
+
+def plan_node(
+    pod: RawObject,
+    requests: Sequence[ExtendedRequest],
+    mapping: Mapping[str, str],
+    node: NodeInfo,
+    *,
+    bound_pods: Sequence[RawObject] = (),
+) -> NodePlan:
+    """Which of the pod's extended resources DRA serves on the node, which a device plugin."""
+    plan = NodePlan(node=node.name)
+    resources = sorted({r.resource for r in requests})
+    for resource in resources:
+        raw = node.allocatable.get(resource)
+        allocatable = _count(raw, pod=pod_ref(pod), path=resource) if raw is not None else None
+        if allocatable is not None and (allocatable > 0 or resource not in mapping):
+            used = sum(pod_total(p, resource) for p in bound_pods)
+            want = pod_total(pod, resource)
+            if want > allocatable - used:
+                plan.unfit.append(
+                    f"Insufficient {resource}: the device plugin of node {node.name} has "
+                    f"{allocatable - used} of {allocatable} free, the pod needs {want}"
+                )
+            else:
+                plan.device_plugin.append(resource)
+        elif resource in mapping:
+            plan.dra.extend((r, mapping[resource]) for r in requests if r.resource == resource)
+        else:
+            plan.unfit.append(
+                f"{resource}: no device plugin on node {node.name} advertises it and no "
+                f"DeviceClass sets extendedResourceName: {resource}"
+            )
+    plan.dra.sort(key=lambda item: item[0].request_name)
+    return plan
+
+
+def special_claim_name(pod: RawObject) -> str:
+    """The name the offline tools give the scheduler's claim (the API adds a random suffix)."""
+    return f"{(pod.get('metadata') or {}).get('name') or '?'}{CLAIM_SUFFIX}"
+
+
+def special_claim(pod: RawObject, plan: NodePlan) -> dict[str, Any]:
+    """The v1 ResourceClaim the scheduler would create for the pod on the plan's node."""
+    meta = pod.get("metadata") or {}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {
+            "name": special_claim_name(pod),
+            "namespace": meta.get("namespace") or "default",
+            "annotations": {CLAIM_ANNOTATION: "true"},
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Pod", "name": meta.get("name"), "controller": True}
+            ],
+        },
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": req.request_name,
+                        "exactly": {
+                            "deviceClassName": cls,
+                            "allocationMode": "ExactCount",
+                            "count": req.count,
+                        },
+                    }
+                    for req, cls in plan.dra
+                ]
+            }
+        },
+    }
+
+
+def request_mappings(plan: NodePlan) -> list[dict[str, str]]:
+    """``status.extendedResourceClaimStatus.requestMappings`` for the plan."""
+    return [
+        {"containerName": r.container, "requestName": r.request_name, "resourceName": r.resource}
+        for r, _ in plan.dra
+    ]
+
+
+def existing_special_claim(pod: RawObject, claims: Iterable[RawObject]) -> str | None:
+    """The name of the scheduler's claim of a pod, from its status or owner and annotation."""
+    status = (pod.get("status") or {}).get("extendedResourceClaimStatus") or {}
+    if status.get("resourceClaimName"):
+        return str(status["resourceClaimName"])
+    meta = pod.get("metadata") or {}
+    for claim in claims:
+        cmeta = claim.get("metadata") or {}
+        if (cmeta.get("annotations") or {}).get(CLAIM_ANNOTATION) != "true":
+            continue
+        if (cmeta.get("namespace") or "default") != (meta.get("namespace") or "default"):
+            continue
+        for owner in cmeta.get("ownerReferences") or []:
+            if (
+                owner.get("kind") == "Pod"
+                and owner.get("name") == meta.get("name")
+                and (not meta.get("uid") or owner.get("uid") in (None, meta.get("uid")))
+            ):
+                return str(cmeta.get("name"))
+    return None

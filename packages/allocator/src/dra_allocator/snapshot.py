@@ -1,0 +1,141 @@
+"""A cluster snapshot built from manifests: the offline input of allocate and explain."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dra_api_types.beta_to_v1 import convert_to_v1, is_convertible_beta
+from dra_api_types.codec import parse_object, to_plain
+from dra_api_types.errors import ValidationError
+
+from .errors import AllocationError
+from .inputs import Document
+from .model import ClaimInfo, ClassInfo, SliceInfo, parse_claim, parse_class, parse_slice
+from .nodes import NodeInfo
+from .taint_rules import apply_taint_rules
+
+RESOURCE_API = "resource.k8s.io/v1"
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """Classes, slices, claims, nodes and pods, parsed leniently."""
+
+    classes: list[ClassInfo] = field(default_factory=list)
+    slices: list[SliceInfo] = field(default_factory=list)
+    claims: list[ClaimInfo] = field(default_factory=list)
+    nodes: list[NodeInfo] = field(default_factory=list)
+    pods: list[Mapping[str, Any]] = field(default_factory=list)
+
+    def claim(self, key: str) -> ClaimInfo | None:
+        """Look up ``namespace/name``."""
+        return next((c for c in self.claims if c.key == key), None)
+
+
+def lenient_plain(data: Mapping[str, Any], *, where: str) -> dict[str, Any]:
+    """The object as v1 JSON after api-types' lenient parse (no API validation)."""
+    try:
+        return to_plain(parse_object(data, validate=False))
+    except ValidationError as exc:
+        raise AllocationError(
+            f"cannot parse: {exc}", object_ref=where, field=getattr(exc, "path", "")
+        ) from exc
+    except (TypeError, ValueError) as exc:
+        raise AllocationError(f"cannot parse: {exc}", object_ref=where) from exc
+
+
+def _as_v1(data: Mapping[str, Any], *, where: str) -> Mapping[str, Any]:
+    """Beta DRA objects as the apiserver serves them in v1; other versions are an error.
+
+    A claim, class or slice of an unserved version is never dropped silently: it would
+    change what is allocated.
+    """
+    kind, api = data.get("kind"), str(data.get("apiVersion", ""))
+    if is_convertible_beta(data):
+        try:
+            return convert_to_v1(data)
+        except ValidationError as exc:
+            raise AllocationError(
+                f"cannot convert to {RESOURCE_API}: {exc}",
+                object_ref=f"{where} {kind}",
+                field=getattr(exc, "path", ""),
+            ) from exc
+    if (
+        api.startswith("resource.k8s.io/")
+        and api != RESOURCE_API
+        and kind in ("DeviceClass", "ResourceSlice", "ResourceClaim")
+    ):
+        raise AllocationError(
+            f"{api} is not a version this tool reads (use {RESOURCE_API}, v1beta2 or v1beta1; "
+            "kubectl dra migrate converts classic DRA objects)",
+            object_ref=f"{where} {kind}",
+            field="apiVersion",
+        )
+    return data
+
+
+def read_object(
+    data: Mapping[str, Any], *, where: str, taint_rules: Sequence[Mapping[str, Any]] = ()
+) -> ClassInfo | SliceInfo | ClaimInfo | NodeInfo | Mapping[str, Any] | None:
+    """One object as the allocator reads it: a ClassInfo, SliceInfo (with the DeviceTaintRules'
+    taints), ClaimInfo or NodeInfo; a Pod as it is; None for kinds nothing here reads.
+
+    Raises:
+        AllocationError: the object cannot be read (naming ``where`` and the field).
+    """
+    data = _as_v1(data, where=where)
+    kind, api = data.get("kind"), data.get("apiVersion")
+    if kind == "Node":
+        return NodeInfo.from_dict(data)
+    if kind == "Pod":
+        return data
+    if api == RESOURCE_API and kind in ("DeviceClass", "ResourceSlice", "ResourceClaim"):
+        plain = lenient_plain(data, where=f"{where} {kind}")
+        if kind == "DeviceClass":
+            return parse_class(plain)
+        if kind == "ResourceSlice":
+            return parse_slice(apply_taint_rules(plain, taint_rules))
+        return parse_claim(plain)
+    return None
+
+
+def add_to_snapshot(snap: Snapshot, item: object) -> None:
+    """File one :func:`read_object` result under its kind."""
+    if isinstance(item, ClassInfo):
+        snap.classes.append(item)
+    elif isinstance(item, SliceInfo):
+        snap.slices.append(item)
+    elif isinstance(item, ClaimInfo):
+        snap.claims.append(item)
+    elif isinstance(item, NodeInfo):
+        snap.nodes.append(item)
+    elif isinstance(item, Mapping):
+        snap.pods.append(item)
+
+
+def is_taint_rule(data: object) -> bool:
+    """Whether a raw document is a ``resource.k8s.io`` DeviceTaintRule."""
+    return (
+        isinstance(data, Mapping)
+        and data.get("kind") == "DeviceTaintRule"
+        and str(data.get("apiVersion", "")).startswith("resource.k8s.io/")
+    )
+
+
+def build_snapshot(docs: Sequence[Document]) -> Snapshot:
+    """Sort documents by kind; objects other tools care about are ignored.
+
+    Beta DeviceClasses, ResourceSlices and ResourceClaims are read as their v1 form.
+
+    DeviceTaintRules (any ``resource.k8s.io`` version) add their taints to the slices'
+    devices, as the kube-scheduler does.
+    """
+    snap = Snapshot()
+    rules = [doc.data for doc in docs if is_taint_rule(doc.data)]
+    for doc in docs:
+        if not isinstance(doc.data, Mapping):
+            raise AllocationError("document is not an object", object_ref=doc.where)
+        add_to_snapshot(snap, read_object(doc.data, where=doc.where, taint_rules=rules))
+    return snap

@@ -1,0 +1,92 @@
+"""The conformance table: every allocator rule, each case with the exact devices expected.
+
+Cases live in ``conformance/cases.yaml`` (compact notation, see ``allocation_builders``).
+A case has either one ``expect`` or a list of ``steps``; a successful step is committed, so
+later steps see its devices as allocated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from allocation_builders import DRIVER, case_objects
+from dra_allocator import errors
+from dra_allocator.cel_engine import CelEngine
+from dra_allocator.cluster import Cluster
+from dra_allocator.features import Features, parse_kube_version
+from dra_allocator.model import parse_objects
+from dra_allocator.nodes import NodeInfo
+
+CASES: list[dict[str, Any]] = yaml.safe_load(
+    (Path(__file__).parent / "conformance" / "cases.yaml").read_text(encoding="utf-8")
+)
+
+
+def device_ref(result: dict[str, Any]) -> str:
+    """``request=pool/device`` (driver spelled out unless it is the default one)."""
+    prefix = "" if result["driver"] == DRIVER else f"{result['driver']}/"
+    return f"{result['request']}={prefix}{result['pool']}/{result['device']}"
+
+
+def _run_step(cluster: Cluster, claims: dict[str, Any], step: dict[str, Any]) -> None:
+    names = step.get("allocate")
+    if names:
+        pending = [claims[n if "/" in n else f"default/{n}"] for n in names]
+    else:
+        pending = [c for c in claims.values() if c.allocation is None]
+    expect = step["expect"]
+    if "error" in expect:
+        with pytest.raises(getattr(errors, expect["error"])) as info:
+            cluster.allocate(pending, node=step.get("node"))
+        for fragment in expect.get("error_contains", []):
+            assert fragment in str(info.value)
+        return
+    outcome = cluster.allocate(pending, node=step.get("node"))
+    if expect.get("unsatisfiable"):
+        assert outcome.allocated is None, outcome.allocated
+        return
+    assert outcome.allocated is not None, f"unsatisfiable: {outcome.failures}"
+    if "node" in expect:
+        assert outcome.allocated.node == expect["node"]
+    picks = {
+        claim.key: [device_ref(r) for r in alloc["devices"]["results"]]
+        for claim, alloc in zip(pending, outcome.allocated.allocations, strict=True)
+    }
+    wanted = {(k if "/" in k else f"default/{k}"): v for k, v in expect["devices"].items()}
+    assert picks == wanted
+    for key, allocation in (expect.get("allocation") or {}).items():
+        full = key if "/" in key else f"default/{key}"
+        got = outcome.allocated.allocations[[c.key for c in pending].index(full)]
+        assert got == allocation
+    cluster.commit(pending, outcome.allocated)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_conformance(case: dict[str, Any]) -> None:
+    classes, slices, claims, nodes = parse_objects(case_objects(case))
+    features = Features.parse(case["features"]) if "features" in case else Features()
+    if "kube_version" in case:
+        features = replace(features, kube_minor=parse_kube_version(case["kube_version"]))
+    cluster = Cluster(
+        classes=classes,
+        slices=slices,
+        claims=claims,
+        nodes=[NodeInfo.from_dict(n) for n in nodes],
+        engine=CelEngine(),
+        features=features,
+    )
+    by_key = {c.key: c for c in claims}
+    steps = case.get("steps") or [
+        {k: v for k, v in case.items() if k in ("allocate", "node", "expect")}
+    ]
+    for step in steps:
+        _run_step(cluster, by_key, step)
+
+
+def test_case_names_are_unique() -> None:
+    names = [c["name"] for c in CASES]
+    assert len(names) == len(set(names))

@@ -1,0 +1,270 @@
+"""``kubectl dra allocate``: allocate claims offline and report in the v1 JSON shape.
+
+Report shape (exactly)::
+
+    {"claims": {"NS/NAME": {"allocated": true, "node": "...", "allocation": {...}}}}
+    {"claims": {"NS/NAME": {"allocated": false, "reasons": ["..."]}}}
+
+Pending pods whose containers request extended resources a DeviceClass maps
+(``nvidia.com/gpu: 1``) are allocated first, one by one in input order, each with its own
+claims and the special claim the scheduler would create (``NS/<pod>-extended-resources``);
+they are reported under ``pods``::
+
+    {"pods": {"NS/POD": {"allocated": true, "node": "...",
+                         "extendedResourceClaimStatus": {"resourceClaimName": "...",
+                                                         "requestMappings": [...]}}}}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dra_allocator.cluster import Cluster
+from dra_allocator.errors import AllocationError
+from dra_allocator.explain import diagnose
+from dra_allocator.explain_report import own_claims
+from dra_allocator.features import Features
+from dra_allocator.model import ClaimInfo
+from dra_allocator.pod_extended import (
+    PodAllocation,
+    allocate_pod,
+    diagnose_plans,
+    pending_extended_pods,
+)
+from dra_allocator.pod_placement import claim_not_on_node, pod_of_claims
+from dra_allocator.pools import PoolID
+from dra_allocator.reasons import reasons_of
+from dra_allocator.selectors import SelectorEngine
+from dra_allocator.snapshot import Snapshot
+
+EXIT_ALLOCATED = 0
+EXIT_UNSATISFIABLE = 1
+EXIT_ERROR = 2
+# resource.k8s.io FirstAvailableDeviceRequestMaxSize.
+MAX_SUBREQUESTS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class AllocateReport:
+    """The report and the exit code that goes with it."""
+
+    report: dict[str, Any]
+    exit_code: int
+
+
+def select_claims(snapshot: Snapshot, keys: Sequence[str]) -> list[ClaimInfo]:
+    """The named claims (``NS/NAME``, or ``NAME`` in default), or every unallocated one."""
+    if not keys:
+        return [c for c in snapshot.claims if c.allocation is None]
+    out = []
+    for key in keys:
+        full = key if "/" in key else f"default/{key}"
+        claim = snapshot.claim(full)
+        if claim is None:
+            raise AllocationError(
+                f"claim {full} not found in the input",
+                object_ref=f"ResourceClaim {full}",
+                field="--claim",
+            )
+        out.append(claim)
+    return out
+
+
+def run_allocate(
+    snapshot: Snapshot,
+    *,
+    engine: SelectorEngine,
+    features: Features,
+    node: str | None = None,
+    claim_keys: Sequence[str] = (),
+    timeout_s: float = 10.0,
+    pool_order: Sequence[PoolID] | None = None,
+) -> AllocateReport:
+    """Allocate the claims together (one pod's claims) and build the report.
+
+    Raises ``AllocationError`` for input the scheduler would reject. ``timeout_s`` is the
+    search deadline per node (the kube-scheduler's default filter timeout). ``pool_order``
+    fixes the stable variant's pool order (upstream's is random; see ``Cluster``).
+    """
+    wanted = select_claims(snapshot, claim_keys)
+    cluster = Cluster(
+        classes=snapshot.classes,
+        slices=snapshot.slices,
+        nodes=snapshot.nodes,
+        claims=snapshot.claims,
+        engine=engine,
+        features=features,
+        timeout_s=timeout_s,
+        pool_order=pool_order,
+    )
+    claims_out: dict[str, Any] = {}
+    pods_out: dict[str, Any] = {}
+    if not claim_keys:
+        taken = _allocate_pods(snapshot, cluster, node, claims_out, pods_out)
+        wanted = [c for c in wanted if c.key not in taken]
+    result = _allocate_claims(
+        cluster, wanted, node, claims_out, pods=snapshot.pods, features=features
+    )
+    if not pods_out:
+        return result
+    all_pods = all(p["allocated"] for p in pods_out.values())
+    code = result.exit_code if all_pods else max(result.exit_code, EXIT_UNSATISFIABLE)
+    return AllocateReport({**result.report, "pods": pods_out}, code)
+
+
+def _allocate_pods(
+    snapshot: Snapshot,
+    cluster: Cluster,
+    node: str | None,
+    claims_out: dict[str, Any],
+    pods_out: dict[str, Any],
+) -> set[str]:
+    """Allocate pending extended-resource pods; returns the keys of the claims they used."""
+    taken: set[str] = set()
+    nodes = [node] if node else cluster.node_names()
+    for pod in pending_extended_pods(snapshot):
+        namespace = (pod.get("metadata") or {}).get("namespace") or "default"
+        own = own_claims(snapshot, pod, namespace)
+        taken.update(c.key for c in own)
+        outcome = allocate_pod(snapshot, cluster, pod, own, nodes)
+        if outcome.node is not None:
+            for claim, allocation in zip(outcome.claims, outcome.allocations, strict=True):
+                claims_out[claim.key] = {
+                    "allocated": True,
+                    "node": outcome.node,
+                    "allocation": allocation,
+                }
+        else:
+            outcome.reasons = _pod_reasons(cluster, pod, own, outcome)
+        pods_out[outcome.pod] = outcome.report()
+    return taken
+
+
+def _pod_reasons(
+    cluster: Cluster, pod: Any, own: Sequence[ClaimInfo], outcome: PodAllocation
+) -> list[str]:
+    lines = [f"node {p.node}: {reason}" for p in outcome.failed for reason in p.unfit]
+    if not outcome.failed and not lines:
+        lines.append("no nodes to try: pass Nodes, node-local ResourceSlices or --node NAME")
+    pending = [c for c in own if c.allocation is None]
+    for diag in diagnose_plans(cluster, pod, pending, outcome.failed):
+        lines.extend(f"claim {diag.claim}: {line}" for line in reasons_of(diag))
+    return lines
+
+
+def _allocate_claims(
+    cluster: Cluster,
+    wanted: Sequence[ClaimInfo],
+    node: str | None,
+    claims_out: dict[str, Any],
+    *,
+    pods: Sequence[Mapping[str, Any]],
+    features: Features,
+) -> AllocateReport:
+    done = [c for c in wanted if c.allocation is not None]
+    pending = [c for c in wanted if c.allocation is None]
+    for claim in done:
+        assert claim.allocation is not None
+        claims_out[claim.key] = {
+            "allocated": True,
+            "node": _allocated_node(claim),
+            "allocation": dict(claim.allocation),
+        }
+    if not pending:
+        return AllocateReport({"claims": claims_out}, EXIT_ALLOCATED)
+    pod = pod_of_claims(pods, [c.key for c in wanted])
+    nodes = (
+        [node]
+        if node
+        else [
+            n
+            for n in cluster.node_names()
+            if claim_not_on_node(done, cluster.node(n)) is None
+            and (pod is None or pod.rejects(cluster.node(n)) is None)
+        ]
+    )
+    if not nodes:
+        reason = (
+            "no nodes to try: the input has no Node objects and no node-local "
+            "ResourceSlices; pass --node NAME"
+        )
+        if pod is not None and cluster.node_names():
+            rejected = {pod.rejects(cluster.node(n)) for n in cluster.node_names()} - {None}
+            reason = f"{pod.ref}: no node passes the pod's own constraints: " + "; ".join(
+                sorted(r for r in rejected if r is not None)
+            )
+        for claim in pending:
+            claims_out[claim.key] = {"allocated": False, "reasons": [reason]}
+        return AllocateReport({"claims": claims_out}, EXIT_UNSATISFIABLE)
+    found = _allocate_on_nodes(cluster, pending, nodes, features=features)
+    if found is not None:
+        node_name, allocations = found
+        for claim, allocation in zip(pending, allocations, strict=True):
+            claims_out[claim.key] = {"allocated": True, "node": node_name, "allocation": allocation}
+        return AllocateReport({"claims": claims_out}, EXIT_ALLOCATED)
+    diagnoses = diagnose(cluster, pending, nodes=nodes)
+    for claim, diag in zip(pending, diagnoses, strict=True):
+        claims_out[claim.key] = {"allocated": False, "reasons": reasons_of(diag)}
+    return AllocateReport({"claims": claims_out}, EXIT_UNSATISFIABLE)
+
+
+def _allocate_on_nodes(
+    cluster: Cluster, pending: Sequence[ClaimInfo], nodes: Sequence[str], *, features: Features
+) -> tuple[str, list[dict[str, Any]]] | None:
+    if features.prioritized_list and any(r.first_available for c in pending for r in c.requests):
+        # The scheduler scores the nodes that fit by the subrequests picked there and takes
+        # the best; ties go to the first by name here (the scheduler draws one at random).
+        best: tuple[int, str, list[dict[str, Any]]] | None = None
+        for name in nodes:
+            one = cluster.allocate(pending, node=name)
+            if one.allocated is None:
+                continue
+            score = subrequest_score(pending, one.allocated.allocations)
+            if best is None or score > best[0]:
+                best = (score, name, one.allocated.allocations)
+        return None if best is None else (best[1], best[2])
+    if nodes == cluster.node_names():
+        result = cluster.allocate(pending)
+        if result.allocated is None:
+            return None
+        return result.allocated.node, result.allocated.allocations
+    for name in nodes:
+        one = cluster.allocate(pending, node=name)
+        if one.allocated is not None:
+            return one.allocated.node, one.allocated.allocations
+    return None
+
+
+def subrequest_score(claims: Sequence[ClaimInfo], allocations: Sequence[Mapping[str, Any]]) -> int:
+    """The DynamicResources plugin's node score: earlier ``firstAvailable`` picks score higher.
+
+    Each request with subrequests adds ``8 - i`` when its subrequest ``i`` was allocated (8 is
+    the most subrequests a request may list).
+    """
+    score = 0
+    for claim, allocation in zip(claims, allocations, strict=True):
+        picked = {
+            str(r.get("request", ""))
+            for r in (allocation.get("devices") or {}).get("results") or []
+            if "/" in str(r.get("request", ""))
+        }
+        for req in claim.requests:
+            for i, sub in enumerate(req.first_available):
+                if sub.full_name in picked:
+                    score += MAX_SUBREQUESTS - i
+    return score
+
+
+def _allocated_node(claim: ClaimInfo) -> str:
+    selector = (claim.allocation or {}).get("nodeSelector") or {}
+    for term in selector.get("nodeSelectorTerms") or []:
+        for req in term.get("matchFields") or []:
+            if (
+                req.get("key") == "metadata.name"
+                and req.get("operator") == "In"
+                and len(req.get("values") or []) == 1
+            ):
+                return str(req["values"][0])
+    return ""
