@@ -37,7 +37,7 @@ from dra_allocator.cluster import Cluster
 from dra_allocator.model import parse_objects
 from dra_e2e.go_allocator import ensure_go_allocator
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "packages" / "controller" / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "packages" / "allocator" / "bench"))
 from bench_allocator import DRIVER, claim, gpu_class, node_slice, partition_objects
 
 Obj = dict[str, Any]

@@ -26,15 +26,15 @@ from oracle_compare import disagreement_any_order, harness_version, python_answe
 
 pytestmark = pytest.mark.slow
 
-CONTROLLER_TESTS = Path(__file__).resolve().parents[3] / "packages" / "controller" / "tests"
+ALLOCATOR_TESTS = Path(__file__).resolve().parents[3] / "packages" / "allocator" / "tests"
 # Enough runs that a pool order Go takes one time in eight is seen (1.35 ranges over a map).
 RUNS = 8
 
 
 def _case_objects() -> Callable[[Mapping[str, Any]], list[dict[str, Any]]]:
-    """The conformance table's object builder (a test helper of the controller package)."""
+    """The conformance table's object builder (a test helper of the allocator package)."""
     spec = importlib.util.spec_from_file_location(
-        "allocation_builders", CONTROLLER_TESTS / "allocation_builders.py"
+        "allocation_builders", ALLOCATOR_TESTS / "allocation_builders.py"
     )
     assert spec is not None
     assert spec.loader is not None
@@ -47,7 +47,7 @@ def _case_objects() -> Callable[[Mapping[str, Any]], list[dict[str, Any]]]:
 def conformance_cases(minor: int) -> list[OracleCase]:
     """The table's one-step cases of release ``1.<minor>`` as oracle cases."""
     table: list[dict[str, Any]] = yaml.safe_load(
-        (CONTROLLER_TESTS / "conformance" / "cases.yaml").read_text(encoding="utf-8")
+        (ALLOCATOR_TESTS / "conformance" / "cases.yaml").read_text(encoding="utf-8")
     )
     build = _case_objects()
     cases = []

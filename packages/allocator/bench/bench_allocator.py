@@ -1,6 +1,6 @@
 """Benchmark: structured allocation throughput and a backtracking-heavy case.
 
-Run: ``uv run python packages/controller/bench/bench_allocator.py [--quick]``
+Run: ``uv run python packages/allocator/bench/bench_allocator.py [--quick]``
 
 1. Fill: a cluster of 500 nodes x 10 GPUs (one node-local pool per node, published the
    way gpu.nvidia.com does, selected by the gpu.nvidia.com DeviceClass) is filled by

@@ -1,6 +1,6 @@
 """Benchmark: DRA CEL selector evaluation per device.
 
-Run: ``uv run python packages/controller/bench/bench_cel.py [--quick]``
+Run: ``uv run python packages/cel/bench/bench_cel.py [--quick]``
 
 Times each selector over a realistic NVIDIA device set (full GPUs and MIG devices as
 the gpu.nvidia.com driver publishes them) with:
