@@ -103,7 +103,9 @@ def stage(
         )
     # Scripts uv wrote point at the build machine's interpreter; the image gets its own.
     shutil.rmtree(site / "bin", ignore_errors=True)
-    scripts = _write_launchers(site, dest / "bin")
+    scripts = _write_launchers(
+        site, dest / "bin", workspace={w.name.split("-", 1)[0] for w in wanted}
+    )
     _run(
         [
             python,
@@ -130,10 +132,14 @@ def _wheel_for(wheels: Path, dist: str) -> Path:
     return found[-1]
 
 
-def _write_launchers(site: Path, bin_dir: Path) -> list[str]:
+def _write_launchers(site: Path, bin_dir: Path, *, workspace: set[str]) -> list[str]:
+    """One launcher per console script of the workspace distributions (``workspace``: their
+    wheel names, e.g. ``kubectl_dra``); third-party scripts stay out."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     names: list[str] = []
-    for entry_points in sorted(site.glob("dra_*.dist-info/entry_points.txt")):
+    for entry_points in sorted(site.glob("*.dist-info/entry_points.txt")):
+        if entry_points.parent.name.split("-", 1)[0] not in workspace:
+            continue
         parser = configparser.ConfigParser(delimiters=("=",))
         parser.optionxform = str  # type: ignore[assignment,method-assign]
         parser.read(entry_points)
