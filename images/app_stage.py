@@ -26,7 +26,7 @@ from pathlib import Path
 
 # What the image runs: the kubelet plugin, the compute-domain controller, daemon and plugin,
 # and the `kubectl dra` tooling. Their workspace dependencies (dra-api-types, dra-nvlib,
-# dra-kube-client, dra-sharing) come along through their requirements.
+# dra-kube-client, dra-kubelet-core, dra-sharing) come along through their requirements.
 APP_DISTRIBUTIONS = ("dra-kubelet-plugin", "dra-computedomain", "dra-controller")
 EXCLUDED_WHEELS = ("dra_e2e-",)
 IMAGE_SITE_PACKAGES = "/opt/dra/site-packages"
