@@ -69,7 +69,8 @@ __all__ = ["EngineParts", "PluginRunner"]
 
 log = logging.getLogger(__name__)
 
-#: The keyword arguments of :class:`ClaimEngine` the runner provides (all but ``driver``).
+#: The keyword arguments of :class:`ClaimEngine` the runner provides (all but ``driver``,
+#: ``retry`` and ``hooks``).
 EngineParts = dict[str, Any]
 
 
