@@ -20,7 +20,7 @@ lint: install ## ruff lint and format check
 	$(UV) run --frozen ruff check . && $(UV) run --frozen ruff format --check .
 
 typecheck: install ## mypy --strict over every package's sources and tests
-	@set -e; for p in $(PACKAGES); do echo "mypy $$p"; $(UV) run --frozen mypy $$p/src $$p/tests; done
+	@set -e; for p in $(PACKAGES); do echo "mypy $$p"; MYPYPATH=packages/kubelet-core/tests $(UV) run --frozen mypy $$p/src $$p/tests; done
 	$(UV) run --frozen mypy bench images deployments/demo_walkthrough.py scripts/demo.py
 	$(UV) run --frozen mypy packages/*/bench
 	MYPYPATH=packages/allocator/bench $(UV) run --frozen mypy e2e/bench
@@ -39,8 +39,8 @@ validate-demo: install ## offline: validate and summarise the seed and NVIDIA de
 bench: install ## benchmarks (on demand; BENCH=name filters), each printing ratios against a named baseline
 	$(UV) run --frozen python -m bench $(BENCH)
 
-proto: install ## regenerate the gRPC stubs of the kubelet plugin from its .proto files
-	$(MAKE) -C packages/kubelet-plugin proto UV=$(CURDIR)/$(UV)
+proto: install ## regenerate the gRPC stubs of the kubelet plugin core from its .proto files
+	$(MAKE) -C packages/kubelet-core proto UV=$(CURDIR)/$(UV)
 
 gpu-check: install ## on a machine with an NVIDIA GPU: contract suite, slices, a claim, nvidia-smi -L via CDI (<5 min)
 	$(UV) run --frozen python -m dra_e2e.gpu_check $(GPU_CHECK_ARGS)

@@ -27,8 +27,8 @@ from pathlib import Path
 
 # What the image runs: the kubelet plugin, the compute-domain controller, daemon and plugin,
 # the cluster services (allocation controller, webhook) and the `kubectl dra` tooling. Their
-# workspace dependencies (dra-api-types, dra-nvlib, dra-kube-client, dra-sharing, dra-cel,
-# dra-allocator) come along through their requirements.
+# workspace dependencies (dra-api-types, dra-nvlib, dra-kube-client, dra-kubelet-core,
+# dra-sharing, dra-cel, dra-allocator) come along through their requirements.
 APP_DISTRIBUTIONS = ("dra-kubelet-plugin", "dra-computedomain", "dra-controller", "kubectl-dra")
 EXCLUDED_WHEELS = ("dra_e2e-",)
 IMAGE_SITE_PACKAGES = "/opt/dra/site-packages"

@@ -15,8 +15,8 @@ import json
 import sys
 from pathlib import Path
 
+from dra_kubelet_core.errors import ClaimRef
 from dra_kubelet_plugin.container_edits import NvmlEdits
-from dra_kubelet_plugin.core.errors import ClaimRef
 from dra_kubelet_plugin.inventory import NodeDevice, build_inventory
 from dra_nvlib import DeviceLibConfig, open_device_lib
 

@@ -21,10 +21,10 @@ import pytest
 from dra_e2e import images
 from dra_e2e.handle import ClusterHandle
 from dra_e2e.toolkit import Toolkit, build_toolkit
+from dra_kubelet_core.cdi_store import CDIStore
+from dra_kubelet_core.errors import ClaimRef
 from dra_kubelet_plugin.cdi import GPU_CDI, cdi_device_id, render_claim_spec
 from dra_kubelet_plugin.container_edits import NvmlEdits
-from dra_kubelet_plugin.core.cdi_store import CDIStore
-from dra_kubelet_plugin.core.errors import ClaimRef
 from dra_kubelet_plugin.inventory import build_inventory
 from dra_nvlib import DeviceLibConfig, open_device_lib
 from dra_nvlib.mock_nvml_build import build_mock_nvml

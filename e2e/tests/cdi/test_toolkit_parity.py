@@ -36,8 +36,8 @@ from typing import Any
 
 import pytest
 from dra_e2e.toolkit import Toolkit, build_toolkit, generate_spec
+from dra_kubelet_core.errors import ClaimRef
 from dra_kubelet_plugin.container_edits import NvmlEdits
-from dra_kubelet_plugin.core.errors import ClaimRef
 from dra_kubelet_plugin.inventory import NodeDevice, build_inventory
 from dra_nvlib import DeviceLibConfig, open_device_lib
 from dra_nvlib.mock_nvml_build import MockNvml, build_mock_nvml

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
-from dra_kubelet_plugin import feature_gates
+from dra_kubelet_core import nvidia_gates
 
 sys.path.insert(0, str(Path(__file__).parent))
 from chart_helpers import CHART, HelmFailed, helm_path
@@ -278,24 +278,24 @@ def _chart_gate_table() -> dict[str, Any]:
 
 
 def test_the_schema_and_the_chart_list_the_plugins_gates() -> None:
-    expected = {g.name: (g.default, g.implemented) for g in feature_gates.GATES}
+    expected = {g.name: (g.default, g.implemented) for g in nvidia_gates.GATES}
     schema_gates = SCHEMA["properties"]["featureGates"]
     assert schema_gates["additionalProperties"] is False
     assert {k: v["default"] for k, v in schema_gates["properties"].items()} == {
         k: default for k, (default, _) in expected.items()
     }
     assert all(v["type"] == "boolean" for v in schema_gates["properties"].values())
-    for gate in feature_gates.GATES:
+    for gate in nvidia_gates.GATES:
         described = schema_gates["properties"][gate.name]["description"]
         assert described.startswith(f"{gate.maturity}, {gate.origin}: "), gate.name
         assert described.endswith("(accepted, not implemented yet)") is not gate.implemented
     table = _chart_gate_table()
     assert {k: (v["default"], v["implemented"]) for k, v in table["gates"].items()} == expected
     assert {k: v.get("offImplemented", True) for k, v in table["gates"].items()} == {
-        g.name: g.off_built for g in feature_gates.GATES
+        g.name: g.off_built for g in nvidia_gates.GATES
     }
     assert table["rules"] == [
-        {"gate": r.gate, "kind": str(r.kind), "other": r.other} for r in feature_gates.RULES
+        {"gate": r.gate, "kind": str(r.kind), "other": r.other} for r in nvidia_gates.RULES
     ]
 
 
@@ -303,20 +303,20 @@ def test_values_yaml_documents_the_gates_nvidias_chart_names() -> None:
     # NVIDIA's values.yaml names these in its featureGates comment; all must be known here.
     named = re.findall(r"^#\s+(\w+): (?:true|false)", NVIDIA_VALUES.read_text(), re.M)
     assert "NVMLDeviceHealthCheck" in named
-    known = {g.name for g in feature_gates.GATES}
+    known = {g.name for g in nvidia_gates.GATES}
     assert set(named) - {"ExampleFeature"} <= known
 
 
 def _required_by_default_off(name: str) -> list[str]:
-    defaults = feature_gates.defaults()
+    defaults = nvidia_gates.defaults()
     return [
         r.other
-        for r in feature_gates.RULES
-        if r.gate == name and r.kind is feature_gates.RuleKind.REQUIRES and not defaults[r.other]
+        for r in nvidia_gates.RULES
+        if r.gate == name and r.kind is nvidia_gates.RuleKind.REQUIRES and not defaults[r.other]
     ]
 
 
-@pytest.mark.parametrize("gate", [g.name for g in feature_gates.GATES])
+@pytest.mark.parametrize("gate", [g.name for g in nvidia_gates.GATES])
 def test_every_feature_gate_on_alone(helm: Path, gate: str) -> None:
     needed = _required_by_default_off(gate)
     if needed:
@@ -329,19 +329,19 @@ def test_every_feature_gate_on_alone(helm: Path, gate: str) -> None:
         (flag,) = [a for a in args if a.startswith("--feature-gates=")]
         assert f"{gate}=true" in flag.removeprefix("--feature-gates=").split(",")
     notes = render_notes(helm, sets)
-    implemented = {g.name: g.implemented for g in feature_gates.GATES}[gate]
+    implemented = {g.name: g.implemented for g in nvidia_gates.GATES}[gate]
     assert (f"featureGates.{gate}=true" in notes) is not implemented
 
 
-@pytest.mark.parametrize("rule", feature_gates.RULES, ids=str)
-def test_nvidias_gate_rules_fail_the_install(helm: Path, rule: feature_gates.GateRule) -> None:
+@pytest.mark.parametrize("rule", nvidia_gates.RULES, ids=str)
+def test_nvidias_gate_rules_fail_the_install(helm: Path, rule: nvidia_gates.GateRule) -> None:
     sets = {f"featureGates.{rule.gate}": "true"}
     sets[f"featureGates.{rule.other}"] = (
-        "false" if rule.kind is feature_gates.RuleKind.REQUIRES else "true"
+        "false" if rule.kind is nvidia_gates.RuleKind.REQUIRES else "true"
     )
     expected = (
         f"featureGates.{rule.gate} requires featureGates.{rule.other}=true"
-        if rule.kind is feature_gates.RuleKind.REQUIRES
+        if rule.kind is nvidia_gates.RuleKind.REQUIRES
         else f"featureGates.{rule.gate} and featureGates.{rule.other} cannot both be enabled"
     )
     with pytest.raises(HelmFailed) as err:

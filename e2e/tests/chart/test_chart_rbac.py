@@ -23,7 +23,11 @@ from chart_render import render_objects
 from dra_computedomain import node_api
 
 #: The transport itself (``dra_kube_client``) lives outside: its calls go to the HTTP client.
-PLUGIN_SRC = REPO / "packages" / "kubelet-plugin" / "src" / "dra_kubelet_plugin"
+#: The GPU plugin and the core it runs on (registration, claims, slices, events are the core's).
+PLUGIN_SRCS = (
+    REPO / "packages" / "kubelet-plugin" / "src" / "dra_kubelet_plugin",
+    REPO / "packages" / "kubelet-core" / "src" / "dra_kubelet_core",
+)
 METHODS = {"GET", "POST", "PUT", "PATCH", "DELETE"}
 
 
@@ -80,7 +84,7 @@ def _string_assignments(tree: ast.Module) -> dict[str, set[str]]:
 
 def plugin_calls() -> Iterator[Call]:
     """Every API request in the plugin's modules."""
-    for module in sorted(PLUGIN_SRC.rglob("*.py")):
+    for module in sorted(m for src in PLUGIN_SRCS for m in src.rglob("*.py")):
         if "_proto" in module.parts:
             continue
         tree = ast.parse(module.read_text(), str(module))

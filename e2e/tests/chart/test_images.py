@@ -185,7 +185,9 @@ def test_driver_image_content(driver_archive: tuple[Path, list[str]]) -> None:
         "dra_api_types",
         "dra_nvlib",
         "dra_kube_client",
+        "dra_kubelet_core",
         "dra_kubelet_plugin",
+        "dra_computedomain",
         "dra_controller",
         "dra_cel",
         "dra_allocator",
@@ -215,7 +217,8 @@ def loaded(request: pytest.FixtureRequest) -> Iterator[list[str]]:
 def test_driver_image_runs_read_only_without_capabilities(loaded: list[str]) -> None:
     check = (
         "import ssl, ctypes, sqlite3, json, grpc, pydantic, yaml, kubernetes;"
-        "import dra_api_types, dra_nvlib, dra_kube_client, dra_kubelet_plugin, dra_controller;"
+        "import dra_api_types, dra_nvlib, dra_kube_client, dra_kubelet_core,"
+        " dra_kubelet_plugin, dra_computedomain, dra_controller;"
         "import dra_cel, dra_allocator, kubectl_dra;"
         "print('imports ok', ssl.OPENSSL_VERSION)"
     )

@@ -3,7 +3,7 @@
 
 ``e2e-cluster --kube-version 1.34`` (or this variable for the pytest session) builds and runs
 that release's pinned patch version. The plugin finds the ``resource.k8s.io`` version by discovery
-(``dra_kubelet_plugin.core.resource_api``), publishes its slices in it and reads claims in
+(``dra_kubelet_core.resource_api``), publishes its slices in it and reads claims in
 it; a pod with a claim gets its GPU. On the default (1.37) cluster the test is skipped: CI
 does not build a second Kubernetes. 1.32 and 1.33 (``v1beta1``, ``v1beta2`` only) are covered
 by the unit tests of the conversions; the harness pins no release that old.

@@ -8,7 +8,7 @@ import pytest
 from dra_computedomain.fake_host_imex import start_host_imex
 from dra_computedomain.fake_imex import main as fake_imex_main
 from dra_computedomain.host_imex import HostImex, check_imex_mode
-from dra_kubelet_plugin.core.errors import ConfigurationError
+from dra_kubelet_core.errors import ConfigurationError
 
 GATE = {"HostManagedIMEXDaemon": True}
 

@@ -12,7 +12,7 @@ from dra_computedomain.plugin_cli import (
     read_clique_id,
     settings_from_args,
 )
-from dra_kubelet_plugin.core.errors import ConfigurationError
+from dra_kubelet_core.errors import ConfigurationError
 from dra_nvlib.identity import cluster_uuid
 
 

@@ -9,6 +9,7 @@ import json
 import os
 import stat
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,17 +23,18 @@ from dra_computedomain.names import COMPUTE_DOMAIN_LABEL, GPU_CLIQUE_LABEL
 from dra_computedomain.node_api import REQUESTS, NodeApi
 from dra_computedomain.plugin_driver import (
     CDI_KIND,
+    RETRY,
     ComputeDomainDriver,
-    ComputeDomainEngine,
     compute_domain_slices,
 )
 from dra_kube_client.testing import MemoryApi
-from dra_kubelet_plugin.core.cdi_store import CDIStore
-from dra_kubelet_plugin.core.checkpoint import CheckpointStore
-from dra_kubelet_plugin.core.errors import ClaimError, ClaimRef
-from dra_kubelet_plugin.core.events import LogEventRecorder
-from dra_kubelet_plugin.core.metrics import PluginMetrics
-from dra_kubelet_plugin.core.node_lock import NodeLock
+from dra_kubelet_core.cdi_store import CDIStore
+from dra_kubelet_core.checkpoint import CheckpointStore
+from dra_kubelet_core.errors import ClaimError, ClaimRef
+from dra_kubelet_core.events import LogEventRecorder
+from dra_kubelet_core.metrics import PluginMetrics
+from dra_kubelet_core.node_lock import NodeLock
+from dra_kubelet_core.state import ClaimEngine
 
 CLIQUE = "cluster.1"
 NODE = "node-a"
@@ -128,10 +130,10 @@ class Plugin:
             channel_nodes=self.channel_nodes,
             host_imex=self.host_imex,
         )
-        self.engine = ComputeDomainEngine(
+        self.engine = ClaimEngine(
             driver=self.driver,
-            deadline_s=10,
-            backoff_s=(0.02, 0.05),
+            retry=replace(RETRY, deadline_s=10, backoff_s=(0.02, 0.05)),
+            hooks=self.driver,
             pool_name=NODE,
             claims=self.claims,
             checkpoints=CheckpointStore(self.tmp / "checkpoint.json"),
@@ -225,7 +227,7 @@ def test_daemon_never_ready_is_a_retryable_error_and_the_label_stays(
     api: MemoryApi, setup: tuple[Plugin, str]
 ) -> None:
     plugin, uid = setup
-    plugin.engine._deadline_s = 0.3
+    plugin.engine.retry = replace(RETRY, deadline_s=0.3, backoff_s=(0.02, 0.05))
     _ready(api, uid, "NotReady")
     ref = plugin.add(_claim(uid))
     with pytest.raises(ClaimError) as err:
@@ -251,7 +253,7 @@ def test_namespace_mismatch_is_permanent(api: MemoryApi, setup: tuple[Plugin, st
 
 def test_second_domain_on_the_node_is_refused(api: MemoryApi, setup: tuple[Plugin, str]) -> None:
     plugin, uid = setup
-    plugin.engine._deadline_s = 0.2
+    plugin.engine.retry = replace(RETRY, deadline_s=0.2, backoff_s=(0.02, 0.05))
     other = api.put_object(object_path("ComputeDomain", "team-a", "cd2"), domain_body("cd2"))
     # The first domain's workload waits for its daemon: the node is labelled for it.
     with pytest.raises(ClaimError):

@@ -33,7 +33,7 @@ from typing import Any
 
 import grpc
 import grpc.aio
-from dra_kubelet_plugin.core._proto import dra_v1_pb2 as pb
+from dra_kubelet_core._proto import dra_v1_pb2 as pb
 
 _PREPARE = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources"
 _UNPREPARE = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodeUnprepareResources"

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+# The core's test support (reference protos, claims, plugin directories) is shared.
+sys.path.insert(1, str(Path(__file__).parents[2] / "kubelet-core" / "tests"))
 
 from kubelet_plugin_support import PluginDirs, PluginProcess, ReferenceProtos
 

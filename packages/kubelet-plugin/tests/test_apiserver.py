@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from dra_api_types import ResourceSlice
 from dra_kube_client.testing import HttpFront
-from dra_kubelet_plugin.core.checkpoint import decode_checkpoint
+from dra_kubelet_core.checkpoint import decode_checkpoint
 from dra_nvlib import DeviceLibConfig, open_device_lib
 from kubelet_plugin_support import (
     RESOURCE_SLICES,

@@ -8,14 +8,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from dra_kubelet_plugin.cdi import (
-    CDI_KIND,
-    GPU_CDI,
-    cdi_device_id,
-    claim_uid_from_spec_file_name,
-    render_claim_spec,
-)
-from dra_kubelet_plugin.core.cdi import (
+from dra_kubelet_core.cdi import (
     CDISpec,
     ContainerEdits,
     DeviceNode,
@@ -23,7 +16,14 @@ from dra_kubelet_plugin.core.cdi import (
     SpecDevice,
     minimum_cdi_version,
 )
-from dra_kubelet_plugin.core.cdi_store import CDIStore
+from dra_kubelet_core.cdi_store import CDIStore
+from dra_kubelet_plugin.cdi import (
+    CDI_KIND,
+    GPU_CDI,
+    cdi_device_id,
+    claim_uid_from_spec_file_name,
+    render_claim_spec,
+)
 from referencing import Registry, Resource
 
 REFERENCE = Path("/work/shared/reference")

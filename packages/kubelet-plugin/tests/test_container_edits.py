@@ -13,8 +13,8 @@ import stat
 from pathlib import Path
 
 import pytest
+from dra_kubelet_core.errors import ClaimRef, DeviceNodeMissingError
 from dra_kubelet_plugin.container_edits import NvmlEdits
-from dra_kubelet_plugin.core.errors import ClaimRef, DeviceNodeMissingError
 from dra_kubelet_plugin.driver_edits import FILE_MOUNT_OPTIONS
 from dra_kubelet_plugin.inventory import NodeDevice, build_inventory
 from dra_nvlib import DeviceLibConfig, open_device_lib

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import grpc
 import pytest
-from dra_kubelet_plugin.core.checkpoint import ClaimState, decode_checkpoint
+from dra_kubelet_core.checkpoint import ClaimState, decode_checkpoint
 from kubelet_plugin_support import (
     PluginDirs,
     PluginProcess,

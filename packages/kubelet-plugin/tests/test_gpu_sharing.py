@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 from dra_api_types import decode_opaque_config
-from dra_kubelet_plugin.allocation import PlannedDevice
-from dra_kubelet_plugin.core.errors import (
+from dra_kubelet_core.errors import (
     ClaimError,
     ClaimRef,
     DeviceConfigError,
     UnsupportedConfigError,
 )
+from dra_kubelet_plugin.allocation import PlannedDevice
 from dra_kubelet_plugin.gpu_sharing import (
     GpuSharing,
     SharingFailedError,

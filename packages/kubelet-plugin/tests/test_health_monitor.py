@@ -9,9 +9,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import pytest
-from dra_kubelet_plugin.core._proto import dra_health_v1alpha1_pb2 as pb
-from dra_kubelet_plugin.core.errors import ConfigurationError
-from dra_kubelet_plugin.core.health import HealthHub, stream_status
+from dra_kubelet_core._proto import dra_health_v1alpha1_pb2 as pb
+from dra_kubelet_core.errors import ConfigurationError
+from dra_kubelet_core.health import HealthHub, stream_status
 from dra_kubelet_plugin.device_taints import TAINT_GPU_LOST, TAINT_UNMONITORED, TAINT_XID
 from dra_kubelet_plugin.health_monitor import (
     DEFAULT_IGNORED_XIDS,

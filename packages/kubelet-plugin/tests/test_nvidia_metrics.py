@@ -11,12 +11,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from dra_kubelet_plugin.core import dra_service
-from dra_kubelet_plugin.core._proto import dra_v1_pb2
-from dra_kubelet_plugin.core.checkpoint import Checkpoint, ClaimState, PreparedClaim, PreparedDevice
-from dra_kubelet_plugin.core.claims import PrepareOutcome, UnprepareOutcome
-from dra_kubelet_plugin.core.errors import ClaimRef
-from dra_kubelet_plugin.core.metrics import (
+from dra_kubelet_core import dra_service
+from dra_kubelet_core._proto import dra_v1_pb2
+from dra_kubelet_core.checkpoint import Checkpoint, ClaimState, PreparedClaim, PreparedDevice
+from dra_kubelet_core.claims import PrepareOutcome, UnprepareOutcome
+from dra_kubelet_core.errors import ClaimRef
+from dra_kubelet_core.metrics import (
     NVIDIA_REQUEST_BUCKETS,
     PluginMetrics,
     nvidia_error_type,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from dra_api_types import ResourceSlice, VfioDeviceConfig
 from dra_api_types.nvidia_v1beta1 import IommuConfig
-from dra_kubelet_plugin.core.errors import ClaimRef, DeviceConfigError, DeviceInUseError
+from dra_kubelet_core.errors import ClaimRef, DeviceConfigError, DeviceInUseError
 from dra_kubelet_plugin.device_metadata import (
     MetadataDevice,
     MetadataFiles,

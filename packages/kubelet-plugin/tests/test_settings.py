@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dra_kubelet_plugin import feature_gates
+from dra_kubelet_core import nvidia_gates
+from dra_kubelet_core.errors import ConfigurationError
 from dra_kubelet_plugin.cli import main
-from dra_kubelet_plugin.core.errors import ConfigurationError
 from dra_kubelet_plugin.settings import Settings, build_parser, flag_table, settings_from_args
 
 
@@ -167,33 +167,33 @@ def test_nvidias_gates_and_the_logging_gates_have_nvidias_defaults() -> None:
     s = parse(["--node-name", "n"])
     for name, default in {**NVIDIA_DEFAULTS, **LOGGING_DEFAULTS}.items():
         assert s.gate(name) is default, name
-    nvidia = [g for g in feature_gates.GATES if g.origin is feature_gates.Origin.NVIDIA]
+    nvidia = [g for g in nvidia_gates.GATES if g.origin is nvidia_gates.Origin.NVIDIA]
     assert {g.name for g in nvidia} == set(NVIDIA_DEFAULTS)
-    assert len({g.name for g in feature_gates.GATES}) == len(feature_gates.GATES)
+    assert len({g.name for g in nvidia_gates.GATES}) == len(nvidia_gates.GATES)
     assert s.explicit_gates == frozenset()
     assert s.unimplemented_gates() == {}
 
 
 @pytest.mark.parametrize("name", sorted(NVIDIA_DEFAULTS) + sorted(LOGGING_DEFAULTS))
 def test_every_gate_is_accepted_on_and_off(name: str) -> None:
-    requires = [r.other for r in feature_gates.RULES if r.gate == name and r.kind == "requires"]
-    needed = [f"{other}=true" for other in requires if not feature_gates.defaults()[other]]
+    requires = [r.other for r in nvidia_gates.RULES if r.gate == name and r.kind == "requires"]
+    needed = [f"{other}=true" for other in requires if not nvidia_gates.defaults()[other]]
     on = parse(["--node-name", "n", "--feature-gates", ",".join([f"{name}=true", *needed])])
     assert on.gate(name)
     assert name in on.explicit_gates
-    built = {g.name: g.implemented for g in feature_gates.GATES}
+    built = {g.name: g.implemented for g in nvidia_gates.GATES}
     # Only the gates not built yet are named as accepted-but-not-implemented.
     assert on.unimplemented_gates().get(name) is (None if built[name] else True)
     # Off, a gate that is on by default and requires it must go off too (NVIDIA's rule).
     dependants = [
         r.gate
-        for r in feature_gates.RULES
-        if r.other == name and r.kind == "requires" and feature_gates.defaults()[r.gate]
+        for r in nvidia_gates.RULES
+        if r.other == name and r.kind == "requires" and nvidia_gates.defaults()[r.gate]
     ]
     off_text = ",".join([f"{name}=false", *(f"{d}=false" for d in dependants)])
     off = parse(["--node-name", "n", "--feature-gates", off_text])
     assert not off.gate(name)
-    gate = {g.name: g for g in feature_gates.GATES}[name]
+    gate = {g.name: g for g in nvidia_gates.GATES}[name]
     # A built gate whose off behaviour is not (the IMEX gates) is named when set off.
     assert off.unimplemented_gates().get(name) is (None if gate.built(False) else False)
 
@@ -201,7 +201,7 @@ def test_every_gate_is_accepted_on_and_off(name: str) -> None:
 def test_the_imex_gates_are_built_on_and_named_when_set_off() -> None:
     # Our compute domains always use DNS names and cliques: on is built, off is not.
     for name in ("IMEXDaemonsWithDNSNames", "ComputeDomainCliques"):
-        gate = {g.name: g for g in feature_gates.GATES}[name]
+        gate = {g.name: g for g in nvidia_gates.GATES}[name]
         assert gate.implemented
         assert gate.built(True)
         assert not gate.built(False)
@@ -220,7 +220,7 @@ def test_the_imex_gates_are_built_on_and_named_when_set_off() -> None:
 
 
 def test_the_sharing_and_passthrough_gates_are_built() -> None:
-    built = {g.name for g in feature_gates.GATES if g.implemented}
+    built = {g.name for g in nvidia_gates.GATES if g.implemented}
     assert {
         "TimeSlicingSettings",
         "MPSSupport",
@@ -251,13 +251,13 @@ def test_nvidias_gate_rules_are_enforced(gates: str, message: str) -> None:
 
 
 def test_rules_only_name_known_gates() -> None:
-    names = {g.name for g in feature_gates.GATES}
-    for rule in feature_gates.RULES:
+    names = {g.name for g in nvidia_gates.GATES}
+    for rule in nvidia_gates.RULES:
         assert {rule.gate, rule.other} <= names, rule
 
 
 def test_the_project_gates_stay_on_by_default_and_implemented() -> None:
-    own = {g.name: g for g in feature_gates.GATES if g.origin is feature_gates.Origin.PROJECT}
+    own = {g.name: g for g in nvidia_gates.GATES if g.origin is nvidia_gates.Origin.PROJECT}
     assert set(own) == {"DeviceHealthCheck", "DeviceTaints"}
     assert all(g.default and g.implemented for g in own.values())
     s = parse(["--node-name", "n", "--feature-gates", "DeviceTaints=false"])

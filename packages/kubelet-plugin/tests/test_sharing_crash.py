@@ -32,7 +32,7 @@ from typing import Any
 
 import grpc
 import pytest
-from dra_kubelet_plugin.core.checkpoint import ClaimState, decode_checkpoint
+from dra_kubelet_core.checkpoint import ClaimState, decode_checkpoint
 from dra_kubelet_plugin.gpu_sharing import state_of
 from dra_nvlib import ComputeMode, FakeDeviceLib, GpuInfo, TimeSliceLevel
 from kubelet_plugin_support import (

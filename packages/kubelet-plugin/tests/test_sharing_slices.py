@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 from dra_api_types import ResourceSlice
-from dra_kubelet_plugin.core.errors import ConfigurationError
+from dra_kubelet_core.errors import ConfigurationError
 from dra_kubelet_plugin.inventory import DeviceType, build_inventory
 from dra_kubelet_plugin.settings import build_parser, settings_from_args
 from dra_kubelet_plugin.slices import SlicePublication, SliceSpec, build_resource_slices

@@ -16,9 +16,9 @@ import yaml
 from dra_api_types import ResourceSlice, ValidationError
 from dra_kube_client import KubeApiError
 from dra_kube_client.testing import MemoryApi
-from dra_kubelet_plugin.core.health import DeviceHealth, HealthHub
-from dra_kubelet_plugin.core.metrics import PluginMetrics
-from dra_kubelet_plugin.core.publisher import SlicePublisher
+from dra_kubelet_core.health import DeviceHealth, HealthHub
+from dra_kubelet_core.metrics import PluginMetrics
+from dra_kubelet_core.publisher import SlicePublisher
 from dra_kubelet_plugin.device_taints import TAINT_XID
 from dra_kubelet_plugin.inventory import build_inventory
 from dra_kubelet_plugin.slices import SliceSpec, build_resource_slices, gpu_slice_source, semver_of

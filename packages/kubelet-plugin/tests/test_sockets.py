@@ -13,10 +13,10 @@ from pathlib import Path
 
 import grpc.aio
 import pytest
-from dra_kubelet_plugin.core._proto import pluginregistration_v1_pb2 as pb
-from dra_kubelet_plugin.core.errors import ConfigurationError
-from dra_kubelet_plugin.core.registration import RegistrationServer, supported_versions
-from dra_kubelet_plugin.core.sockets import (
+from dra_kubelet_core._proto import pluginregistration_v1_pb2 as pb
+from dra_kubelet_core.errors import ConfigurationError
+from dra_kubelet_core.registration import RegistrationServer, supported_versions
+from dra_kubelet_core.sockets import (
     MAX_GRPC_BIND_PATH,
     MAX_SOCKET_PATH,
     SocketPaths,

@@ -13,20 +13,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dra_kubelet_plugin.cdi import GPU_CDI
-from dra_kubelet_plugin.container_edits import FakeEdits
-from dra_kubelet_plugin.core.cdi_store import CDIStore
-from dra_kubelet_plugin.core.checkpoint import (
+from dra_kubelet_core.cdi_store import CDIStore
+from dra_kubelet_core.checkpoint import (
     CheckpointStore,
     ClaimState,
     decode_checkpoint,
     encode_checkpoint,
 )
-from dra_kubelet_plugin.core.claim_source import DirectoryClaimSource
-from dra_kubelet_plugin.core.errors import ClaimRef
-from dra_kubelet_plugin.core.events import LogEventRecorder
-from dra_kubelet_plugin.core.metrics import PluginMetrics
-from dra_kubelet_plugin.core.node_lock import NodeLock
+from dra_kubelet_core.claim_source import DirectoryClaimSource
+from dra_kubelet_core.errors import ClaimRef
+from dra_kubelet_core.events import LogEventRecorder
+from dra_kubelet_core.metrics import PluginMetrics
+from dra_kubelet_core.node_lock import NodeLock
+from dra_kubelet_plugin.cdi import GPU_CDI
+from dra_kubelet_plugin.container_edits import FakeEdits
 from dra_kubelet_plugin.gpu_driver import DeviceState
 from dra_kubelet_plugin.inventory import NodeDevice, build_inventory
 from dra_nvlib import DeviceLibConfig, open_device_lib

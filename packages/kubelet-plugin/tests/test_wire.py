@@ -207,7 +207,7 @@ def test_healthcheck_port_reports_serving_when_the_sockets_answer(
     proc = PluginProcess(plugin_dirs, extra=["--healthcheck-port", str(port)])
     proc.start()
     try:
-        from dra_kubelet_plugin.core._proto import grpc_health_v1_pb2 as hpb
+        from dra_kubelet_core._proto import grpc_health_v1_pb2 as hpb
 
         with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
             check = ch.unary_unary(

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc.aio
-from dra_kubelet_plugin.core._proto import dra_v1_pb2 as pb
+from dra_kubelet_core._proto import dra_v1_pb2 as pb
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "kubelet-plugin" / "bench"))
 from prepare_latency import (  # the shared harness, found by path

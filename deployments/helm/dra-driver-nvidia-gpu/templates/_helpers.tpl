@@ -106,7 +106,7 @@ Values in kubeletPlugin.containers.gpus.securityContext override these defaults 
 The plugin's feature gates (JSON): gates, name -> default, whether this project acts on it and
 (offImplemented, where false) that its off behaviour is not built, and rules, NVIDIA's dependency
 rules. The chart's copy of the plugin's table
-(dra_kubelet_plugin.feature_gates), as are the featureGates properties of values.schema.json;
+(dra_kubelet_core.nvidia_gates), as are the featureGates properties of values.schema.json;
 a chart test keeps all three equal.
 */}}
 {{- define "dra-driver-nvidia-gpu.gateTable" -}}

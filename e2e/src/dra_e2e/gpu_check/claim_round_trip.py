@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
-from dra_kubelet_plugin.core._proto import dra_v1_pb2, dra_v1_pb2_grpc
-from dra_kubelet_plugin.core.sockets import SocketPaths
+from dra_kubelet_core._proto import dra_v1_pb2, dra_v1_pb2_grpc
+from dra_kubelet_core.sockets import SocketPaths
 
 from .runner import StepFailed
 from .target import CheckTarget, SliceDevice

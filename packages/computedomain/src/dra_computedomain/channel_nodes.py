@@ -8,7 +8,7 @@ is too old or not loaded with IMEX channels) the prepare fails, naming the node.
 
 :func:`channel_minors` and :func:`missing_channels` decide without I/O; :class:`ChannelNodes`
 is the edge that reads ``/proc/devices`` and calls ``mknod`` (via the plugin's
-:func:`~dra_kubelet_plugin.device_nodes.ensure_char_node`). Fake nodes never get here: their
+:func:`~dra_kubelet_core.device_nodes.ensure_char_node`). Fake nodes never get here: their
 channels are ``/dev/null`` stand-ins.
 """
 
@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Final
 
-from dra_kubelet_plugin.device_nodes import NodeUnavailableError, char_majors, ensure_char_node
+from dra_kubelet_core.device_nodes import NodeUnavailableError, char_majors, ensure_char_node
 
 from .errors import ChannelDeviceError
 from .names import MAX_CHANNELS

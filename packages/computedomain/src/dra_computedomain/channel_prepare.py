@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dra_api_types import ComputeDomain, ComputeDomainClique
-from dra_kubelet_plugin.core.cdi import ContainerEdits, DeviceNode, Mount
+from dra_kubelet_core.cdi import ContainerEdits, DeviceNode, Mount
 
 from .channel_nodes import CHANNEL_DIR, channel_minors, channel_path
 from .errors import (

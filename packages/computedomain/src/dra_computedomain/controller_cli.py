@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from types import FrameType
 
 from dra_kube_client import KubeConfigError, KubeTransport
-from dra_kubelet_plugin.core.errors import ConfigurationError
-from dra_kubelet_plugin.core.logs import configure_logging
-from dra_kubelet_plugin.feature_gates import parse_feature_gates
+from dra_kubelet_core.errors import ConfigurationError
+from dra_kubelet_core.logs import configure_logging
+from dra_kubelet_core.nvidia_gates import parse_feature_gates
 
 from .change_watch import ChangeWatch
 from .controller import ComputeDomainController

@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.command == "check":
         return _check(env)
-    from dra_kubelet_plugin.core.logs import configure_logging
+    from dra_kubelet_core.logs import configure_logging
 
     configure_logging(args.verbosity)
     logging.getLogger("dra_computedomain").setLevel(

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from dra_kubelet_plugin.core.errors import ConfigurationError
+from dra_kubelet_core.errors import ConfigurationError
 
 from .imex_process import ImexCommands, query_ready
 

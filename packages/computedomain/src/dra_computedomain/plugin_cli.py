@@ -21,17 +21,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dra_kube_client import KubeApiError
-from dra_kubelet_plugin.core.errors import ConfigurationError, PluginError
-from dra_kubelet_plugin.core.health import HealthHub
-from dra_kubelet_plugin.core.logs import configure_logging
-from dra_kubelet_plugin.core.runner import PluginRunner
-from dra_kubelet_plugin.core.settings import (
+from dra_kubelet_core.errors import ConfigurationError, PluginError
+from dra_kubelet_core.health import HealthHub
+from dra_kubelet_core.logs import configure_logging
+from dra_kubelet_core.nvidia_gates import parse_feature_gates
+from dra_kubelet_core.runner import PluginRunner
+from dra_kubelet_core.settings import (
     CommonSettings,
     add_flags,
     common_flags,
     common_settings_from_args,
 )
-from dra_kubelet_plugin.feature_gates import parse_feature_gates
 from dra_nvlib import DeviceLibConfig, NvlibError, open_device_lib
 
 from .channel_nodes import ChannelNodes
@@ -42,8 +42,8 @@ from .host_imex import DRIVER_MANAGED, HostImex, check_imex_mode
 from .names import COMPUTE_DOMAIN_DRIVER
 from .node_api import NodeApi
 from .plugin_driver import (
+    RETRY,
     ComputeDomainDriver,
-    ComputeDomainEngine,
     compute_domain_identity,
     compute_domain_slices,
 )
@@ -208,7 +208,7 @@ async def run(settings: PluginSettings, stop: asyncio.Event) -> None:
             ),
             host_imex=settings.host_imex,
         )
-        engine = ComputeDomainEngine(driver=driver, **runner.engine_parts())
+        engine = runner.engine(driver, retry=RETRY, hooks=driver)
         await engine.start()
         await runner.serve_dra(engine, health=None)
         await runner.register()

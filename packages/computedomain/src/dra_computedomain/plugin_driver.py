@@ -1,16 +1,16 @@
 """The ``compute-domain.nvidia.com`` kubelet plugin: a driver on the kubelet plugin core.
 
 :class:`ComputeDomainDriver` implements the core's driver API for the node's two devices,
-``daemon-0`` and ``channel-0`` (:mod:`.claim_devices`); :class:`ComputeDomainEngine` is the
-core's claim engine with the retry NVIDIA's plugin has: a channel prepare waits for the
-node's domain daemon, so retryable claim errors are retried (250 ms doubling to 3 s) within
-the kubelet's deadline, each attempt a separate commit, so the node lock is free in between
-for the daemon's own prepare.
+``daemon-0`` and ``channel-0`` (:mod:`.claim_devices`), and the core's claim hooks. It is
+composed with the core's claim engine and the retry NVIDIA's plugin has (:data:`RETRY`): a
+channel prepare waits for the node's domain daemon, so retryable claim errors are retried
+(250 ms doubling to 3 s) within the kubelet's deadline, each attempt a separate commit, so
+the node lock is free in between for the daemon's own prepare.
 
 NVIDIA's bugs, fixed here:
 
 * #641 (double channel prepare): the core refuses ``channel-0`` while another live claim
-  holds it; the engine retries that until the old claim's unprepare comes;
+  holds it; the engine retries that (``retry_in_use``) until the old claim's unprepare comes;
 * #1162 (stale prepare after unprepare): an unprepare bumps the claim's generation first; an
   attempt planned for an older generation fails before any side effect, and a retry loop
   started before stops;
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,19 +37,23 @@ from dra_api_types import (
     ValidationError,
     decode_opaque_config,
 )
-from dra_kubelet_plugin.core.allocated import AllocatedDevice
-from dra_kubelet_plugin.core.cdi import CDIKind, ContainerEdits
-from dra_kubelet_plugin.core.checkpoint import ClaimState, PreparedClaim, PreparedDevice
-from dra_kubelet_plugin.core.claims import UnprepareOutcome
-from dra_kubelet_plugin.core.driver import ClaimEdits, ClaimPlan, DriverIdentity, PrepareContext
-from dra_kubelet_plugin.core.errors import (
+from dra_kubelet_core.allocated import AllocatedDevice
+from dra_kubelet_core.cdi import CDIKind, ContainerEdits
+from dra_kubelet_core.checkpoint import ClaimState, PreparedClaim, PreparedDevice
+from dra_kubelet_core.driver import (
+    ClaimEdits,
+    ClaimPlan,
+    DriverIdentity,
+    PrepareContext,
+    RetryPolicy,
+)
+from dra_kubelet_core.errors import (
     ClaimError,
     ClaimNotReadyError,
     ClaimRef,
     DeviceConfigError,
-    DeviceInUseError,
+    StalePrepareError,
 )
-from dra_kubelet_plugin.core.state import ClaimEngine
 
 from .channel_nodes import ChannelNodes
 from .channel_prepare import (
@@ -69,8 +72,8 @@ from .node_api import NodeApi
 
 __all__ = [
     "CDI_KIND",
+    "RETRY",
     "ComputeDomainDriver",
-    "ComputeDomainEngine",
     "compute_domain_identity",
     "compute_domain_slices",
 ]
@@ -78,6 +81,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 CDI_KIND = CDIKind("k8s.compute-domain.nvidia.com")
+#: NVIDIA's retry: a waiting claim (daemon not ready, channel still held by a claim whose
+#: unprepare is coming) is retried 250 ms doubling to 3 s, within the kubelet's 40 s.
+RETRY = RetryPolicy(deadline_s=40.0, backoff_s=(0.25, 3.0), retry_in_use=True)
 _CHANNEL = "channel"
 _DAEMON = "daemon"
 
@@ -133,10 +139,6 @@ def _claim_error(ref: ClaimRef, exc: PrepareError) -> ClaimError:
     return err
 
 
-class StalePrepareError(ClaimError):
-    """The claim was unprepared while this prepare was pending (NVIDIA #1162)."""
-
-
 def _decode(device: AllocatedDevice, ref: ClaimRef) -> ComputeDomainChannelConfig | (
     ComputeDomainDaemonConfig
 ):
@@ -168,7 +170,8 @@ def _decode(device: AllocatedDevice, ref: ClaimRef) -> ComputeDomainChannelConfi
 
 
 class ComputeDomainDriver:
-    """The core driver of ``compute-domain.nvidia.com`` on one node."""
+    """The core driver of ``compute-domain.nvidia.com`` on one node, and its claim hooks
+    (its plan's detail is the claim's generation when planned)."""
 
     def __init__(
         self,
@@ -213,7 +216,7 @@ class ComputeDomainDriver:
         ref: ClaimRef,
         claim: ResourceClaim,  # noqa: ARG002 -- the core's API; the results carry what counts
         allocated: Sequence[AllocatedDevice],
-    ) -> ClaimPlan:
+    ) -> ClaimPlan[int]:
         """One prepared device per result, its config's essentials as its driver state."""
         devices = []
         for device in allocated:
@@ -240,15 +243,15 @@ class ComputeDomainDriver:
                     driver_state=state,
                 )
             )
-        return ClaimPlan(devices=tuple(devices), context=self.generation(ref.uid))
+        return ClaimPlan(devices=tuple(devices), detail=self.generation(ref.uid))
 
     # ------------------------------------------------------------ prepare
-    def _check(self, ref: ClaimRef, generation: object) -> None:
+    def _check(self, ref: ClaimRef, generation: int) -> None:
         if self.generation(ref.uid) != generation:
             raise StalePrepareError(ref, "unprepared while the prepare was pending")
 
     async def _channel(
-        self, ref: ClaimRef, state: Mapping[str, Any], generation: object, ctx: PrepareContext
+        self, ref: ClaimRef, state: Mapping[str, Any], generation: int, ctx: PrepareContext
     ) -> ContainerEdits:
         domain_uid = str(state["domainUID"])
         claim = ChannelClaim(
@@ -300,7 +303,7 @@ class ComputeDomainDriver:
         ref: ClaimRef,
         claim: ChannelClaim,
         domain: ComputeDomain | None,
-        generation: object,
+        generation: int,
     ) -> ContainerEdits:
         """Host-managed IMEX: no node label (the host's IMEX domain is every domain's), the
         host daemon READY instead of a domain daemon, then the same channel nodes."""
@@ -331,14 +334,14 @@ class ComputeDomainDriver:
         await asyncio.to_thread(directory.mkdir, parents=True, exist_ok=True)
         return daemon_edits(domain, self.clique_id, str(directory))
 
-    async def prepare(self, ref: ClaimRef, plan: ClaimPlan, ctx: PrepareContext) -> ClaimEdits:
+    async def prepare(self, ref: ClaimRef, plan: ClaimPlan[int], ctx: PrepareContext) -> ClaimEdits:
         """Channel: label, wait for the daemon, inject the channel(s); daemon: its config."""
-        self._check(ref, plan.context)
+        self._check(ref, plan.detail)
         edits: list[tuple[str, ContainerEdits]] = []
         try:
             for device in plan.devices:
                 if device.driver_state.get("kind") == _CHANNEL:
-                    edit = await self._channel(ref, device.driver_state, plan.context, ctx)
+                    edit = await self._channel(ref, device.driver_state, plan.detail, ctx)
                 else:
                     edit = await self._daemon(ref, device.driver_state)
                 edits.append((device.device_name, edit))
@@ -407,52 +410,3 @@ class ComputeDomainDriver:
     def device_type(self, device: PreparedDevice) -> str:
         """``channel`` or ``daemon`` (the metrics label)."""
         return str(device.driver_state.get("kind", "unknown"))
-
-
-class ComputeDomainEngine(ClaimEngine):
-    """The core's claim engine, retrying retryable claim errors within a deadline."""
-
-    def __init__(
-        self,
-        *,
-        driver: ComputeDomainDriver,
-        deadline_s: float = 40.0,
-        backoff_s: tuple[float, float] = (0.25, 3.0),
-        **parts: Any,
-    ) -> None:
-        """``parts``: the runner's :meth:`engine_parts`."""
-        super().__init__(driver=driver, **parts)
-        self.cd_driver = driver
-        self._deadline_s = deadline_s
-        self._backoff = backoff_s
-
-    async def prepare(self, ref: ClaimRef) -> tuple[PreparedDevice, ...]:
-        """Prepare, retrying a waiting claim (daemon not ready, channel still held)."""
-        generation = self.cd_driver.generation(ref.uid)
-        deadline = time.monotonic() + self._deadline_s
-        delay = self._backoff[0]
-        while True:
-            try:
-                return await super().prepare(ref)
-            except ClaimError as exc:
-                waiting = exc.retryable or isinstance(exc, DeviceInUseError)
-                if not waiting or time.monotonic() + delay > deadline:
-                    raise
-                log.info(
-                    "prepare retried",
-                    extra={"event": "prepare_retry", "reason": exc.reason, "retry_in_s": delay},
-                )
-            await asyncio.sleep(delay)
-            if self.cd_driver.generation(ref.uid) != generation:
-                raise StalePrepareError(ref, "unprepared while the prepare was retrying")
-            delay = min(delay * 2, self._backoff[1])
-
-    async def unprepare_claims(self, claims: Sequence[ClaimRef]) -> dict[str, UnprepareOutcome]:
-        """Unprepare; stale the claims' pending prepares first, release waiting labels after."""
-        for ref in claims:
-            self.cd_driver.begin_unprepare(ref.uid)
-        out = await super().unprepare_claims(claims)
-        for ref in claims:
-            if not out[ref.uid].error:
-                await self.cd_driver.forget(ref.uid)
-        return out

@@ -1,4 +1,4 @@
-"""The gpu.nvidia.com kubelet DRA plugin.
+"""The gpu.nvidia.com kubelet DRA plugin, on the driver-agnostic core ``dra_kubelet_core``.
 
 Public API (everything else is internal)::
 
@@ -6,6 +6,7 @@ Public API (everything else is internal)::
         DRIVER_NAME,            # "gpu.nvidia.com"
         Settings,               # validated settings (see settings.build_parser)
         KubeletPlugin,          # the running plugin: await KubeletPlugin(settings).run(stop)
+        NodeDevice,             # one published GPU or MIG device
         build_inventory,        # dra_nvlib GpuInfo -> published NodeDevice list (pure)
         build_resource_slices,  # NodeDevice list -> resource.k8s.io/v1 ResourceSlice JSON (pure)
         SliceSpec,
@@ -15,28 +16,11 @@ Public API (everything else is internal)::
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from dra_kubelet_plugin.cli import main
-    from dra_kubelet_plugin.inventory import NodeDevice, build_inventory
-    from dra_kubelet_plugin.plugin import KubeletPlugin
-    from dra_kubelet_plugin.settings import DRIVER_NAME, Settings
-    from dra_kubelet_plugin.slices import SliceSpec, build_resource_slices
-
-# Loaded on first use, so that importing ``dra_kubelet_plugin.core`` (the compute-domain
-# plugin does) loads neither the GPU plugin nor dra_nvlib.
-_PUBLIC = {
-    "DRIVER_NAME": "settings",
-    "KubeletPlugin": "plugin",
-    "NodeDevice": "inventory",
-    "Settings": "settings",
-    "SliceSpec": "slices",
-    "build_inventory": "inventory",
-    "build_resource_slices": "slices",
-    "main": "cli",
-}
+from dra_kubelet_plugin.cli import main
+from dra_kubelet_plugin.inventory import NodeDevice, build_inventory
+from dra_kubelet_plugin.plugin import KubeletPlugin
+from dra_kubelet_plugin.settings import DRIVER_NAME, Settings
+from dra_kubelet_plugin.slices import SliceSpec, build_resource_slices
 
 __all__ = [
     "DRIVER_NAME",
@@ -48,11 +32,3 @@ __all__ = [
     "build_resource_slices",
     "main",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    """The public names, imported from their modules on first use."""
-    module = _PUBLIC.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

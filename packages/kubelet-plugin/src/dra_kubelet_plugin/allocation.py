@@ -1,7 +1,7 @@
 """What a ResourceClaim asks of this driver on this node (pure).
 
 Turns this driver's allocation results (picked and ordered by the core's
-:func:`~dra_kubelet_plugin.core.allocated.allocated_devices`) into the list of GPUs to
+:func:`~dra_kubelet_core.allocated.allocated_devices`) into the list of GPUs to
 prepare, each with the opaque configuration that applies to it:
 
 - ``resource.nvidia.com/v1beta1`` parameters are decoded strictly and a config of the wrong
@@ -14,8 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dra_kubelet_plugin.core.allocated import AllocatedDevice
-from dra_kubelet_plugin.core.errors import ClaimRef, DeviceConfigError, UnknownDeviceError
+from dra_kubelet_core.allocated import AllocatedDevice
+from dra_kubelet_core.errors import ClaimRef, DeviceConfigError, UnknownDeviceError
+
 from dra_kubelet_plugin.inventory import NodeDevice
 
 __all__ = ["ConfigDecoder", "PlannedDevice", "plan_claim"]
@@ -46,7 +47,7 @@ def plan_claim(
     decode: ConfigDecoder,
 ) -> list[PlannedDevice]:
     """Return the devices to prepare for this driver's results ``allocated``, in result order
-    (``allocated`` comes from :func:`~dra_kubelet_plugin.core.allocated.allocated_devices`).
+    (``allocated`` comes from :func:`~dra_kubelet_core.allocated.allocated_devices`).
 
     Raises:
         UnknownDeviceError: a result names a device this node lacks.

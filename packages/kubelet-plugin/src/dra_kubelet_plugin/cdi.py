@@ -3,14 +3,14 @@
 One transient spec per claim, ``k8s.gpu.nvidia.com-claim_<claimUID>.json``, kind
 ``k8s.gpu.nvidia.com/claim``, so the CDI device ID the kubelet hands to the runtime is
 ``k8s.gpu.nvidia.com/claim=<claimUID>-<deviceName>``. The spec model and its rendering are
-the core's (:mod:`dra_kubelet_plugin.core.cdi`).
+the core's (:mod:`dra_kubelet_core.cdi`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from dra_kubelet_plugin.core.cdi import CDIKind, CDISpec, ContainerEdits
+from dra_kubelet_core.cdi import CDIKind, CDISpec, ContainerEdits
 
 __all__ = [
     "CDI_CLASS",

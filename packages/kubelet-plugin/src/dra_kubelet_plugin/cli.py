@@ -10,10 +10,10 @@ import sys
 from collections.abc import Sequence
 
 from dra_kube_client import KubeClientError
+from dra_kubelet_core.errors import ConfigurationError, PluginError
+from dra_kubelet_core.logs import configure_logging
 from dra_nvlib import NvlibError
 
-from dra_kubelet_plugin.core.errors import ConfigurationError, PluginError
-from dra_kubelet_plugin.core.logs import configure_logging
 from dra_kubelet_plugin.plugin import (
     KubeletPlugin,
     enumerate_devices,

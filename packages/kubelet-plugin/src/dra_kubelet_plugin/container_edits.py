@@ -26,11 +26,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
+from dra_kubelet_core.cdi import ContainerEdits, DeviceNode, Mount
+from dra_kubelet_core.device_nodes import NodeUnavailableError, ensure_char_node, mig_cap_minors
+from dra_kubelet_core.errors import ClaimRef, DeviceNodeMissingError
 from dra_nvlib import nvidia_smi_env, render_env_nvidia_smi_script
 
-from dra_kubelet_plugin.core.cdi import ContainerEdits, DeviceNode, Mount
-from dra_kubelet_plugin.core.errors import ClaimRef, DeviceNodeMissingError
-from dra_kubelet_plugin.device_nodes import NodeUnavailableError, ensure_char_node, mig_cap_minors
 from dra_kubelet_plugin.driver_edits import create_symlinks_hook, driver_edits
 from dra_kubelet_plugin.driver_files import DriverNotFoundError, driver_version_at, scan_driver_root
 from dra_kubelet_plugin.drm_devices import by_path_links, profile_has_graphics, read_drm_devices

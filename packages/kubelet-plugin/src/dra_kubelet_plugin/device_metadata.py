@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from dra_kubelet_plugin.core.cdi import Mount
+from dra_kubelet_core.cdi import Mount
 
 __all__ = [
     "CONTAINER_DIR",

@@ -27,7 +27,8 @@ import fnmatch
 import posixpath
 from collections.abc import Iterable
 
-from dra_kubelet_plugin.core.cdi import ContainerEdits, Hook, Mount
+from dra_kubelet_core.cdi import ContainerEdits, Hook, Mount
+
 from dra_kubelet_plugin.driver_files import DriverFiles, DriverLibrary
 
 __all__ = [

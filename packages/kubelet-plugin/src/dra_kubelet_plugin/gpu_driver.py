@@ -1,5 +1,5 @@
 """The ``gpu.nvidia.com`` driver on top of the core: implements
-:class:`~dra_kubelet_plugin.core.driver.Driver` for full GPUs and MIG devices.
+:class:`~dra_kubelet_core.driver.Driver` for full GPUs and MIG devices.
 
 Planning resolves each result to a published :class:`NodeDevice`, decodes its
 ``resource.nvidia.com/v1beta1`` config and resolves the claim's sharing
@@ -14,31 +14,31 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import cast
 
 from dra_api_types import ResourceClaim
-from dra_sharing import ClaimSharingState, SharingGates, StateDecodeError
-
-from dra_kubelet_plugin.allocation import PlannedDevice, plan_claim
-from dra_kubelet_plugin.cdi import GPU_CDI, cdi_device_id
-from dra_kubelet_plugin.container_edits import EditsProvider
-from dra_kubelet_plugin.core.allocated import AllocatedDevice
-from dra_kubelet_plugin.core.cdi import ContainerEdits
-from dra_kubelet_plugin.core.cdi_store import CDIStore
-from dra_kubelet_plugin.core.checkpoint import (
+from dra_kubelet_core.allocated import AllocatedDevice
+from dra_kubelet_core.cdi import ContainerEdits
+from dra_kubelet_core.cdi_store import CDIStore
+from dra_kubelet_core.checkpoint import (
     Checkpoint,
     CheckpointStore,
     ClaimState,
     PreparedClaim,
     PreparedDevice,
+    count_prepared_devices,
 )
-from dra_kubelet_plugin.core.claim_source import ClaimSource
-from dra_kubelet_plugin.core.driver import ClaimEdits, ClaimPlan, DriverIdentity, PrepareContext
-from dra_kubelet_plugin.core.errors import ClaimRef
-from dra_kubelet_plugin.core.events import EventRecorder
-from dra_kubelet_plugin.core.metrics import PluginMetrics
-from dra_kubelet_plugin.core.node_lock import NodeLock
-from dra_kubelet_plugin.core.state import ClaimEngine, count_prepared_devices
+from dra_kubelet_core.claim_source import ClaimSource
+from dra_kubelet_core.driver import ClaimEdits, ClaimPlan, DriverIdentity, PrepareContext
+from dra_kubelet_core.errors import ClaimRef
+from dra_kubelet_core.events import EventRecorder
+from dra_kubelet_core.metrics import PluginMetrics
+from dra_kubelet_core.node_lock import NodeLock
+from dra_kubelet_core.state import ClaimEngine
+from dra_sharing import ClaimSharingState, SharingGates, StateDecodeError
+
+from dra_kubelet_plugin.allocation import PlannedDevice, plan_claim
+from dra_kubelet_plugin.cdi import GPU_CDI, cdi_device_id
+from dra_kubelet_plugin.container_edits import EditsProvider
 from dra_kubelet_plugin.device_config import decode_device_config
 from dra_kubelet_plugin.gpu_sharing import (
     STATE_KEY,
@@ -51,9 +51,12 @@ from dra_kubelet_plugin.gpu_sharing import (
 from dra_kubelet_plugin.inventory import NodeDevice
 from dra_kubelet_plugin.passthrough_claims import PassthroughClaims
 
-__all__ = ["DeviceState", "GpuDriver", "gpu_identity", "prepared_device_types"]
+__all__ = ["DeviceState", "GpuDriver", "GpuPlan", "gpu_identity", "prepared_device_types"]
 
 log = logging.getLogger(__name__)
+
+#: The GPU driver's own plan of a claim: its planned devices and its sharing step.
+GpuPlan = tuple[list[PlannedDevice], SharingStep]
 
 
 def gpu_identity(driver_name: str) -> DriverIdentity:
@@ -100,7 +103,7 @@ class GpuDriver:
 
     def plan(
         self, ref: ClaimRef, claim: ResourceClaim, allocated: Sequence[AllocatedDevice]
-    ) -> ClaimPlan:
+    ) -> ClaimPlan[GpuPlan]:
         """See :meth:`Driver.plan`: devices, configs and the claim's sharing (pure)."""
         del claim  # everything the GPU plan needs is in the results and their configs
         planned = plan_claim(allocated, ref, devices=self._devices, decode=decode_device_config)
@@ -119,14 +122,16 @@ class GpuDriver:
             )
             for p in planned
         )
-        return ClaimPlan(devices=prepared, context=(planned, step))
+        return ClaimPlan(devices=prepared, detail=(planned, step))
 
-    async def prepare(self, ref: ClaimRef, plan: ClaimPlan, ctx: PrepareContext) -> ClaimEdits:
+    async def prepare(
+        self, ref: ClaimRef, plan: ClaimPlan[GpuPlan], ctx: PrepareContext
+    ) -> ClaimEdits:
         """See :meth:`Driver.prepare`: the ``vfio`` devices' switch first (
         :class:`PassthroughClaims` records its progress), then the claim's sharing (recorded in
         the checkpoint before the spec is written), then the backend's edits (fake: writes host
         files)."""
-        planned, step = cast("tuple[list[PlannedDevice], SharingStep]", plan.context)
+        planned, step = plan.detail
         vfio: dict[str, ContainerEdits] = {}
         if self.passthrough is not None:
             vfio = await self.passthrough.prepare(ref, planned, self._devices.values(), ctx)
@@ -204,7 +209,7 @@ class GpuDriver:
         return str(published.type) if published is not None else "unknown"
 
 
-class DeviceState(ClaimEngine):
+class DeviceState(ClaimEngine[GpuPlan]):
     """The core's claim engine with a :class:`GpuDriver`: the GPU plugin's prepared claims."""
 
     def __init__(

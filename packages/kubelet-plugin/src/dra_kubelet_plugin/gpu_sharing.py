@@ -21,6 +21,14 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from dra_kubelet_core.cdi import ContainerEdits, Mount
+from dra_kubelet_core.errors import (
+    ClaimError,
+    ClaimRef,
+    DeviceConfigError,
+    PluginError,
+    UnsupportedConfigError,
+)
 from dra_nvlib import DeviceError, DeviceLib, GpuInfo, nvidia_smi_policy_env
 from dra_sharing import (
     ClaimSharingState,
@@ -38,14 +46,6 @@ from dra_sharing import (
 )
 
 from dra_kubelet_plugin.allocation import PlannedDevice
-from dra_kubelet_plugin.core.cdi import ContainerEdits, Mount
-from dra_kubelet_plugin.core.errors import (
-    ClaimError,
-    ClaimRef,
-    DeviceConfigError,
-    PluginError,
-    UnsupportedConfigError,
-)
 from dra_kubelet_plugin.inventory import DeviceType, NodeDevice
 
 __all__ = [

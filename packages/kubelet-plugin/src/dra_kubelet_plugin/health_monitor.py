@@ -1,4 +1,4 @@
-"""Feeds device-layer health events into the :class:`~dra_kubelet_plugin.core.health.HealthHub`.
+"""Feeds device-layer health events into the :class:`~dra_kubelet_core.health.HealthHub`.
 
 XIDs that report application faults (a kernel's illegal access, a preempted context) say
 nothing about the GPU and are ignored, as NVIDIA's driver does by default (its list plus
@@ -21,10 +21,10 @@ import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 
+from dra_kubelet_core.errors import ConfigurationError
+from dra_kubelet_core.health import HealthHub
 from dra_nvlib import DeviceLib, HealthEvent, HealthEventKind, HealthWatch, NvlibError
 
-from dra_kubelet_plugin.core.errors import ConfigurationError
-from dra_kubelet_plugin.core.health import HealthHub
 from dra_kubelet_plugin.device_taints import TAINT_GPU_LOST, TAINT_UNMONITORED, TAINT_XID
 from dra_kubelet_plugin.inventory import NodeDevice
 

@@ -21,12 +21,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from dra_api_types import VfioDeviceConfig
+from dra_kubelet_core.cdi import ContainerEdits
+from dra_kubelet_core.checkpoint import PreparedClaim
+from dra_kubelet_core.driver import PrepareContext
+from dra_kubelet_core.errors import ClaimRef
 
 from dra_kubelet_plugin.allocation import PlannedDevice
-from dra_kubelet_plugin.core.cdi import ContainerEdits
-from dra_kubelet_plugin.core.checkpoint import PreparedClaim
-from dra_kubelet_plugin.core.driver import PrepareContext
-from dra_kubelet_plugin.core.errors import ClaimRef
 from dra_kubelet_plugin.device_metadata import MetadataDevice, MetadataFiles, render_metadata
 from dra_kubelet_plugin.inventory import DeviceType, NodeDevice, hidden_siblings
 from dra_kubelet_plugin.passthrough_devices import BoundDevice, Passthrough

@@ -25,6 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dra_api_types import VfioDeviceConfig
+from dra_kubelet_core.cdi import ContainerEdits
+from dra_kubelet_core.errors import (
+    ClaimError,
+    ClaimRef,
+    DeviceConfigError,
+    DeviceInUseError,
+    DeviceNodeMissingError,
+    PluginError,
+)
 from dra_nvlib import (
     VFIO_DRIVER,
     DeviceError,
@@ -38,15 +47,6 @@ from dra_nvlib import (
     repair_unbound,
 )
 
-from dra_kubelet_plugin.core.cdi import ContainerEdits
-from dra_kubelet_plugin.core.errors import (
-    ClaimError,
-    ClaimRef,
-    DeviceConfigError,
-    DeviceInUseError,
-    DeviceNodeMissingError,
-    PluginError,
-)
 from dra_kubelet_plugin.inventory import DeviceType, NodeDevice, build_vfio_devices
 from dra_kubelet_plugin.vfio_edits import (
     VfioNodes,

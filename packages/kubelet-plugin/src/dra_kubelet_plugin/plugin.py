@@ -11,6 +11,12 @@ from dataclasses import dataclass, field
 import yaml
 from dra_api_types import ResourceSlice
 from dra_kube_client import KubeApiError
+from dra_kubelet_core.errors import PluginError
+from dra_kubelet_core.health import HealthHub
+from dra_kubelet_core.healthcheck import HealthcheckServer
+from dra_kubelet_core.metrics import PluginMetrics
+from dra_kubelet_core.runner import PluginRunner
+from dra_kubelet_core.sockets import SocketPaths
 from dra_nvlib import DeviceLib, DeviceLibConfig, open_device_lib
 from dra_sharing import (
     DynamicMig,
@@ -24,12 +30,6 @@ from dra_sharing import (
 )
 
 from dra_kubelet_plugin.container_edits import EditsProvider, FakeEdits, NvmlEdits
-from dra_kubelet_plugin.core.errors import PluginError
-from dra_kubelet_plugin.core.health import HealthHub
-from dra_kubelet_plugin.core.healthcheck import HealthcheckServer
-from dra_kubelet_plugin.core.metrics import PluginMetrics
-from dra_kubelet_plugin.core.runner import PluginRunner
-from dra_kubelet_plugin.core.sockets import SocketPaths
 from dra_kubelet_plugin.device_metadata import MetadataFiles
 from dra_kubelet_plugin.gpu_driver import DeviceState, gpu_identity
 from dra_kubelet_plugin.gpu_sharing import GpuSharing

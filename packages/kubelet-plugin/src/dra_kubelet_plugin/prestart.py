@@ -19,10 +19,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from dra_kubelet_core.logs import configure_logging
 from dra_nvlib.errors import LibraryLoadError
 from dra_nvlib.nvml_binding import find_library
-
-from dra_kubelet_plugin.core.logs import configure_logging
 
 __all__ = ["Diagnosis", "diagnose", "main"]
 

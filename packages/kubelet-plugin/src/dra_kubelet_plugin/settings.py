@@ -1,6 +1,6 @@
 """The GPU plugin's settings: every one a flag with an environment twin and a documented default.
 
-The core's settings (:mod:`dra_kubelet_plugin.core.settings`) plus the GPU ones;
+The core's settings (:mod:`dra_kubelet_core.settings`) plus the GPU ones;
 :func:`build_parser` defines the command line; :func:`settings_from_args` validates it into
 an immutable :class:`Settings`. Pure: reads only the mapping of environment variables given.
 """
@@ -12,10 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dra_sharing import ConsumableShares, ConsumableSharesError, parse_consumable_shares
-
-from dra_kubelet_plugin.core.errors import ConfigurationError
-from dra_kubelet_plugin.core.settings import (
+from dra_kubelet_core.errors import ConfigurationError
+from dra_kubelet_core.nvidia_gates import defaults, parse_feature_gates, unimplemented
+from dra_kubelet_core.settings import (
     CommonSettings,
     Flag,
     add_flags,
@@ -23,14 +22,15 @@ from dra_kubelet_plugin.core.settings import (
     common_settings_from_args,
     parse_seconds,
 )
-from dra_kubelet_plugin.feature_gates import defaults, parse_feature_gates, unimplemented
+from dra_sharing import ConsumableShares, ConsumableSharesError, parse_consumable_shares
+
 from dra_kubelet_plugin.health_monitor import XIDS_TO_IGNORE_FLAG, parse_xid_list
 
 __all__ = ["DRIVER_NAME", "FEATURE_GATES", "Settings", "build_parser", "settings_from_args"]
 
 DRIVER_NAME = "gpu.nvidia.com"
 
-#: Every known feature gate at its default (the table is :data:`feature_gates.GATES`).
+#: Every known feature gate at its default (table: :data:`dra_kubelet_core.nvidia_gates.GATES`).
 FEATURE_GATES: Mapping[str, bool] = defaults()
 
 

@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dra_kubelet_core.health import DeviceHealth, HealthHub
+from dra_kubelet_core.publisher import SliceSource
 from dra_sharing import (
     ConsumableShares,
     MigOffer,
@@ -27,8 +29,6 @@ from dra_sharing import (
     split_layout,
 )
 
-from dra_kubelet_plugin.core.health import DeviceHealth, HealthHub
-from dra_kubelet_plugin.core.publisher import SliceSource
 from dra_kubelet_plugin.device_taints import TAINT_GPU_LOST, TAINT_UNMONITORED
 from dra_kubelet_plugin.inventory import DeviceType, NodeDevice, brand_name
 

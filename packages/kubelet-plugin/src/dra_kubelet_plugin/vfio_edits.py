@@ -15,9 +15,8 @@ from dataclasses import dataclass
 
 from dra_api_types import VfioDeviceConfig
 from dra_api_types.nvidia_v1beta1 import IOMMU_BACKEND_POLICIES
+from dra_kubelet_core.cdi import ContainerEdits, DeviceNode
 from dra_nvlib import PciFacts
-
-from dra_kubelet_plugin.core.cdi import ContainerEdits, DeviceNode
 
 __all__ = [
     "LEGACY_ONLY",

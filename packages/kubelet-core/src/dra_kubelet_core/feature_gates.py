@@ -1,0 +1,152 @@
+"""Feature-gate machinery: gates with defaults and maturity, rules between them, a parser.
+
+A :class:`GateTable` holds one driver's gates and dependency rules; it parses
+``Gate=true,Other=false`` over the defaults, enforces the rules at start and names the gates
+that are accepted but not built (their setting only changes a log line). NVIDIA's table, the
+one every component of this driver accepts, is :mod:`dra_kubelet_core.nvidia_gates`.
+
+Pure: parsing and checking only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from dra_kubelet_core.errors import ConfigurationError
+
+__all__ = [
+    "FeatureGate",
+    "GateRule",
+    "GateTable",
+    "Maturity",
+    "Origin",
+    "RuleKind",
+]
+
+_FLAG = "--feature-gates"
+
+
+class Maturity(StrEnum):
+    """Stage of a gate, as Kubernetes names them."""
+
+    ALPHA = "alpha"
+    BETA = "beta"
+    GA = "ga"
+
+
+class Origin(StrEnum):
+    """Who defines a gate's meaning."""
+
+    NVIDIA = "nvidia"  # NVIDIA's driver (pkg/featuregates)
+    KUBERNETES = "kubernetes"  # component-base logging gates
+    PROJECT = "project"  # this project's own
+
+
+@dataclass(frozen=True)
+class FeatureGate:
+    """One gate: its name, default and maturity, and whether this driver acts on it.
+
+    ``implemented``: the gate's on behaviour is built. ``off_built`` False: its off
+    behaviour (NVIDIA's older one) is not; the driver then behaves as with the gate on, and
+    an explicit ``false`` is reported as not implemented.
+    """
+
+    name: str
+    default: bool
+    maturity: Maturity
+    origin: Origin
+    implemented: bool
+    summary: str
+    off_built: bool = True
+
+    def built(self, on: bool) -> bool:
+        """Whether the driver does what this gate at ``on`` asks (a gate not built at all
+        counts as not built either way: it is named whatever it is set to)."""
+        return self.implemented and (on or self.off_built)
+
+
+class RuleKind(StrEnum):
+    """How two gates depend on each other."""
+
+    REQUIRES = "requires"
+    EXCLUDES = "excludes"
+
+
+@dataclass(frozen=True)
+class GateRule:
+    """``gate`` on requires (or excludes) ``other`` on."""
+
+    gate: str
+    kind: RuleKind
+    other: str
+
+    def broken_by(self, gates: Mapping[str, bool]) -> bool:
+        """Whether the effective ``gates`` break this rule."""
+        if not gates.get(self.gate, False):
+            return False
+        other_on = gates.get(self.other, False)
+        return not other_on if self.kind is RuleKind.REQUIRES else other_on
+
+    def message(self) -> str:
+        """What is wrong and how to fix it, in one line."""
+        if self.kind is RuleKind.REQUIRES:
+            return f"feature gate {self.gate} requires {self.other}=true"
+        return f"feature gates {self.gate} and {self.other} cannot both be enabled"
+
+
+class GateTable:
+    """One driver's gates and the dependency rules between them."""
+
+    def __init__(self, gates: Sequence[FeatureGate], rules: Sequence[GateRule]) -> None:
+        """``gates`` in the order they are listed to users; ``rules`` checked in order."""
+        self.gates = tuple(gates)
+        self.rules = tuple(rules)
+        self._by_name: Mapping[str, FeatureGate] = {g.name: g for g in self.gates}
+
+    def defaults(self) -> dict[str, bool]:
+        """Every gate at its default."""
+        return {g.name: g.default for g in self.gates}
+
+    def check_rules(self, gates: Mapping[str, bool]) -> None:
+        """Raise on the first dependency rule that ``gates`` break.
+
+        Raises:
+            ConfigurationError: naming ``--feature-gates`` and the two gates.
+        """
+        for rule in self.rules:
+            if rule.broken_by(gates):
+                raise ConfigurationError(_FLAG, rule.message())
+
+    def parse(self, text: str) -> tuple[dict[str, bool], frozenset[str]]:
+        """Parse ``Gate=true,Other=false`` over the defaults; check the rules.
+
+        Returns the effective gates and the names set explicitly in ``text``.
+
+        Raises:
+            ConfigurationError: an item that is not ``Gate=true|false``, an unknown gate (the
+                message names it and lists the known ones), or a broken dependency rule.
+        """
+        gates = self.defaults()
+        explicit: set[str] = set()
+        for item in filter(None, (part.strip() for part in text.split(","))):
+            name, sep, value = item.partition("=")
+            name, value = name.strip(), value.strip().lower()
+            if not sep or value not in ("true", "false"):
+                raise ConfigurationError(_FLAG, f"{item!r} is not Gate=true|false")
+            if name not in self._by_name:
+                known = ", ".join(g.name for g in self.gates)
+                raise ConfigurationError(_FLAG, f"unknown feature gate {name!r} (known: {known})")
+            gates[name] = value == "true"
+            explicit.add(name)
+        self.check_rules(gates)
+        return gates, frozenset(explicit)
+
+    def unimplemented(self, explicit: frozenset[str], gates: Mapping[str, bool]) -> dict[str, bool]:
+        """The explicitly set gates whose value this driver accepts but does not act on."""
+        return {
+            g.name: gates[g.name]
+            for g in self.gates
+            if g.name in explicit and (not g.implemented or not g.built(gates[g.name]))
+        }

@@ -1,0 +1,354 @@
+"""Publishes the node's ResourceSlices and keeps them published.
+
+Reconciles the desired slices (built by the driver: a :data:`SliceSource`, e.g. the GPU
+plugin's :func:`~dra_kubelet_plugin.slices.gpu_slice_source`) with what the API server holds
+for this node and driver: creates, updates and deletes slices,
+bumping the pool generation on every change. A watch on the node's slices triggers a
+reconcile within seconds when they are deleted (the kubelet wipes a node's slices at its
+start and 30 s after the driver disconnects) or changed; health changes do too, and a
+periodic resync covers a broken watch.
+
+The API server may store less than we send: with the ``DRADeviceTaints`` gate off it drops
+device ``taints``. Comparing the desired slices with the stored ones would then find a
+difference on every reconcile and PUT (and bump the generation) forever, so the publisher
+remembers, per slice, the resourceVersion the server answered our last write with and what we
+sent: a slice nobody changed since, for unchanged desired content, is up to date whatever the
+server kept. A plugin restart forgets this and writes at most once more.
+
+The slices are built and compared as ``resource.k8s.io/v1``; on a server that serves only a
+beta version (Kubernetes 1.32, 1.33) they are written and read in that version
+(:class:`~dra_kubelet_core.resource_api.ResourceApi`, found by discovery).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dra_api_types import ResourceSlice, ValidationError
+from dra_kube_client import JsonTransport, KubeApiError, path_segment
+
+from dra_kubelet_core.health import HealthHub
+from dra_kubelet_core.metrics import PluginMetrics
+from dra_kubelet_core.resource_api import ResourceApi
+
+__all__ = ["SlicePublisher", "SliceSource", "slices_equal"]
+
+#: The driver's desired ResourceSlices of this node's pool for a pool ``generation`` (full
+#: objects, as ``resource.k8s.io/v1`` JSON); called on every reconcile, so it reads the
+#: driver's current devices and health.
+SliceSource = Callable[[int], list[dict[str, Any]]]
+
+log = logging.getLogger(__name__)
+
+
+def _comparable(slice_spec: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a slice spec we own, with server-filled taint timestamps removed."""
+    devices = []
+    for device in slice_spec.get("devices") or []:
+        d = dict(device)
+        if d.get("taints"):
+            d["taints"] = [{k: v for k, v in t.items() if k != "timeAdded"} for t in d["taints"]]
+        devices.append(d)
+    pool = slice_spec.get("pool") or {}
+    return {
+        "driver": slice_spec.get("driver"),
+        "nodeName": slice_spec.get("nodeName"),
+        "poolName": pool.get("name"),
+        "count": pool.get("resourceSliceCount"),
+        "devices": devices,
+    }
+
+
+def _parse(raw: dict[str, Any]) -> dict[str, Any] | None:
+    """A slice as the typed model reads it (so stored and sent compare alike), or ``None``."""
+    try:
+        return ResourceSlice.from_dict(raw).to_dict()
+    except ValidationError as exc:
+        log.warning(
+            "ignoring unparsable ResourceSlice",
+            extra={"event": "slice_unparsable", "error": str(exc)},
+        )
+        return None
+
+
+def slices_equal(existing: Sequence[dict[str, Any]], desired: Sequence[dict[str, Any]]) -> bool:
+    """Whether the existing slices already publish exactly the desired devices, in one
+    generation."""
+    if len(existing) != len(desired):
+        return False
+    generations = {(s.get("spec") or {}).get("pool", {}).get("generation") for s in existing}
+    if len(generations) != 1:
+        return False
+    return all(
+        _comparable(e.get("spec") or {}) == _comparable(d["spec"])
+        for e, d in zip(existing, desired, strict=True)
+    )
+
+
+@dataclass(frozen=True)
+class _Written:
+    """What we sent in our last write of one slice, and the version the server stored."""
+
+    resource_version: str
+    sent: dict[str, Any]
+
+
+def _dropped_fields(sent: dict[str, Any], stored: dict[str, Any]) -> list[str]:
+    """Device fields present in ``sent`` but absent from ``stored`` (what the server drops)."""
+    dropped: set[str] = set()
+    for ours, theirs in zip(sent.get("devices") or [], stored.get("devices") or [], strict=False):
+        dropped.update(k for k in ours if k not in theirs)
+    return sorted(dropped)
+
+
+class SlicePublisher:
+    """Keeps this node's pool of ``driver`` published on the API server."""
+
+    def __init__(
+        self,
+        *,
+        transport: JsonTransport,
+        driver_name: str,
+        node_name: str,
+        slices: SliceSource,
+        health: HealthHub,
+        metrics: PluginMetrics,
+        resync_s: float = 30.0,
+        api: ResourceApi | None = None,
+    ) -> None:
+        """Publish ``slices(generation)`` as the pool of ``driver_name`` on ``node_name``; a
+        change of ``health`` (or :meth:`trigger`) reconciles at once; ``resync_s`` bounds the
+        time without a check; ``api``: the served version (default v1)."""
+        self._transport = transport
+        self._api = api or ResourceApi()
+        self._driver_name = driver_name
+        self._node_name = node_name
+        self._slices = slices
+        self._health = health
+        self._metrics = metrics
+        self._resync_s = resync_s
+        self._trigger = asyncio.Event()
+        self._stop = threading.Event()
+        self.reconciles = 0
+        self._last_generation = 0
+        self._written: dict[str, _Written] = {}
+        self._warned_dropped: set[str] = set()
+
+    def trigger(self) -> None:
+        """Ask for a reconcile soon."""
+        self._trigger.set()
+
+    def _selector(self) -> dict[str, str]:
+        return {"fieldSelector": f"spec.nodeName={self._node_name},spec.driver={self._driver_name}"}
+
+    def _v1(self, raw: Any) -> dict[str, Any] | None:
+        """A slice the server returned, as the typed model reads it in v1 (or ``None``)."""
+        if not isinstance(raw, dict):
+            return None
+        try:
+            return _parse(self._api.to_v1(raw, "ResourceSlice"))
+        except ValidationError as exc:
+            log.warning(
+                "ignoring unconvertible ResourceSlice",
+                extra={"event": "slice_unparsable", "error": str(exc)},
+            )
+            return None
+
+    def _list(self) -> list[dict[str, Any]]:
+        data = self._transport.request(
+            "GET",
+            f"/apis/resource.k8s.io/{self._api.version}/resourceslices",
+            query=self._selector(),
+        )
+        items: list[dict[str, Any]] = []
+        for raw in data.get("items") or []:
+            parsed = self._v1(raw)
+            if parsed is None:
+                continue
+            # Guard against a server that ignores the field selector.
+            spec = parsed.get("spec") or {}
+            if spec.get("nodeName") == self._node_name and (
+                spec.get("driver") == self._driver_name
+            ):
+                items.append(parsed)
+        return sorted(items, key=lambda s: str(s["metadata"].get("name", "")))
+
+    def reconcile_once(self) -> bool:
+        """Make the API server hold exactly the desired slices; return whether it changed."""
+        existing = self._list()
+        # Never reuse a generation, even after our slices were deleted: consumers that saw
+        # the old slices must treat the new ones as newer.
+        current_gen = max(
+            (int((s.get("spec") or {}).get("pool", {}).get("generation") or 0) for s in existing),
+            default=0,
+        )
+        current_gen = max(current_gen, self._last_generation if not existing else 0)
+        desired = self._slices(current_gen)
+        self.reconciles += 1
+        if existing and (
+            slices_equal(existing, desired) or self._unchanged_since_written(existing, desired)
+        ):
+            return False
+        desired = self._slices(current_gen + 1)
+        self._last_generation = current_gen + 1
+        for i, body in enumerate(desired):
+            if i < len(existing):
+                old = existing[i]
+                meta: dict[str, Any] = dict(old["metadata"])
+                new_meta: dict[str, Any] = body["metadata"]
+                body = {
+                    **body,
+                    "metadata": {
+                        **meta,
+                        **{k: v for k, v in new_meta.items() if k != "generateName"},
+                    },
+                }
+                name = str(meta["name"])
+                stored = self._transport.request(
+                    "PUT",
+                    f"/apis/resource.k8s.io/{self._api.version}/resourceslices/{path_segment(name)}",
+                    body=self._api.slice_from_v1(body),
+                )
+                self._metrics.slice_publications.labels(operation="update").inc()
+            else:
+                stored = self._transport.request(
+                    "POST",
+                    f"/apis/resource.k8s.io/{self._api.version}/resourceslices",
+                    body=self._api.slice_from_v1(body),
+                )
+                self._metrics.slice_publications.labels(operation="create").inc()
+            self._remember(body, stored)
+        for old in existing[len(desired) :]:
+            name = str(old["metadata"]["name"])
+            self._written.pop(name, None)
+            try:
+                self._transport.request(
+                    "DELETE",
+                    f"/apis/resource.k8s.io/{self._api.version}/resourceslices/{path_segment(name)}",
+                )
+            except KubeApiError as exc:
+                if exc.status != 404:
+                    raise
+            self._metrics.slice_publications.labels(operation="delete").inc()
+        log.info(
+            "published ResourceSlices",
+            extra={
+                "event": "slices_published",
+                "slices": len(desired),
+                "generation": current_gen + 1,
+                "devices": sum(len((d.get("spec") or {}).get("devices") or []) for d in desired),
+            },
+        )
+        return True
+
+    def _unchanged_since_written(
+        self, existing: Sequence[dict[str, Any]], desired: Sequence[dict[str, Any]]
+    ) -> bool:
+        """Whether every existing slice is the one our last write stored (same
+        resourceVersion) and the desired content is what that write sent."""
+        if len(existing) != len(desired):
+            return False
+        for e, d in zip(existing, desired, strict=True):
+            written = self._written.get(str(e["metadata"].get("name", "")))
+            if written is None:
+                return False
+            if written.resource_version != str(e["metadata"].get("resourceVersion", "")):
+                return False
+            if written.sent != _comparable(d["spec"]):
+                return False
+        return True
+
+    def _remember(self, body: dict[str, Any], response: dict[str, Any]) -> None:
+        """Record what the server answered a write of ``body`` with (see module docs)."""
+        stored = self._v1(response)
+        if stored is None:
+            return
+        meta = stored["metadata"]
+        name, version = meta.get("name"), meta.get("resourceVersion")
+        if not name or not version:
+            return
+        sent = _comparable(body["spec"])
+        self._written[str(name)] = _Written(resource_version=str(version), sent=sent)
+        dropped = [
+            f
+            for f in _dropped_fields(sent, _comparable(stored.get("spec") or {}))
+            if f not in self._warned_dropped
+        ]
+        if dropped:
+            self._warned_dropped.update(dropped)
+            log.warning(
+                "the API server did not store some device fields of our ResourceSlice "
+                "(a feature gate such as DRADeviceTaints is off?)",
+                extra={"event": "slice_fields_dropped", "slice": name, "fields": dropped},
+            )
+
+    async def run(self) -> None:
+        """Reconcile now, on every trigger, health change, watch event and resync period."""
+        loop = asyncio.get_running_loop()
+        watcher = threading.Thread(
+            target=self._watch_forever, args=(loop,), name="slice-watch", daemon=True
+        )
+        watcher.start()
+        health_task = loop.create_task(self._follow_health())
+        backoff = 1.0
+        try:
+            while True:
+                self._trigger.clear()
+                try:
+                    await asyncio.to_thread(self.reconcile_once)
+                    backoff = 1.0
+                    wait = self._resync_s
+                except Exception as exc:  # never let the publisher die: retry with backoff
+                    log.error(
+                        "publishing ResourceSlices failed; will retry",
+                        extra={
+                            "event": "slices_publish_failed",
+                            "error": str(exc),
+                            "error_type": type(exc).__name__,
+                        },
+                    )
+                    wait = backoff
+                    backoff = min(backoff * 2, 30.0)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._trigger.wait(), timeout=wait)
+        finally:
+            self._stop.set()
+            health_task.cancel()
+
+    async def _follow_health(self) -> None:
+        version = self._health.version
+        while True:
+            version = await self._health.wait_for_change(version)
+            self.trigger()
+
+    def _watch_forever(self, loop: asyncio.AbstractEventLoop) -> None:
+        while not self._stop.is_set():
+            try:
+                for event in self._transport.watch_lines(
+                    f"/apis/resource.k8s.io/{self._api.version}/resourceslices",
+                    query=self._selector(),
+                    timeout_s=300,
+                ):
+                    if self._stop.is_set():
+                        return
+                    kind = event.get("type")
+                    if kind in ("DELETED", "MODIFIED", "ADDED"):
+                        if kind == "DELETED":
+                            log.info(
+                                "ResourceSlice deleted; republishing",
+                                extra={"event": "slice_deleted"},
+                            )
+                        loop.call_soon_threadsafe(self._trigger.set)
+            except KubeApiError as exc:
+                log.debug(
+                    "slice watch ended", extra={"event": "slice_watch_error", "error": str(exc)}
+                )
+            except RuntimeError:
+                return  # the event loop is closed: we are shutting down
+            self._stop.wait(1.0)
