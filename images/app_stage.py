@@ -3,9 +3,9 @@
 Both image builds use this, so the Dockerfile and the registry-free build carry the same
 application content:
 
-- ``<dest>/site-packages``: the workspace distributions (all but the e2e harness:
-  ``dra-kubelet-plugin``, ``dra-computedomain``, ``dra-controller``, ``kubectl-dra`` and their
-  libraries) built
+- ``<dest>/site-packages``: the workspace distributions (all but the e2e harness and the archive
+  writer, which only build and test: ``dra-kubelet-plugin``, ``dra-computedomain``,
+  ``dra-controller``, ``kubectl-dra`` and their libraries) built
   as wheels by ``uv build``, and their third-party dependencies at the versions pinned in
   ``uv.lock`` (``uv export`` constraints), installed for CPython 3.11 (manylinux x86_64 in the
   registry-free build), compiled to bytecode;
@@ -30,7 +30,8 @@ from pathlib import Path
 # workspace dependencies (dra-api-types, dra-nvlib, dra-kube-client, dra-kubelet-core,
 # dra-sharing, dra-cel, dra-allocator) come along through their requirements.
 APP_DISTRIBUTIONS = ("dra-kubelet-plugin", "dra-computedomain", "dra-controller", "kubectl-dra")
-EXCLUDED_WHEELS = ("dra_e2e-",)
+# Build-time tools stay out of the image: the test harness and the archive writer (dra-oci).
+EXCLUDED_WHEELS = ("dra_e2e-", "dra_oci-")
 IMAGE_SITE_PACKAGES = "/opt/dra/site-packages"
 PYTHON_VERSION = "3.11"
 # The registry-free build's target: glibc 2.36 is Debian 12's, the base of both images.
@@ -78,7 +79,7 @@ def stage(
         for dist in APP_DISTRIBUTIONS:
             _wheel_for(wheels, dist)
         # Every workspace library goes in by file, so a workspace dependency is never looked up
-        # on PyPI; only the test harness stays out.
+        # on PyPI; only the build-time tools stay out.
         wanted = [w for w in sorted(wheels.glob("*.whl")) if not w.name.startswith(EXCLUDED_WHEELS)]
         _run(
             [

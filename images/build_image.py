@@ -35,7 +35,7 @@ from pathlib import Path
 
 import app_stage as app
 import debian_layer as debian
-from dra_e2e.oci_archive import PATH_ENV, ImageConfig, LayerBuilder, write_archive
+from dra_oci import PATH_ENV, ImageConfig, LayerBuilder, write_archive
 
 REPO = Path(__file__).resolve().parent.parent
 CHART = REPO / "deployments" / "helm" / "dra-driver-nvidia-gpu" / "Chart.yaml"

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from dra_e2e.oci_archive import LayerBuilder
+from dra_oci import LayerBuilder
 
 # Packages the closure walk never enters: the package manager and its helpers (an image built
 # here is never changed with dpkg/apt inside), perl, awk. None of them is needed at run time.

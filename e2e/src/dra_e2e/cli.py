@@ -31,7 +31,8 @@ from pathlib import Path
 
 from dra_e2e import driver_install, hostnet, preflight
 from dra_e2e.build import ensure_binaries
-from dra_e2e.cluster import DEFAULT_STATE_DIR, Cluster
+from dra_e2e.cluster import Cluster
+from dra_e2e.cluster_view import DEFAULT_STATE_DIR
 from dra_e2e.errors import E2EError
 from dra_e2e.prerequisites import Purpose
 from dra_e2e.process import is_running, tail

@@ -52,7 +52,6 @@ INPUT_PATHS = (
     "uv.lock",
     "images",
     "e2e/pyproject.toml",
-    "e2e/src/dra_e2e/oci_archive.py",
     "deployments/helm/dra-driver-nvidia-gpu/Chart.yaml",
 )
 #: apt's inputs when it picks a package version: its index files and its configuration.

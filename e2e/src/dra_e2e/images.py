@@ -1,7 +1,7 @@
 """Container images without a registry: OCI archives built locally and imported.
 
 ``write_oci_archive`` packs Debian's static busybox into a one-layer image archive
-(written by :mod:`dra_e2e.oci_archive`, which also writes the driver image), so the
+(written by :mod:`dra_oci`, which also writes the driver image), so the
 pause image and a test image exist without any registry. ``import_image`` loads any OCI or Docker
 archive into a node's containerd ``k8s.io`` namespace, where the kubelet finds it;
 pods must then use ``imagePullPolicy: IfNotPresent`` (or ``Never``) and a tag
@@ -17,10 +17,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from dra_e2e import image_cache, oci_archive, preflight
+import dra_oci
+from dra_oci import PATH_ENV, LayerBuilder
+
+from dra_e2e import image_cache, preflight
 from dra_e2e.checkout import REPO
 from dra_e2e.errors import ImageError
-from dra_e2e.oci_archive import PATH_ENV, LayerBuilder
 
 #: Builds this project's driver image and the walkthrough's workload image.
 BUILD_SCRIPT = REPO / "images" / "build_image.py"
@@ -68,15 +70,15 @@ def busybox_layer(extra_files: Sequence[tuple[str, bytes, int]] = ()) -> LayerBu
 
 
 def write_oci_archive(path: Path, spec: ImageSpec, *, layer: LayerBuilder | None = None) -> Path:
-    """Write ``spec`` as an image archive (see :mod:`dra_e2e.oci_archive`) to ``path``.
+    """Write ``spec`` as an image archive (see :mod:`dra_oci`) to ``path``.
 
     ``layer`` defaults to :func:`busybox_layer` with the spec's extra files.
     """
-    oci_archive.write_archive(
+    dra_oci.write_archive(
         path,
         names=[spec.reference],
         layers=[("dra-e2e busybox image", layer or busybox_layer(spec.extra_files))],
-        config=oci_archive.ImageConfig(
+        config=dra_oci.ImageConfig(
             env=(PATH_ENV,), entrypoint=spec.entrypoint, cmd=spec.cmd, workdir="/"
         ),
     )

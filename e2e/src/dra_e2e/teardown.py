@@ -16,20 +16,17 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from dra_e2e import hostcleanup, hostnet, node_mounts
+from dra_e2e.cluster_view import ClusterView
 from dra_e2e.errors import KubectlError
 from dra_e2e.process import ProcessRecord, is_running, kill_pids, stop
-
-if TYPE_CHECKING:
-    from dra_e2e.cluster import Cluster
 
 Progress = Callable[[str], None]
 DRAIN_TIMEOUT_S = 30.0
 
 
-def teardown(cluster: Cluster, *, progress: Progress) -> list[str]:
+def teardown(cluster: ClusterView, *, progress: Progress) -> list[str]:
     """Stop and remove everything of ``cluster``; return what could not be removed."""
     state = cluster.state
     records = {r.name: r for r in cluster.processes()}
@@ -91,7 +88,9 @@ def teardown(cluster: Cluster, *, progress: Progress) -> list[str]:
     return leftovers
 
 
-def _drain_pods(cluster: Cluster, records: dict[str, ProcessRecord], progress: Progress) -> None:
+def _drain_pods(
+    cluster: ClusterView, records: dict[str, ProcessRecord], progress: Progress
+) -> None:
     """Let the kubelets stop pods (CNI DEL, DRA unprepare) before the sweep."""
     api = records.get("kube-apiserver")
     if api is None or not is_running(api) or not cluster.state.nodes:

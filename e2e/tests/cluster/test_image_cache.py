@@ -65,7 +65,7 @@ def test_the_key_covers_the_real_inputs() -> None:
         "images/build_image.py",
         "images/app_stage.py",
         "images/debian_layer.py",
-        "e2e/src/dra_e2e/oci_archive.py",
+        "packages/oci/src/dra_oci/archive.py",
         "deployments/helm/dra-driver-nvidia-gpu/Chart.yaml",
         PLUGIN_SOURCE,
     ):

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dra_e2e.cluster import has_condition_taint
+from dra_e2e.cluster_view import has_condition_taint
 from dra_e2e.errors import KubectlError
 from dra_e2e.handle import ClusterHandle
 from dra_e2e.versions import TEST_IMAGE

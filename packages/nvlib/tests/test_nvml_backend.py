@@ -27,8 +27,7 @@ from dra_nvlib import (
     NvmlCallError,
     open_device_lib,
 )
-from dra_nvlib.nvml_backend import NvmlDeviceLib, format_cuda_version, translate
-from dra_nvlib.nvml_binding import (
+from dra_nvlib.nvml_api import (
     CiHandle,
     EventSetHandle,
     GiHandle,
@@ -39,8 +38,10 @@ from dra_nvlib.nvml_binding import (
     RawGiInfo,
     RawGiProfile,
     RawMigAttributes,
-    find_library,
 )
+from dra_nvlib.nvml_backend import NvmlDeviceLib, format_cuda_version
+from dra_nvlib.nvml_binding import find_library
+from dra_nvlib.nvml_errors import translate
 from dra_nvlib.sysfs import normalize_bus_id, pcie_root
 
 INVALID_ARGUMENT = 2
@@ -376,7 +377,8 @@ def test_nvml_is_initialised_with_no_gpus_flag(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     import pynvml  # type: ignore[import-untyped]
-    from dra_nvlib.nvml_binding import NVML_INIT_FLAG_NO_GPUS, PynvmlApi
+    from dra_nvlib.nvml_api import NVML_INIT_FLAG_NO_GPUS
+    from dra_nvlib.nvml_binding import PynvmlApi
 
     library = tmp_path / "libnvidia-ml.so.1"
     flags: list[int] = []

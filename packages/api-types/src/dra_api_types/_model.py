@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Self, get_args, get_origin
 
 import pydantic
@@ -14,7 +14,32 @@ from .errors import ObjectRef, ValidationError
 from .quantity import Quantity
 from .semver import Version
 
-__all__ = ["ApiModel", "ApiObject", "StrictApiModel", "dump_value"]
+__all__ = [
+    "ApiModel",
+    "ApiObject",
+    "StrictApiModel",
+    "apply_validation",
+    "dump_value",
+    "install_validator",
+]
+
+# The kube-apiserver rules of dra_api_types.validation. They need every model, so they sit
+# above this module and install their entry point here (once, when the package is imported)
+# rather than being imported by it.
+_validators: list[Callable[[ApiModel], None]] = []
+
+
+def install_validator(check: Callable[[ApiModel], None]) -> None:
+    """Make ``from_dict(validate=True)`` and the CRs' ``validate()`` run ``check``."""
+    _validators[:] = [check]
+
+
+def apply_validation(obj: ApiModel) -> None:
+    """Raise the first rule ``obj`` breaks, as the installed validator reports it."""
+    if not _validators:
+        raise RuntimeError("dra_api_types.validation has not installed its rules")
+    for check in _validators:
+        check(obj)
 
 
 class ApiModel(BaseModel):
@@ -65,9 +90,7 @@ class ApiModel(BaseModel):
         except pydantic.ValidationError as exc:
             raise _convert_error(cls, exc, _ref_of(data)) from None
         if validate:
-            from .validation import validate as _validate
-
-            _validate(obj)
+            apply_validation(obj)
         return obj
 
     def copy_deep(self) -> Self:

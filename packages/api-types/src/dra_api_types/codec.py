@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from . import nvidia_v1beta1, resource_v1
 from ._model import ApiModel, ApiObject, dump_value
 from .errors import ObjectRef, UnknownKindError, ValidationError
 
@@ -36,8 +37,6 @@ KubeObject = ApiObject | dict[str, Any]
 
 @functools.cache
 def _kinds() -> dict[tuple[str, str], type[ApiObject]]:
-    from . import nvidia_v1beta1, resource_v1
-
     kinds: dict[tuple[str, str], type[ApiObject]] = {}
     for module in (resource_v1, nvidia_v1beta1):
         for kind, cls in module.KINDS.items():

@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Final, Self
 
 from pydantic import Field
 
-from ._model import ApiModel, ApiObject, StrictApiModel
+from ._model import ApiModel, ApiObject, StrictApiModel, apply_validation
 from .errors import ObjectRef, UnknownKindError, ValidationError
 from .meta_v1 import ListMeta, ObjectMeta
 from .quantity import Quantity
@@ -493,9 +493,7 @@ class ComputeDomain(ApiObject):
 
     def validate(self) -> None:  # type: ignore[override]
         """Raise ValidationError (field path, object) if the ComputeDomain is invalid."""
-        from .validation import validate as _validate
-
-        _validate(self)
+        apply_validation(self)
 
 
 class ComputeDomainList(ApiObject):
@@ -547,9 +545,7 @@ class ComputeDomainClique(ApiObject):
 
     def validate(self) -> None:  # type: ignore[override]
         """Raise ValidationError (field path, object) if the clique is invalid."""
-        from .validation import validate as _validate
-
-        _validate(self)
+        apply_validation(self)
 
 
 class ComputeDomainCliqueList(ApiObject):

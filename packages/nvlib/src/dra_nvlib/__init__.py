@@ -10,6 +10,7 @@ Open a backend by configuration and work with immutable facts::
             print(gpu.index, gpu.uuid, gpu.product_name)
 """
 
+from dra_nvlib.backends import open_device_lib
 from dra_nvlib.config import (
     BACKENDS,
     ENV_BACKEND,
@@ -22,7 +23,6 @@ from dra_nvlib.config import (
     ENV_SYSFS_ROOT,
     BackendName,
     DeviceLibConfig,
-    open_device_lib,
 )
 from dra_nvlib.devicelib import DeviceLib, HealthWatch
 from dra_nvlib.errors import (
@@ -66,7 +66,8 @@ from dra_nvlib.facts import (
     MigProfile,
     TimeSliceLevel,
 )
-from dra_nvlib.fake_backend import FakeDeviceLib, FakeHealthWatch, FaultKind
+from dra_nvlib.fake_backend import FakeDeviceLib, FakeHealthWatch
+from dra_nvlib.fake_node import FaultKind
 from dra_nvlib.fake_pci_bus import FakePciBus
 from dra_nvlib.fleet import FleetEntry, FleetSpec, load_fleet_spec, parse_fleet_string
 from dra_nvlib.nvidia_smi import (

@@ -19,10 +19,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from dra_nvlib.config import BACKENDS, DeviceLibConfig, open_device_lib
+from dra_nvlib.backends import open_device_lib
+from dra_nvlib.config import BACKENDS, DeviceLibConfig
 from dra_nvlib.devicelib import DeviceLib
 from dra_nvlib.errors import NvlibError
-from dra_nvlib.fake_backend import OPERATIONS, FakeDeviceLib, FaultKind
+from dra_nvlib.fake_backend import FakeDeviceLib
+from dra_nvlib.fake_node import OPERATIONS, FaultKind
 from dra_nvlib.nvidia_smi import render_nvidia_smi_list, render_nvidia_smi_script
 
 

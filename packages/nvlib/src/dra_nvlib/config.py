@@ -1,4 +1,4 @@
-"""Backend selection by configuration: :class:`DeviceLibConfig` and :func:`open_device_lib`.
+"""How to reach the node's GPUs: :class:`DeviceLibConfig`, opened by :mod:`dra_nvlib.backends`.
 
 Every setting has an environment twin (see :meth:`DeviceLibConfig.from_env`) so the kubelet
 plugin's flags and Helm values map onto it one to one.
@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from dra_nvlib.devicelib import DeviceLib
 from dra_nvlib.errors import ConfigError
 
 BackendName = Literal["nvml", "fake"]
@@ -97,18 +96,3 @@ class DeviceLibConfig:
             fake_fleet=env.get(ENV_FAKE_FLEET) or None,
             fake_state_path=Path(state) if state else None,
         )
-
-
-def open_device_lib(config: DeviceLibConfig) -> DeviceLib:
-    """Open the backend ``config`` selects; close it (or use ``with``) when done."""
-    if config.backend == "fake":
-        from dra_nvlib.fake_backend import FakeDeviceLib
-
-        return FakeDeviceLib.open(
-            state_path=config.state_path,
-            fleet=config.fake_fleet,
-            node_name=config.node_name,
-        )
-    from dra_nvlib.nvml_backend import NvmlDeviceLib
-
-    return NvmlDeviceLib.open(config)

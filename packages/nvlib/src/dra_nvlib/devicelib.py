@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from dra_nvlib.errors import GpuNotFoundError, NotSupportedError
 from dra_nvlib.facts import (
     ComputeMode,
     DriverInfo,
@@ -69,8 +70,6 @@ class DeviceLib(abc.ABC):
 
     def gpu(self, uuid: str) -> GpuInfo:
         """Facts about one GPU by UUID; raises GpuNotFoundError when absent."""
-        from dra_nvlib.errors import GpuNotFoundError
-
         for info in self.gpus():
             if info.uuid == uuid:
                 return info
@@ -118,8 +117,6 @@ class DeviceLib(abc.ABC):
         Raises:
             NotSupportedError: the backend or GPU cannot tell.
         """
-        from dra_nvlib.errors import NotSupportedError
-
         raise NotSupportedError(gpu_uuid, "persistence_mode", f"backend {self.backend}")
 
     def set_persistence_mode(self, gpu_uuid: str, *, enabled: bool) -> None:
@@ -128,8 +125,6 @@ class DeviceLib(abc.ABC):
         Raises:
             NotSupportedError: the backend or GPU cannot.
         """
-        from dra_nvlib.errors import NotSupportedError
-
         state = "on" if enabled else "off"
         raise NotSupportedError(
             gpu_uuid, "set_persistence_mode", f"{state}: backend {self.backend}"
@@ -141,8 +136,6 @@ class DeviceLib(abc.ABC):
         Raises:
             NotSupportedError: the backend cannot move GPUs between drivers.
         """
-        from dra_nvlib.errors import NotSupportedError
-
         raise NotSupportedError("*", "pci_bus", f"backend {self.backend} has no PCI bus")
 
     @abc.abstractmethod

@@ -11,8 +11,6 @@ at a known point, e.g. between a MIG device's creation and the checkpoint that r
 
 from __future__ import annotations
 
-import enum
-import functools
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -28,15 +26,12 @@ from dra_nvlib.errors import (
     InUseError,
     InvalidArgumentError,
     InvalidStateError,
-    NoPermissionError,
     NotSupportedError,
-    NvmlCallError,
     PlacementConflictError,
 )
 from dra_nvlib.facts import (
     ComputeMode,
     DriverInfo,
-    FabricInfo,
     FabricState,
     GpuInfo,
     HealthEvent,
@@ -44,267 +39,29 @@ from dra_nvlib.facts import (
     MigDevice,
     MigModeState,
     MigPlacement,
-    MigProfile,
     TimeSliceLevel,
+)
+from dra_nvlib.fake_node import (
+    OPERATIONS,
+    FaultKind,
+    append_event,
+    event_of,
+    find_gpu,
+    gpu_info_of,
+    initial_state,
+    new_instance,
+    take_fault,
 )
 from dra_nvlib.fake_pci_bus import FakePciBus
 from dra_nvlib.fake_state import (
-    STATE_VERSION,
-    EventState,
-    FabricEntry,
     FakeStateStore,
     FaultState,
-    GiState,
     GpuState,
     NodeState,
 )
-from dra_nvlib.fleet import FleetSpec, load_fleet_spec
-from dra_nvlib.identity import (
-    cluster_uuid,
-    gpu_uuid,
-    mig_uuid,
-    numa_node,
-    pci_bus_id,
-    pcie_root,
-)
+from dra_nvlib.fleet import load_fleet_spec
 from dra_nvlib.mig_placement import ExistingInstance, Refusal, check_create, profile_spec
-from dra_nvlib.profiles import GPU_MODELS, MIB, GpuModel
-
-FAKE_DRIVER_VERSION = "570.133.20"
-FAKE_CUDA_DRIVER_VERSION = "12.8"
-FAKE_NVML_VERSION = "12.570.133.20"
-
-MAX_EVENTS = 1000
-
-# Operation names, as used in errors and in fail_next().
-OPERATIONS = (
-    "gpus",
-    "set_compute_mode",
-    "set_time_slice",
-    "set_mig_mode",
-    "create_mig_device",
-    "destroy_mig_device",
-    "set_persistence_mode",
-)
-
-
-class FaultKind(enum.Enum):
-    """The error an armed fault raises (the NVML return code it stands for)."""
-
-    NOT_SUPPORTED = "not-supported"
-    NO_PERMISSION = "no-permission"
-    IN_USE = "in-use"
-    INSUFFICIENT_RESOURCES = "insufficient-resources"
-    GPU_LOST = "gpu-lost"
-    UNKNOWN = "unknown"
-
-
-def _fault_error(kind: FaultKind, *, gpu: str, operation: str) -> DeviceError:
-    msg = f"injected fault ({kind.value})"
-    factories: dict[FaultKind, Callable[[str, str, str], DeviceError]] = {
-        FaultKind.NOT_SUPPORTED: NotSupportedError,
-        FaultKind.NO_PERMISSION: NoPermissionError,
-        FaultKind.IN_USE: InUseError,
-        FaultKind.INSUFFICIENT_RESOURCES: InsufficientResourcesError,
-        FaultKind.GPU_LOST: GpuLostError,
-    }
-    if kind is FaultKind.UNKNOWN:
-        return NvmlCallError(gpu, operation, msg, code=999)
-    return factories[kind](gpu, operation, msg)
-
-
-def initial_state(fleet: FleetSpec, *, node_name: str) -> NodeState:
-    """The state of a freshly booted fake node (pure)."""
-    gpus: list[GpuState] = []
-    for index, entry in enumerate(fleet.models()):
-        model = entry.model
-        fabric: FabricEntry | None = None
-        if model.fabric_capable:
-            fabric = {
-                "cluster_uuid": cluster_uuid(entry.cluster),
-                "clique_id": entry.clique_id,
-                "state": int(FabricState.COMPLETED),
-                "status": 0,
-            }
-        gpus.append(
-            {
-                "index": index,
-                "model": model.key,
-                "uuid": gpu_uuid(node_name, index=index, model_key=model.key),
-                "minor": index,
-                "pci_bus_id": pci_bus_id(index),
-                "pcie_root": pcie_root(index),
-                "compute_mode": int(ComputeMode.DEFAULT),
-                "time_slice": int(TimeSliceLevel.DEFAULT),
-                "mig_current": entry.mig_enabled,
-                "mig_pending": entry.mig_enabled,
-                "lost": False,
-                "fabric": fabric,
-                "gpu_instances": [],
-            }
-        )
-        gpu = gpus[-1]
-        for planned in entry.mig_instances:
-            gpu["gpu_instances"].append(
-                _new_instance(gpu, profile_id=planned.profile_id, start=planned.start)
-            )
-    return {
-        "version": STATE_VERSION,
-        "node_name": node_name,
-        "fleet": fleet.source,
-        "driver_version": FAKE_DRIVER_VERSION,
-        "cuda_driver_version": FAKE_CUDA_DRIVER_VERSION,
-        "nvml_version": FAKE_NVML_VERSION,
-        "gpus": gpus,
-        "events": [],
-        "next_seq": 1,
-        "faults": [],
-    }
-
-
-def _new_instance(gpu: GpuState, *, profile_id: int, start: int) -> GiState:
-    """A GPU instance with its full compute instance, under the GPU's lowest free GI id (the
-    placement was checked by the caller)."""
-    used = {gi["gi_id"] for gi in gpu["gpu_instances"]}
-    gi_id = next(i for i in range(1, 64) if i not in used)
-    return {
-        "gi_id": gi_id,
-        "ci_id": 0,
-        "profile_id": profile_id,
-        "start": start,
-        "uuid": mig_uuid(gpu["uuid"], gi_id=gi_id, ci_id=0),
-    }
-
-
-@functools.cache
-def mig_profiles_of(model: GpuModel) -> tuple[MigProfile, ...]:
-    """The model's MIG profile table as facts (pure; cached, the table never changes)."""
-    return tuple(
-        MigProfile(
-            name=spec.name,
-            profile_id=spec.profile_id,
-            nvml_profile=spec.nvml_profile,
-            slice_count=spec.slice_count,
-            instance_count=spec.instance_count,
-            memory_bytes=spec.memory_mib * MIB,
-            memory_slices=spec.memory_slices,
-            multiprocessor_count=spec.multiprocessors,
-            copy_engine_count=spec.copy_engines,
-            decoder_count=spec.decoders,
-            encoder_count=spec.encoders,
-            jpeg_count=spec.jpeg,
-            ofa_count=spec.ofa,
-            placements=tuple(MigPlacement(s, spec.memory_slices) for s in spec.placement_starts),
-        )
-        for spec in model.mig_profiles
-    )
-
-
-def _mig_devices(gpu: GpuState, model: GpuModel) -> tuple[MigDevice, ...]:
-    out: list[MigDevice] = []
-    for pos, gi in enumerate(sorted(gpu["gpu_instances"], key=lambda g: g["gi_id"])):
-        spec = profile_spec(model, gi["profile_id"])
-        if spec is None:  # state written by a different profile table
-            continue
-        out.append(
-            MigDevice(
-                uuid=gi["uuid"],
-                parent_uuid=gpu["uuid"],
-                parent_index=gpu["index"],
-                index=pos,
-                gi_id=gi["gi_id"],
-                ci_id=gi["ci_id"],
-                profile_id=spec.profile_id,
-                profile_name=spec.name,
-                placement=MigPlacement(gi["start"], spec.memory_slices),
-                memory_bytes=spec.memory_mib * MIB,
-                multiprocessor_count=spec.multiprocessors,
-            )
-        )
-    return tuple(out)
-
-
-def gpu_info_of(gpu: GpuState, doc: NodeState) -> GpuInfo:
-    """Facts of one fake GPU (pure)."""
-    model = GPU_MODELS[gpu["model"]]
-    fabric = None
-    if gpu["fabric"] is not None:
-        f = gpu["fabric"]
-        fabric = FabricInfo(
-            cluster_uuid=f["cluster_uuid"],
-            clique_id=f["clique_id"],
-            state=FabricState(f["state"]),
-            status=f["status"],
-        )
-    return GpuInfo(
-        index=gpu["index"],
-        minor=gpu["minor"],
-        uuid=gpu["uuid"],
-        product_name=model.product_name,
-        brand=model.brand,
-        architecture=model.architecture,
-        cuda_compute_capability=model.compute_capability,
-        driver_version=doc["driver_version"],
-        cuda_driver_version=doc["cuda_driver_version"],
-        memory_bytes=model.memory_mib * MIB,
-        pci_bus_id=gpu["pci_bus_id"],
-        pcie_root=gpu["pcie_root"],
-        numa_node=numa_node(gpu["index"]),
-        addressing_mode=model.addressing_mode,
-        mig_capable=model.mig_capable,
-        mig_mode=MigModeState(current=gpu["mig_current"], pending=gpu["mig_pending"]),
-        mig_profiles=mig_profiles_of(model),
-        mig_devices=_mig_devices(gpu, model),
-        compute_mode=ComputeMode(gpu["compute_mode"]),
-        fabric=fabric,
-        time_slice=TimeSliceLevel(gpu["time_slice"]),
-        lost=gpu["lost"],
-    )
-
-
-def _find_gpu(doc: NodeState, uuid: str, *, operation: str) -> GpuState:
-    for gpu in doc["gpus"]:
-        if gpu["uuid"] == uuid:
-            return gpu
-    raise GpuNotFoundError(uuid, operation, "no such GPU on this node")
-
-
-def _take_fault(doc: NodeState, operation: str, *, gpu: str | None) -> DeviceError | None:
-    for fault in doc["faults"]:
-        if fault["operation"] != operation or fault["remaining"] <= 0:
-            continue
-        if fault["gpu_uuid"] is not None and fault["gpu_uuid"] != gpu:
-            continue
-        fault["remaining"] -= 1
-        doc["faults"] = [f for f in doc["faults"] if f["remaining"] > 0]
-        return _fault_error(FaultKind(fault["error"]), gpu=gpu or "*", operation=operation)
-    return None
-
-
-def _append_event(
-    doc: NodeState,
-    kind: HealthEventKind,
-    *,
-    gpu: str,
-    xid: int | None = None,
-    gi_id: int | None = None,
-    ci_id: int | None = None,
-    description: str = "",
-) -> None:
-    event: EventState = {
-        "seq": doc["next_seq"],
-        "kind": kind.value,
-        "gpu_uuid": gpu,
-        "xid": xid,
-        "gi_id": gi_id,
-        "ci_id": ci_id,
-        "description": description,
-    }
-    doc["next_seq"] += 1
-    doc["events"].append(event)
-    # Watchers only need recent history; bound the file so a noisy GPU cannot grow it forever.
-    del doc["events"][:-MAX_EVENTS]
-
+from dra_nvlib.profiles import GPU_MODELS
 
 #: ``OPERATION:DIR``: after ``OPERATION`` took effect, wait for ``DIR/OPERATION.release``.
 ENV_HOLD_AFTER = "DRA_NVLIB_FAKE_HOLD_AFTER"
@@ -396,7 +153,7 @@ class FakeDeviceLib(DeviceLib):
             error: DeviceError | None = None
             with self._store.transaction() as tx:
                 doc = tx.node()
-                error = _take_fault(doc, "gpus", gpu=None)
+                error = take_fault(doc, "gpus", gpu=None)
                 if error is None:
                     tx.dirty = False
             if error is not None:
@@ -411,8 +168,8 @@ class FakeDeviceLib(DeviceLib):
         error: DeviceError | None = None
         with self._store.transaction() as tx:
             doc = tx.node()
-            gpu = _find_gpu(doc, gpu_uuid, operation=operation)
-            error = _take_fault(doc, operation, gpu=gpu_uuid)
+            gpu = find_gpu(doc, gpu_uuid, operation=operation)
+            error = take_fault(doc, operation, gpu=gpu_uuid)
             if error is None:
                 if gpu["lost"]:
                     error = GpuLostError(gpu_uuid, operation, "GPU is lost")
@@ -439,7 +196,7 @@ class FakeDeviceLib(DeviceLib):
 
     def persistence_mode(self, gpu_uuid: str) -> bool:
         """Persistence mode (on for a freshly booted fake GPU, as data-center nodes run)."""
-        gpu = _find_gpu(self._snapshot(), gpu_uuid, operation="persistence_mode")
+        gpu = find_gpu(self._snapshot(), gpu_uuid, operation="persistence_mode")
         return bool(gpu.get("persistence_mode", True))
 
     def set_persistence_mode(self, gpu_uuid: str, *, enabled: bool) -> None:
@@ -513,7 +270,7 @@ class FakeDeviceLib(DeviceLib):
                 if reason is Refusal.OVERLAP:
                     raise PlacementConflictError(gpu_uuid, op, message)
                 raise InsufficientResourcesError(gpu_uuid, op, message)
-            entry = _new_instance(gpu, profile_id=profile_id, start=placement_start)
+            entry = new_instance(gpu, profile_id=profile_id, start=placement_start)
             gpu["gpu_instances"].append(entry)
             created.append(entry["uuid"])
 
@@ -570,8 +327,8 @@ class FakeDeviceLib(DeviceLib):
         """Record an XID error event for the GPU (optionally for one MIG GI/CI)."""
         with self._store.transaction() as tx:
             doc = tx.node()
-            _find_gpu(doc, gpu_uuid, operation="inject_xid")
-            _append_event(
+            find_gpu(doc, gpu_uuid, operation="inject_xid")
+            append_event(
                 doc,
                 HealthEventKind.XID,
                 gpu=gpu_uuid,
@@ -586,17 +343,17 @@ class FakeDeviceLib(DeviceLib):
         kind = HealthEventKind.ECC_DOUBLE_BIT if double_bit else HealthEventKind.ECC_SINGLE_BIT
         with self._store.transaction() as tx:
             doc = tx.node()
-            _find_gpu(doc, gpu_uuid, operation="inject_ecc_error")
-            _append_event(doc, kind, gpu=gpu_uuid, description=kind.value)
+            find_gpu(doc, gpu_uuid, operation="inject_ecc_error")
+            append_event(doc, kind, gpu=gpu_uuid, description=kind.value)
 
     def mark_gpu_lost(self, gpu_uuid: str) -> None:
         """The GPU falls off the bus: it stays listed with ``lost=True``, every operation on it
         raises GpuLostError, and a GPU_LOST event is recorded."""
         with self._store.transaction() as tx:
             doc = tx.node()
-            gpu = _find_gpu(doc, gpu_uuid, operation="mark_gpu_lost")
+            gpu = find_gpu(doc, gpu_uuid, operation="mark_gpu_lost")
             gpu["lost"] = True
-            _append_event(doc, HealthEventKind.GPU_LOST, gpu=gpu_uuid, description="GPU is lost")
+            append_event(doc, HealthEventKind.GPU_LOST, gpu=gpu_uuid, description="GPU is lost")
 
     def fail_next(
         self,
@@ -624,7 +381,7 @@ class FakeDeviceLib(DeviceLib):
     def set_fabric_state(self, gpu_uuid: str, state: FabricState, *, status: int = 0) -> None:
         """Change a GPU's fabric registration state (e.g. IN_PROGRESS during bring-up)."""
         with self._store.transaction() as tx:
-            gpu = _find_gpu(tx.node(), gpu_uuid, operation="set_fabric_state")
+            gpu = find_gpu(tx.node(), gpu_uuid, operation="set_fabric_state")
             if gpu["fabric"] is None:
                 raise NotSupportedError(gpu_uuid, "set_fabric_state", "GPU has no NVLink fabric")
             gpu["fabric"]["state"] = int(state)
@@ -661,7 +418,7 @@ class FakeHealthWatch(HealthWatch):
             self._next = event["seq"] + 1
             if self._gpus is not None and event["gpu_uuid"] not in self._gpus:
                 continue
-            return _event_of(event, doc)
+            return event_of(event, doc)
         self._mtime_ns = mtime
         return None
 
@@ -682,23 +439,3 @@ class FakeHealthWatch(HealthWatch):
     def close(self) -> None:
         """Stop watching."""
         self._closed = True
-
-
-def _event_of(event: EventState, doc: NodeState) -> HealthEvent:
-    mig: str | None = None
-    if event["gi_id"] is not None:
-        for gpu in doc["gpus"]:
-            if gpu["uuid"] != event["gpu_uuid"]:
-                continue
-            for gi in gpu["gpu_instances"]:
-                if gi["gi_id"] == event["gi_id"]:
-                    mig = gi["uuid"]
-    return HealthEvent(
-        kind=HealthEventKind(event["kind"]),
-        gpu_uuid=event["gpu_uuid"],
-        xid=event["xid"],
-        gi_id=event["gi_id"],
-        ci_id=event["ci_id"],
-        mig_uuid=mig,
-        description=event["description"],
-    )

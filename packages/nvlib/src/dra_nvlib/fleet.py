@@ -38,7 +38,7 @@ from dra_nvlib.mig_layout import (
     parse_mig_layout,
     plan_layout,
 )
-from dra_nvlib.profiles import GpuModel, find_model
+from dra_nvlib.profiles import GPU_MODELS, GpuModel, find_model
 
 DEFAULT_CLUSTER = "fake-nvlink-domain"
 DEFAULT_CLIQUE = 1
@@ -84,8 +84,6 @@ class FleetSpec:
 def _model(spec: str, name: str) -> GpuModel:
     model = find_model(name)
     if model is None:
-        from dra_nvlib.profiles import GPU_MODELS
-
         known = ", ".join(GPU_MODELS)
         raise FleetSpecError(spec, f"unknown GPU model {name!r} (known: {known})")
     return model

@@ -1,12 +1,11 @@
-"""The NVML backend: facts and operations through :class:`~dra_nvlib.nvml_binding.NvmlApi`.
+"""The NVML backend: facts and operations through :class:`~dra_nvlib.nvml_api.NvmlApi`.
 
-Every :class:`~dra_nvlib.nvml_binding.NvmlFailure` is translated here into a typed
+Every :class:`~dra_nvlib.nvml_api.NvmlFailure` is translated here into a typed
 :class:`~dra_nvlib.errors.DeviceError` naming the GPU and the operation.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import logging
@@ -20,16 +19,10 @@ from dra_nvlib.config import DeviceLibConfig
 from dra_nvlib.devicelib import DeviceLib, HealthWatch
 from dra_nvlib.errors import (
     DeviceError,
-    GpuLostError,
     GpuNotFoundError,
-    InsufficientResourcesError,
-    InUseError,
     InvalidArgumentError,
-    InvalidStateError,
-    NoPermissionError,
+    LibraryLoadError,
     NotSupportedError,
-    NvmlCallError,
-    ResetRequiredError,
 )
 from dra_nvlib.facts import (
     AddressingMode,
@@ -41,8 +34,6 @@ from dra_nvlib.facts import (
     FabricInfo,
     FabricState,
     GpuInfo,
-    HealthEvent,
-    HealthEventKind,
     MigDevice,
     MigModeState,
     MigPlacement,
@@ -51,7 +42,7 @@ from dra_nvlib.facts import (
 )
 from dra_nvlib.mig_profile_names import derived_profile_name
 from dra_nvlib.nvidia_smi_exec import set_timeslice
-from dra_nvlib.nvml_binding import (
+from dra_nvlib.nvml_api import (
     EVENT_DOUBLE_BIT_ECC,
     EVENT_SINGLE_BIT_ECC,
     EVENT_XID,
@@ -59,24 +50,19 @@ from dra_nvlib.nvml_binding import (
     NVML_ERROR_DRIVER_NOT_LOADED,
     NVML_ERROR_FUNCTION_NOT_FOUND,
     NVML_ERROR_GPU_IS_LOST,
-    NVML_ERROR_IN_USE,
-    NVML_ERROR_INSUFFICIENT_RESOURCES,
     NVML_ERROR_INVALID_ARGUMENT,
-    NVML_ERROR_INVALID_STATE,
     NVML_ERROR_LIB_RM_VERSION_MISMATCH,
-    NVML_ERROR_NO_PERMISSION,
     NVML_ERROR_NOT_FOUND,
     NVML_ERROR_NOT_SUPPORTED,
-    NVML_ERROR_RESET_REQUIRED,
     NVML_ERROR_UNINITIALIZED,
-    EventSetHandle,
     NvmlApi,
     NvmlFailure,
     NvmlHandle,
-    PynvmlApi,
     RawGiProfile,
-    find_library,
 )
+from dra_nvlib.nvml_binding import PynvmlApi, find_library
+from dra_nvlib.nvml_errors import translate
+from dra_nvlib.nvml_health import NvmlHealthWatch
 from dra_nvlib.pci_bus import PciBus, SysfsPciBus
 from dra_nvlib.sysfs import normalize_bus_id, numa_node, pcie_root
 
@@ -88,27 +74,6 @@ log = logging.getLogger(__name__)
 _REINIT_CODES = frozenset(
     {NVML_ERROR_UNINITIALIZED, NVML_ERROR_DRIVER_NOT_LOADED, NVML_ERROR_LIB_RM_VERSION_MISMATCH}
 )
-
-_ERRORS: dict[int, type[DeviceError]] = {
-    NVML_ERROR_INVALID_ARGUMENT: InvalidArgumentError,
-    NVML_ERROR_NOT_SUPPORTED: NotSupportedError,
-    NVML_ERROR_FUNCTION_NOT_FOUND: NotSupportedError,
-    NVML_ERROR_NO_PERMISSION: NoPermissionError,
-    NVML_ERROR_NOT_FOUND: GpuNotFoundError,
-    NVML_ERROR_GPU_IS_LOST: GpuLostError,
-    NVML_ERROR_RESET_REQUIRED: ResetRequiredError,
-    NVML_ERROR_IN_USE: InUseError,
-    NVML_ERROR_INSUFFICIENT_RESOURCES: InsufficientResourcesError,
-    NVML_ERROR_INVALID_STATE: InvalidStateError,
-}
-
-
-def translate(failure: NvmlFailure, *, gpu: str, operation: str) -> DeviceError:
-    """The typed error for an NVML failure during ``operation`` on ``gpu``."""
-    error = _ERRORS.get(failure.code)
-    if error is None:
-        return NvmlCallError(gpu, operation, str(failure), code=failure.code)
-    return error(gpu, operation, str(failure))
 
 
 def format_cuda_version(value: int) -> str:
@@ -157,8 +122,6 @@ class NvmlDeviceLib(DeviceLib):
         try:
             api.init()
         except NvmlFailure as exc:
-            from dra_nvlib.errors import LibraryLoadError
-
             raise LibraryLoadError(str(library), str(exc)) from exc
         smi = config.nvidia_smi or config.driver_root / "usr" / "bin" / "nvidia-smi"
         return cls(api, sysfs_root=config.sysfs_root, nvidia_smi=smi, proc_root=config.proc_root)
@@ -534,101 +497,3 @@ class NvmlDeviceLib(DeviceLib):
             self._closed = True
             with contextlib.suppress(NvmlFailure):
                 self._api.shutdown()
-
-
-class NvmlHealthWatch(HealthWatch):
-    """Waits on an NVML event set; a lost GPU is reported as a GPU_LOST event."""
-
-    def __init__(
-        self,
-        api: NvmlApi,
-        event_set: EventSetHandle,
-        *,
-        uuids: Sequence[str],
-        lock: threading.RLock,
-    ) -> None:
-        self._api = api
-        self._set = event_set
-        self._uuids = list(uuids)
-        self._lock = lock
-        self._pending: collections.deque[HealthEvent] = collections.deque()
-        self._reported_lost: set[str] = set()
-        self._closed = False
-
-    def _lost_gpus(self) -> list[HealthEvent]:
-        events: list[HealthEvent] = []
-        for uuid in self._uuids:
-            if uuid in self._reported_lost:
-                continue
-            try:
-                self._api.uuid(self._api.device_by_uuid(uuid))
-            except NvmlFailure as exc:
-                if exc.code == NVML_ERROR_GPU_IS_LOST:
-                    self._reported_lost.add(uuid)
-                    events.append(HealthEvent(HealthEventKind.GPU_LOST, uuid, description=str(exc)))
-        return events
-
-    def wait(self, timeout_s: float) -> HealthEvent | None:
-        """Next XID/ECC/GPU-lost event, or ``None`` after ``timeout_s``."""
-        if self._closed:
-            raise RuntimeError("health watch is closed")
-        if self._pending:
-            return self._pending.popleft()
-        try:
-            raw = self._api.event_wait(self._set, max(int(timeout_s * 1000), 0))
-        except NvmlFailure as exc:
-            if exc.code != NVML_ERROR_GPU_IS_LOST:
-                raise translate(exc, gpu="*", operation="watch_health") from exc
-            with self._lock:
-                self._pending.extend(self._lost_gpus())
-            return self._pending.popleft() if self._pending else None
-        if raw is None:
-            return None
-        if raw.event_type & EVENT_XID:
-            kind = HealthEventKind.XID
-        elif raw.event_type & EVENT_DOUBLE_BIT_ECC:
-            kind = HealthEventKind.ECC_DOUBLE_BIT
-        else:
-            kind = HealthEventKind.ECC_SINGLE_BIT
-        # 0xFFFFFFFF means "the whole GPU" for GI/CI ids.
-        gi = raw.gi_id if raw.gi_id != 0xFFFFFFFF else None
-        ci = raw.ci_id if raw.ci_id != 0xFFFFFFFF else None
-        return HealthEvent(
-            kind=kind,
-            gpu_uuid=raw.gpu_uuid,
-            xid=raw.event_data if kind is HealthEventKind.XID else None,
-            gi_id=gi,
-            ci_id=ci,
-            mig_uuid=self._mig_uuid(raw.gpu_uuid, gi, ci),
-            description=f"NVML event 0x{raw.event_type:x} data {raw.event_data}",
-        )
-
-    def _mig_uuid(self, gpu_uuid: str, gi: int | None, ci: int | None) -> str | None:
-        """The UUID of the MIG device an event's GI/CI ids name, so that consumers taint only
-        that MIG device; ``None`` for a whole-GPU event or when NVML cannot tell (then the
-        event applies to the whole GPU, the safe side)."""
-        if gi is None:
-            return None
-        try:
-            with self._lock:
-                dev = self._api.device_by_uuid(gpu_uuid)
-                for index in range(self._api.max_mig_device_count(dev)):
-                    try:
-                        mig = self._api.mig_device_by_index(dev, index)
-                    except NvmlFailure as exc:
-                        if exc.code in (NVML_ERROR_NOT_FOUND, NVML_ERROR_INVALID_ARGUMENT):
-                            continue
-                        raise
-                    if self._api.gi_id(mig) == gi and (ci is None or self._api.ci_id(mig) == ci):
-                        return self._api.uuid(mig)
-        except NvmlFailure:
-            return None
-        return None
-
-    def close(self) -> None:
-        """Free the NVML event set."""
-        if self._closed:
-            return
-        self._closed = True
-        with contextlib.suppress(NvmlFailure):
-            self._api.event_set_free(self._set)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from dra_api_types import GpuConfig, MigDeviceConfig, ValidationError
-from dra_api_types.nvidia_v1beta1 import MPS, TIME_SLICING, MpsConfig
+from dra_api_types.nvidia_v1beta1 import MPS, TIME_SLICING, MpsConfig, TimeSlicingConfig
 from dra_nvlib import TimeSliceLevel
 
 from dra_sharing.errors import SharingConfigError, SharingGateError
@@ -132,8 +132,6 @@ class SharingPlan:
 
 def time_slice_level(interval: str | None) -> TimeSliceLevel:
     """``Default|Short|Medium|Long`` -> the level ``--set-timeslice`` takes."""
-    from dra_api_types.nvidia_v1beta1 import TimeSlicingConfig
-
     return TimeSliceLevel(TimeSlicingConfig(interval=interval).interval_value())
 
 

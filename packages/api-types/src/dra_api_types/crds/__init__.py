@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel
 
 from .. import nvidia_v1beta1 as nv
 from .._model import ApiObject
-from ..quantity import QUANTITY_PATTERN
+from ..quantity import QUANTITY_PATTERN, Quantity
 
 __all__ = ["CRD_DIRECTORY", "crd_file_name", "crd_manifests", "render_crd", "write_crds"]
 
@@ -53,10 +53,6 @@ def _description(cls: type[Any]) -> str:
 
 
 def _schema_for(annotation: Any, model: type[BaseModel], field: str) -> dict[str, Any]:
-    from typing import Union, get_args, get_origin
-
-    from ..quantity import Quantity
-
     origin = get_origin(annotation)
     args = get_args(annotation)
     if origin is Union or (origin is not None and type(None) in args):

@@ -1,7 +1,7 @@
 """Writes container images as OCI archives without a registry, a daemon or root.
 
-The one archive writer of the repository: the harness's busybox images (``dra_e2e.images``) and
-the driver and workload images (``images/build_image.py``) are both written here.
+The one archive writer of the repository: the e2e harness's busybox images (``dra_e2e.images``)
+and the driver and workload images (``images/build_image.py``) are both written here.
 
 An archive written here is at the same time an OCI image layout (``oci-layout``, ``index.json``,
 ``blobs/sha256/...``) and a ``docker save`` archive (``manifest.json``), the combined form Docker
@@ -24,6 +24,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
+
+__all__ = [
+    "CREATED",
+    "EPOCH",
+    "MEDIA_CONFIG",
+    "MEDIA_LAYER",
+    "MEDIA_MANIFEST",
+    "PATH_ENV",
+    "ImageConfig",
+    "LayerBuilder",
+    "iter_layer_members",
+    "read_names",
+    "write_archive",
+]
 
 # 2024-01-01T00:00:00Z: a fixed creation time keeps digests reproducible.
 EPOCH = 1704067200
