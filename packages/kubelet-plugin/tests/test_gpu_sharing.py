@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from dra_api_types import decode_opaque_config
 from dra_kubelet_plugin.allocation import PlannedDevice
+from dra_kubelet_plugin.container_edits import FakeEdits
 from dra_kubelet_plugin.core.errors import (
     ClaimError,
     ClaimRef,
@@ -64,7 +65,8 @@ def _sharing(lib: FakeDeviceLib, tmp_path: Path, **gates: bool) -> GpuSharing:
         mps=MpsDaemonManager(tmp_path / "mps", lib=lib, launcher=FakeMpsLauncher()),
         dynamic_mig=DynamicMig(lib),
     )
-    return GpuSharing(lib=lib, manager=manager, gates=SharingGates(**gates), fake=True)
+    edits = FakeEdits(tmp_path / "claims")
+    return GpuSharing(lib=lib, manager=manager, gates=SharingGates(**gates), edits=edits)
 
 
 def _planned(device: NodeDevice, sharing: dict[str, Any] | None, field: str = "c[0]") -> Any:

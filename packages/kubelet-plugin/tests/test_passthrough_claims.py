@@ -28,6 +28,7 @@ from dra_kubelet_plugin.core.metrics import PluginMetrics
 from dra_kubelet_plugin.core.node_lock import NodeLock
 from dra_kubelet_plugin.device_metadata import MetadataFiles
 from dra_kubelet_plugin.gpu_driver import DeviceState
+from dra_kubelet_plugin.host_devices import StandInDeviceNodes
 from dra_kubelet_plugin.passthrough_claims import PassthroughClaims
 from dra_kubelet_plugin.passthrough_devices import Passthrough
 from dra_kubelet_plugin.plugin import enumerate_devices
@@ -61,7 +62,7 @@ class Node:
             self.changes += 1
 
         return PassthroughClaims(
-            Passthrough(self.bus, fake=True, lib=self.lib, wait_timeout_s=0),
+            Passthrough(self.bus, host=StandInDeviceNodes(), lib=self.lib, wait_timeout_s=0),
             driver_name="gpu.nvidia.com",
             metadata=MetadataFiles(self.root / "plugin", driver="gpu.nvidia.com"),
             on_change=changed,
