@@ -17,6 +17,7 @@ from dra_computedomain.channel_nodes import (
 )
 from dra_computedomain.errors import ChannelDeviceError
 from dra_computedomain.names import MAX_CHANNELS
+from dra_kubelet_core.host_devices import HostDeviceNodes
 
 PROC_DEVICES = """Character devices:
   1 mem
@@ -69,7 +70,7 @@ def test_missing_channels_lists_only_absent_nodes() -> None:
 @pytest.mark.usefixtures("mknod_ok")
 def test_missing_channel_is_made_with_the_imex_channels_major(tmp_path: Path) -> None:
     dev_root, proc_root = _roots(tmp_path)
-    nodes = ChannelNodes(dev_root, proc_root)
+    nodes = ChannelNodes(HostDeviceNodes(dev_root), proc_root)
     assert nodes.ensure("team-a/c1", "Single") == 1
     node = dev_root / "dev/nvidia-caps-imex-channels/channel0"
     info = node.stat()
@@ -87,7 +88,10 @@ def test_all_mode_makes_every_missing_channel_with_its_minor(tmp_path: Path) -> 
     channels = dev_root / "dev/nvidia-caps-imex-channels"
     channels.mkdir(parents=True)
     (channels / "channel5").touch()  # already there (the host made it): left alone
-    assert ChannelNodes(dev_root, proc_root).ensure("team-a/c1", "All") == MAX_CHANNELS - 1
+    assert (
+        ChannelNodes(HostDeviceNodes(dev_root), proc_root).ensure("team-a/c1", "All")
+        == MAX_CHANNELS - 1
+    )
     assert (channels / "channel5").stat().st_size == 0
     assert not stat.S_ISCHR((channels / "channel5").stat().st_mode)
     last = (channels / f"channel{MAX_CHANNELS - 1}").stat()
@@ -97,7 +101,7 @@ def test_all_mode_makes_every_missing_channel_with_its_minor(tmp_path: Path) -> 
 def test_no_imex_channels_major_fails_naming_claim_and_node(tmp_path: Path) -> None:
     dev_root, proc_root = _roots(tmp_path, "Character devices:\n195 nvidia\n")
     with pytest.raises(ChannelDeviceError) as err:
-        ChannelNodes(dev_root, proc_root).ensure("team-a/c1", "Single")
+        ChannelNodes(HostDeviceNodes(dev_root), proc_root).ensure("team-a/c1", "Single")
     assert err.value.permanent
     assert err.value.node == "/dev/nvidia-caps-imex-channels/channel0"
     message = str(err.value)
@@ -111,7 +115,7 @@ def test_unreadable_proc_devices_fails_naming_the_node(tmp_path: Path) -> None:
     dev_root = tmp_path / "host"
     dev_root.mkdir()
     with pytest.raises(ChannelDeviceError, match="channel0: cannot read"):
-        ChannelNodes(dev_root, tmp_path / "no-proc").ensure("team-a/c1", "Single")
+        ChannelNodes(HostDeviceNodes(dev_root), tmp_path / "no-proc").ensure("team-a/c1", "Single")
 
 
 @pytest.mark.usefixtures("mknod_ok")
@@ -121,8 +125,13 @@ def test_alt_proc_devices_is_read_in_place_of_proc_devices(tmp_path: Path) -> No
     dev_root, proc_root = _roots(tmp_path, "Character devices:\n  1 mem\n\nBlock devices:\n")
     alt = tmp_path / "alt-proc-devices"
     alt.write_text("Character devices:\n235 nvidia-caps-imex-channels\n\nBlock devices:\n")
-    assert ChannelNodes(dev_root, proc_root, proc_devices=alt).ensure("team-a/c1", "Single") == 1
+    assert (
+        ChannelNodes(HostDeviceNodes(dev_root), proc_root, proc_devices=alt).ensure(
+            "team-a/c1", "Single"
+        )
+        == 1
+    )
     info = (dev_root / "dev/nvidia-caps-imex-channels/channel0").stat()
     assert (os.major(info.st_rdev), os.minor(info.st_rdev)) == (235, 0)
     with pytest.raises(ChannelDeviceError, match="proc/devices lists no"):
-        ChannelNodes(tmp_path / "other", proc_root).ensure("team-a/c2", "Single")
+        ChannelNodes(HostDeviceNodes(tmp_path / "other"), proc_root).ensure("team-a/c2", "Single")

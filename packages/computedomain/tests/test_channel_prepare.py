@@ -23,6 +23,7 @@ from dra_computedomain.errors import (
     NodeTakenError,
 )
 from dra_computedomain.names import COMPUTE_DOMAIN_LABEL
+from dra_kubelet_core.host_devices import HostDeviceNodes, StandInDeviceNodes
 
 CLIQUE = "cluster-uuid.1"
 
@@ -132,15 +133,15 @@ def test_non_fabric_node_readiness_comes_from_the_domain_status() -> None:
 
 
 def test_channel_edits_single_all_and_no_fabric() -> None:
-    single = channel_edits("Single", CLIQUE, fake=True)
+    single = channel_edits("Single", CLIQUE, host=StandInDeviceNodes())
     assert [(d.path, d.host_path) for d in single.device_nodes] == [
         ("/dev/nvidia-caps-imex-channels/channel0", "/dev/null")
     ]
-    every = channel_edits("All", CLIQUE, fake=False)
+    every = channel_edits("All", CLIQUE, host=HostDeviceNodes())
     assert len(every.device_nodes) == 2048
     assert every.device_nodes[-1].path == "/dev/nvidia-caps-imex-channels/channel2047"
     assert every.device_nodes[0].host_path is None
-    assert channel_edits("Single", "", fake=True).is_empty()
+    assert channel_edits("Single", "", host=StandInDeviceNodes()).is_empty()
 
 
 def test_daemon_edits_carry_identity_and_config_dir() -> None:

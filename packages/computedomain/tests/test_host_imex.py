@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from dra_computedomain.fake_host_imex import start_host_imex
 from dra_computedomain.fake_imex import main as fake_imex_main
-from dra_computedomain.host_imex import HostImex, check_imex_mode
+from dra_computedomain.host_imex import FakeHostImex, HostImex, check_imex_mode
 from dra_kubelet_core.errors import ConfigurationError
 
 GATE = {"HostManagedIMEXDaemon": True}
@@ -43,19 +43,19 @@ def test_the_real_query_is_nvidias_ctl_chrooted_into_the_driver_root() -> None:
 
 def test_ready_only_when_the_hosts_daemon_answers_ready(capsys: pytest.CaptureFixture[str]) -> None:
     with start_host_imex() as host:
-        imex = HostImex(str(host.socket), fake=True)
+        imex = FakeHostImex(str(host.socket))
         assert imex.ready()
         assert fake_imex_main(["ctl", "-q", f"--u={host.socket}"]) == 0
         assert capsys.readouterr().out.strip() == "READY"
         host.stop()
         assert not imex.ready()  # gone: not reachable
     with start_host_imex(never_ready=True) as host:
-        assert not HostImex(str(host.socket), fake=True).ready()
+        assert not FakeHostImex(str(host.socket)).ready()
     # Below a driver root: the socket path is taken relative to it.
     with start_host_imex() as host:
         root = host.socket.parent.parent
         relative = "/" + str(host.socket.relative_to(root))
-        assert HostImex(relative, driver_root=root, fake=True).ready()
+        assert FakeHostImex(relative, driver_root=root).ready()
 
 
 def test_the_controller_refuses_a_bad_mode_or_gate_with_a_line_not_a_traceback(

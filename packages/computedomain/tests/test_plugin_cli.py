@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from dra_computedomain.plugin_backend import open_backend
 from dra_computedomain.plugin_cli import (
     PluginSettings,
     build_parser,
@@ -25,10 +26,10 @@ def _settings(tmp_path: Path, *args: str) -> PluginSettings:
 
 def test_fake_gb200_nodes_share_a_clique_and_h100s_have_none(tmp_path: Path) -> None:
     gb200 = _settings(tmp_path, "--device-backend=fake", "--fake-gpus=4xGB200")
-    clique = read_clique_id(gb200, tmp_path / "a")
+    clique = read_clique_id(open_backend(gb200, tmp_path / "a").devices, "node-a")
     assert clique == f"{cluster_uuid('fake-nvlink-domain')}.1"
     h100 = _settings(tmp_path, "--device-backend=fake", "--fake-gpus=2xH100-80GB")
-    assert read_clique_id(h100, tmp_path / "b") == ""
+    assert read_clique_id(open_backend(h100, tmp_path / "b").devices, "node-a") == ""
 
 
 def test_bad_settings_name_the_flag(tmp_path: Path) -> None:

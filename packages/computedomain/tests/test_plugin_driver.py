@@ -18,7 +18,7 @@ from conftest import DRIVER_NS, domain_body
 from dra_api_types import ResourceClaim
 from dra_computedomain.api_paths import node_path, object_path, request_permission
 from dra_computedomain.channel_nodes import ChannelNodes
-from dra_computedomain.host_imex import HostImex
+from dra_computedomain.host_imex import FakeHostImex, HostImex
 from dra_computedomain.names import COMPUTE_DOMAIN_LABEL, GPU_CLIQUE_LABEL
 from dra_computedomain.node_api import REQUESTS, NodeApi
 from dra_computedomain.plugin_driver import (
@@ -32,6 +32,7 @@ from dra_kubelet_core.cdi_store import CDIStore
 from dra_kubelet_core.checkpoint import CheckpointStore
 from dra_kubelet_core.errors import ClaimError, ClaimRef
 from dra_kubelet_core.events import LogEventRecorder
+from dra_kubelet_core.host_devices import HostDeviceNodes, StandInDeviceNodes
 from dra_kubelet_core.metrics import PluginMetrics
 from dra_kubelet_core.node_lock import NodeLock
 from dra_kubelet_core.state import ClaimEngine
@@ -126,8 +127,7 @@ class Plugin:
             node_api,
             clique_id=self.clique_id,
             domains_dir=self.tmp / "domains",
-            fake=self.channel_nodes is None,
-            channel_nodes=self.channel_nodes,
+            channel_nodes=self.channel_nodes or ChannelNodes(StandInDeviceNodes()),
             host_imex=self.host_imex,
         )
         self.engine = ClaimEngine(
@@ -348,7 +348,9 @@ def _real_node_plugin(api: MemoryApi, tmp: Path, proc_devices: str) -> Plugin:
     for directory in ("host", "proc", "cdi"):
         (tmp / directory).mkdir(parents=True)
     (tmp / "proc" / "devices").write_text(proc_devices)
-    plugin = Plugin(api, tmp, channel_nodes=ChannelNodes(tmp / "host", tmp / "proc"))
+    plugin = Plugin(
+        api, tmp, channel_nodes=ChannelNodes(HostDeviceNodes(tmp / "host"), tmp / "proc")
+    )
     plugin.run(plugin.engine.start())
     return plugin
 
@@ -423,7 +425,7 @@ def test_host_managed_imex_waits_for_the_hosts_daemon_and_labels_nothing(
     api.put_object(node_path(NODE), {"metadata": {"name": NODE, "labels": {}}})
     (tmp_path / "cdi").mkdir()
     with start_host_imex(started=False) as host:
-        plugin = Plugin(api, tmp_path, host_imex=HostImex(str(host.socket), fake=True))
+        plugin = Plugin(api, tmp_path, host_imex=FakeHostImex(str(host.socket)))
         try:
             plugin.run(plugin.engine.start())
             ref = plugin.add(_claim(uid))

@@ -17,6 +17,7 @@ from dra_kubelet_core.errors import (
     UnsupportedConfigError,
 )
 from dra_kubelet_plugin.allocation import PlannedDevice
+from dra_kubelet_plugin.container_edits import FakeEdits
 from dra_kubelet_plugin.gpu_sharing import (
     GpuSharing,
     SharingFailedError,
@@ -64,7 +65,8 @@ def _sharing(lib: FakeDeviceLib, tmp_path: Path, **gates: bool) -> GpuSharing:
         mps=MpsDaemonManager(tmp_path / "mps", lib=lib, launcher=FakeMpsLauncher()),
         dynamic_mig=DynamicMig(lib),
     )
-    return GpuSharing(lib=lib, manager=manager, gates=SharingGates(**gates), fake=True)
+    edits = FakeEdits(tmp_path / "claims")
+    return GpuSharing(lib=lib, manager=manager, gates=SharingGates(**gates), edits=edits)
 
 
 def _planned(device: NodeDevice, sharing: dict[str, Any] | None, field: str = "c[0]") -> Any:

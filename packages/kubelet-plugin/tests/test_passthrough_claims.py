@@ -22,6 +22,7 @@ from dra_kubelet_core.checkpoint import (
 from dra_kubelet_core.claim_source import DirectoryClaimSource
 from dra_kubelet_core.errors import ClaimRef
 from dra_kubelet_core.events import LogEventRecorder
+from dra_kubelet_core.host_devices import StandInDeviceNodes
 from dra_kubelet_core.metrics import PluginMetrics
 from dra_kubelet_core.node_lock import NodeLock
 from dra_kubelet_plugin.cdi import GPU_CDI
@@ -61,7 +62,7 @@ class Node:
             self.changes += 1
 
         return PassthroughClaims(
-            Passthrough(self.bus, fake=True, lib=self.lib, wait_timeout_s=0),
+            Passthrough(self.bus, host=StandInDeviceNodes(), lib=self.lib, wait_timeout_s=0),
             driver_name="gpu.nvidia.com",
             metadata=MetadataFiles(self.root / "plugin", driver="gpu.nvidia.com"),
             on_change=changed,

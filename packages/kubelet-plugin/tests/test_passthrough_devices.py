@@ -10,6 +10,7 @@ import pytest
 from dra_api_types import ResourceSlice, VfioDeviceConfig
 from dra_api_types.nvidia_v1beta1 import IommuConfig
 from dra_kubelet_core.errors import ClaimRef, DeviceConfigError, DeviceInUseError
+from dra_kubelet_core.host_devices import StandInDeviceNodes
 from dra_kubelet_plugin.device_metadata import (
     MetadataDevice,
     MetadataFiles,
@@ -103,7 +104,7 @@ def test_vfio_nodes_follow_backend_policy(lib: FakeDeviceLib) -> None:
         iommu=IommuConfig(backend_policy="LegacyOnly", enable_api_device=False)
     )
     assert vfio_nodes(facts, no_api, iommufd_available=True).api is None
-    edits = vfio_container_edits(legacy, host_path="/dev/null").to_json()
+    edits = vfio_container_edits(legacy, StandInDeviceNodes()).to_json()
     assert edits == {
         "env": ["NVIDIA_VISIBLE_DEVICES=void"],
         "deviceNodes": [
@@ -168,7 +169,7 @@ def _vfio_device(lib: FakeDeviceLib, passthrough: Passthrough, index: int = 0) -
 
 
 def test_bind_and_release_through_the_plugin(lib: FakeDeviceLib) -> None:
-    passthrough = Passthrough(lib.pci_bus(), fake=True)
+    passthrough = Passthrough(lib.pci_bus(), host=StandInDeviceNodes())
     device = _vfio_device(lib, passthrough)
     bound = passthrough.bind(REF, device, None, config_field=None)
     assert bound.facts.driver == "vfio-pci"
@@ -184,7 +185,7 @@ def test_bind_and_release_through_the_plugin(lib: FakeDeviceLib) -> None:
 def test_refusals_name_the_gpu_and_reason_and_leave_it_on_nvidia(lib: FakeDeviceLib) -> None:
     bus = lib.pci_bus()
     assert isinstance(bus, FakePciBus)
-    passthrough = Passthrough(bus, fake=True, wait_timeout_s=0)
+    passthrough = Passthrough(bus, host=StandInDeviceNodes(), wait_timeout_s=0)
     device = _vfio_device(lib, passthrough)
     bus_id = device.gpu.pci_bus_id
     bus.set_users(bus_id, [99])
@@ -200,7 +201,7 @@ def test_refusals_name_the_gpu_and_reason_and_leave_it_on_nvidia(lib: FakeDevice
 
 
 def test_twin_prepared_for_another_claim_is_refused(lib: FakeDeviceLib) -> None:
-    passthrough = Passthrough(lib.pci_bus(), fake=True)
+    passthrough = Passthrough(lib.pci_bus(), host=StandInDeviceNodes())
     devices = build_inventory(lib.gpus()) + passthrough.devices(lib.gpus())
     vfio = next(d for d in devices if d.name == "gpu-vfio-0")
     with pytest.raises(DeviceInUseError, match=r"same GPU .* as gpu-0, prepared for claim other"):
@@ -210,7 +211,7 @@ def test_twin_prepared_for_another_claim_is_refused(lib: FakeDeviceLib) -> None:
 
 def test_recover_gives_back_unheld_and_driverless_gpus(lib: FakeDeviceLib) -> None:
     bus = lib.pci_bus()
-    passthrough = Passthrough(bus, fake=True)
+    passthrough = Passthrough(bus, host=StandInDeviceNodes())
     first, second = passthrough.devices(lib.gpus())
     passthrough.bind(REF, first, None, config_field=None)
     passthrough.bind(REF, second, None, config_field=None)
@@ -224,7 +225,7 @@ def test_recover_gives_back_unheld_and_driverless_gpus(lib: FakeDeviceLib) -> No
 
 
 def test_a_gpu_nvml_no_longer_lists_keeps_its_vfio_device(lib: FakeDeviceLib) -> None:
-    passthrough = Passthrough(lib.pci_bus(), fake=True)
+    passthrough = Passthrough(lib.pci_bus(), host=StandInDeviceNodes())
     gpus = lib.gpus()
     first = [d.name for d in passthrough.devices(gpus)]
     # On vfio-pci a real GPU vanishes from NVML's enumeration.

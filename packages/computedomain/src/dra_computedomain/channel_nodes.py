@@ -7,9 +7,9 @@ one with ``mknod`` (character device, major of ``nvidia-caps-imex-channels`` in
 is too old or not loaded with IMEX channels) the prepare fails, naming the node.
 
 :func:`channel_minors` and :func:`missing_channels` decide without I/O; :class:`ChannelNodes`
-is the edge that reads ``/proc/devices`` and calls ``mknod`` (via the plugin's
-:func:`~dra_kubelet_core.device_nodes.ensure_char_node`). Fake nodes never get here: their
-channels are ``/dev/null`` stand-ins.
+is the edge that reads ``/proc/devices`` and has the host's device nodes
+(:class:`~dra_kubelet_core.host_devices.HostDevices`) call ``mknod``. On fake nodes the
+channels are stand-ins that always exist, so nothing is made.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Final
 
-from dra_kubelet_core.device_nodes import NodeUnavailableError, char_majors, ensure_char_node
+from dra_kubelet_core.device_nodes import NodeUnavailableError, char_majors
+from dra_kubelet_core.host_devices import HostDevices
 
 from .errors import ChannelDeviceError
 from .names import MAX_CHANNELS
@@ -56,26 +57,23 @@ def missing_channels(minors: Iterable[int], exists: Callable[[str], bool]) -> tu
 
 
 class ChannelNodes:
-    """Creates missing channel nodes below ``dev_root`` (where this process sees host /dev)."""
+    """Creates missing channel nodes among ``host``'s device nodes."""
 
     def __init__(
         self,
-        dev_root: Path = Path("/"),
+        host: HostDevices,
         proc_root: Path = Path("/proc"),
         *,
         proc_devices: Path | None = None,
     ) -> None:
-        """``dev_root`` "/" means paths as they are; ``proc_root`` holds ``devices``.
+        """``host``: the host's device nodes (the backend's); ``proc_root`` holds ``devices``.
 
         ``proc_devices``: a file read in place of ``<proc_root>/devices`` (NVIDIA's
         ``ALT_PROC_DEVICES_PATH``, chart value ``altProcDevices``: a mock NVML node whose
         kernel lists no NVIDIA devices).
         """
-        self._dev_root = dev_root
+        self.host = host
         self._proc_devices = proc_devices or proc_root / "devices"
-
-    def _exists(self, path: str) -> bool:
-        return (self._dev_root / path.lstrip("/")).exists()
 
     def ensure(self, claim: str, mode: str) -> int:
         """Make sure every channel node of a ``mode`` claim exists; return how many were made.
@@ -84,7 +82,7 @@ class ChannelNodes:
             ChannelDeviceError: a node is missing and cannot be created (no
                 ``nvidia-caps-imex-channels`` major, or ``mknod`` refused); names the node.
         """
-        missing = missing_channels(channel_minors(mode), self._exists)
+        missing = missing_channels(channel_minors(mode), self.host.exists)
         if not missing:
             return 0
         first = channel_path(missing[0])
@@ -106,8 +104,7 @@ class ChannelNodes:
         for minor in missing:
             path = channel_path(minor)
             try:
-                made += ensure_char_node(
-                    self._dev_root,
+                made += self.host.ensure_char_node(
                     path,
                     module=IMEX_CHANNELS_MODULE,
                     minor=minor,

@@ -19,7 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dra_api_types import ComputeDomain, ComputeDomainClique
-from dra_kubelet_core.cdi import ContainerEdits, DeviceNode, Mount
+from dra_kubelet_core.cdi import ContainerEdits, Mount
+from dra_kubelet_core.host_devices import HostDevices
 
 from .channel_nodes import CHANNEL_DIR, channel_minors, channel_path
 from .errors import (
@@ -150,23 +151,16 @@ def decide_channel(
     return ChannelDecision(label, None)
 
 
-def channel_edits(mode: str, clique_id: str, *, fake: bool) -> ContainerEdits:
+def channel_edits(mode: str, clique_id: str, *, host: HostDevices) -> ContainerEdits:
     """The channel device nodes a workload container gets: channel 0, or all with ``All``.
 
-    Nodes without a clique ID get none (no fabric, no IMEX). On fake nodes the channels are
-    stand-ins backed by ``/dev/null``, as the fake GPU backend does for ``/dev/nvidiaN``; on
-    real nodes :class:`~dra_computedomain.channel_nodes.ChannelNodes` has made them first.
+    Nodes without a clique ID get none (no fabric, no IMEX). ``host`` backs them: on real
+    nodes the host's own, which :class:`~dra_computedomain.channel_nodes.ChannelNodes` has
+    made first; on fake nodes stand-ins, as the fake GPU backend has for ``/dev/nvidiaN``.
     """
     if not clique_id:
         return ContainerEdits()
-    nodes = tuple(
-        DeviceNode(
-            path=channel_path(n),
-            host_path="/dev/null" if fake else None,
-            permissions="rw",
-        )
-        for n in channel_minors(mode)
-    )
+    nodes = tuple(host.node(channel_path(n), permissions="rw") for n in channel_minors(mode))
     return ContainerEdits(device_nodes=nodes)
 
 

@@ -10,7 +10,9 @@ host's IMEX domain and gets channel 0 (isolation ``domain``; ``channel`` is not 
 in NVIDIA's driver). Both modes need nothing else; the gate ``HostManagedIMEXDaemon`` only
 unlocks ``hostManaged``.
 
-:func:`check_imex_mode` is pure; :class:`HostImex` runs the query (I/O).
+:func:`check_imex_mode` is pure; :class:`HostImex` runs the query (I/O), and
+:class:`FakeHostImex` asks the fake daemon of fake GPU nodes instead (the device backend
+picks one).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ __all__ = [
     "DRIVER_MANAGED",
     "HOST_MANAGED",
     "IMEX_GATE",
+    "FakeHostImex",
     "HostImex",
     "check_imex_mode",
 ]
@@ -67,18 +70,24 @@ class HostImex:
     socket_path: str
     #: where this process sees the host's driver root (its ``nvidia-imex-ctl``)
     driver_root: Path = Path("/")
-    #: ask :mod:`.fake_imex` instead (fake GPU nodes)
-    fake: bool = False
 
     def query(self) -> tuple[str, ...]:
         """The readiness command: ``nvidia-imex-ctl -q --u=<socket>`` in the driver root."""
-        if self.fake:
-            socket = self.driver_root / self.socket_path.lstrip("/")
-            fake = (sys.executable, "-m", "dra_computedomain.fake_imex")
-            return (*fake, "ctl", "-q", f"--u={socket}")
         ctl = ("nvidia-imex-ctl", "-q", f"--u={self.socket_path}")
         return ctl if self.driver_root == Path("/") else ("chroot", str(self.driver_root), *ctl)
 
     def ready(self, *, timeout_s: float = 10.0) -> bool:
         """Whether the host's daemon answers ``READY`` (unreachable: False)."""
         return query_ready(ImexCommands((), self.query()), timeout_s=timeout_s)
+
+
+@dataclass(frozen=True)
+class FakeHostImex(HostImex):
+    """The host's IMEX daemon on fake GPU nodes: asked through :mod:`.fake_imex`, at the
+    socket's path below the driver root (no chroot)."""
+
+    def query(self) -> tuple[str, ...]:
+        """The fake ``nvidia-imex-ctl -q`` against the socket below the driver root."""
+        socket = self.driver_root / self.socket_path.lstrip("/")
+        fake = (sys.executable, "-m", "dra_computedomain.fake_imex")
+        return (*fake, "ctl", "-q", f"--u={socket}")

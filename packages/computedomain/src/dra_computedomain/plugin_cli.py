@@ -17,7 +17,6 @@ import shutil
 import signal
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from dra_kube_client import KubeApiError
@@ -41,37 +40,19 @@ from .gate_log import log_unbuilt_gates
 from .host_imex import DRIVER_MANAGED, HostImex, check_imex_mode
 from .names import COMPUTE_DOMAIN_DRIVER
 from .node_api import NodeApi
+from .plugin_backend import open_backend
 from .plugin_driver import (
     RETRY,
     ComputeDomainDriver,
     compute_domain_identity,
     compute_domain_slices,
 )
+from .plugin_settings import PluginSettings
 
 __all__ = ["PluginSettings", "build_parser", "main", "settings_from_args"]
 
 log = logging.getLogger("dra_computedomain")
 _DOMAIN_DIR_CLEANUP_S = 600.0
-
-
-@dataclass(frozen=True)
-class PluginSettings:
-    """The core's settings plus this plugin's."""
-
-    common: CommonSettings
-    namespace: str
-    device_backend: str
-    fake_gpus: str
-    fake_gpu_state_file: Path | None
-    driver_root: Path
-    dev_root: Path = Path("/")
-    proc_root: Path = Path("/proc")
-    #: read in place of ``<proc_root>/devices`` (NVIDIA's ``ALT_PROC_DEVICES_PATH``)
-    alt_proc_devices: Path | None = None
-    #: label the node ``nvidia.com/gpu.clique`` with its clique ID (NVIDIA's, off by default)
-    gpu_clique_label: bool = False
-    #: host-managed IMEX (``--imex-mode=hostManaged``): the host's daemon, else None
-    host_imex: HostImex | None = None
 
 
 def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
@@ -123,13 +104,8 @@ def settings_from_args(args: argparse.Namespace) -> PluginSettings:
         raise ConfigurationError("--alt-proc-devices-path", f"{alt!r} must be an absolute path")
     gates, _ = parse_feature_gates(args.feature_gates)
     host = check_imex_mode(args.imex_mode, args.imex_isolation, gates)
-    fake = args.device_backend == "fake"
     host_imex = (
-        HostImex(
-            socket_path=args.imex_host_socket_path,
-            driver_root=Path(args.nvidia_driver_root),
-            fake=fake,
-        )
+        HostImex(socket_path=args.imex_host_socket_path, driver_root=Path(args.nvidia_driver_root))
         if host
         else None
     )
@@ -151,21 +127,10 @@ def settings_from_args(args: argparse.Namespace) -> PluginSettings:
     )
 
 
-def read_clique_id(settings: PluginSettings, plugin_dir: Path) -> str:
+def read_clique_id(devices: DeviceLibConfig, node_name: str) -> str:
     """The node's clique ID from its GPUs' fabric info ("" without NVLink fabric)."""
-    fake = settings.device_backend == "fake"
-    state = settings.fake_gpu_state_file or (plugin_dir / "fake-gpus.json" if fake else None)
-    if state is not None:
-        state.parent.mkdir(parents=True, exist_ok=True)
-    config = DeviceLibConfig(
-        backend="fake" if fake else "nvml",
-        driver_root=settings.driver_root,
-        node_name=settings.common.node_name,
-        fake_fleet=settings.fake_gpus or None,
-        fake_state_path=state,
-    )
-    with open_device_lib(config) as lib:
-        return node_clique_id(settings.common.node_name, lib.gpus())
+    with open_device_lib(devices) as lib:
+        return node_clique_id(node_name, lib.gpus())
 
 
 async def _clean_domain_dirs(api: NodeApi, domains_dir: Path) -> None:
@@ -190,7 +155,8 @@ async def run(settings: PluginSettings, stop: asyncio.Event) -> None:
     """Serve until ``stop`` is set."""
     s = settings.common
     async with PluginRunner(s, compute_domain_identity()) as runner:
-        clique_id = await asyncio.to_thread(read_clique_id, settings, runner.plugin_dir)
+        backend = await asyncio.to_thread(open_backend, settings, runner.plugin_dir)
+        clique_id = await asyncio.to_thread(read_clique_id, backend.devices, s.node_name)
         log.info("clique", extra={"event": "clique_id", "clique_id": clique_id})
         await runner.connect()
         assert runner.transport is not None  # no --claims-directory (checked)
@@ -202,11 +168,10 @@ async def run(settings: PluginSettings, stop: asyncio.Event) -> None:
             api,
             clique_id=clique_id,
             domains_dir=domains_dir,
-            fake=settings.device_backend == "fake",
             channel_nodes=ChannelNodes(
-                settings.dev_root, settings.proc_root, proc_devices=settings.alt_proc_devices
+                backend.host, settings.proc_root, proc_devices=settings.alt_proc_devices
             ),
-            host_imex=settings.host_imex,
+            host_imex=backend.host_imex,
         )
         engine = runner.engine(driver, retry=RETRY, hooks=driver)
         await engine.start()
@@ -215,7 +180,7 @@ async def run(settings: PluginSettings, stop: asyncio.Event) -> None:
         await runner.serve_endpoints()
         runner.publish(
             lambda generation: compute_domain_slices(
-                s.node_name, runner.node_uid, generation, daemons=settings.host_imex is None
+                s.node_name, runner.node_uid, generation, daemons=backend.host_imex is None
             ),
             health=HealthHub(s.node_name),
         )

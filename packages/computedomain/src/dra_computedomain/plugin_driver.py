@@ -179,22 +179,20 @@ class ComputeDomainDriver:
         *,
         clique_id: str,
         domains_dir: Path,
-        fake: bool,
-        channel_nodes: ChannelNodes | None = None,
+        channel_nodes: ChannelNodes,
         host_imex: HostImex | None = None,
     ) -> None:
         """``domains_dir``: the per-domain IMEX config directories (a host path, for CDI).
 
-        ``channel_nodes`` creates missing channel device nodes on real nodes (default: below
-        ``/dev``); fake nodes use ``/dev/null`` stand-ins and never create any.
+        ``channel_nodes``: the channel device nodes on the backend's host (real nodes are
+        created when missing; fake nodes are stand-ins that always exist).
         ``host_imex``: host-managed IMEX (no daemons; channel prepares wait for the host's).
         """
         self.api = api
         self.host_imex = host_imex
-        self._channel_nodes = None if fake else (channel_nodes or ChannelNodes())
+        self._channel_nodes = channel_nodes
         self.clique_id = clique_id
         self._domains_dir = domains_dir
-        self._fake = fake
         self._generation: dict[str, int] = {}
         #: channel claims prepared on this node: claim UID -> domain UID
         self.prepared: dict[str, str] = {}
@@ -283,7 +281,7 @@ class ComputeDomainDriver:
             if ours and not decision.error.permanent:
                 self.waiting[ref.uid] = domain_uid
             raise decision.error
-        if self._channel_nodes is not None and self.clique_id:
+        if self.clique_id:
             try:
                 await asyncio.to_thread(
                     self._channel_nodes.ensure, claim.ref, claim.allocation_mode
@@ -296,7 +294,7 @@ class ComputeDomainDriver:
         self._check(ref, generation)
         self.waiting.pop(ref.uid, None)
         self.prepared[ref.uid] = domain_uid
-        return channel_edits(claim.allocation_mode, self.clique_id, fake=self._fake)
+        return channel_edits(claim.allocation_mode, self.clique_id, host=self._channel_nodes.host)
 
     async def _host_channel(
         self,
@@ -320,10 +318,10 @@ class ComputeDomainDriver:
                 f"host-managed IMEX on node {node.name}: nvidia-imex at {host.socket_path} "
                 "is not reachable or not READY",
             )
-        if self._channel_nodes is not None and self.clique_id:
+        if self.clique_id:
             await asyncio.to_thread(self._channel_nodes.ensure, claim.ref, claim.allocation_mode)
         self._check(ref, generation)
-        return channel_edits(claim.allocation_mode, self.clique_id, fake=self._fake)
+        return channel_edits(claim.allocation_mode, self.clique_id, host=self._channel_nodes.host)
 
     async def _daemon(self, ref: ClaimRef, state: Mapping[str, Any]) -> ContainerEdits:
         domain_uid = str(state["domainUID"])

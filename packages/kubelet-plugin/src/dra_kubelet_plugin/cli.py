@@ -14,10 +14,10 @@ from dra_kubelet_core.errors import ConfigurationError, PluginError
 from dra_kubelet_core.logs import configure_logging
 from dra_nvlib import NvlibError
 
+from dra_kubelet_plugin.backend import open_backend
 from dra_kubelet_plugin.plugin import (
     KubeletPlugin,
     enumerate_devices,
-    open_devices,
     open_passthrough,
     render_resource_slices,
 )
@@ -29,9 +29,10 @@ log = logging.getLogger("dra_kubelet_plugin")
 
 
 def _print_slices(settings: Settings) -> int:
-    with open_devices(settings) as lib:
+    backend = open_backend(settings)
+    with backend.lib as lib:
         devices = enumerate_devices(
-            lib, open_passthrough(settings, lib), dynamic_mig=settings.gate("DynamicMIG")
+            lib, open_passthrough(settings, backend), dynamic_mig=settings.gate("DynamicMIG")
         )
     sys.stdout.write(render_resource_slices(settings, devices))
     return 0

@@ -29,7 +29,8 @@ from typing import Protocol
 from dra_kubelet_core.cdi import ContainerEdits, DeviceNode, Mount
 from dra_kubelet_core.device_nodes import NodeUnavailableError, ensure_char_node, mig_cap_minors
 from dra_kubelet_core.errors import ClaimRef, DeviceNodeMissingError
-from dra_nvlib import nvidia_smi_env, render_env_nvidia_smi_script
+from dra_kubelet_core.host_devices import StandInDeviceNodes
+from dra_nvlib import GpuInfo, nvidia_smi_env, nvidia_smi_policy_env, render_env_nvidia_smi_script
 
 from dra_kubelet_plugin.driver_edits import create_symlinks_hook, driver_edits
 from dra_kubelet_plugin.driver_files import DriverNotFoundError, driver_version_at, scan_driver_root
@@ -52,6 +53,11 @@ class EditsProvider(Protocol):
     def claim_edits(self, claim: ClaimRef, devices: Sequence[NodeDevice]) -> ContainerEdits:
         """Edits every container that gets any of the claim's devices needs; may write
         host files under the provider's state directory (removed by :meth:`release`)."""
+        ...
+
+    def sharing_env(self, gpu: GpuInfo) -> tuple[str, ...]:
+        """Env showing the GPU's sharing as it is now (compute mode, time-slice) to the
+        container's tools, for a claim whose sharing was applied."""
         ...
 
     def release(self, claim_uid: str) -> None:
@@ -94,6 +100,7 @@ class FakeEdits:
         """Write per-claim fake ``nvidia-smi`` scripts below ``state_dir``."""
         self._files = _ClaimFiles(state_dir)
         self._smi_path = smi_container_path
+        self._nodes = StandInDeviceNodes()
 
     def device_edits(self, claim: ClaimRef, device: NodeDevice) -> ContainerEdits:  # noqa: ARG002
         """Env vars naming the device (and its ``nvidia-smi`` entry), and its ``/dev/nvidiaN``
@@ -106,7 +113,7 @@ class FakeEdits:
             *([f"NVIDIA_FAKE_{token}_MEMORY={binary_quantity(memory)}"] if memory else []),
             nvidia_smi_env(device.gpu, device.mig),
         )
-        node = DeviceNode(path=f"/dev/nvidia{device.gpu.minor}", host_path="/dev/null")
+        node = self._nodes.node(f"/dev/nvidia{device.gpu.minor}")
         return ContainerEdits(env=env, device_nodes=(node,))
 
     def claim_edits(
@@ -132,6 +139,11 @@ class FakeEdits:
             options=("ro", "nosuid", "nodev", "bind"),
         )
         return ContainerEdits(mounts=(mount,))
+
+    def sharing_env(self, gpu: GpuInfo) -> tuple[str, ...]:
+        """The GPU's ``nvidia-smi`` policy entry: the fake ``nvidia-smi`` shows its compute
+        mode and time-slice from it."""
+        return (nvidia_smi_policy_env(gpu),)
 
     def release(self, claim_uid: str) -> None:
         """Remove the claim's script."""
@@ -362,6 +374,10 @@ class NvmlEdits:
             )
         self._driver = (version, edits)
         return edits
+
+    def sharing_env(self, gpu: GpuInfo) -> tuple[str, ...]:  # noqa: ARG002
+        """None: the real ``nvidia-smi`` asks the driver."""
+        return ()
 
     def release(self, claim_uid: str) -> None:
         """Nothing to remove: the real backend writes no per-claim host files."""

@@ -7,8 +7,9 @@ Pure adapters around the sharing package, so the prepare path stays one call eac
 - :func:`claim_error` maps a sharing error to the per-claim error the kubelet gets, keeping
   the field it names;
 - :func:`sharing_edits` renders what containers need for the sharing that was applied: the
-  MPS pipe directory, shm and (fake backend) client, and on the fake backend the
-  ``nvidia-smi`` entries showing each GPU's compute mode and time-slice as they are now;
+  MPS pipe directory, shm and (fake backend) client, and the env the backend's edits show
+  each GPU's compute mode and time-slice with as they are now (the fake ``nvidia-smi``'s
+  entries; nothing on real GPUs);
 - :func:`concrete_device` turns a dynamic MIG placement into the MIG device created for it;
 - :class:`GpuSharing` runs the step for the driver: resolution at plan time, the side effects
   at prepare and unprepare (reference-counted across the node's claims), recovery at start.
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from dra_kubelet_core.cdi import ContainerEdits, Mount
@@ -29,7 +30,7 @@ from dra_kubelet_core.errors import (
     PluginError,
     UnsupportedConfigError,
 )
-from dra_nvlib import DeviceError, DeviceLib, GpuInfo, nvidia_smi_policy_env
+from dra_nvlib import DeviceError, DeviceLib, GpuInfo
 from dra_sharing import (
     ClaimSharingState,
     MigRequest,
@@ -46,6 +47,7 @@ from dra_sharing import (
 )
 
 from dra_kubelet_plugin.allocation import PlannedDevice
+from dra_kubelet_plugin.container_edits import EditsProvider
 from dra_kubelet_plugin.inventory import DeviceType, NodeDevice
 
 __all__ = [
@@ -151,12 +153,13 @@ def sharing_edits(
     mps: Mapping[str, MpsEdits],
     gpus_now: Mapping[str, GpuInfo],
     *,
-    fake: bool,
+    gpu_env: Callable[[GpuInfo], Sequence[str]],
 ) -> ContainerEdits:
     """Claim-wide edits for the sharing applied to ``devices``.
 
     ``mps`` maps device UUIDs to their daemon's edits; ``gpus_now`` are the claim's GPUs as
-    enumerated after sharing was applied (the fake ``nvidia-smi`` shows their state).
+    enumerated after sharing was applied, and ``gpu_env`` the env that shows a GPU's state
+    (:meth:`EditsProvider.sharing_env`).
     """
     env: dict[str, str] = {}
     mounts: dict[str, Mount] = {}
@@ -168,10 +171,10 @@ def sharing_edits(
                 env[name] = value
             for mount in _mps_mounts(edits):
                 mounts.setdefault(mount.container_path, mount)
-        if fake:
-            gpu = gpus_now.get(device.gpu.uuid)
-            if gpu is not None:
-                name, _, value = nvidia_smi_policy_env(gpu).partition("=")
+        gpu = gpus_now.get(device.gpu.uuid)
+        if gpu is not None:
+            for item in gpu_env(gpu):
+                name, _, value = item.partition("=")
                 env[name] = value
     return ContainerEdits(
         env=tuple(f"{k}={v}" for k, v in sorted(env.items())),
@@ -246,14 +249,19 @@ class GpuSharing:
     and shared MIG devices are reference-counted across claims."""
 
     def __init__(
-        self, *, lib: DeviceLib, manager: SharingManager, gates: SharingGates, fake: bool
+        self,
+        *,
+        lib: DeviceLib,
+        manager: SharingManager,
+        gates: SharingGates,
+        edits: EditsProvider,
     ) -> None:
-        """``lib`` re-enumerates GPUs after sharing changed them; ``fake`` adds the fake
-        ``nvidia-smi`` entries of the sharing."""
+        """``lib`` re-enumerates GPUs after sharing changed them; ``edits`` (the backend's)
+        adds the env that shows the sharing to the container's tools."""
         self._lib = lib
         self._manager = manager
         self._gates = gates
-        self._fake = fake
+        self._edits = edits
         self._states: dict[str, ClaimSharingState] = {}
 
     def plan(self, ref: ClaimRef, planned: Sequence[PlannedDevice]) -> SharingStep:
@@ -291,7 +299,9 @@ class GpuSharing:
         except (SharingError, DeviceError) as exc:
             await self.unprepare(ref.uid, state)
             raise SharingFailedError(ref, str(exc)) from exc
-        edits = sharing_edits(concrete, self._manager.mps_edits(state), gpus_now, fake=self._fake)
+        edits = sharing_edits(
+            concrete, self._manager.mps_edits(state), gpus_now, gpu_env=self._edits.sharing_env
+        )
         return SharingResult(state=state, devices=concrete, edits=edits)
 
     async def unprepare(self, uid: str, state: ClaimSharingState) -> None:

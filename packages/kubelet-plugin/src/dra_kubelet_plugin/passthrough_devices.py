@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from dra_api_types import VfioDeviceConfig
 from dra_kubelet_core.cdi import ContainerEdits
@@ -34,6 +33,7 @@ from dra_kubelet_core.errors import (
     DeviceNodeMissingError,
     PluginError,
 )
+from dra_kubelet_core.host_devices import HostDevices
 from dra_nvlib import (
     VFIO_DRIVER,
     DeviceError,
@@ -100,18 +100,16 @@ class Passthrough:
         self,
         bus: PciBus,
         *,
-        fake: bool,
+        host: HostDevices,
         lib: DeviceLib | None = None,
-        dev_root: Path = Path("/"),
         wait_timeout_s: float = 30.0,
     ) -> None:
-        """``fake``: back the container's VFIO nodes with ``/dev/null`` (fake GPUs have no
-        real ones); otherwise each node must exist below ``dev_root``. ``lib`` reads and
-        restores the GPU's persistence mode around passthrough."""
+        """``host`` backs the container's VFIO nodes (the host's own, which must exist, or
+        the fake backend's stand-ins). ``lib`` reads and restores the GPU's persistence mode
+        around passthrough."""
         self.bus = bus
         self._lib = lib
-        self._fake = fake
-        self._dev_root = dev_root
+        self._host = host
         self._wait_timeout_s = wait_timeout_s
         self._known: dict[str, GpuInfo] = {}
 
@@ -207,16 +205,13 @@ class Passthrough:
                 ref, f"GPU {device.name} ({bus_id}) cannot be passed through: {exc.detail}"
             ) from exc
         nodes = vfio_nodes(facts, config, iommufd_available=self.bus.iommufd_available())
-        if self._fake:
-            edits = vfio_container_edits(nodes, host_path="/dev/null")
-        else:
-            for path in (nodes.device, nodes.api):
-                if path is not None and not (self._dev_root / path.lstrip("/")).exists():
-                    self.release(bus_id)
-                    raise DeviceNodeMissingError(
-                        ref, f"VFIO node {path} for {device.name} ({bus_id}) is missing on the host"
-                    )
-            edits = vfio_container_edits(nodes)
+        for path in (nodes.device, nodes.api):
+            if path is not None and not self._host.exists(path):
+                self.release(bus_id)
+                raise DeviceNodeMissingError(
+                    ref, f"VFIO node {path} for {device.name} ({bus_id}) is missing on the host"
+                )
+        edits = vfio_container_edits(nodes, self._host)
         return BoundDevice(device=device, facts=facts, nodes=nodes, edits=edits)
 
     def release(self, bus_id: str) -> None:

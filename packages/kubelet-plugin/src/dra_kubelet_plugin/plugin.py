@@ -17,19 +17,10 @@ from dra_kubelet_core.healthcheck import HealthcheckServer
 from dra_kubelet_core.metrics import PluginMetrics
 from dra_kubelet_core.runner import PluginRunner
 from dra_kubelet_core.sockets import SocketPaths
-from dra_nvlib import DeviceLib, DeviceLibConfig, open_device_lib
-from dra_sharing import (
-    DynamicMig,
-    FakeMpsLauncher,
-    MpsDaemonManager,
-    MpsLauncher,
-    NvidiaMpsLauncher,
-    SharingGates,
-    SharingManager,
-    TimeSlicer,
-)
+from dra_nvlib import DeviceLib
+from dra_sharing import DynamicMig, MpsDaemonManager, SharingGates, SharingManager, TimeSlicer
 
-from dra_kubelet_plugin.container_edits import EditsProvider, FakeEdits, NvmlEdits
+from dra_kubelet_plugin.backend import GpuBackend, open_backend
 from dra_kubelet_plugin.device_metadata import MetadataFiles
 from dra_kubelet_plugin.gpu_driver import DeviceState, gpu_identity
 from dra_kubelet_plugin.gpu_sharing import GpuSharing
@@ -48,7 +39,6 @@ from dra_kubelet_plugin.slices import (
 __all__ = [
     "KubeletPlugin",
     "enumerate_devices",
-    "open_devices",
     "open_passthrough",
     "open_sharing",
     "publication_of",
@@ -56,28 +46,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-
-def open_devices(settings: Settings) -> DeviceLib:
-    """Open the device layer the settings select."""
-    state = settings.fake_gpu_state_file
-    if settings.device_backend == "fake" and state is None:
-        state = settings.plugin_dir / "fake-gpus.json"
-        if settings.print_resource_slices and not state.exists():
-            # Printing must not create kubelet directories: use the device layer's default.
-            state = None
-    config = DeviceLibConfig(
-        backend="fake" if settings.device_backend == "fake" else "nvml",
-        driver_root=settings.container_driver_root or settings.driver_root,
-        sysfs_root=settings.sysfs_root,
-        proc_root=settings.proc_root,
-        node_name=settings.node_name,
-        fake_fleet=settings.fake_gpus or None,
-        fake_state_path=state,
-    )
-    if state is not None:
-        state.parent.mkdir(parents=True, exist_ok=True)
-    return open_device_lib(config)
 
 
 def render_resource_slices(settings: Settings, devices: Sequence[NodeDevice]) -> str:
@@ -97,18 +65,13 @@ def publication_of(settings: Settings, *, split_counters: bool = True) -> SliceP
     return SlicePublication(consumable=settings.consumable_shares, split_counters=split_counters)
 
 
-def open_sharing(settings: Settings, lib: DeviceLib) -> GpuSharing:
+def open_sharing(settings: Settings, backend: GpuBackend) -> GpuSharing:
     """Time-slicing, MPS daemons (below ``<plugin dir>/mps``) and dynamic MIG as the gates
-    select, on ``lib``."""
+    select, on the backend's GPUs."""
+    lib = backend.lib
     mps: MpsDaemonManager | None = None
     if settings.gate("MPSSupport"):
-        launcher: MpsLauncher
-        if settings.device_backend == "fake":
-            launcher = FakeMpsLauncher()
-        else:
-            root = settings.container_driver_root or settings.driver_root
-            launcher = NvidiaMpsLauncher(root / "usr" / "bin" / "nvidia-cuda-mps-control")
-        mps = MpsDaemonManager(settings.plugin_dir / "mps", lib=lib, launcher=launcher)
+        mps = MpsDaemonManager(settings.plugin_dir / "mps", lib=lib, launcher=backend.mps_launcher)
     manager = SharingManager(
         time_slicer=TimeSlicer(lib),
         mps=mps,
@@ -117,7 +80,7 @@ def open_sharing(settings: Settings, lib: DeviceLib) -> GpuSharing:
     gates = SharingGates(
         time_slicing=settings.gate("TimeSlicingSettings"), mps=settings.gate("MPSSupport")
     )
-    return GpuSharing(lib=lib, manager=manager, gates=gates, fake=settings.device_backend == "fake")
+    return GpuSharing(lib=lib, manager=manager, gates=gates, edits=backend.edits)
 
 
 def _split_counters(runner: PluginRunner) -> bool:
@@ -146,41 +109,32 @@ class KubeletPlugin:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Start everything, serve until ``stop``, then shut down cleanly."""
-        lib = await asyncio.to_thread(open_devices, self.settings)
+        backend = await asyncio.to_thread(open_backend, self.settings)
         try:
             async with PluginRunner(
                 self.settings, gpu_identity(DRIVER_NAME), self.metrics
             ) as runner:
-                await self._serve(lib, runner, stop)
+                await self._serve(backend, runner, stop)
         finally:
             with contextlib.suppress(Exception):
-                lib.close()
+                backend.lib.close()
 
-    async def _serve(self, lib: DeviceLib, runner: PluginRunner, stop: asyncio.Event) -> None:
+    async def _serve(self, backend: GpuBackend, runner: PluginRunner, stop: asyncio.Event) -> None:
         s = self.settings
-        passthrough = await asyncio.to_thread(open_passthrough, s, lib)
+        lib = backend.lib
+        passthrough = await asyncio.to_thread(open_passthrough, s, backend)
         devices = await asyncio.to_thread(
             enumerate_devices, lib, passthrough, dynamic_mig=s.gate("DynamicMIG")
         )
         await runner.connect()
         self.sockets = paths = runner.sockets
         assert paths is not None  # set by connect()
-        edits: EditsProvider
-        if s.device_backend == "fake":
-            edits = FakeEdits(s.plugin_dir / "claims")
-        else:
-            edits = NvmlEdits(
-                driver_root=s.driver_root,
-                container_driver_root=s.container_driver_root,
-                dev_root=s.dev_root,
-                cdi_hook_path=s.nvidia_cdi_hook_path,
-            )
         self.state = state = DeviceState(
             driver_name=DRIVER_NAME,
             devices=devices,
-            edits=edits,
+            edits=backend.edits,
             passthrough=passthrough,
-            sharing=open_sharing(s, lib),
+            sharing=open_sharing(s, backend),
             **runner.engine_parts(),
         )
         await state.start()
@@ -282,17 +236,12 @@ class KubeletPlugin:
                 await on_change(new)
 
 
-def open_passthrough(settings: Settings, lib: DeviceLib) -> PassthroughClaims | None:
+def open_passthrough(settings: Settings, backend: GpuBackend) -> PassthroughClaims | None:
     """The passthrough part of the driver with gate ``PassthroughSupport`` (else ``None``);
     KEP-5304 metadata files with ``DeviceMetadata``."""
     if not settings.gate("PassthroughSupport"):
         return None
-    bus = Passthrough(
-        lib.pci_bus(),
-        fake=settings.device_backend == "fake",
-        lib=lib,
-        dev_root=settings.dev_root,
-    )
+    bus = Passthrough(backend.lib.pci_bus(), host=backend.host, lib=backend.lib)
     metadata = MetadataFiles(settings.plugin_dir, driver=DRIVER_NAME)
     return PassthroughClaims(
         bus,

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from dra_api_types import VfioDeviceConfig
 from dra_api_types.nvidia_v1beta1 import IOMMU_BACKEND_POLICIES
-from dra_kubelet_core.cdi import ContainerEdits, DeviceNode
+from dra_kubelet_core.cdi import ContainerEdits
+from dra_kubelet_core.host_devices import HostDevices
 from dra_nvlib import PciFacts
 
 __all__ = [
@@ -82,11 +83,11 @@ def vfio_nodes(
     )
 
 
-def vfio_container_edits(nodes: VfioNodes, *, host_path: str | None = None) -> ContainerEdits:
-    """The device's CDI edits; ``host_path`` backs every node with one host file (the fake
-    backend's ``/dev/null``), else each node is the host's own."""
+def vfio_container_edits(nodes: VfioNodes, host: HostDevices) -> ContainerEdits:
+    """The device's CDI edits, each node as ``host`` backs it (the host's own, or the fake
+    backend's stand-ins)."""
     paths = [nodes.device] + ([nodes.api] if nodes.api else [])
     return ContainerEdits(
         env=("NVIDIA_VISIBLE_DEVICES=void",),
-        device_nodes=tuple(DeviceNode(path=p, host_path=host_path) for p in paths),
+        device_nodes=tuple(host.node(p) for p in paths),
     )

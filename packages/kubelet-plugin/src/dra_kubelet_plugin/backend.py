@@ -1,0 +1,107 @@
+"""The GPU plugin's device backend (``--device-backend``), chosen once at start.
+
+:func:`open_backend` is the one place that reads the choice: it opens the device library
+(:func:`dra_nvlib.open_device_lib`) and picks the parts that differ between real and fake GPUs,
+which the wiring (:mod:`dra_kubelet_plugin.plugin`, :mod:`dra_kubelet_plugin.cli`) injects:
+
+=================  ===============================  ===============================
+part               ``nvml`` (real GPUs)             ``fake`` (simulated fleet)
+=================  ===============================  ===============================
+``lib``            NVML                             the fake fleet's state file
+``edits``          :class:`NvmlEdits`               :class:`FakeEdits`
+``mps_launcher``   :class:`NvidiaMpsLauncher`       :class:`FakeMpsLauncher`
+``host``           :class:`HostDeviceNodes`         :class:`StandInDeviceNodes`
+=================  ===============================  ===============================
+
+Nothing below takes a "fake" flag: the parts behave as their backend does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dra_kubelet_core.host_devices import HostDeviceNodes, HostDevices, StandInDeviceNodes
+from dra_nvlib import DeviceLib, DeviceLibConfig, open_device_lib
+from dra_sharing import FakeMpsLauncher, MpsLauncher, NvidiaMpsLauncher
+
+from dra_kubelet_plugin.container_edits import EditsProvider, FakeEdits, NvmlEdits
+from dra_kubelet_plugin.settings import Settings
+
+__all__ = ["GpuBackend", "backend_parts", "device_lib_config", "open_backend", "open_devices"]
+
+
+@dataclass(frozen=True)
+class GpuBackend:
+    """What the device backend decides for the GPU plugin; the owner closes ``lib``."""
+
+    #: the node's GPUs
+    lib: DeviceLib
+    #: the CDI content of prepared devices
+    edits: EditsProvider
+    #: starts MPS control daemons (gate ``MPSSupport``)
+    mps_launcher: MpsLauncher
+    #: how device nodes (VFIO nodes of passthrough GPUs) are backed on this host
+    host: HostDevices
+
+
+def _fake(settings: Settings) -> bool:
+    return settings.device_backend == "fake"
+
+
+def device_lib_config(settings: Settings) -> DeviceLibConfig:
+    """The device library the settings select (pure).
+
+    The fake fleet's state is ``<plugin dir>/fake-gpus.json`` unless a file is given; only
+    printing slices without one uses the device layer's default, so that it creates no
+    kubelet directories.
+    """
+    state = settings.fake_gpu_state_file
+    if _fake(settings) and state is None:
+        state = settings.plugin_dir / "fake-gpus.json"
+        if settings.print_resource_slices and not state.exists():
+            state = None
+    return DeviceLibConfig(
+        backend="fake" if _fake(settings) else "nvml",
+        driver_root=settings.container_driver_root or settings.driver_root,
+        sysfs_root=settings.sysfs_root,
+        proc_root=settings.proc_root,
+        node_name=settings.node_name,
+        fake_fleet=settings.fake_gpus or None,
+        fake_state_path=state,
+    )
+
+
+def open_devices(settings: Settings) -> DeviceLib:
+    """Open the device library the settings select (the fake state's directory is made)."""
+    config = device_lib_config(settings)
+    if config.fake_state_path is not None:
+        config.fake_state_path.parent.mkdir(parents=True, exist_ok=True)
+    return open_device_lib(config)
+
+
+def backend_parts(settings: Settings, lib: DeviceLib) -> GpuBackend:
+    """The parts of the backend the settings select, around an open ``lib`` (no I/O)."""
+    if _fake(settings):
+        return GpuBackend(
+            lib=lib,
+            edits=FakeEdits(settings.plugin_dir / "claims"),
+            mps_launcher=FakeMpsLauncher(),
+            host=StandInDeviceNodes(),
+        )
+    root = settings.container_driver_root or settings.driver_root
+    return GpuBackend(
+        lib=lib,
+        edits=NvmlEdits(
+            driver_root=settings.driver_root,
+            container_driver_root=settings.container_driver_root,
+            dev_root=settings.dev_root,
+            cdi_hook_path=settings.nvidia_cdi_hook_path,
+        ),
+        mps_launcher=NvidiaMpsLauncher(root / "usr" / "bin" / "nvidia-cuda-mps-control"),
+        host=HostDeviceNodes(settings.dev_root),
+    )
+
+
+def open_backend(settings: Settings) -> GpuBackend:
+    """Open the device library and choose the backend's parts (once, at start)."""
+    return backend_parts(settings, open_devices(settings))
