@@ -38,6 +38,7 @@ from dra_api_types import (
     ValidationError,
     decode_opaque_config,
 )
+from dra_kube_client import Backoff
 from dra_kubelet_plugin.core.allocated import AllocatedDevice
 from dra_kubelet_plugin.core.cdi import CDIKind, ContainerEdits
 from dra_kubelet_plugin.core.checkpoint import ClaimState, PreparedClaim, PreparedDevice
@@ -430,12 +431,13 @@ class ComputeDomainEngine(ClaimEngine):
         """Prepare, retrying a waiting claim (daemon not ready, channel still held)."""
         generation = self.cd_driver.generation(ref.uid)
         deadline = time.monotonic() + self._deadline_s
-        delay = self._backoff[0]
+        backoff = Backoff(initial_s=self._backoff[0], max_s=self._backoff[1], jitter=0.0)
         while True:
             try:
                 return await super().prepare(ref)
             except ClaimError as exc:
                 waiting = exc.retryable or isinstance(exc, DeviceInUseError)
+                delay = backoff.next_delay()
                 if not waiting or time.monotonic() + delay > deadline:
                     raise
                 log.info(
@@ -445,7 +447,6 @@ class ComputeDomainEngine(ClaimEngine):
             await asyncio.sleep(delay)
             if self.cd_driver.generation(ref.uid) != generation:
                 raise StalePrepareError(ref, "unprepared while the prepare was retrying")
-            delay = min(delay * 2, self._backoff[1])
 
     async def unprepare_claims(self, claims: Sequence[ClaimRef]) -> dict[str, UnprepareOutcome]:
         """Unprepare; stale the claims' pending prepares first, release waiting labels after."""
