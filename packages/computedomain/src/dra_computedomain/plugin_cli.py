@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from dra_api_types import COMPUTE_DOMAIN_DRIVER
 from dra_kube_client import KubeApiError
 from dra_kubelet_plugin.core.errors import ConfigurationError, PluginError
 from dra_kubelet_plugin.core.health import HealthHub
@@ -39,7 +40,6 @@ from .clique_id import node_clique_id
 from .errors import CliqueIdError
 from .gate_log import log_unbuilt_gates
 from .host_imex import DRIVER_MANAGED, HostImex, check_imex_mode
-from .names import COMPUTE_DOMAIN_DRIVER
 from .node_api import NodeApi
 from .plugin_driver import (
     ComputeDomainDriver,

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from dra_api_types import (
+    COMPUTE_DOMAIN_DRIVER,
     ComputeDomain,
     ComputeDomainChannelConfig,
     ComputeDomainDaemonConfig,
@@ -65,7 +66,6 @@ from .channel_prepare import (
 from .claim_devices import CHANNEL_DEVICE, DAEMON_DEVICE, slice_devices
 from .errors import ChannelDeviceError, DomainNotFoundError, HostImexNotReadyError, PrepareError
 from .host_imex import HostImex
-from .names import COMPUTE_DOMAIN_DRIVER
 from .node_api import NodeApi
 
 __all__ = [
@@ -78,7 +78,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-CDI_KIND = CDIKind("k8s.compute-domain.nvidia.com")
+CDI_KIND = CDIKind(f"k8s.{COMPUTE_DOMAIN_DRIVER}")
 _CHANNEL = "channel"
 _DAEMON = "daemon"
 

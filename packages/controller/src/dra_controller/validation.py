@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dra_api_types import decode_opaque_config
+from dra_api_types import COMPUTE_DOMAIN_DRIVER, GPU_DRIVER, decode_opaque_config
 from dra_api_types.beta_to_v1 import convert_to_v1, is_convertible_beta
 from dra_api_types.codec import parse_object
 from dra_api_types.errors import ValidationError
@@ -26,7 +26,7 @@ from .cel.environment import Environment
 from .cel.new_expressions import new_expression_error
 from .inputs import Document, object_label
 
-NVIDIA_DRIVERS = ("gpu.nvidia.com", "compute-domain.nvidia.com")
+NVIDIA_DRIVERS = (GPU_DRIVER, COMPUTE_DOMAIN_DRIVER)
 
 CompileCheck = Callable[[str], str | None]
 
