@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Mapping
 from typing import Any
 
 from conftest import DRIVER_NS
@@ -12,28 +11,28 @@ from dra_computedomain.change_watch import ChangeWatch, Watched, resource_versio
 from dra_computedomain.controller import ComputeDomainController
 from dra_computedomain.manifests import DaemonSettings
 from dra_kube_client import KubeApiError
-from dra_kube_client.testing import MemoryApi
+from dra_kube_client.testing import Answer, Call, MemoryApi, MockTransport
 
 
-class ScriptedTransport:
+def _scripted(streams: list[list[dict[str, Any]]]) -> MockTransport:
     """A list answer with a version, then one scripted watch stream per watch request."""
 
-    def __init__(self, streams: list[list[dict[str, Any]]]) -> None:
-        self.streams = streams
-        self.watches: list[tuple[str, dict[str, str]]] = []
-        self.lists = 0
+    def answer(call: Call) -> Answer:
+        if call.method != "WATCH":
+            return {"metadata": {"resourceVersion": "5"}, "items": []}
+        if not streams:
+            raise KubeApiError("WATCH", call.path, 0, "connection refused")
+        return streams.pop(0)
 
-    def request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-        self.lists += 1
-        return {"metadata": {"resourceVersion": "5"}, "items": []}
+    return MockTransport(answer)
 
-    def watch_lines(
-        self, path: str, *, query: Mapping[str, str], timeout_s: float
-    ) -> Iterator[dict[str, Any]]:
-        self.watches.append((path, dict(query)))
-        if not self.streams:
-            raise KubeApiError("WATCH", path, 0, "connection refused")
-        return iter(self.streams.pop(0))
+
+def _watches(transport: MockTransport) -> list[tuple[str, dict[str, str]]]:
+    return [(c.path, dict(c.query)) for c in transport.calls if c.method == "WATCH"]
+
+
+def _lists(transport: MockTransport) -> int:
+    return sum(1 for c in list(transport.calls) if c.method != "WATCH")
 
 
 def _event(kind: str, version: str) -> dict[str, Any]:
@@ -49,12 +48,12 @@ def test_version_follows_events_and_an_error_means_relist() -> None:
 
 
 def test_watch_starts_at_the_listed_version_and_bookmarks_do_not_wake() -> None:
-    transport = ScriptedTransport([[_event("BOOKMARK", "6")], [_event("ADDED", "8")]])
+    transport = _scripted([[_event("BOOKMARK", "6")], [_event("ADDED", "8")]])
     watch = ChangeWatch(transport, [Watched("/api/v1/nodes", {"labelSelector": "x"})])
     stop = threading.Event()
     watch.watch_once(Watched("/api/v1/nodes", {"labelSelector": "x"}), stop)
     assert not watch.changed.is_set()
-    path, query = transport.watches[0]
+    path, query = _watches(transport)[0]
     assert path == "/api/v1/nodes"
     assert query == {"labelSelector": "x", "resourceVersion": "5", "allowWatchBookmarks": "true"}
     watch.watch_once(Watched("/api/v1/nodes"), stop)
@@ -62,17 +61,17 @@ def test_watch_starts_at_the_listed_version_and_bookmarks_do_not_wake() -> None:
 
 
 def test_a_broken_watch_relists_and_wakes_the_controller() -> None:
-    transport = ScriptedTransport([])  # every watch fails
+    transport = _scripted([])  # every watch fails
     watch = ChangeWatch(transport, [Watched("/api/v1/nodes")], retry_s=0.01)
     stop = threading.Event()
     (thread,) = watch.start(stop)
     assert watch.changed.wait(5)
     deadline = time.monotonic() + 30
-    while transport.lists < 2 and time.monotonic() < deadline:
+    while _lists(transport) < 2 and time.monotonic() < deadline:
         time.sleep(0.01)
     stop.set()
     thread.join(5)
-    assert transport.lists >= 2  # relisted after the failure
+    assert _lists(transport) >= 2  # relisted after the failure
     assert not thread.is_alive()
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import datetime
 import threading
 from typing import Any
 
@@ -12,10 +11,9 @@ from conftest import DRIVER_NS, domain_body
 from dra_computedomain.api_paths import collection_path, node_path, object_path
 from dra_computedomain.change_watch import ChangeWatch
 from dra_computedomain.controller import ComputeDomainController
-from dra_computedomain.leader import decide
 from dra_computedomain.manifests import DaemonSettings
 from dra_computedomain.names import CLIQUE_ID_POD_LABEL, COMPUTE_DOMAIN_LABEL, FINALIZER
-from dra_kube_client import KubeApiError
+from dra_kube_client import KubeApiError, LeaderElector
 from dra_kube_client.testing import MemoryApi
 from template_bytes_api import TemplateBytesApi
 
@@ -286,25 +284,9 @@ def test_invalid_spec_is_an_event_naming_the_field(api: MemoryApi) -> None:
     assert api.kind_items("daemonsets") == []
 
 
-def test_lease_decisions() -> None:
-    now = datetime.datetime(2026, 12, 1, 12, 0, 0, tzinfo=datetime.UTC)
-    fresh = decide(None, "a", now, 15)
-    assert fresh is not None
-    assert fresh["holderIdentity"] == "a"
-    assert decide(fresh, "b", now + datetime.timedelta(seconds=5), 15) is None
-    taken = decide(fresh, "b", now + datetime.timedelta(seconds=20), 15)
-    assert taken is not None
-    assert taken["holderIdentity"] == "b"
-    assert taken["leaseTransitions"] == 1
-    renewed = decide(fresh, "a", now + datetime.timedelta(seconds=5), 15)
-    assert renewed is not None
-    assert renewed["acquireTime"] == fresh["acquireTime"]
-
-
 def test_every_request_is_a_declared_permission(api: MemoryApi) -> None:
     from dra_computedomain.api_paths import request_permission
     from dra_computedomain.controller import CLUSTER_REQUESTS, NAMESPACE_REQUESTS
-    from dra_computedomain.leader import LeaseElector, LeaseTimings
 
     uid = _setup(api)
     controller = ComputeDomainController(api, SETTINGS)
@@ -317,9 +299,9 @@ def test_every_request_is_a_declared_permission(api: MemoryApi) -> None:
     api.request("DELETE", CD_PATH)
     for _ in range(3):
         controller.reconcile_once()
-    elector = LeaseElector(api, namespace=DRIVER_NS, name="l", identity="a", timings=LeaseTimings())
-    assert elector.try_hold()
-    assert elector.try_hold()
+    elector = LeaderElector(api, namespace=DRIVER_NS, name="l", identity="a")
+    assert elector.step()
+    assert elector.step()
     changes = ChangeWatch(api, controller.watched())
     for watched in controller.watched():
         changes.watch_once(watched, threading.Event())

@@ -34,9 +34,7 @@ from dra_controller.allocation_controller.diagnosis import make_cluster
 from dra_controller.allocation_controller.event_text import capacity_bounds
 from dra_controller.allocation_controller.events import EventPublisher, TokenBucket
 from dra_controller.allocation_controller.http import serve
-from dra_controller.allocation_controller.leader import LeaderElector
 from dra_controller.allocation_controller.view import ClusterView
-from dra_kube_client import KubeApiError
 from dra_kube_client.testing import MemoryApi
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -325,48 +323,6 @@ def test_view_rereads_only_changed_objects_and_skips_unreadable(
     assert [c.name for c in third.claims] == ["a"]
     view.snapshot()
     assert errors == ["team/b"]  # once per resourceVersion, not per reconcile
-
-
-def test_leader_election_create_hold_and_take_over() -> None:
-    api = MemoryApi()
-    clock = [1000.0]
-    a = LeaderElector(
-        api, namespace="ns", name="l", identity="a", lease_s=15, wall_clock=lambda: clock[0]
-    )
-    a.step()
-    assert a.leading
-    path = "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l"
-    assert api.objects[path]["spec"]["holderIdentity"] == "a"
-    b = LeaderElector(api, namespace="ns", name="l", identity="b", lease_s=15)
-    b.step()  # a's lease was just renewed (real time)
-    held_by_a = b.leading
-    api.objects[path]["spec"]["renewTime"] = "2020-01-01T00:00:00.000000Z"  # a went quiet
-    b.step()
-    assert (held_by_a, b.leading) == (False, True)
-    assert api.objects[path]["spec"]["holderIdentity"] == "b"
-    assert api.objects[path]["spec"]["leaseTransitions"] == 1
-
-
-def test_leader_keeps_leading_through_short_api_outage_then_steps_down() -> None:
-    clock = [0.0]
-
-    class Down(MemoryApi):
-        def request(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
-            raise KubeApiError(method, path, 0, "connection refused")
-
-    api = MemoryApi()
-    el = LeaderElector(
-        api, namespace="ns", name="l", identity="a", lease_s=15, wall_clock=lambda: clock[0]
-    )
-    el.step()
-    assert el.leading
-    el.transport = Down()
-    clock[0] = 10.0
-    el.step()
-    within_lease = el.leading
-    clock[0] = 20.0
-    el.step()
-    assert (within_lease, el.leading) == (True, False)
 
 
 def _sample(text: str, metric: str, /, **labels: str) -> float | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -11,6 +10,7 @@ from dra_api_types import ResourceClaim, ResourceSlice
 from dra_api_types.beta_to_v1 import convert_to_v1
 from dra_api_types.v1_to_beta import convert_slice_from_v1
 from dra_kube_client import KubeApiError
+from dra_kube_client.testing import Answer, Call, MockTransport
 from dra_kubelet_core.resource_api import (
     ResourceApi,
     UnsupportedResourceApiError,
@@ -46,42 +46,23 @@ def test_no_supported_version_is_a_clear_error() -> None:
         pick_version(_group("v1alpha3"))
 
 
-class _Transport:
-    def __init__(self, answer: Any = None, status: int = 0) -> None:
-        self.answer = answer
-        self.status = status
-        self.paths: list[str] = []
+def _transport(answer: dict[str, Any] | None = None, status: int = 0) -> MockTransport:
+    def handler(call: Call) -> Answer:
+        if status:
+            raise KubeApiError(call.method, call.path, status, "not found")
+        return answer or {}
 
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Mapping[str, str] | None = None,
-        body: object = None,
-        content_type: str = "application/json",
-        timeout_s: float = 30.0,
-    ) -> dict[str, Any]:
-        self.paths.append(path)
-        if self.status:
-            raise KubeApiError(method, path, self.status, "not found")
-        answer: dict[str, Any] = self.answer
-        return answer
-
-    def watch_lines(
-        self, path: str, *, query: Mapping[str, str], timeout_s: float
-    ) -> Iterator[dict[str, Any]]:
-        return iter(())
+    return MockTransport(handler)
 
 
 def test_discovery_asks_the_group_and_a_missing_group_is_unsupported() -> None:
-    transport = _Transport(_group("v1beta2", "v1beta1"))
+    transport = _transport(_group("v1beta2", "v1beta1"))
     api = discover_resource_api(transport)
-    assert transport.paths == ["/apis/resource.k8s.io"]
+    assert [c.path for c in transport.calls] == ["/apis/resource.k8s.io"]
     assert api == ResourceApi("v1beta2")
     assert api.api_version == "resource.k8s.io/v1beta2"
     with pytest.raises(UnsupportedResourceApiError, match="DynamicResourceAllocation"):
-        discover_resource_api(_Transport(status=404))
+        discover_resource_api(_transport(status=404))
 
 
 V1_SLICE: dict[str, Any] = {
@@ -168,21 +149,18 @@ class _BetaServer:
     def __init__(self, version: str) -> None:
         self.version = version
         self.objects: dict[str, dict[str, Any]] = {}
-        self.requests: list[tuple[str, str]] = []
         self.claims: dict[str, dict[str, Any]] = {}
         self._rv = 0
+        self.transport = MockTransport(self.answer)
 
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Mapping[str, str] | None = None,
-        body: object = None,
-        content_type: str = "application/json",
-        timeout_s: float = 30.0,
-    ) -> dict[str, Any]:
-        self.requests.append((method, path))
+    @property
+    def requests(self) -> list[tuple[str, str]]:
+        return [(c.method, c.path) for c in self.transport.calls if c.method != "WATCH"]
+
+    def answer(self, call: Call) -> Answer:
+        method, path, body = call.method, call.path, call.body
+        if method == "WATCH":
+            return ()
         base = f"/apis/resource.k8s.io/{self.version}/resourceslices"
         if path.startswith(f"/apis/resource.k8s.io/{self.version}/namespaces/"):
             return self.claims[path.rsplit("/", 1)[1]]
@@ -207,11 +185,6 @@ class _BetaServer:
         stored: dict[str, Any] = obj
         return stored
 
-    def watch_lines(
-        self, path: str, *, query: Mapping[str, str], timeout_s: float
-    ) -> Iterator[dict[str, Any]]:
-        return iter(())
-
 
 @pytest.mark.parametrize("version", ["v1beta1", "v1beta2"])
 def test_publisher_speaks_the_served_beta_version_and_settles(version: str, tmp_path: Any) -> None:
@@ -231,7 +204,7 @@ def test_publisher_speaks_the_served_beta_version_and_settles(version: str, tmp_
     server = _BetaServer(version)
     hub = HealthHub("n1")
     publisher = SlicePublisher(
-        transport=server,
+        transport=server.transport,
         driver_name="gpu.nvidia.com",
         node_name="n1",
         slices=gpu_slice_source(spec, lambda: devices, hub),
@@ -264,7 +237,7 @@ def test_claims_are_read_in_the_served_version() -> None:
         "metadata": {"name": "c", "namespace": "ns", "uid": "u1"},
         "spec": {"devices": {"requests": [{"name": "gpu", "deviceClassName": "gpu.nvidia.com"}]}},
     }
-    claim = asyncio.run(KubeClaimSource(server, ResourceApi("v1beta1")).get("ns", "c"))
+    claim = asyncio.run(KubeClaimSource(server.transport, ResourceApi("v1beta1")).get("ns", "c"))
     assert claim is not None
     assert server.requests == [
         ("GET", "/apis/resource.k8s.io/v1beta1/namespaces/ns/resourceclaims/c")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dra_api_types import (
+    COMPUTE_DOMAIN_DRIVER,
     ComputeDomainChannelConfig,
     ComputeDomainDaemonConfig,
     ResourceClaim,
@@ -21,7 +22,6 @@ from dra_api_types import (
 )
 
 from .errors import ClaimConfigError
-from .names import COMPUTE_DOMAIN_DRIVER
 
 __all__ = [
     "CHANNEL_DEVICE",

@@ -13,11 +13,10 @@ import signal
 import socket
 import sys
 import threading
-import time
 from collections.abc import Sequence
 from types import FrameType
 
-from dra_kube_client import KubeConfigError, KubeTransport
+from dra_kube_client import KubeConfigError, KubeTransport, LeaderElector, LeaseTimings
 from dra_kubelet_core.errors import ConfigurationError
 from dra_kubelet_core.logs import configure_logging
 from dra_kubelet_core.nvidia_gates import parse_feature_gates
@@ -26,7 +25,6 @@ from .change_watch import ChangeWatch
 from .controller import ComputeDomainController
 from .gate_log import log_unbuilt_gates
 from .host_imex import DRIVER_MANAGED, check_imex_mode
-from .leader import LeaseElector, LeaseTimings
 from .manifests import DaemonSettings
 from .names import LEASE_NAME, MAX_NODES_PER_IMEX_DOMAIN
 
@@ -107,30 +105,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-class _Leadership:
-    """Tracks whether this replica leads, renewing in a thread of its own."""
-
-    def __init__(self, elector: LeaseElector) -> None:
-        self._elector = elector
-        self._leading = False
-        self._last_renew = 0.0
-
-    def loop(self, stop: threading.Event) -> None:
-        timings = self._elector.timings
-        while not stop.is_set():
-            if self._elector.try_hold():
-                self._leading = True
-                self._last_renew = time.monotonic()
-            elif time.monotonic() - self._last_renew > timings.renew_deadline_s:
-                if self._leading:
-                    log.warning("lost leadership", extra={"event": "leader_lost"})
-                self._leading = False
-            stop.wait(timings.retry_period_s)
-
-    def leading(self) -> bool:
-        return self._leading
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the controller until SIGTERM."""
     args = build_parser().parse_args(argv)
@@ -146,8 +120,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         gates, _ = parse_feature_gates(args.feature_gates)
         host_managed = check_imex_mode(args.imex_mode, args.imex_isolation, gates)
+        # Checked up front: timings under which a leader could outlive its Lease are an error.
+        timings = (
+            LeaseTimings(
+                args.leader_election_lease_duration,
+                args.leader_election_renew_deadline,
+                args.leader_election_retry_period,
+            )
+            if args.leader_election
+            else None
+        )
         transport = KubeTransport.from_kubeconfig(args.kubeconfig or None)
-    except (ConfigurationError, KubeConfigError) as exc:
+    except (ConfigurationError, KubeConfigError, ValueError) as exc:
         print(f"dra-compute-domain-controller: {exc}", file=sys.stderr)
         return 2
     log_unbuilt_gates(args.feature_gates, log)
@@ -183,24 +167,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
     )
     if args.leader_election:
-        leadership = _Leadership(
-            LeaseElector(
-                transport,
-                namespace=args.namespace,
-                name=LEASE_NAME,
-                identity=args.pod_name,
-                timings=LeaseTimings(
-                    args.leader_election_lease_duration,
-                    args.leader_election_renew_deadline,
-                    args.leader_election_retry_period,
-                ),
-            )
+        elector = LeaderElector(
+            transport,
+            namespace=args.namespace,
+            name=LEASE_NAME,
+            identity=args.pod_name,
+            timings=timings,
         )
-        threading.Thread(target=leadership.loop, args=(stop,), daemon=True).start()
+        threading.Thread(target=elector.run, args=(stop,), name="leader", daemon=True).start()
         controller.run(
             stop,
             interval_s=args.resync_period,
-            is_leader=leadership.leading,
+            is_leader=elector.is_leader,
             wake=changes.changed,
         )
     else:

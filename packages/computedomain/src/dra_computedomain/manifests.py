@@ -11,12 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dra_api_types import ComputeDomain
+from dra_api_types import COMPUTE_DOMAIN_DRIVER, ComputeDomain
 from dra_api_types.nvidia_v1beta1 import API_VERSION as NVIDIA_API_VERSION
 
 from .errors import SpecError
 from .names import (
-    COMPUTE_DOMAIN_DRIVER,
     COMPUTE_DOMAIN_LABEL,
     DAEMON_CLASS,
     DAEMON_SERVICE_ACCOUNT,

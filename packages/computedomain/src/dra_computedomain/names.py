@@ -9,7 +9,6 @@ from typing import Final
 
 __all__ = [
     "CLIQUE_ID_POD_LABEL",
-    "COMPUTE_DOMAIN_DRIVER",
     "COMPUTE_DOMAIN_LABEL",
     "DAEMON_CLASS",
     "DAEMON_SERVICE_ACCOUNT",
@@ -26,10 +25,6 @@ __all__ = [
     "daemon_object_name",
     "dns_name",
 ]
-
-#: The DRA driver name (also ``dra_api_types.nvidia_v1beta1.COMPUTE_DOMAIN_DRIVER``; not
-#: imported from there so the IMEX stand-in, which shares this module, starts fast).
-COMPUTE_DOMAIN_DRIVER: Final = "compute-domain.nvidia.com"
 
 #: On nodes, DaemonSets, templates and cliques: the UID of the domain they belong to.
 COMPUTE_DOMAIN_LABEL: Final = "resource.nvidia.com/computeDomain"

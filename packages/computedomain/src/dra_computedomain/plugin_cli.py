@@ -19,6 +19,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from dra_api_types import COMPUTE_DOMAIN_DRIVER
 from dra_kube_client import KubeApiError
 from dra_kubelet_core.errors import ConfigurationError, PluginError
 from dra_kubelet_core.health import HealthHub
@@ -38,7 +39,6 @@ from .clique_id import node_clique_id
 from .errors import CliqueIdError
 from .gate_log import log_unbuilt_gates
 from .host_imex import DRIVER_MANAGED, HostImex, check_imex_mode
-from .names import COMPUTE_DOMAIN_DRIVER
 from .node_api import NodeApi
 from .plugin_backend import open_backend
 from .plugin_driver import (

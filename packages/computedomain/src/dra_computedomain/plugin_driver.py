@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from dra_api_types import (
+    COMPUTE_DOMAIN_DRIVER,
     ComputeDomain,
     ComputeDomainChannelConfig,
     ComputeDomainDaemonConfig,
@@ -67,7 +68,6 @@ from .channel_prepare import (
 from .claim_devices import CHANNEL_DEVICE, DAEMON_DEVICE, slice_devices
 from .errors import ChannelDeviceError, DomainNotFoundError, HostImexNotReadyError, PrepareError
 from .host_imex import HostImex
-from .names import COMPUTE_DOMAIN_DRIVER
 from .node_api import NodeApi
 
 __all__ = [
@@ -80,7 +80,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-CDI_KIND = CDIKind("k8s.compute-domain.nvidia.com")
+CDI_KIND = CDIKind(f"k8s.{COMPUTE_DOMAIN_DRIVER}")
 #: NVIDIA's retry: a waiting claim (daemon not ready, channel still held by a claim whose
 #: unprepare is coming) is retried 250 ms doubling to 3 s, within the kubelet's 40 s.
 RETRY = RetryPolicy(deadline_s=40.0, backoff_s=(0.25, 3.0), retry_in_use=True)

@@ -3,19 +3,26 @@
 :class:`KubeTransport` sends JSON requests and streams watches through the ``kubernetes``
 client's connection handling (kubeconfig or in-cluster service account, TLS, bearer tokens);
 components depend on the :class:`JsonTransport` protocol, which the in-memory API server of
-:mod:`dra_kube_client.testing` also implements.
+:mod:`dra_kube_client.testing` also implements. The plumbing every component shares lives
+here too: :class:`Backoff` (:mod:`.backoff`, the one retry rule) and :class:`LeaderElector`
+(:mod:`.leader`, Lease leader election with client-go's three timings).
 """
 
+from dra_kube_client.backoff import Backoff
 from dra_kube_client.errors import KubeApiError, KubeClientError, KubeConfigError
+from dra_kube_client.leader import LeaderElector, LeaseTimings
 from dra_kube_client.paths import path_segment
 from dra_kube_client.transport import JsonTransport, KubeTransport, status_fields
 
 __all__ = [
+    "Backoff",
     "JsonTransport",
     "KubeApiError",
     "KubeClientError",
     "KubeConfigError",
     "KubeTransport",
+    "LeaderElector",
+    "LeaseTimings",
     "path_segment",
     "status_fields",
 ]

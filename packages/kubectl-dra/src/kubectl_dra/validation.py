@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dra_allocator.inputs import Document, object_label
-from dra_api_types import decode_opaque_config
+from dra_api_types import COMPUTE_DOMAIN_DRIVER, GPU_DRIVER, decode_opaque_config
 from dra_api_types.beta_to_v1 import convert_to_v1, is_convertible_beta
 from dra_api_types.codec import parse_object
 from dra_api_types.errors import ValidationError
@@ -25,7 +25,7 @@ from dra_cel.cost_estimate import MAX_SELECTOR_COST, exceeds_cost_limit
 from dra_cel.environment import Environment
 from dra_cel.new_expressions import new_expression_error
 
-NVIDIA_DRIVERS = ("gpu.nvidia.com", "compute-domain.nvidia.com")
+NVIDIA_DRIVERS = (GPU_DRIVER, COMPUTE_DOMAIN_DRIVER)
 
 CompileCheck = Callable[[str], str | None]
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dra_api_types import ResourceSlice, ValidationError
-from dra_kube_client import JsonTransport, KubeApiError, path_segment
+from dra_kube_client import Backoff, JsonTransport, KubeApiError, path_segment
 
 from dra_kubelet_core.health import HealthHub
 from dra_kubelet_core.metrics import PluginMetrics
@@ -296,13 +296,14 @@ class SlicePublisher:
         )
         watcher.start()
         health_task = loop.create_task(self._follow_health())
-        backoff = 1.0
+        # Jittered: after an API server outage, every node's plugin retries against it.
+        backoff = Backoff(initial_s=1.0, max_s=30.0)
         try:
             while True:
                 self._trigger.clear()
                 try:
                     await asyncio.to_thread(self.reconcile_once)
-                    backoff = 1.0
+                    backoff.reset()
                     wait = self._resync_s
                 except Exception as exc:  # never let the publisher die: retry with backoff
                     log.error(
@@ -313,8 +314,7 @@ class SlicePublisher:
                             "error_type": type(exc).__name__,
                         },
                     )
-                    wait = backoff
-                    backoff = min(backoff * 2, 30.0)
+                    wait = backoff.next_delay()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._trigger.wait(), timeout=wait)
         finally:

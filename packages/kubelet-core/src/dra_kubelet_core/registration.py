@@ -16,6 +16,7 @@ from typing import Any
 
 import grpc
 import grpc.aio
+from dra_kube_client import Backoff
 
 from dra_kubelet_core._proto import pluginregistration_v1_pb2 as pb
 from dra_kubelet_core.sockets import bind_unix, remove_stale_socket
@@ -59,9 +60,7 @@ class RegistrationServer:
         self.registered = asyncio.Event()
         self.last_error = ""
         self._server: grpc.aio.Server | None = None
-        self._retry_initial_s = retry_initial_s
-        self._retry_max_s = retry_max_s
-        self._retry_delay_s = retry_initial_s
+        self._retry = Backoff(initial_s=retry_initial_s, max_s=retry_max_s, jitter=0.0)
         self._retry_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -123,26 +122,26 @@ class RegistrationServer:
         if request.plugin_registered:
             log.info("registered with the kubelet", extra={"event": "registration_succeeded"})
             self.last_error = ""
-            self._retry_delay_s = self._retry_initial_s
+            self._retry.reset()
             self.registered.set()
         else:
             self.last_error = request.error
             self.registered.clear()
+            pending = self._retry_task is not None and not self._retry_task.done()
+            delay = None if pending else self._retry.next_delay()  # None: a retry is on its way
             log.error(
                 "kubelet rejected the registration; will retry",
                 extra={
                     "event": "registration_failed",
                     "error": request.error,
-                    "retry_in_s": self._retry_delay_s,
+                    "retry_in_s": delay,
                 },
             )
-            if self._retry_task is None or self._retry_task.done():
-                self._retry_task = asyncio.get_running_loop().create_task(self._reregister())
+            if delay is not None:
+                self._retry_task = asyncio.get_running_loop().create_task(self._reregister(delay))
         return pb.RegistrationStatusResponse()
 
-    async def _reregister(self) -> None:
-        delay = self._retry_delay_s
-        self._retry_delay_s = min(self._retry_delay_s * 2, self._retry_max_s)
+    async def _reregister(self, delay: float) -> None:
         await asyncio.sleep(delay)
         # Give the in-flight Notify reply a moment to be sent before the socket goes away.
         await self._stop_server()

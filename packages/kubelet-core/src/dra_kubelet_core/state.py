@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Generic
 
-from dra_kube_client import KubeApiError
+from dra_kube_client import Backoff, KubeApiError
 
 from dra_kubelet_core.allocated import allocated_devices
 from dra_kubelet_core.cdi_store import CDIStore
@@ -325,11 +325,12 @@ class ClaimEngine(Generic[PlanT]):
             return await self.prepare_once(ref)
         generation = self._generation(ref.uid)
         deadline = time.monotonic() + policy.deadline_s
-        delay = policy.backoff_s[0]
+        backoff = Backoff(initial_s=policy.backoff_s[0], max_s=policy.backoff_s[1], jitter=0.0)
         while True:
             try:
                 return await self.prepare_once(ref)
             except ClaimError as exc:
+                delay = backoff.next_delay()
                 if not policy.retries(exc) or time.monotonic() + delay > deadline:
                     raise
                 log.info(
@@ -339,7 +340,6 @@ class ClaimEngine(Generic[PlanT]):
             await asyncio.sleep(delay)
             if self._generation(ref.uid) != generation:
                 raise StalePrepareError(ref, "unprepared while the prepare was retrying")
-            delay = min(delay * 2, policy.backoff_s[1])
 
     def _generation(self, claim_uid: str) -> int:
         return self.hooks.generation(claim_uid) if self.hooks is not None else 0

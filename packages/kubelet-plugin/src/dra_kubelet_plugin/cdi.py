@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from dra_api_types import GPU_DRIVER
 from dra_kubelet_core.cdi import CDIKind, CDISpec, ContainerEdits
 
 __all__ = [
@@ -23,7 +24,7 @@ __all__ = [
     "render_claim_spec",
 ]
 
-CDI_VENDOR = "k8s.gpu.nvidia.com"
+CDI_VENDOR = f"k8s.{GPU_DRIVER}"
 CDI_CLASS = "claim"
 GPU_CDI = CDIKind(vendor=CDI_VENDOR, class_=CDI_CLASS)
 CDI_KIND = GPU_CDI.kind

@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 
+from dra_kube_client import Backoff
 from dra_kubelet_core.errors import ConfigurationError
 from dra_kubelet_core.health import HealthHub
 from dra_nvlib import DeviceLib, HealthEvent, HealthEventKind, HealthWatch, NvlibError
@@ -65,7 +66,7 @@ def parse_xid_list(text: str, *, setting: str = XIDS_TO_IGNORE_FLAG) -> frozense
 def backoff_delay(attempt: int, *, base_s: float = 1.0, cap_s: float = 30.0) -> float:
     """Seconds to wait before retry ``attempt`` (1, 2, ...): doubling from ``base_s``, at most
     ``cap_s``."""
-    return float(min(cap_s, base_s * 2 ** max(attempt - 1, 0)))
+    return Backoff(initial_s=base_s, max_s=cap_s, jitter=0.0).delay(attempt)
 
 
 def taint_for(

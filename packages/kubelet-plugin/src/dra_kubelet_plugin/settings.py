@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dra_api_types import GPU_DRIVER
 from dra_kubelet_core.errors import ConfigurationError
 from dra_kubelet_core.nvidia_gates import defaults, parse_feature_gates, unimplemented
 from dra_kubelet_core.settings import (
@@ -28,7 +29,7 @@ from dra_kubelet_plugin.health_monitor import XIDS_TO_IGNORE_FLAG, parse_xid_lis
 
 __all__ = ["DRIVER_NAME", "FEATURE_GATES", "Settings", "build_parser", "settings_from_args"]
 
-DRIVER_NAME = "gpu.nvidia.com"
+DRIVER_NAME = GPU_DRIVER
 
 #: Every known feature gate at its default (table: :data:`dra_kubelet_core.nvidia_gates.GATES`).
 FEATURE_GATES: Mapping[str, bool] = defaults()

@@ -12,14 +12,13 @@ from collections.abc import Sequence
 from types import FrameType
 
 from dra_allocator.features import Features
-from dra_kube_client import KubeConfigError, KubeTransport
+from dra_kube_client import KubeConfigError, KubeTransport, LeaderElector, LeaseTimings
 from dra_kube_client.informers.shared import SharedInformers
 
 from . import logs
 from .controller import AllocationController, Settings
 from .events import EventPublisher, TokenBucket
 from .http import serve
-from .leader import LeaderElector
 from .metrics import ControllerMetrics
 
 log = logging.getLogger(__name__)
@@ -98,6 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             namespace=args.lease_namespace,
             name=args.lease_name,
             identity=args.identity,
+            # A leader that cannot renew for the whole lease duration steps down.
+            timings=LeaseTimings(lease_duration_s=15, renew_deadline_s=15, retry_period_s=2),
             on_change=lambda leading: metrics.leader.set(1 if leading else 0),
         )
     else:

@@ -11,7 +11,7 @@ claims = informers.store("ResourceClaim").items()   # {"ns/name": raw v1 JSON}
 ```
 """
 
-from .backoff import Backoff
+from ..backoff import Backoff
 from .informer import Informer, InformerStats, WatchExpiredError
 from .resources import ALL_RESOURCES, Resource, trim_pod
 from .shared import SharedInformers

@@ -15,9 +15,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..backoff import Backoff
 from ..errors import KubeApiError
 from ..transport import JsonTransport
-from .backoff import Backoff
 from .resources import RawObject, Resource
 from .store import Store, object_key
 

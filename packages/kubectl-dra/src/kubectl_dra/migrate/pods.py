@@ -11,6 +11,7 @@ from typing import Any, Final
 
 from dra_allocator.errors import AllocationError
 from dra_allocator.extended_resources import IMPLICIT_PREFIX, pod_extended_requests
+from dra_api_types import GPU_DRIVER
 from dra_api_types.errors import ValidationError
 from dra_api_types.legacy import LegacyPodClaim
 
@@ -29,7 +30,7 @@ POD_SPEC_PATHS: Final = {
     "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
 }
 #: The chart's DeviceClass gpu.nvidia.com sets extendedResourceName: nvidia.com/gpu.
-CHART_EXTENDED_RESOURCES: Final = {"nvidia.com/gpu": "gpu.nvidia.com"}
+CHART_EXTENDED_RESOURCES: Final = {"nvidia.com/gpu": GPU_DRIVER}
 EXTENDED_CLAIM: Final = "extended-resources"
 CONTAINER_GROUPS: Final = ("initContainers", "containers")
 
