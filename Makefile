@@ -16,12 +16,14 @@ install: ## install the workspace (all packages, dev tools) into .venv from uv.l
 prepare: install ## apt-get install the Debian packages the suites miss; check root, Linux, Go, tools
 	@$(UV) run --frozen e2e-cluster preflight --install --for test
 
-lint: install ## ruff lint and format check
+lint: install ## ruff lint and format check; the architecture: import contracts, no import cycles
 	$(UV) run --frozen ruff check . && $(UV) run --frozen ruff format --check .
+	$(UV) run --frozen lint-imports
+	$(UV) run --frozen python scripts/import_cycles.py
 
 typecheck: install ## mypy --strict over every package's sources and tests
 	@set -e; for p in $(PACKAGES); do echo "mypy $$p"; MYPYPATH=packages/kubelet-core/tests $(UV) run --frozen mypy $$p/src $$p/tests; done
-	$(UV) run --frozen mypy bench images deployments/demo_walkthrough.py scripts/demo.py
+	$(UV) run --frozen mypy bench images deployments/demo_walkthrough.py scripts/demo.py scripts/import_cycles.py
 	$(UV) run --frozen mypy packages/*/bench
 	MYPYPATH=packages/allocator/bench $(UV) run --frozen mypy e2e/bench
 

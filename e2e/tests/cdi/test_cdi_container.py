@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cdi_support import make_driver_root
 from dra_e2e import images
 from dra_e2e.handle import ClusterHandle
 from dra_e2e.toolkit import Toolkit, build_toolkit
@@ -28,9 +29,6 @@ from dra_kubelet_plugin.container_edits import NvmlEdits
 from dra_kubelet_plugin.inventory import build_inventory
 from dra_nvlib import DeviceLibConfig, open_device_lib
 from dra_nvlib.mock_nvml_build import build_mock_nvml
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cdi_support import make_driver_root
 
 pytestmark = pytest.mark.e2e
 

@@ -35,14 +35,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dra_e2e.toolkit import Toolkit, build_toolkit, generate_spec
-from dra_kubelet_core.errors import ClaimRef
-from dra_kubelet_plugin.container_edits import NvmlEdits
-from dra_kubelet_plugin.inventory import NodeDevice, build_inventory
-from dra_nvlib import DeviceLibConfig, open_device_lib
-from dra_nvlib.mock_nvml_build import MockNvml, build_mock_nvml
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cdi_support import (
     LAYOUTS,
     DriverRoot,
@@ -50,6 +42,12 @@ from cdi_support import (
     add_mig_capabilities,
     make_driver_root,
 )
+from dra_e2e.toolkit import Toolkit, build_toolkit, generate_spec
+from dra_kubelet_core.errors import ClaimRef
+from dra_kubelet_plugin.container_edits import NvmlEdits
+from dra_kubelet_plugin.inventory import NodeDevice, build_inventory
+from dra_nvlib import DeviceLibConfig, open_device_lib
+from dra_nvlib.mock_nvml_build import MockNvml, build_mock_nvml
 
 pytestmark = [
     pytest.mark.slow,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,6 @@ import pytest
 import yaml
 
 # --import-mode=importlib gives tests no package: the shared helpers are found by path.
-sys.path.insert(0, str(Path(__file__).parent))
 from chart_helpers import (
     BASE_SETS,
     CHART,

@@ -5,17 +5,14 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from dra_kubelet_core import nvidia_gates
-
-sys.path.insert(0, str(Path(__file__).parent))
 from chart_helpers import CHART, HelmFailed, helm_path
 from chart_render import NVIDIA_VALUES, render_notes, render_objects
+from dra_kubelet_core import nvidia_gates
 
 SCHEMA = json.loads((CHART / "values.schema.json").read_text())
 NOT_IMPLEMENTED = "Accepted but not implemented yet"

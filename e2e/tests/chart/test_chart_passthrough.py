@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-
-sys.path.insert(0, str(Path(__file__).parent))
 from chart_helpers import BASE_SETS, CHART, NAMESPACE, HelmFailed, helm_path, run_helm, set_args
 
 

@@ -9,15 +9,12 @@ that cannot be resolved fails the test, so a new kind of call cannot slip past i
 from __future__ import annotations
 
 import ast
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
 from chart_helpers import REPO, HelmFailed, helm_path
 from chart_render import render_objects
 from dra_computedomain import node_api

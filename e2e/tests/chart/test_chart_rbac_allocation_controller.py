@@ -9,13 +9,10 @@ calls of ``dra_controller.allocation_controller`` (Events) and of the Lease elec
 from __future__ import annotations
 
 import ast
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
 from chart_helpers import REPO, HelmFailed, helm_path
 from chart_render import render_objects
 from dra_kube_client.informers import ALL_RESOURCES

@@ -8,13 +8,9 @@ against those declarations, and this test checks the chart against them.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
 from chart_helpers import HelmFailed, helm_path
 from chart_render import render_objects
 from dra_computedomain import controller, daemon

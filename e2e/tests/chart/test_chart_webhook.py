@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import sys
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -11,10 +10,6 @@ from typing import Any
 
 import pytest
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
-
-sys.path.insert(0, str(Path(__file__).parent))
 from chart_helpers import (
     BASE_SETS,
     CHART,
@@ -25,6 +20,8 @@ from chart_helpers import (
     run_helm,
     set_args,
 )
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 WEBHOOK = "dra-dra-driver-nvidia-gpu-webhook"
 SERVICE_HOST = f"{WEBHOOK}.{NAMESPACE}.svc"

@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dra_e2e.image_aliases import archive_aliases
 
 # --import-mode=importlib gives tests no package: the shared helpers are found by path.
-sys.path.insert(0, str(Path(__file__).parent))
 from chart_helpers import REPO
+from dra_e2e.image_aliases import archive_aliases
 
 BUILD = REPO / "images" / "build_image.py"
 PODMAN_RUN = [

@@ -11,7 +11,6 @@ import re
 import shutil
 import stat
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,6 @@ import pytest
 import yaml
 
 # --import-mode=importlib gives tests no package: the shared helpers are found by path.
-sys.path.insert(0, str(Path(__file__).parent))
 from chart_helpers import REPO
 
 KIND = REPO / "kind"

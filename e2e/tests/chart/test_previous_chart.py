@@ -10,14 +10,10 @@ from __future__ import annotations
 import io
 import re
 import subprocess
-import sys
 import tarfile
-from pathlib import Path
 
 import pytest
 import yaml
-
-sys.path.insert(0, str(Path(__file__).parent))
 from chart_helpers import BASE_SETS, CHART, NAMESPACE, REPO, helm_path, run_helm, set_args
 
 FIXTURE = REPO / "e2e" / "tests" / "driver" / "fixtures" / "dra-driver-nvidia-gpu-0.1.0.tgz"

@@ -25,8 +25,6 @@ from dra_cel.environment import Environment
 from dra_cel.new_expressions import new_expression_error
 from dra_e2e.go_allocator import CelCostCase, ensure_go_allocator, run_cel_costs
 from kubectl_dra.validation import check_selector
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from random_cel import random_selector, type_error_expressions
 
 pytestmark = pytest.mark.slow

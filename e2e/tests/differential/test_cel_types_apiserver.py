@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,8 +24,6 @@ from dra_allocator.inputs import Document
 from dra_e2e.errors import KubectlError
 from dra_e2e.handle import ClusterHandle
 from kubectl_dra.validation import TOO_COMPLEX, validate_documents
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from random_cel import type_error_expressions
 
 pytestmark = pytest.mark.e2e

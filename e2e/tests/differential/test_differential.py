@@ -10,13 +10,9 @@ device, admin access, consumed capacity), configs, node selector, and the node.
 from __future__ import annotations
 
 import random
-import sys
 from pathlib import Path
 
 import pytest
-from dra_e2e.handle import ClusterHandle
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from differential_support import (
     Names,
     Obj,
@@ -31,6 +27,7 @@ from differential_support import (
     resource_slice,
     run_scenario,
 )
+from dra_e2e.handle import ClusterHandle
 from plugin_slices import plugin_consumable_shares, plugin_dynamic_mig
 
 pytestmark = pytest.mark.e2e

@@ -16,15 +16,11 @@ must equal the scheduler's allocation.
 
 from __future__ import annotations
 
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dra_e2e.handle import ClusterHandle
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from differential_support import (
     Names,
     Obj,
@@ -41,6 +37,7 @@ from differential_support import (
     run_kubectl_dra_explain,
     run_scenario,
 )
+from dra_e2e.handle import ClusterHandle
 
 NODES = 3
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.e2e_nodes(NODES)]

@@ -20,8 +20,6 @@ import pytest
 import yaml
 from dra_allocator.features import LATEST_KUBE_MINOR, parse_kube_version
 from dra_e2e.go_allocator import OracleCase, ensure_go_allocator, run_batch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from oracle_compare import disagreement_any_order, harness_version, python_answer
 
 pytestmark = pytest.mark.slow

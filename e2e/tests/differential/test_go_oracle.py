@@ -33,8 +33,6 @@ from pathlib import Path
 import pytest
 from dra_allocator.features import EXPERIMENTAL, INCUBATING, STABLE
 from dra_e2e.go_allocator import OracleCase, ensure_go_allocator, run_batch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from oracle_compare import (
     agrees_in_some_pool_order,
     case_features,

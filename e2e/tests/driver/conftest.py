@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from dra_e2e.handle import ClusterHandle
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from driver_support import Driver, dump_diagnostics, install, uninstall
 
 

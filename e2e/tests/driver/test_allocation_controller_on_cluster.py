@@ -16,7 +16,6 @@ import json
 import re
 import socket
 import subprocess
-import sys
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -27,8 +26,6 @@ import pytest
 import yaml
 from dra_e2e.chart import CHART
 from dra_e2e.prometheus import ensure_prometheus
-
-sys.path.insert(0, str(Path(__file__).parent))
 from driver_support import Driver, applied, events_for, helm_path, pod, run_helm
 
 # driver and driver_diagnostics: conftest.py.

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
@@ -23,10 +22,9 @@ from typing import Any
 
 import pytest
 import yaml
+from chart_render import render_objects
 from dra_e2e.errors import KubectlError
 from dra_e2e.handle import ClusterHandle
-
-sys.path.insert(0, str(Path(__file__).parent))
 from driver_support import (
     CHART,
     DRIVER,
@@ -34,9 +32,6 @@ from driver_support import (
     helm_path,
     run_helm,
 )
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "chart"))
-from chart_render import render_objects
 
 # driver and driver_diagnostics: conftest.py.
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("driver_diagnostics")]

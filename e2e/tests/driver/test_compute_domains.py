@@ -8,15 +8,12 @@ is ``4xGB200``: the nodes of one harness cluster share an NVLink clique.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from dra_e2e.handle import ClusterHandle
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from driver_support import (
     Driver,
     applied,

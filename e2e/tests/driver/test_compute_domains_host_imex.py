@@ -8,16 +8,12 @@ One chart install for the module, on the session's cluster.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from dra_e2e.handle import ClusterHandle
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dra_computedomain.fake_host_imex import HostImexProcess, start_host_imex
+from dra_e2e.handle import ClusterHandle
 from driver_support import (
     Driver,
     dump_diagnostics,

@@ -23,8 +23,6 @@ from typing import Any
 import pytest
 import yaml
 from dra_e2e.handle import ClusterHandle
-
-sys.path.insert(0, str(Path(__file__).parent))
 from driver_support import (
     FAKE_GPUS,
     Driver,

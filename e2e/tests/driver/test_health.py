@@ -20,8 +20,6 @@ from typing import Any
 
 import pytest
 from dra_e2e.handle import ClusterHandle
-
-sys.path.insert(0, str(Path(__file__).parent))
 from driver_support import (
     DRIVER,
     Driver,

@@ -13,14 +13,10 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import uuid
-from pathlib import Path
 
 import pytest
 from dra_e2e.versions import KUBERNETES_VERSION, resolve_kube_version
-
-sys.path.insert(0, str(Path(__file__).parent))
 from driver_support import Driver, applied, as_json, pod_claims, smi_lines, wait_running
 
 _SESSION_VERSION = resolve_kube_version(

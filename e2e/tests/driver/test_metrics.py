@@ -9,14 +9,10 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from dra_e2e.handle import ClusterHandle
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from driver_support import (
     DRIVER,
     Driver,

@@ -8,17 +8,13 @@ Runs on ``e2e_cluster_nodes`` (``e2e_nodes(2)``): a local cluster of two nodes f
 
 from __future__ import annotations
 
-import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import yaml
 from dra_e2e.configs import KUBELET_ROOT
 from dra_e2e.handle import ClusterHandle
-
-sys.path.insert(0, str(Path(__file__).parent))
 from driver_support import (
     DRIVER,
     Driver,

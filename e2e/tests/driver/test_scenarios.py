@@ -10,9 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,8 +22,6 @@ from dra_e2e.errors import KubectlError
 from dra_e2e.handle import ClusterHandle
 from dra_e2e.versions import resolve_kube_version
 from dra_nvlib.fleet import load_fleet_spec
-
-sys.path.insert(0, str(Path(__file__).parent))
 from driver_support import (
     CHART,
     DRIVER,

@@ -16,8 +16,6 @@ from pathlib import Path
 import pytest
 import yaml
 from dra_e2e.handle import ClusterHandle
-
-sys.path.insert(0, str(Path(__file__).parent))
 from driver_support import (
     Driver,
     allocated_devices,

@@ -6,15 +6,11 @@ devices created for them, and the instances are destroyed when the pods go."""
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from dra_e2e.handle import ClusterHandle
 from dra_nvlib import FakeDeviceLib
-
-sys.path.insert(0, str(Path(__file__).parent))
 from driver_support import Driver, applied, install, uninstall
 from sharing_support import demo, fake_gpu_state, logs_of, namespaces_of, running_pods
 

@@ -6,14 +6,10 @@ after the pods go, the GPUs are back to compute mode Default and the Default tim
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from dra_e2e.handle import ClusterHandle
-
-sys.path.insert(0, str(Path(__file__).parent))
 from driver_support import Driver, allocated_devices, applied, install, pod_claims, uninstall
 from sharing_support import demo, fake_gpu_state, logs_of, namespaces_of, running_pods
 

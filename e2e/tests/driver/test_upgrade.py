@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,11 +27,8 @@ from typing import Any
 
 import pytest
 import yaml
-from dra_e2e.handle import ClusterHandle
-
-sys.path.insert(0, str(Path(__file__).parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "chart"))
 from chart_helpers import HelmFailed
+from dra_e2e.handle import ClusterHandle
 from driver_support import (
     CHART,
     Driver,

@@ -12,16 +12,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from dra_e2e.errors import KubectlError
 from dra_e2e.handle import ClusterHandle
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from driver_support import (
     CHART,
     Driver,

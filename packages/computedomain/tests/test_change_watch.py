@@ -6,7 +6,7 @@ import threading
 import time
 from typing import Any
 
-from conftest import DRIVER_NS
+from computedomain_support import DRIVER_NS
 from dra_computedomain.change_watch import ChangeWatch, Watched, resource_version_after
 from dra_computedomain.controller import ComputeDomainController
 from dra_computedomain.manifests import DaemonSettings

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import domain_body
+from computedomain_support import domain_body
 from dra_api_types import ComputeDomain, ComputeDomainClique
 from dra_computedomain.channel_prepare import (
     ChannelClaim,

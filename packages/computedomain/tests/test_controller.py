@@ -7,7 +7,7 @@ import threading
 from typing import Any
 
 import pytest
-from conftest import DRIVER_NS, domain_body
+from computedomain_support import DRIVER_NS, domain_body
 from dra_computedomain.api_paths import collection_path, node_path, object_path
 from dra_computedomain.change_watch import ChangeWatch
 from dra_computedomain.controller import ComputeDomainController

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import DRIVER_NS
+from computedomain_support import DRIVER_NS
 from dra_computedomain import daemon_cli
 from dra_computedomain.api_paths import object_path
 from dra_computedomain.daemon import DaemonEnv, DomainDaemon

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import DRIVER_NS, domain_body
+from computedomain_support import DRIVER_NS, domain_body
 from dra_api_types import ComputeDomain, ResourceClaimTemplate, decode_opaque_config
 from dra_computedomain.errors import SpecError
 from dra_computedomain.manifests import (

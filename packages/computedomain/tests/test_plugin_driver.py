@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import DRIVER_NS, domain_body
+from computedomain_support import DRIVER_NS, domain_body
 from dra_api_types import ResourceClaim
 from dra_computedomain.api_paths import node_path, object_path, request_permission
 from dra_computedomain.channel_nodes import ChannelNodes

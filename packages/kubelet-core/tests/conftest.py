@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-
 from kubelet_core_support import PluginDirs, ReferenceProtos
 
 

@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-# The core's test support (reference protos, claims, plugin directories) is shared.
-sys.path.insert(1, str(Path(__file__).parents[2] / "kubelet-core" / "tests"))
-
 from kubelet_plugin_support import PluginDirs, PluginProcess, ReferenceProtos
 
 

@@ -28,9 +28,9 @@ def _check(env: DaemonEnv) -> int:
 
 def _run(env: DaemonEnv, kubeconfig: str | None) -> int:
     # Imported here: `check` (the probe, every second) must not pay for them.
-    from dra_kube_client import KubeConfigError, KubeTransport
+    from dra_kube_client import KubeConfigError, KubeTransport  # deferred import
 
-    from .daemon import DomainDaemon
+    from .daemon import DomainDaemon  # deferred import
 
     try:
         transport = KubeTransport.from_kubeconfig(kubeconfig)
@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.command == "check":
         return _check(env)
-    from dra_kubelet_core.logs import configure_logging
+    from dra_kubelet_core.logs import configure_logging  # deferred import
 
     configure_logging(args.verbosity)
     logging.getLogger("dra_computedomain").setLevel(
