@@ -16,14 +16,15 @@ install: ## install the workspace (all packages, dev tools) into .venv from uv.l
 prepare: install ## apt-get install the Debian packages the suites miss; check root, Linux, Go, tools
 	@$(UV) run --frozen e2e-cluster preflight --install --for test
 
-lint: install ## ruff lint and format check; the architecture: import contracts, no import cycles
+lint: install ## ruff lint and format check; the architecture: import contracts, no import cycles, modules <= 600 lines
 	$(UV) run --frozen ruff check . && $(UV) run --frozen ruff format --check .
 	$(UV) run --frozen lint-imports
 	$(UV) run --frozen python scripts/import_cycles.py
+	$(UV) run --frozen python scripts/module_size.py
 
 typecheck: install ## mypy --strict over every package's sources and tests
 	@set -e; for p in $(PACKAGES); do echo "mypy $$p"; MYPYPATH=packages/kubelet-core/tests $(UV) run --frozen mypy $$p/src $$p/tests; done
-	$(UV) run --frozen mypy bench images deployments/demo_walkthrough.py scripts/demo.py scripts/import_cycles.py
+	$(UV) run --frozen mypy bench images deployments/demo_walkthrough.py scripts/demo.py scripts/import_cycles.py scripts/module_size.py
 	$(UV) run --frozen mypy packages/*/bench
 	MYPYPATH=packages/allocator/bench $(UV) run --frozen mypy e2e/bench
 
