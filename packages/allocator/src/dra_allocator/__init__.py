@@ -2,11 +2,11 @@
 
 Public API::
 
-    from dra_allocator import Cluster, Features, parse_objects, CelEngine
+    from dra_allocator import CelEngine, Cluster, NodeInfo, Snapshot, parse_objects
 
     classes, slices, claims, nodes = parse_objects(objects)   # v1 JSON dicts
-    cluster = Cluster(classes=classes, slices=slices, claims=claims,
-                      nodes=[NodeInfo.from_dict(n) for n in nodes], engine=CelEngine())
+    snapshot = Snapshot(classes, slices, claims, [NodeInfo.from_dict(n) for n in nodes])
+    cluster = Cluster.from_snapshot(snapshot, engine=CelEngine())
     outcome = cluster.allocate(pending_claims)                # nodes tried in name order
     if outcome.allocated:
         cluster.commit(pending_claims, outcome.allocated)
@@ -40,6 +40,7 @@ from .model import (
     parse_slice,
 )
 from .nodes import NodeInfo
+from .snapshot import Snapshot
 from .state import AllocatedState
 
 __all__ = [
@@ -65,6 +66,7 @@ __all__ = [
     "NodeInfo",
     "SelectorError",
     "SliceInfo",
+    "Snapshot",
     "TooManyDevicesError",
     "UnknownDeviceClassError",
     "Unsatisfiable",

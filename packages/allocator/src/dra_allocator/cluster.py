@@ -16,6 +16,7 @@ from .model import MODE_EXACT, ClaimInfo, ClassInfo, DeviceID, SliceInfo
 from .nodes import NodeInfo
 from .pools import Pool, PoolID, SliceIndex
 from .selectors import SelectorEngine
+from .snapshot import Snapshot
 from .state import AllocatedState
 
 _UNBOUNDED = 1 << 30
@@ -64,6 +65,29 @@ class Cluster:
         self._free: dict[str, int] = {}
         self._device_nodes: dict[DeviceID, list[str]] = {}
         self._sorted_nodes = sorted(self.nodes)
+
+    @classmethod
+    def from_snapshot(
+        cls,
+        snapshot: Snapshot,
+        *,
+        engine: SelectorEngine,
+        features: Features | None = None,
+        timeout_s: float = 10.0,
+        pool_order: Sequence[PoolID] | None = None,
+    ) -> Cluster:
+        """The cluster of a snapshot: its classes, slices and nodes, and every claim of it
+        that is allocated holding its devices (pending ones hold nothing)."""
+        return cls(
+            classes=snapshot.classes,
+            slices=snapshot.slices,
+            nodes=snapshot.nodes,
+            claims=snapshot.claims,
+            engine=engine,
+            features=features,
+            timeout_s=timeout_s,
+            pool_order=pool_order,
+        )
 
     def node(self, name: str) -> NodeInfo:
         """A known node, or a label-less one of that name."""

@@ -124,14 +124,7 @@ def explain(
     the scheduler's node filters do, and so do the pod's claims already allocated for other
     nodes (a claim shared with a pod elsewhere); the claims are diagnosed on the nodes left.
     """
-    cluster = Cluster(
-        classes=snapshot.classes,
-        slices=snapshot.slices,
-        nodes=snapshot.nodes,
-        claims=snapshot.claims,
-        engine=engine,
-        features=features,
-    )
+    cluster = Cluster.from_snapshot(snapshot, engine=engine, features=features)
     lines: list[str] = []
     for claim in claims:
         if claim.allocation is not None:
@@ -218,14 +211,7 @@ def explain_pod(
     Per node: served by a device plugin (node allocatable), not servable at all, or by DRA
     through the claim the scheduler would create, diagnosed like any claim.
     """
-    cluster = Cluster(
-        classes=snapshot.classes,
-        slices=snapshot.slices,
-        nodes=snapshot.nodes,
-        claims=snapshot.claims,
-        engine=engine,
-        features=features,
-    )
+    cluster = Cluster.from_snapshot(snapshot, engine=engine, features=features)
     name = (pod.get("metadata") or {}).get("name")
     mapping = class_mapping(snapshot.classes)
     lines = [f"Pod {namespace}/{name}: pending; extended resources:"]

@@ -89,15 +89,8 @@ def run_allocate(
     fixes the stable variant's pool order (upstream's is random; see ``Cluster``).
     """
     wanted = select_claims(snapshot, claim_keys)
-    cluster = Cluster(
-        classes=snapshot.classes,
-        slices=snapshot.slices,
-        nodes=snapshot.nodes,
-        claims=snapshot.claims,
-        engine=engine,
-        features=features,
-        timeout_s=timeout_s,
-        pool_order=pool_order,
+    cluster = Cluster.from_snapshot(
+        snapshot, engine=engine, features=features, timeout_s=timeout_s, pool_order=pool_order
     )
     claims_out: dict[str, Any] = {}
     pods_out: dict[str, Any] = {}

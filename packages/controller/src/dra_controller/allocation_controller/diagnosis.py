@@ -78,11 +78,4 @@ def diagnose_pod(cluster: Cluster, snapshot: Snapshot, pod: Mapping[str, Any]) -
 
 def make_cluster(snapshot: Snapshot, *, engine: SelectorEngine, features: Features) -> Cluster:
     """The allocator's cluster for one snapshot (every allocated claim holds its devices)."""
-    return Cluster(
-        classes=snapshot.classes,
-        slices=snapshot.slices,
-        nodes=snapshot.nodes,
-        claims=snapshot.claims,
-        engine=engine,
-        features=features,
-    )
+    return Cluster.from_snapshot(snapshot, engine=engine, features=features)
