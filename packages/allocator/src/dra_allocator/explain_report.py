@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from .cluster import Cluster
 from .errors import AllocationError
@@ -24,16 +25,30 @@ from .snapshot import Snapshot
 MAX_NODES_NAMED = 8
 
 
-def parse_target(target: str) -> tuple[str, str]:
+@dataclass(frozen=True, slots=True)
+class ExplainTarget:
+    """What ``kubectl dra explain`` is asked about: a pod or a ResourceClaim, by namespace."""
+
+    kind: Literal["pod", "resourceclaim"]
+    name: str
+    namespace: str
+
+    @property
+    def pod_name(self) -> str | None:
+        """The pod's name for a pod target (the pod to fetch), None for a claim."""
+        return self.name if self.kind == "pod" else None
+
+
+def parse_target(target: str, namespace: str) -> ExplainTarget:
     """``pod/NAME`` or ``resourceclaim/NAME`` (also ``po``, ``resourceclaims``...)."""
     kind, sep, name = target.partition("/")
     if not sep or not name:
         raise AllocationError("target must be pod/NAME or resourceclaim/NAME", field="TARGET")
     kind = kind.lower()
     if kind in ("pod", "pods", "po"):
-        return "pod", name
+        return ExplainTarget("pod", name, namespace)
     if kind in ("resourceclaim", "resourceclaims", "claim"):
-        return "resourceclaim", name
+        return ExplainTarget("resourceclaim", name, namespace)
     raise AllocationError(
         f"unsupported kind {kind!r}: use pod/NAME or resourceclaim/NAME", field="TARGET"
     )
@@ -90,15 +105,22 @@ def find_pod(snapshot: Snapshot, name: str, namespace: str) -> Mapping[str, Any]
     return pod
 
 
-def target_claims(snapshot: Snapshot, target: str, namespace: str) -> list[ClaimInfo]:
+def target_pod(snapshot: Snapshot, target: ExplainTarget) -> Mapping[str, Any] | None:
+    """The target's pod (an AllocationError if it is not in the input); None for a claim."""
+    if target.pod_name is None:
+        return None
+    return find_pod(snapshot, target.pod_name, target.namespace)
+
+
+def target_claims(snapshot: Snapshot, target: ExplainTarget) -> list[ClaimInfo]:
     """The claims the explain target refers to."""
-    kind, name = parse_target(target)
-    if kind == "resourceclaim":
+    name, namespace = target.name, target.namespace
+    pod = target_pod(snapshot, target)
+    if pod is None:
         claim = snapshot.claim(f"{namespace}/{name}")
         if claim is None:
             raise AllocationError("not found", object_ref=f"ResourceClaim {namespace}/{name}")
         return [claim]
-    pod = find_pod(snapshot, name, namespace)
     claims = own_claims(snapshot, pod, namespace)
     if not claims:
         raise AllocationError(

@@ -14,10 +14,10 @@ from dra_allocator.errors import AllocationError
 from dra_allocator.explain_report import (
     explain,
     explain_pod,
-    find_pod,
     needs_pod_explain,
     parse_target,
     target_claims,
+    target_pod,
 )
 from dra_allocator.features import KUBE_MINORS
 from dra_allocator.inputs import InputError, read_documents
@@ -149,32 +149,29 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
-    kind, name = parse_target(args.target)
+    target = parse_target(args.target, args.namespace)
     if args.filename:
         docs = read_documents(_files(args.filename))
     else:
         docs = fetch_documents(
-            namespace=args.namespace, context=args.context, pod=name if kind == "pod" else None
+            namespace=target.namespace, context=args.context, pod=target.pod_name
         )
     snapshot = build_snapshot(docs)
-    if kind == "pod":
-        pod = find_pod(snapshot, name, args.namespace)
-        if needs_pod_explain(snapshot, pod):
-            sys.stdout.write(
-                explain_pod(
-                    snapshot,
-                    pod,
-                    args.namespace,
-                    engine=CelEngine(),
-                    features=features_from_flags(args.features),
-                    node=args.node,
-                )
+    pod = target_pod(snapshot, target)
+    if pod is not None and needs_pod_explain(snapshot, pod):
+        sys.stdout.write(
+            explain_pod(
+                snapshot,
+                pod,
+                target.namespace,
+                engine=CelEngine(),
+                features=features_from_flags(args.features),
+                node=args.node,
             )
-            return EXIT_OK
-    claims = target_claims(snapshot, args.target, args.namespace)
-    placement = (
-        PodPlacement.from_pod(find_pod(snapshot, name, args.namespace)) if kind == "pod" else None
-    )
+        )
+        return EXIT_OK
+    claims = target_claims(snapshot, target)
+    placement = PodPlacement.from_pod(pod) if pod is not None else None
     sys.stdout.write(
         explain(
             snapshot,
