@@ -25,10 +25,12 @@ from dra_kubelet_core.events import LogEventRecorder
 from dra_kubelet_core.host_devices import StandInDeviceNodes
 from dra_kubelet_core.metrics import PluginMetrics
 from dra_kubelet_core.node_lock import NodeLock
+from dra_kubelet_core.state import ClaimEngine
 from dra_kubelet_plugin.cdi import GPU_CDI
 from dra_kubelet_plugin.container_edits import FakeEdits
 from dra_kubelet_plugin.device_metadata import MetadataFiles
-from dra_kubelet_plugin.gpu_driver import DeviceState
+from dra_kubelet_plugin.gpu_driver import GpuDriver, GpuPlan
+from dra_kubelet_plugin.inventory import NodeDevice
 from dra_kubelet_plugin.passthrough_claims import PassthroughClaims
 from dra_kubelet_plugin.passthrough_devices import Passthrough
 from dra_kubelet_plugin.plugin import enumerate_devices
@@ -68,22 +70,25 @@ class Node:
             on_change=changed,
         )
 
-    def state(self) -> tuple[DeviceState, PassthroughClaims]:
+    def state(self) -> tuple[ClaimEngine[GpuPlan], PassthroughClaims]:
         (self.root / "plugin").mkdir(parents=True, exist_ok=True)
         passthrough = self.claims()
-        state = DeviceState(
+        driver = GpuDriver(
             driver_name="gpu.nvidia.com",
-            pool_name="n1",
             devices=enumerate_devices(self.lib, passthrough),
+            edits=FakeEdits(self.root / "plugin" / "claims"),
+            passthrough=passthrough,
+        )
+        state = ClaimEngine(
+            driver=driver,
+            pool_name="n1",
             claims=DirectoryClaimSource(self.root / "claims"),
             checkpoints=CheckpointStore(self.root / "plugin" / "checkpoint.json"),
             cdi=CDIStore(self.root / "cdi", kind=GPU_CDI),
-            edits=FakeEdits(self.root / "plugin" / "claims"),
             lock=NodeLock(self.root / "plugin" / "prepare.lock"),
             boot_id=self.boot_id,
             events=LogEventRecorder("n1"),
             metrics=PluginMetrics(),
-            passthrough=passthrough,
         )
         return state, passthrough
 
@@ -101,6 +106,12 @@ class Node:
     def spec(self, uid: str) -> dict[str, Any]:
         (path,) = (self.root / "cdi").glob(f"*{uid}*.json")
         return dict(json.loads(path.read_text()))
+
+
+def published(state: ClaimEngine[GpuPlan]) -> list[NodeDevice]:
+    """The devices the engine's GPU driver serves (before passthrough hides twins)."""
+    assert isinstance(state.driver, GpuDriver)
+    return list(state.driver.devices.values())
 
 
 @pytest.fixture
@@ -122,12 +133,12 @@ def test_vfio_claim_binds_hides_the_twin_and_unprepare_restores(node: Node) -> N
     async def go() -> None:
         state, passthrough = node.state()
         await state.start()
-        names = [d.name for d in passthrough.visible(list(state.devices.values()))]
+        names = [d.name for d in passthrough.visible(published(state))]
         assert names == ["gpu-0", "gpu-1", "gpu-vfio-0", "gpu-vfio-1"]
         outcome = (await state.prepare_claims([ref]))[ref.uid]
         assert outcome.error == ""
         assert node.driver_of("gpu-0") == "vfio-pci"
-        names = [d.name for d in passthrough.visible(list(state.devices.values()))]
+        names = [d.name for d in passthrough.visible(published(state))]
         assert names == ["gpu-1", "gpu-vfio-0", "gpu-vfio-1"]
         assert node.changes >= 2
         spec = node.spec(ref.uid)
@@ -159,7 +170,7 @@ def test_vfio_claim_binds_hides_the_twin_and_unprepare_restores(node: Node) -> N
         await state.unprepare_claims([ref])
         assert node.driver_of("gpu-0") == "nvidia"
         assert node.lib.persistence_mode(gpu0) is True, "restored after passthrough"
-        assert len(passthrough.visible(list(state.devices.values()))) == 4
+        assert len(passthrough.visible(published(state))) == 4
         assert not Path(mount["hostPath"]).exists()
 
     asyncio.run(go())
@@ -283,10 +294,10 @@ def test_a_shared_gpu_keeps_its_twin_hidden_until_the_last_claim_goes(node: Node
         assert [o.error for o in outcomes.values()] == ["", ""]
         assert passthrough.held() == {"gpu-0": {"uid-a", "uid-b"}}
         await state.unprepare_claims([first])
-        visible = [d.name for d in passthrough.visible(list(state.devices.values()))]
+        visible = [d.name for d in passthrough.visible(published(state))]
         assert "gpu-vfio-0" not in visible, "uid-b still uses gpu-0"
         await state.unprepare_claims([second])
-        visible = [d.name for d in passthrough.visible(list(state.devices.values()))]
+        visible = [d.name for d in passthrough.visible(published(state))]
         assert "gpu-vfio-0" in visible
 
     asyncio.run(go())

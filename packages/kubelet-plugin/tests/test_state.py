@@ -25,9 +25,10 @@ from dra_kubelet_core.errors import ClaimRef
 from dra_kubelet_core.events import LogEventRecorder
 from dra_kubelet_core.metrics import PluginMetrics
 from dra_kubelet_core.node_lock import NodeLock
+from dra_kubelet_core.state import ClaimEngine
 from dra_kubelet_plugin.cdi import GPU_CDI
 from dra_kubelet_plugin.container_edits import FakeEdits
-from dra_kubelet_plugin.gpu_driver import DeviceState
+from dra_kubelet_plugin.gpu_driver import GpuDriver, GpuPlan
 from dra_kubelet_plugin.inventory import NodeDevice, build_inventory
 from dra_nvlib import DeviceLibConfig, open_device_lib
 from kubelet_plugin_support import gpu_config, make_claim, write_claim
@@ -56,16 +57,19 @@ class Node:
     def checkpoint(self) -> Path:
         return self.root / "plugin" / "checkpoint.json"
 
-    def state(self, events: LogEventRecorder | None = None) -> DeviceState:
+    def state(self, events: LogEventRecorder | None = None) -> ClaimEngine[GpuPlan]:
         (self.root / "plugin").mkdir(parents=True, exist_ok=True)
-        return DeviceState(
+        driver = GpuDriver(
             driver_name="gpu.nvidia.com",
-            pool_name="n1",
             devices=self.devices,
+            edits=FakeEdits(self.root / "plugin" / "claims"),
+        )
+        return ClaimEngine(
+            driver=driver,
+            pool_name="n1",
             claims=DirectoryClaimSource(self.claims_dir),
             checkpoints=CheckpointStore(self.checkpoint),
             cdi=CDIStore(self.cdi_dir, kind=GPU_CDI),
-            edits=FakeEdits(self.root / "plugin" / "claims"),
             lock=NodeLock(self.root / "plugin" / "prepare.lock"),
             boot_id=self.boot_id,
             events=events or LogEventRecorder("n1"),
@@ -98,7 +102,7 @@ def run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
-async def started(node: Node, events: LogEventRecorder | None = None) -> DeviceState:
+async def started(node: Node, events: LogEventRecorder | None = None) -> ClaimEngine[GpuPlan]:
     state = node.state(events)
     await state.start()
     return state

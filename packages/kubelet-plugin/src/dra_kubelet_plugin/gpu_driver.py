@@ -18,22 +18,15 @@ from collections.abc import Mapping, Sequence
 from dra_api_types import ResourceClaim
 from dra_kubelet_core.allocated import AllocatedDevice
 from dra_kubelet_core.cdi import ContainerEdits
-from dra_kubelet_core.cdi_store import CDIStore
 from dra_kubelet_core.checkpoint import (
     Checkpoint,
-    CheckpointStore,
     ClaimState,
     PreparedClaim,
     PreparedDevice,
     count_prepared_devices,
 )
-from dra_kubelet_core.claim_source import ClaimSource
 from dra_kubelet_core.driver import ClaimEdits, ClaimPlan, DriverIdentity, PrepareContext
 from dra_kubelet_core.errors import ClaimRef
-from dra_kubelet_core.events import EventRecorder
-from dra_kubelet_core.metrics import PluginMetrics
-from dra_kubelet_core.node_lock import NodeLock
-from dra_kubelet_core.state import ClaimEngine
 from dra_sharing import ClaimSharingState, SharingGates, StateDecodeError
 
 from dra_kubelet_plugin.allocation import PlannedDevice, plan_claim
@@ -51,7 +44,7 @@ from dra_kubelet_plugin.gpu_sharing import (
 from dra_kubelet_plugin.inventory import NodeDevice
 from dra_kubelet_plugin.passthrough_claims import PassthroughClaims
 
-__all__ = ["DeviceState", "GpuDriver", "GpuPlan", "gpu_identity", "prepared_device_types"]
+__all__ = ["GpuDriver", "GpuPlan", "gpu_identity", "prepared_device_types"]
 
 log = logging.getLogger(__name__)
 
@@ -207,56 +200,6 @@ class GpuDriver:
         """``gpu`` or ``mig``; ``unknown`` for a device this node no longer publishes."""
         published = self._devices.get(device.device_name)
         return str(published.type) if published is not None else "unknown"
-
-
-class DeviceState(ClaimEngine[GpuPlan]):
-    """The core's claim engine with a :class:`GpuDriver`: the GPU plugin's prepared claims."""
-
-    def __init__(
-        self,
-        *,
-        driver_name: str,
-        pool_name: str,
-        devices: Sequence[NodeDevice],
-        claims: ClaimSource,
-        checkpoints: CheckpointStore,
-        cdi: CDIStore,
-        edits: EditsProvider,
-        lock: NodeLock,
-        boot_id: str,
-        events: EventRecorder,
-        metrics: PluginMetrics,
-        sharing: GpuSharing | None = None,
-        passthrough: PassthroughClaims | None = None,
-    ) -> None:
-        """Wire the engine; call :meth:`start` before serving."""
-        self.gpus = GpuDriver(
-            driver_name=driver_name,
-            devices=devices,
-            edits=edits,
-            sharing=sharing,
-            passthrough=passthrough,
-        )
-        super().__init__(
-            driver=self.gpus,
-            pool_name=pool_name,
-            claims=claims,
-            checkpoints=checkpoints,
-            cdi=cdi,
-            lock=lock,
-            boot_id=boot_id,
-            events=events,
-            metrics=metrics,
-        )
-
-    @property
-    def devices(self) -> dict[str, NodeDevice]:
-        """Published devices by name."""
-        return self.gpus.devices
-
-    def set_devices(self, devices: Sequence[NodeDevice]) -> None:
-        """Replace the published devices (the hardware changed); prepared claims keep theirs."""
-        self.gpus.set_devices(devices)
 
 
 def prepared_device_types(

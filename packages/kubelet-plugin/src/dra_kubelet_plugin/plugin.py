@@ -17,12 +17,13 @@ from dra_kubelet_core.healthcheck import HealthcheckServer
 from dra_kubelet_core.metrics import PluginMetrics
 from dra_kubelet_core.runner import PluginRunner
 from dra_kubelet_core.sockets import SocketPaths
+from dra_kubelet_core.state import ClaimEngine
 from dra_nvlib import DeviceLib
 from dra_sharing import DynamicMig, MpsDaemonManager, SharingGates, SharingManager, TimeSlicer
 
 from dra_kubelet_plugin.backend import GpuBackend, open_backend
 from dra_kubelet_plugin.device_metadata import MetadataFiles
-from dra_kubelet_plugin.gpu_driver import DeviceState, gpu_identity
+from dra_kubelet_plugin.gpu_driver import GpuDriver, GpuPlan, gpu_identity
 from dra_kubelet_plugin.gpu_sharing import GpuSharing
 from dra_kubelet_plugin.health_monitor import HealthMonitor
 from dra_kubelet_plugin.inventory import NodeDevice, build_inventory
@@ -102,7 +103,7 @@ class KubeletPlugin:
     settings: Settings
     metrics: PluginMetrics = field(default_factory=PluginMetrics)
     sockets: SocketPaths | None = None
-    state: DeviceState | None = None
+    state: ClaimEngine[GpuPlan] | None = None
     hub: HealthHub | None = None
     healthcheck: HealthcheckServer | None = None
     ready: asyncio.Event = field(default_factory=asyncio.Event)
@@ -129,14 +130,15 @@ class KubeletPlugin:
         await runner.connect()
         self.sockets = paths = runner.sockets
         assert paths is not None  # set by connect()
-        self.state = state = DeviceState(
+        # The engine is the core's; the driver stays here to take the refreshed devices.
+        gpus = GpuDriver(
             driver_name=DRIVER_NAME,
             devices=devices,
             edits=backend.edits,
             passthrough=passthrough,
             sharing=open_sharing(s, backend),
-            **runner.engine_parts(),
         )
+        self.state = state = runner.engine(gpus)
         await state.start()
         self.hub = hub = HealthHub(s.node_name)
         await hub.set_devices(d.name for d in devices)
@@ -180,7 +182,7 @@ class KubeletPlugin:
         runner.cleanup_periodically(state)
 
         async def on_change(new: list[NodeDevice]) -> None:
-            state.set_devices(new)
+            gpus.set_devices(new)
             monitor.set_devices(new)
             await hub.set_devices(d.name for d in new)
             if publisher is not None:
