@@ -19,6 +19,7 @@ from dra_kubelet_plugin.driver_edits import FILE_MOUNT_OPTIONS
 from dra_kubelet_plugin.inventory import NodeDevice, build_inventory
 from dra_nvlib import DeviceLibConfig, open_device_lib
 from elf_support import write_library
+from ld_cache_support import ld_cache
 
 REF = ClaimRef(namespace="default", name="c", uid="u1")
 VERSION = "570.133.20"
@@ -421,3 +422,36 @@ def test_mig_capability_nodes_missing_are_created(tmp_path: Path) -> None:
     edits.device_edits(REF, device)
     info = (dev / "dev" / "nvidia-caps" / "nvidia-cap22").stat()
     assert (os.major(info.st_rdev), os.minor(info.st_rdev)) == (237, 22)
+
+
+def test_gke_layout_mounts_the_firmware_named_by_the_kernels_firmware_class_path(
+    tmp_path: Path,
+) -> None:
+    # As on a GKE node (and the H200 the gpu-check ran on): the driver below
+    # /usr/local/nvidia, registered with ldconfig, its GSP firmware where firmware_class.path
+    # points.
+    driver = tmp_path / "root"
+    lib = driver / "usr/local/nvidia/lib64"
+    write_library(lib, f"libcuda.so.{VERSION}", "libcuda.so.1", "libcuda.so.1")
+    (driver / "etc").mkdir(parents=True)
+    (driver / "etc/ld.so.cache").write_bytes(
+        ld_cache([("libcuda.so.1", "/usr/local/nvidia/lib64/libcuda.so.1")])
+    )
+    firmware = driver / "usr/local/nvidia/firmware/nvidia" / VERSION
+    firmware.mkdir(parents=True)
+    (firmware / "gsp_ga10x.bin").write_bytes(b"\0")
+    sys_root = tmp_path / "sys"
+    param = sys_root / "module/firmware_class/parameters/path"
+    param.parent.mkdir(parents=True)
+    param.write_text("/usr/local/nvidia/firmware\n")
+    dev = tmp_path / "dev"
+    (dev / "dev").mkdir(parents=True)
+    for name in ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"):
+        (dev / "dev" / name).touch()
+    with_param = NvmlEdits(driver_root=driver, dev_root=dev, sys_root=sys_root)
+    paths = {m.container_path for m in with_param.claim_edits(REF, []).mounts}
+    assert f"/usr/local/nvidia/lib64/libcuda.so.{VERSION}" in paths
+    assert f"/usr/local/nvidia/firmware/nvidia/{VERSION}/gsp_ga10x.bin" in paths
+    without = NvmlEdits(driver_root=driver, dev_root=dev, sys_root=tmp_path / "no-sys")
+    paths = {m.container_path for m in without.claim_edits(REF, []).mounts}
+    assert not any("gsp_" in path for path in paths)

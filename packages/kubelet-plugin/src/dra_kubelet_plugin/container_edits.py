@@ -164,6 +164,8 @@ _HOOK_DIRS = (
     "bin",
 )
 _HOOK_NAME = "nvidia-cdi-hook"
+# The kernel parameter naming an extra firmware directory, below /sys.
+_FIRMWARE_CLASS_PATH = "module/firmware_class/parameters/path"
 
 
 class NvmlEdits:
@@ -199,7 +201,8 @@ class NvmlEdits:
         the root of the host's ``/dev`` as the runtime sees it (``/`` on a node; a
         synthetic root in tests): other than ``/``, nodes name it as ``hostPath``.
         ``sys_root`` is where this process sees the host's ``/sys`` (a GPU's DRM nodes are
-        found through its PCI function, :mod:`drm_devices`).
+        found through its PCI function, :mod:`drm_devices`; the GSP firmware also below the
+        kernel's ``firmware_class.path``).
         """
         self._driver_root = driver_root
         self._lookup_root = container_driver_root or driver_root
@@ -347,6 +350,15 @@ class NvmlEdits:
                 return str(self._driver_root / directory / _HOOK_NAME)
         return None
 
+    def _firmware_class_path(self) -> str | None:
+        """The kernel's extra firmware directory (``firmware_class.path``), where GKE-style
+        hosts keep the GSP firmware; ``None`` when unset or unreadable."""
+        try:
+            value = (self._sys_root / _FIRMWARE_CLASS_PATH).read_text().strip()
+        except OSError:
+            return None
+        return value or None
+
     def _driver_edits(self, claim: ClaimRef) -> ContainerEdits:
         try:
             version = driver_version_at(self._lookup_root)
@@ -354,7 +366,7 @@ class NvmlEdits:
             raise DeviceNodeMissingError(claim, str(exc)) from exc
         if self._driver is not None and self._driver[0] == version:
             return self._driver[1]
-        files = scan_driver_root(self._lookup_root)
+        files = scan_driver_root(self._lookup_root, custom_firmware_dir=self._firmware_class_path())
         hook = self.hook_path()
         if hook is None:
             log.warning(

@@ -5,13 +5,17 @@ the CDI spec of a claim holds what ``nvidia-ctk cdi generate`` would put in it:
 
 - the driver version and library directory from the first ``libcuda.so.<version>`` (else
   ``libnvidia-ml.so.<version>``) found in the toolkit's search dirs (``/usr/lib64``, the
-  multiarch dirs and their ``nvidia/current``, ``/lib64``, ...), then ``/usr/lib`` and
-  ``/lib`` (where the toolkit would consult the root's ``ld.so.cache``);
+  multiarch dirs and their ``nvidia/current``, ``/lib64``, ...), then through the root's
+  ``/etc/ld.so.cache`` (drivers registered with ``ldconfig`` elsewhere, such as GKE's
+  ``/usr/local/nvidia/lib64``), then in ``/usr/lib`` and ``/lib``;
 - every ``*.so.<version>`` of that directory and of its ``vdpau/`` (symlinks resolved), each
   with its ELF ``SONAME`` and whether the SONAME and ``.so`` links exist next to it; the
   EGL platform libraries (``libnvidia-egl-gbm``, ``-wayland``, ``-wayland2``);
 - the GSP firmware ``nvidia/<version>/gsp*.bin`` below the firmware dirs;
-- the tools (``nvidia-smi``, MPS, IMEX, ...) below the executable dirs;
+- the tools (``nvidia-smi``, MPS, IMEX, ...) from the ``bin`` beside the library directory
+  (``/usr/local/nvidia/bin`` next to ``.../lib64``: the tools of the same installation, where
+  ``/usr/bin`` may hold only wrapper scripts, as the CUDA images' ``PATH`` has it), then from
+  the executable dirs;
 - the IPC sockets (persistenced, fabric manager);
 - the graphics configs (glvnd, EGL platforms, Vulkan ICD);
 - the Xorg driver module ``nvidia_drv.so`` and GLX server extension
@@ -32,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dra_kubelet_plugin.elf_soname import ElfError, soname_of_file
+from dra_kubelet_plugin.ld_cache import LdCacheError, parse_ld_cache
 
 __all__ = [
     "LIBRARY_SEARCH_DIRS",
@@ -42,7 +47,7 @@ __all__ = [
     "scan_driver_root",
 ]
 
-#: nvcdi's library search dirs, then the two it reaches through ``ld.so.cache``.
+#: nvcdi's library search dirs; the last two are searched after the root's ``ld.so.cache``.
 LIBRARY_SEARCH_DIRS = (
     "/",
     "/usr/lib64",
@@ -58,6 +63,8 @@ LIBRARY_SEARCH_DIRS = (
     "/usr/lib",
     "/lib",
 )
+#: The dynamic loader's cache, below the driver root.
+LD_CACHE = "/etc/ld.so.cache"
 _EXECUTABLE_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 _BINARIES = (
     "nvidia-smi",
@@ -115,7 +122,8 @@ class DriverNotFoundError(RuntimeError):
     def __init__(self, root: Path) -> None:
         super().__init__(
             f"no libcuda.so.<version> or libnvidia-ml.so.<version> below driver root {root} "
-            f"(searched {', '.join(LIBRARY_SEARCH_DIRS)}); is --nvidia-driver-root right?"
+            f"(searched {', '.join(LIBRARY_SEARCH_DIRS)} and {LD_CACHE}); "
+            "is --nvidia-driver-root right?"
         )
         self.root = root
 
@@ -166,13 +174,32 @@ def _resolve_below(root: Path, found: Path) -> Path | None:
     return real if real.is_file() else None
 
 
+def _cached_paths(root: Path, soname: str) -> list[Path]:
+    """Where the root's ``ld.so.cache`` resolves ``soname`` (none without a readable cache:
+    the directory search still applies)."""
+    try:
+        entries = parse_ld_cache(_under(root, LD_CACHE).read_bytes())
+    except (OSError, LdCacheError):
+        return []
+    return [_under(root, entry.path) for entry in entries if entry.soname == soname]
+
+
+def _candidates(root: Path, prefix: str) -> Iterable[Path]:
+    """``prefix*.*`` in the search dirs, the cache's ``prefix1``, then ``/usr/lib`` and ``/lib``."""
+    for directory in LIBRARY_SEARCH_DIRS[:-2]:
+        yield from sorted(_under(root, directory).glob(prefix + "*.*"))
+    yield from _cached_paths(root, prefix + "1")
+    for directory in LIBRARY_SEARCH_DIRS[-2:]:
+        yield from sorted(_under(root, directory).glob(prefix + "*.*"))
+
+
 def _locate_driver_library(root: Path) -> tuple[Path, str]:
     for prefix in ("libcuda.so.", "libnvidia-ml.so."):
-        for directory in LIBRARY_SEARCH_DIRS:
-            for found in sorted(_under(root, directory).glob(prefix + "*.*")):
-                real = _resolve_below(root, found)
-                if real is not None and real.name.startswith(prefix):
-                    return real, real.name.removeprefix(prefix)
+        for found in _candidates(root, prefix):
+            real = _resolve_below(root, found)
+            # The versioned file: a cached ``libcuda.so.1`` is a link to it.
+            if real is not None and real.name.startswith(prefix) and real.name != prefix + "1":
+                return real, real.name.removeprefix(prefix)
     raise DriverNotFoundError(root)
 
 
@@ -259,10 +286,12 @@ def scan_driver_root(
             path = _container_path(root, blob)
             if blob.is_file() and path not in firmware:
                 firmware.append(path)
+    container_lib_dir = _container_path(root, lib_dir)
+    executable_dirs = (str(Path(container_lib_dir).parent / "bin"), *_EXECUTABLE_DIRS)
     binaries = [
         _container_path(root, found)
         for name in _BINARIES
-        if (found := _first(root, _EXECUTABLE_DIRS, name)) is not None and os.access(found, os.X_OK)
+        if (found := _first(root, executable_dirs, name)) is not None and os.access(found, os.X_OK)
     ]
     sockets = [
         _container_path(root, found)
@@ -279,7 +308,6 @@ def scan_driver_root(
         for name in _VULKAN_CONFIGS
         if (found := _first(root, _CONFIG_DIRS, name)) is not None
     ]
-    container_lib_dir = _container_path(root, lib_dir)
     xorg = [
         _container_path(root, found)
         for name in ("nvidia_drv.so", f"libglxserver_nvidia.so.{version}")
