@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from dra_kubelet_plugin.driver_files import DriverNotFoundError, scan_driver_root
+from dra_kubelet_plugin.driver_files import DriverNotFoundError, driver_tool, scan_driver_root
 from dra_kubelet_plugin.ld_cache import LdCacheEntry, LdCacheError, parse_ld_cache
 from elf_support import write_library
 from ld_cache_support import AARCH64_LIBC6, I386_LIBC6, ld_cache
@@ -135,3 +135,18 @@ def test_a_corrupt_cache_leaves_the_directory_search_in_charge(tmp_path: Path) -
     (tmp_path / "etc/ld.so.cache").write_bytes(b"garbage")
     write_library(tmp_path / "usr/lib64", "libcuda.so.550.1.2", "libcuda.so.1", "libcuda.so.1")
     assert scan_driver_root(tmp_path).version == "550.1.2"
+
+
+def test_the_mps_control_daemon_is_run_from_beside_the_libraries(tmp_path: Path) -> None:
+    _gke_root(tmp_path)
+    control = tmp_path / "usr/local/nvidia/bin/nvidia-cuda-mps-control"
+    control.write_text("#!/bin/sh\n")
+    control.chmod(0o755)
+    assert driver_tool(tmp_path, "nvidia-cuda-mps-control") == control.resolve()
+
+
+def test_a_tool_not_installed_is_expected_in_usr_bin(tmp_path: Path) -> None:
+    # No driver yet (the GPU Operator installs it later): the error of running it names this.
+    assert driver_tool(tmp_path, "nvidia-cuda-mps-control") == (
+        tmp_path.resolve() / "usr/bin/nvidia-cuda-mps-control"
+    )

@@ -25,6 +25,7 @@ from dra_nvlib import DeviceLib, DeviceLibConfig, open_device_lib
 from dra_sharing import FakeMpsLauncher, MpsLauncher, NvidiaMpsLauncher
 
 from dra_kubelet_plugin.container_edits import EditsProvider, FakeEdits, NvmlEdits
+from dra_kubelet_plugin.driver_files import driver_tool
 from dra_kubelet_plugin.settings import Settings
 
 __all__ = ["GpuBackend", "backend_parts", "device_lib_config", "open_backend", "open_devices"]
@@ -97,7 +98,7 @@ def backend_parts(settings: Settings, lib: DeviceLib) -> GpuBackend:
             dev_root=settings.dev_root,
             cdi_hook_path=settings.nvidia_cdi_hook_path,
         ),
-        mps_launcher=NvidiaMpsLauncher(root / "usr" / "bin" / "nvidia-cuda-mps-control"),
+        mps_launcher=NvidiaMpsLauncher(driver_tool(root, "nvidia-cuda-mps-control")),
         host=HostDeviceNodes(settings.dev_root),
     )
 

@@ -43,6 +43,7 @@ __all__ = [
     "DriverFiles",
     "DriverLibrary",
     "DriverNotFoundError",
+    "driver_tool",
     "driver_version_at",
     "scan_driver_root",
 ]
@@ -246,6 +247,26 @@ def _first(root: Path, dirs: Iterable[str], name: str) -> Path | None:
     return None
 
 
+def _executable_dirs(container_lib_dir: str) -> tuple[str, ...]:
+    """The ``bin`` beside the driver's libraries (the same installation's tools), then the
+    usual executable dirs."""
+    return (str(Path(container_lib_dir).parent / "bin"), *_EXECUTABLE_DIRS)
+
+
+def driver_tool(root: Path, name: str) -> Path:
+    """Where this process finds the driver's tool ``name`` below ``root``: beside its libraries,
+    else in the executable dirs; ``<root>/usr/bin/<name>`` when neither has it (or no driver is
+    installed yet), so the error of running it names the expected place."""
+    root = root.resolve()
+    try:
+        lib_dir = _container_path(root, _locate_driver_library(root)[0].parent)
+        dirs = _executable_dirs(lib_dir)
+    except DriverNotFoundError:
+        dirs = _EXECUTABLE_DIRS
+    found = _first(root, dirs, name)
+    return found if found is not None else _under(root, "/usr/bin") / name
+
+
 def _firmware_dirs(kernel_release: str, custom: str | None) -> list[str]:
     dirs = [custom] if custom else []
     return [
@@ -287,7 +308,7 @@ def scan_driver_root(
             if blob.is_file() and path not in firmware:
                 firmware.append(path)
     container_lib_dir = _container_path(root, lib_dir)
-    executable_dirs = (str(Path(container_lib_dir).parent / "bin"), *_EXECUTABLE_DIRS)
+    executable_dirs = _executable_dirs(container_lib_dir)
     binaries = [
         _container_path(root, found)
         for name in _BINARIES
