@@ -10,13 +10,13 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import claim_round_trip, container, steps
+from . import claim_round_trip, container, parity, steps
 from .detect import LIBRARY, detect_gpu, skip_line
 from .runner import Step, StepResult, exit_status, format_summary, run_steps
 from .target import CheckTarget
 
-# The whole check stays under five minutes: the budgets add up to 270 s.
-BUDGETS_S = {"contract": 120.0, "slices": 30.0, "claim": 60.0, "container": 60.0}
+# The whole check stays under five minutes: the budgets add up to 280 s.
+BUDGETS_S = {"contract": 100.0, "slices": 30.0, "claim": 60.0, "container": 60.0, "parity": 30.0}
 
 
 def build_steps(target: CheckTarget) -> list[Step]:
@@ -42,6 +42,11 @@ def build_steps(target: CheckTarget) -> list[Step]:
             BUDGETS_S["container"],
             functools.partial(container.nvidia_smi_in_container, target),
         ),
+        Step(
+            "CDI spec = nvidia-ctk cdi generate",
+            BUDGETS_S["parity"],
+            functools.partial(parity.toolkit_parity, target),
+        ),
     ]
 
 
@@ -60,6 +65,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--fake-gpus", default="2xA100-40GB", help="the fleet with --backend fake")
     parser.add_argument("--nvml-library", default=LIBRARY, help="the library GPU detection loads")
+    parser.add_argument(
+        "--nvidia-ctk",
+        default=None,
+        help="nvidia-ctk to compare the CDI spec with (default: PATH; nvidia-cdi-hook beside it)",
+    )
     args = parser.parse_args(argv)
     if args.backend == "nvml":
         found = detect_gpu(args.nvml_library)
@@ -68,7 +78,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         print(f"gpu-check: {found.count} GPUs, driver {found.driver_version}", flush=True)
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as workdir:
-        target = CheckTarget(args.backend, Path(workdir), fake_gpus=args.fake_gpus)
+        target = CheckTarget(
+            args.backend,
+            Path(workdir),
+            fake_gpus=args.fake_gpus,
+            toolkit=parity.find_toolkit(args.nvidia_ctk),
+        )
         results = run_steps(build_steps(target), report=_report)
     print(format_summary(results))
     return exit_status(results)

@@ -29,6 +29,8 @@ class CheckTarget:
     node_name: str = NODE_NAME
     python: str = sys.executable
     devices: list[SliceDevice] = field(default_factory=list)
+    # nvidia-ctk and nvidia-cdi-hook, when found: the plugin's specs then name the hook.
+    toolkit: tuple[Path, Path] | None = None
 
     def backend_args(self) -> list[str]:
         """The plugin's flags selecting this backend."""
@@ -43,7 +45,8 @@ class CheckTarget:
                 "--fake-gpu-state-file",
                 str(state),
             ]
-        return ["--device-backend", "nvml"]
+        hook = ["--nvidia-cdi-hook-path", str(self.toolkit[1])] if self.toolkit else []
+        return ["--device-backend", "nvml", *hook]
 
     def plugin_command(self) -> list[str]:
         """``python -m dra_kubelet_plugin`` for this node and backend."""
