@@ -13,6 +13,7 @@ import yaml
 from chart_helpers import CHART, HelmFailed, helm_path
 from chart_render import NVIDIA_VALUES, render_notes, render_objects
 from dra_kubelet_core import nvidia_gates
+from dra_kubelet_core.feature_gates import SPECIAL_GATES
 
 SCHEMA = json.loads((CHART / "values.schema.json").read_text())
 NOT_IMPLEMENTED = "Accepted but not implemented yet"
@@ -278,7 +279,11 @@ def test_the_schema_and_the_chart_list_the_plugins_gates() -> None:
     expected = {g.name: (g.default, g.implemented) for g in nvidia_gates.GATES}
     schema_gates = SCHEMA["properties"]["featureGates"]
     assert schema_gates["additionalProperties"] is False
-    assert {k: v["default"] for k, v in schema_gates["properties"].items()} == {
+    listed = dict(schema_gates["properties"])
+    # component-base's AllAlpha/AllBeta: no default of their own.
+    for special in SPECIAL_GATES:
+        assert "default" not in listed.pop(special)
+    assert {k: v["default"] for k, v in listed.items()} == {
         k: default for k, (default, _) in expected.items()
     }
     assert all(v["type"] == "boolean" for v in schema_gates["properties"].values())
@@ -288,12 +293,35 @@ def test_the_schema_and_the_chart_list_the_plugins_gates() -> None:
         assert described.endswith("(accepted, not implemented yet)") is not gate.implemented
     table = _chart_gate_table()
     assert {k: (v["default"], v["implemented"]) for k, v in table["gates"].items()} == expected
+    assert {k: v["maturity"] for k, v in table["gates"].items()} == {
+        g.name: str(g.maturity) for g in nvidia_gates.GATES
+    }
     assert {k: v.get("offImplemented", True) for k, v in table["gates"].items()} == {
         g.name: g.off_built for g in nvidia_gates.GATES
     }
     assert table["rules"] == [
         {"gate": r.gate, "kind": str(r.kind), "other": r.other} for r in nvidia_gates.RULES
     ]
+
+
+def test_all_alpha_is_refused_at_install_by_nvidias_rules_and_passed_on_otherwise(
+    helm: Path,
+) -> None:
+    # AllAlpha=true switches on DynamicMIG and PassthroughSupport, which exclude each other.
+    with pytest.raises(HelmFailed, match=r"DynamicMIG.*PassthroughSupport"):
+        render_objects(helm, {"featureGates.AllAlpha": "true"})
+    sets = {
+        "featureGates.AllAlpha": "true",
+        "featureGates.DynamicMIG": "false",
+        "featureGates.PassthroughSupport": "false",
+        "featureGates.DeviceMetadata": "false",
+    }
+    args = _gpus(render_objects(helm, sets))["args"]
+    (flag,) = [a for a in args if a.startswith("--feature-gates=")]
+    assert "AllAlpha=true" in flag.removeprefix("--feature-gates=").split(",")
+    # The gates AllAlpha switched on that nothing acts on yet are not listed by name in NOTES
+    # (the plugin's start log names them); AllAlpha itself is no gate of the table.
+    assert "featureGates.AllAlpha" not in render_notes(helm, sets)
 
 
 def test_values_yaml_documents_the_gates_nvidias_chart_names() -> None:

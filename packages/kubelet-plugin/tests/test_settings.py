@@ -139,8 +139,9 @@ def test_unknown_gate_is_one_line_naming_it_and_exit_2(
     assert "NVMLDeviceHealthCheck" in line["msg"], "the known gates are listed"
 
 
-# NVIDIA's gates and defaults (pkg/featuregates of the chart's commit), and the logging gates
-# its chart documents: what a values file written for NVIDIA's chart may set.
+# NVIDIA's gates and defaults (pkg/featuregates at main; NodeLocalFabricIPC is newer than
+# v0.5.0), and the logging gates its chart documents: what a values file written for NVIDIA's
+# chart may set.
 NVIDIA_DEFAULTS = {
     "TimeSlicingSettings": False,
     "MPSSupport": False,
@@ -153,6 +154,7 @@ NVIDIA_DEFAULTS = {
     "DeviceMetadata": False,
     "FabricManagerPartitioning": False,
     "HostManagedIMEXDaemon": False,
+    "NodeLocalFabricIPC": False,
     "DRAListTypeAttributes": False,
     "ConsumableShares": False,
 }
@@ -240,7 +242,8 @@ def test_the_sharing_and_passthrough_gates_are_built() -> None:
         ),
         ("DeviceMetadata=true", "DeviceMetadata requires PassthroughSupport=true"),
         ("DynamicMIG=true,PassthroughSupport=true", "DynamicMIG and PassthroughSupport cannot"),
-        ("DynamicMIG=true,NVMLDeviceHealthCheck=true", "DynamicMIG and NVMLDeviceHealthCheck"),
+        # component-base's AllAlpha switches on alpha gates NVIDIA's rules keep apart.
+        ("AllAlpha=true", "DynamicMIG and PassthroughSupport cannot"),
         ("DynamicMIG=true,MPSSupport=true", "DynamicMIG and MPSSupport cannot"),
         ("PassthroughSupport=true,NVMLDeviceHealthCheck=true", "PassthroughSupport and NVML"),
     ],
@@ -248,6 +251,51 @@ def test_the_sharing_and_passthrough_gates_are_built() -> None:
 def test_nvidias_gate_rules_are_enforced(gates: str, message: str) -> None:
     with pytest.raises(ConfigurationError, match=f"^--feature-gates: .*{message}"):
         parse(["--node-name", "n", "--feature-gates", gates])
+
+
+def test_dynamic_mig_with_nvml_health_checks_is_accepted_as_by_nvidia() -> None:
+    # NVIDIA's ValidateFeatureGates (main) has no rule between these two.
+    settings = parse(
+        ["--node-name", "n", "--feature-gates", "DynamicMIG=true,NVMLDeviceHealthCheck=true"]
+    )
+    assert settings.feature_gates["DynamicMIG"]
+    assert settings.feature_gates["NVMLDeviceHealthCheck"]
+
+
+@pytest.mark.parametrize(
+    ("text", "on", "off"),
+    [
+        # Every alpha gate on, except those named, in whichever order (component-base).
+        (
+            "AllAlpha=true,DynamicMIG=false,PassthroughSupport=false,DeviceMetadata=false",
+            {"TimeSlicingSettings", "MPSSupport", "NVMLDeviceHealthCheck", "LoggingAlphaOptions"},
+            {"DynamicMIG", "PassthroughSupport"},
+        ),
+        (
+            "DynamicMIG=false,PassthroughSupport=false,DeviceMetadata=false,AllAlpha=true",
+            {"TimeSlicingSettings", "ConsumableShares"},
+            {"DynamicMIG", "DeviceMetadata"},
+        ),
+        # AllBeta=false turns the beta gates off; the rule between two of them then holds.
+        (
+            "AllBeta=false",
+            set(),
+            {
+                "IMEXDaemonsWithDNSNames",
+                "ComputeDomainCliques",
+                "DeviceTaints",
+                "LoggingBetaOptions",
+            },
+        ),
+        ("AllBeta=false,DeviceTaints=true", {"DeviceTaints"}, {"DeviceHealthCheck"}),
+    ],
+)
+def test_all_alpha_and_all_beta_set_the_gates_not_named(
+    text: str, on: set[str], off: set[str]
+) -> None:
+    gates = parse(["--node-name", "n", "--feature-gates", text]).feature_gates
+    assert {name for name in on if gates[name]} == on
+    assert {name for name in off if not gates[name]} == off
 
 
 def test_rules_only_name_known_gates() -> None:

@@ -103,7 +103,7 @@ Values in kubeletPlugin.containers.gpus.securityContext override these defaults 
 {{- end }}
 
 {{/*
-The plugin's feature gates (JSON): gates, name -> default, whether this project acts on it and
+The plugin's feature gates (JSON): gates, name -> default, maturity, whether this project acts on it and
 (offImplemented, where false) that its off behaviour is not built, and rules, NVIDIA's dependency
 rules. The chart's copy of the plugin's table
 (dra_kubelet_core.nvidia_gates), as are the featureGates properties of values.schema.json;
@@ -112,29 +112,29 @@ a chart test keeps all three equal.
 {{- define "dra-driver-nvidia-gpu.gateTable" -}}
 {
 "gates": {
-  "TimeSlicingSettings": {"default": false, "implemented": true},
-  "MPSSupport": {"default": false, "implemented": true},
-  "IMEXDaemonsWithDNSNames": {"default": true, "implemented": true, "offImplemented": false},
-  "PassthroughSupport": {"default": false, "implemented": true},
-  "NVMLDeviceHealthCheck": {"default": false, "implemented": false},
-  "DynamicMIG": {"default": false, "implemented": true},
-  "ComputeDomainCliques": {"default": true, "implemented": true, "offImplemented": false},
-  "CrashOnNVLinkFabricErrors": {"default": true, "implemented": false},
-  "DeviceMetadata": {"default": false, "implemented": true},
-  "FabricManagerPartitioning": {"default": false, "implemented": false},
-  "HostManagedIMEXDaemon": {"default": false, "implemented": true},
-  "DRAListTypeAttributes": {"default": false, "implemented": false},
-  "ConsumableShares": {"default": false, "implemented": true},
-  "ContextualLogging": {"default": true, "implemented": false},
-  "LoggingAlphaOptions": {"default": false, "implemented": false},
-  "LoggingBetaOptions": {"default": true, "implemented": false},
-  "DeviceHealthCheck": {"default": true, "implemented": true},
-  "DeviceTaints": {"default": true, "implemented": true}
+  "TimeSlicingSettings": {"default": false, "maturity": "alpha", "implemented": true},
+  "MPSSupport": {"default": false, "maturity": "alpha", "implemented": true},
+  "IMEXDaemonsWithDNSNames": {"default": true, "maturity": "beta", "implemented": true, "offImplemented": false},
+  "PassthroughSupport": {"default": false, "maturity": "alpha", "implemented": true},
+  "NVMLDeviceHealthCheck": {"default": false, "maturity": "alpha", "implemented": false},
+  "DynamicMIG": {"default": false, "maturity": "alpha", "implemented": true},
+  "ComputeDomainCliques": {"default": true, "maturity": "beta", "implemented": true, "offImplemented": false},
+  "CrashOnNVLinkFabricErrors": {"default": true, "maturity": "beta", "implemented": false},
+  "DeviceMetadata": {"default": false, "maturity": "alpha", "implemented": true},
+  "FabricManagerPartitioning": {"default": false, "maturity": "alpha", "implemented": false},
+  "HostManagedIMEXDaemon": {"default": false, "maturity": "alpha", "implemented": true},
+  "NodeLocalFabricIPC": {"default": false, "maturity": "alpha", "implemented": false},
+  "DRAListTypeAttributes": {"default": false, "maturity": "alpha", "implemented": false},
+  "ConsumableShares": {"default": false, "maturity": "alpha", "implemented": true},
+  "ContextualLogging": {"default": true, "maturity": "beta", "implemented": false},
+  "LoggingAlphaOptions": {"default": false, "maturity": "alpha", "implemented": false},
+  "LoggingBetaOptions": {"default": true, "maturity": "beta", "implemented": false},
+  "DeviceHealthCheck": {"default": true, "maturity": "beta", "implemented": true},
+  "DeviceTaints": {"default": true, "maturity": "beta", "implemented": true}
 },
 "rules": [
   {"gate": "ComputeDomainCliques", "kind": "requires", "other": "IMEXDaemonsWithDNSNames"},
   {"gate": "DynamicMIG", "kind": "excludes", "other": "PassthroughSupport"},
-  {"gate": "DynamicMIG", "kind": "excludes", "other": "NVMLDeviceHealthCheck"},
   {"gate": "DynamicMIG", "kind": "excludes", "other": "MPSSupport"},
   {"gate": "PassthroughSupport", "kind": "excludes", "other": "NVMLDeviceHealthCheck"},
   {"gate": "DeviceMetadata", "kind": "requires", "other": "PassthroughSupport"}
@@ -142,13 +142,20 @@ a chart test keeps all three equal.
 }
 {{- end }}
 
-{{/* Every gate's effective value (JSON): featureGates over the defaults. */}}
+{{/*
+Every gate's effective value (JSON): featureGates over the defaults; AllAlpha and AllBeta (as in
+Kubernetes' component-base) set each alpha (beta) gate that featureGates does not name.
+*/}}
 {{- define "dra-driver-nvidia-gpu.effectiveGates" -}}
 {{- $table := include "dra-driver-nvidia-gpu.gateTable" . | fromJson }}
+{{- $all := dict "alpha" "AllAlpha" "beta" "AllBeta" }}
 {{- $gates := dict }}
 {{- range $name, $gate := $table.gates }}
+{{- $special := get $all $gate.maturity }}
 {{- if hasKey $.Values.featureGates $name }}
 {{- $_ := set $gates $name (get $.Values.featureGates $name) }}
+{{- else if and $special (hasKey $.Values.featureGates $special) }}
+{{- $_ := set $gates $name (get $.Values.featureGates $special) }}
 {{- else }}
 {{- $_ := set $gates $name $gate.default }}
 {{- end }}
@@ -164,8 +171,9 @@ built yet, one "key: what" line each; empty when nothing.
 {{- $v := .Values }}
 {{- $table := include "dra-driver-nvidia-gpu.gateTable" . | fromJson }}
 {{- range $name := keys $v.featureGates | sortAlpha }}
-{{- $gate := index $table.gates $name }}
-{{- if not $gate.implemented }}
+{{- $gate := get $table.gates $name }}
+{{- if not $gate }}
+{{- else if not $gate.implemented }}
 featureGates.{{ $name }}={{ get $v.featureGates $name }}: the plugin accepts the gate, nothing acts on it yet
 {{- else if and (not (get $v.featureGates $name)) (hasKey $gate "offImplemented") (not $gate.offImplemented) }}
 featureGates.{{ $name }}=false: NVIDIA's off behaviour is not built; the driver behaves as with true

@@ -2,8 +2,12 @@
 
 A :class:`GateTable` holds one driver's gates and dependency rules; it parses
 ``Gate=true,Other=false`` over the defaults, enforces the rules at start and names the gates
-that are accepted but not built (their setting only changes a log line). NVIDIA's table, the
-one every component of this driver accepts, is :mod:`dra_kubelet_core.nvidia_gates`.
+that are accepted but not built (their setting only changes a log line). As in Kubernetes'
+component-base (which NVIDIA's driver uses), ``AllAlpha=<bool>`` and ``AllBeta=<bool>`` set
+every alpha (beta) gate the same text does not name; the rules then apply to the result, so
+``AllAlpha=true`` is refused where two alpha gates exclude each other, as NVIDIA's is.
+NVIDIA's table, the one every component of this driver accepts, is
+:mod:`dra_kubelet_core.nvidia_gates`.
 
 Pure: parsing and checking only.
 """
@@ -17,6 +21,7 @@ from enum import StrEnum
 from dra_kubelet_core.errors import ConfigurationError
 
 __all__ = [
+    "SPECIAL_GATES",
     "FeatureGate",
     "GateRule",
     "GateTable",
@@ -34,6 +39,10 @@ class Maturity(StrEnum):
     ALPHA = "alpha"
     BETA = "beta"
     GA = "ga"
+
+
+#: component-base's gates that set every gate of a maturity the text leaves unset.
+SPECIAL_GATES: Mapping[str, Maturity] = {"AllAlpha": Maturity.ALPHA, "AllBeta": Maturity.BETA}
 
 
 class Origin(StrEnum):
@@ -122,7 +131,8 @@ class GateTable:
     def parse(self, text: str) -> tuple[dict[str, bool], frozenset[str]]:
         """Parse ``Gate=true,Other=false`` over the defaults; check the rules.
 
-        Returns the effective gates and the names set explicitly in ``text``.
+        Returns the effective gates and the names set explicitly in ``text`` (including those
+        an ``AllAlpha``/``AllBeta`` item set).
 
         Raises:
             ConfigurationError: an item that is not ``Gate=true|false``, an unknown gate (the
@@ -130,16 +140,25 @@ class GateTable:
         """
         gates = self.defaults()
         explicit: set[str] = set()
+        by_maturity: dict[Maturity, bool] = {}
         for item in filter(None, (part.strip() for part in text.split(","))):
             name, sep, value = item.partition("=")
             name, value = name.strip(), value.strip().lower()
             if not sep or value not in ("true", "false"):
                 raise ConfigurationError(_FLAG, f"{item!r} is not Gate=true|false")
+            if name in SPECIAL_GATES:
+                by_maturity[SPECIAL_GATES[name]] = value == "true"
+                continue
             if name not in self._by_name:
-                known = ", ".join(g.name for g in self.gates)
+                known = ", ".join([*(g.name for g in self.gates), *SPECIAL_GATES])
                 raise ConfigurationError(_FLAG, f"unknown feature gate {name!r} (known: {known})")
             gates[name] = value == "true"
             explicit.add(name)
+        # Named gates win over AllAlpha/AllBeta whatever their order, as in component-base.
+        for gate in self.gates:
+            if gate.name not in explicit and gate.maturity in by_maturity:
+                gates[gate.name] = by_maturity[gate.maturity]
+                explicit.add(gate.name)
         self.check_rules(gates)
         return gates, frozenset(explicit)
 

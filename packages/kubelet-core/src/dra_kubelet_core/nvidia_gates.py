@@ -1,6 +1,6 @@
 """NVIDIA's feature gates: the one table of names, defaults, maturity and what is built.
 
-The table holds NVIDIA's 13 driver gates with NVIDIA's defaults, the Kubernetes logging gates
+The table holds NVIDIA's 14 driver gates with NVIDIA's defaults, the Kubernetes logging gates
 NVIDIA's chart documents, and this project's own gates. Every component of the driver (the
 GPU and the compute-domain kubelet plugins, the compute-domain controller) takes the same
 ``--feature-gates`` from the chart, so they share this table. A values file written for
@@ -90,6 +90,14 @@ GATES: Sequence[FeatureGate] = (
         True,
         "unlocks resources.computeDomains.imex.mode=hostManaged",
     ),
+    FeatureGate(
+        "NodeLocalFabricIPC",
+        False,
+        _A,
+        _NV,
+        False,
+        "single-node IMEX channel on nodes without an NVLink clique",
+    ),
     FeatureGate("DRAListTypeAttributes", False, _A, _NV, False, "list-valued device attributes"),
     FeatureGate(
         "ConsumableShares", False, _A, _NV, True, "consumable capacity (--consumable-shares)"
@@ -109,7 +117,6 @@ GATES: Sequence[FeatureGate] = (
 RULES: Sequence[GateRule] = (
     GateRule("ComputeDomainCliques", RuleKind.REQUIRES, "IMEXDaemonsWithDNSNames"),
     GateRule("DynamicMIG", RuleKind.EXCLUDES, "PassthroughSupport"),
-    GateRule("DynamicMIG", RuleKind.EXCLUDES, "NVMLDeviceHealthCheck"),
     GateRule("DynamicMIG", RuleKind.EXCLUDES, "MPSSupport"),
     GateRule("PassthroughSupport", RuleKind.EXCLUDES, "NVMLDeviceHealthCheck"),
     GateRule("DeviceMetadata", RuleKind.REQUIRES, "PassthroughSupport"),
