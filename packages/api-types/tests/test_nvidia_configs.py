@@ -118,7 +118,7 @@ def test_mig_and_vfio_and_compute_domain_configs() -> None:
     assert isinstance(vfio, VfioDeviceConfig)
     assert vfio.normalize().to_dict()["iommu"] == {
         "backendPolicy": "LegacyOnly",
-        "enableAPIDevice": True,
+        "enableAPIDevice": False,
     }
     with pytest.raises(ValidationError) as raised:
         decode_opaque_config(

@@ -145,7 +145,8 @@ def test_vfio_claim_binds_hides_the_twin_and_unprepare_restores(node: Node) -> N
         (device,) = spec["devices"]
         edits = device["containerEdits"]
         assert edits["env"] == ["NVIDIA_VISIBLE_DEVICES=void"]
-        assert [n["path"] for n in edits["deviceNodes"]] == ["/dev/vfio/7", "/dev/vfio/vfio"]
+        # No config: NVIDIA's default has no API device node.
+        assert [n["path"] for n in edits["deviceNodes"]] == ["/dev/vfio/7"]
         assert all(n["hostPath"] == "/dev/null" for n in edits["deviceNodes"])
         # No driver files, no fake nvidia-smi: the container gets a PCI function, not CUDA.
         assert "containerEdits" not in spec or not spec["containerEdits"].get("mounts")

@@ -87,7 +87,13 @@ def test_vfio_nodes_follow_backend_policy(lib: FakeDeviceLib) -> None:
     bus = lib.pci_bus()
     gpu = lib.gpus()[0]
     facts = bind_vfio(bus, PassthroughTarget(gpu.pci_bus_id, gpu.minor), ours=bus.gpu_bus_ids())
-    legacy = vfio_nodes(facts, None, iommufd_available=True)
+    # No config: NVIDIA's defaults, LegacyOnly without the API device node.
+    default = vfio_nodes(facts, None, iommufd_available=True)
+    assert (default.backend, default.device, default.api) == ("legacy", "/dev/vfio/7", None)
+    with_api = VfioDeviceConfig(
+        iommu=IommuConfig(backend_policy="LegacyOnly", enable_api_device=True)
+    )
+    legacy = vfio_nodes(facts, with_api, iommufd_available=True)
     assert (legacy.backend, legacy.device, legacy.api) == (
         "legacy",
         "/dev/vfio/7",
@@ -173,7 +179,7 @@ def test_bind_and_release_through_the_plugin(lib: FakeDeviceLib) -> None:
     device = _vfio_device(lib, passthrough)
     bound = passthrough.bind(REF, device, None, config_field=None)
     assert bound.facts.driver == "vfio-pci"
-    assert [n.path for n in bound.edits.device_nodes] == ["/dev/vfio/7", "/dev/vfio/vfio"]
+    assert [n.path for n in bound.edits.device_nodes] == ["/dev/vfio/7"]
     attrs = bound.metadata_attributes(device_json(device)["attributes"])  # type: ignore[arg-type]
     assert attrs["iommuGroup"] == {"int": 7}
     assert attrs["vfioDeviceNode"] == {"string": "/dev/vfio/7"}

@@ -328,8 +328,8 @@ class VfioDeviceConfig(_OpaqueConfig):
         if not self.iommu.backend_policy:
             self.iommu.backend_policy = "LegacyOnly"
         if self.iommu.enable_api_device is None:
-            # Current upstream default: KubeVirt/libvirt need the API device node.
-            self.iommu.enable_api_device = True
+            # NVIDIA's Normalize: the API device node only when asked for.
+            self.iommu.enable_api_device = False
 
 
 class ComputeDomainChannelConfig(_OpaqueConfig):
