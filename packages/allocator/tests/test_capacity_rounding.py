@@ -15,7 +15,7 @@ from dra_allocator import CelEngine, Cluster, Features, parse_objects
 from dra_allocator import capacity as cap
 from dra_allocator.errors import CapacityRequestError
 from dra_allocator.model import CapacityInfo, _parse_capacity
-from dra_allocator.quantities import milli_value, parse_quantity, parsed_identity
+from dra_api_types import Quantity
 
 CORES_2 = {"requests": {"cores": "2"}}
 
@@ -25,7 +25,7 @@ def _capacity(policy: dict[str, Any], value: str = "8") -> CapacityInfo:
 
 
 def _request(text: str) -> tuple[Any, object]:
-    return parse_quantity(text), text
+    return Quantity.parse(text).amount(), text
 
 
 @pytest.mark.parametrize(
@@ -87,26 +87,9 @@ def test_default_is_accepted_only_when_go_sees_it_equal() -> None:
         assert cap.violates_policy(value, capacity, fractional=True, identity=ident) is not fits
 
 
-@pytest.mark.parametrize(
-    ("text", "identity"),
-    [
-        ("10Gi", (10 * 2**30, 0, "10Gi", "BinarySI")),
-        ("1536Mi", (1536 * 2**20, 0, "", "BinarySI")),
-        ("1.5Gi", None),
-        ("500m", (500, -3, "500m", "DecimalSI")),
-        ("0.5", (5, -1, "", "DecimalSI")),
-        ("1", (1, 0, "1", "DecimalSI")),
-        ("1000", (1000, 0, "", "DecimalSI")),
-        ("0", (0, 0, "0", "DecimalSI")),
-    ],
-)
-def test_parsed_identity(text: str, identity: object) -> None:
-    assert parsed_identity(text) == identity
-
-
 def test_milli_value() -> None:
-    assert milli_value(Fraction(3, 2)) == 1500
-    assert milli_value(Fraction(1, 10**9)) is None
+    assert cap.milli_value(Fraction(3, 2)) == 1500
+    assert cap.milli_value(Fraction(1, 10**9)) is None
 
 
 def test_allocation_reports_milli_rounded_consumption() -> None:

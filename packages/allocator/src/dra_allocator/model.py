@@ -13,8 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dra_api_types import Amount, Quantity, QuantityError
+
 from .errors import AllocationError
-from .quantities import Amount, parse_quantity
 from .taint_rules import apply_taint_rules
 
 RawObject = Mapping[str, Any]
@@ -56,6 +57,14 @@ def _map(obj: RawObject, key: str, *, ref: str, path: str) -> Mapping[str, Any]:
             "must be an object", object_ref=ref, field=f"{path}.{key}".lstrip(".")
         )
     return value
+
+
+def parse_quantity(value: object, *, where: str = "") -> Amount:
+    """A quantity as written in an object (``"80Gi"``, ``"1.5"``, ``7``), exactly."""
+    try:
+        return Quantity.coerce(value).amount()
+    except QuantityError as exc:
+        raise AllocationError(f"not a quantity: {value!r}", field=where) from exc
 
 
 # The scalar kinds of an attribute value, and the list kinds of DRAListTypeAttributes

@@ -18,7 +18,9 @@ One deliberate difference: Go prints decimal-SI values of 10^21 and above withou
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 from enum import StrEnum
 from fractions import Fraction
 from typing import Any, Final
@@ -29,7 +31,10 @@ from pydantic_core import core_schema
 
 from .errors import QuantityError
 
-__all__ = ["Quantity", "QuantityFormat"]
+__all__ = ["Amount", "Quantity", "QuantityFormat", "QuantityIdentity", "parsed_identity"]
+
+# An exact amount as arithmetic wants it: a plain int when whole (fast), a Fraction otherwise.
+Amount = int | Fraction
 
 _INT64_MAX: Final = (1 << 63) - 1
 _INT64_MIN: Final = -(1 << 63)
@@ -160,11 +165,12 @@ class Quantity:
     ``Quantity.parse("1Gi") == Quantity.parse("1024Mi")``.
     """
 
-    __slots__ = ("_format", "_string", "_value")
+    __slots__ = ("_format", "_source", "_string", "_value")
 
     _value: Fraction
     _format: QuantityFormat
     _string: str | None
+    _source: str | None
 
     def __init__(
         self,
@@ -177,6 +183,7 @@ class Quantity:
         self._value = _round_up_to_nano(Fraction(value))
         self._format = QuantityFormat(fmt)
         self._string = None
+        self._source = None
 
     # ------------------------------------------------------------------ parsing
     @classmethod
@@ -190,7 +197,7 @@ class Quantity:
         if text == "":
             raise QuantityError("quantity must not be empty")
         if text == "0":
-            return cls._make(Fraction(0), QuantityFormat.DECIMAL_SI, "0")
+            return cls._make(Fraction(0), QuantityFormat.DECIMAL_SI, "0", source=text)
         parts = _split(text)
         if len(parts.num) + len(parts.denom) > _MAX_DIGITS:
             raise QuantityError(f"quantity {text[:32]!r}...: more than {_MAX_DIGITS} digits")
@@ -202,14 +209,14 @@ class Quantity:
             amount = -amount
         cached = cls._cached_string(text, parts, fmt, exponent)
         if cached is not None:
-            return cls._make(amount, fmt, cached)
+            return cls._make(amount, fmt, cached, source=text)
         amount = _round_up_to_nano(amount)
         if fmt is QuantityFormat.BINARY_SI:
             if abs(amount) > _INT64_MAX:
                 amount = Fraction(_INT64_MAX if amount > 0 else -_INT64_MAX)
             if 0 < abs(amount) < 1:
                 fmt = QuantityFormat.DECIMAL_SI
-        return cls._make(Fraction(amount), fmt, None)
+        return cls._make(Fraction(amount), fmt, None, source=text)
 
     @staticmethod
     def _cached_string(text: str, parts: _Split, fmt: QuantityFormat, exponent: int) -> str | None:
@@ -244,11 +251,14 @@ class Quantity:
         return None
 
     @classmethod
-    def _make(cls, value: Fraction, fmt: QuantityFormat, string: str | None) -> Quantity:
+    def _make(
+        cls, value: Fraction, fmt: QuantityFormat, string: str | None, *, source: str | None = None
+    ) -> Quantity:
         q = object.__new__(cls)
         q._value = value
         q._format = fmt
         q._string = string
+        q._source = source
         return q
 
     @classmethod
@@ -326,6 +336,23 @@ class Quantity:
     def as_fraction(self) -> Fraction:
         """The exact value."""
         return self._value
+
+    def amount(self) -> Amount:
+        """The exact value as an int when whole, else a Fraction (cheap to add and compare)."""
+        value = self._value
+        return value.numerator if value.denominator == 1 else value
+
+    @property
+    def source(self) -> str | None:
+        """The text this quantity was parsed from; None for a computed one."""
+        return self._source
+
+    def go_identity(self) -> QuantityIdentity:
+        """What Go's ``==`` sees of ``ParseQuantity(source)`` (see :func:`parsed_identity`).
+
+        None for a computed quantity, whose Go identity depends on how it was computed.
+        """
+        return None if self._source is None else parsed_identity(self._source)
 
     # ------------------------------------------------------------------ formatting
     def __str__(self) -> str:
@@ -477,3 +504,58 @@ def _decimal_mantissa(value: Fraction) -> tuple[int, int]:
         number //= 10
         exponent += 1
     return number, exponent
+
+
+# resource.Quantity as Go compares it with ==: (int64 amount, its scale, the cached string,
+# format); None for the arbitrary-precision form, which never compares equal to a copy.
+QuantityIdentity = tuple[int, int, str, str] | None
+_IDENTITY_PATTERN: Final = re.compile(r"^([+-]?)(\d*)(?:\.(\d*))?(.*)$")
+
+
+@functools.lru_cache(maxsize=4096)
+def parsed_identity(raw: str) -> QuantityIdentity:
+    """What ``ParseQuantity(raw)`` holds, as far as Go's ``==`` on Quantity sees it.
+
+    The allocator's request-policy check skips a value that ``== policy.default``; the parsed
+    default is compared with a copy, so the fast int64 form compares by amount, scale,
+    cached string and format, and the inf.Dec form (e.g. ``1.5Gi``: a binary suffix on a
+    fraction) is never equal.
+    """
+    text = raw.strip()
+    if text == "0":
+        return (0, 0, "0", QuantityFormat.DECIMAL_SI.value)
+    match = _IDENTITY_PATTERN.match(text)
+    if match is None:
+        return None
+    sign, whole, frac, suffix = match.groups()
+    num = whole.lstrip("0") or "0"
+    denom = frac or ""
+    if suffix in _BINARY_SUFFIXES:
+        exponent = _BINARY_SUFFIXES[suffix]
+        if denom:
+            return None
+        precision = 15 - len(num) - int(exponent * 3 / 10) - 1
+        mantissa, scale, fmt = 1 << exponent, 0, QuantityFormat.BINARY_SI
+    else:
+        if suffix in _DECIMAL_SUFFIXES:
+            exponent, fmt = _DECIMAL_SUFFIXES[suffix], QuantityFormat.DECIMAL_SI
+        elif suffix[:1] in ("e", "E") and re.fullmatch(r"[+-]?\d+", suffix[1:]):
+            exponent, fmt = int(suffix[1:]), QuantityFormat.DECIMAL_EXPONENT
+        else:
+            return None
+        precision = 18 - len(num) - len(denom)
+        mantissa, scale = 1, exponent - len(denom)
+    if precision < 0 or scale < -9:
+        return None
+    shifted = num + denom
+    result = int(shifted) * mantissa
+    if result > _INT64_MAX:
+        return None
+    if sign == "-":
+        result = -result
+    if fmt is QuantityFormat.BINARY_SI:
+        cached = text if int(shifted) & 0x07 else ""
+    else:
+        canonical = scale % 3 == 0 and not shifted.endswith("000") and shifted[0] != "0"
+        cached = text if canonical else ""
+    return (result, scale, cached, fmt.value)
