@@ -269,14 +269,6 @@ def test_amount_is_exact_and_an_int_when_whole(text: object, value: Fraction) ->
     assert isinstance(amount, int) is (Fraction(value).denominator == 1)
 
 
-def test_source_is_the_text_parsed_and_none_when_computed() -> None:
-    assert Quantity.coerce(" 1536Mi ").source == "1536Mi"
-    assert Quantity.coerce(7).source == "7"
-    assert (Quantity.parse("1Gi") + Quantity.parse("1Gi")).source is None
-    assert Quantity(5).go_identity() is None
-    assert Quantity.parse("10Gi").go_identity() == parsed_identity("10Gi")
-
-
 def test_binary_canonical_form_of_computed_values() -> None:
     assert Quantity(8 * 2**30, QuantityFormat.BINARY_SI).canonical() == "8Gi"
     assert Quantity(1536, QuantityFormat.BINARY_SI).canonical() == "1536"

@@ -165,12 +165,11 @@ class Quantity:
     ``Quantity.parse("1Gi") == Quantity.parse("1024Mi")``.
     """
 
-    __slots__ = ("_format", "_source", "_string", "_value")
+    __slots__ = ("_format", "_string", "_value")
 
     _value: Fraction
     _format: QuantityFormat
     _string: str | None
-    _source: str | None
 
     def __init__(
         self,
@@ -183,7 +182,6 @@ class Quantity:
         self._value = _round_up_to_nano(Fraction(value))
         self._format = QuantityFormat(fmt)
         self._string = None
-        self._source = None
 
     # ------------------------------------------------------------------ parsing
     @classmethod
@@ -197,7 +195,7 @@ class Quantity:
         if text == "":
             raise QuantityError("quantity must not be empty")
         if text == "0":
-            return cls._make(Fraction(0), QuantityFormat.DECIMAL_SI, "0", source=text)
+            return cls._make(Fraction(0), QuantityFormat.DECIMAL_SI, "0")
         parts = _split(text)
         if len(parts.num) + len(parts.denom) > _MAX_DIGITS:
             raise QuantityError(f"quantity {text[:32]!r}...: more than {_MAX_DIGITS} digits")
@@ -209,14 +207,14 @@ class Quantity:
             amount = -amount
         cached = cls._cached_string(text, parts, fmt, exponent)
         if cached is not None:
-            return cls._make(amount, fmt, cached, source=text)
+            return cls._make(amount, fmt, cached)
         amount = _round_up_to_nano(amount)
         if fmt is QuantityFormat.BINARY_SI:
             if abs(amount) > _INT64_MAX:
                 amount = Fraction(_INT64_MAX if amount > 0 else -_INT64_MAX)
             if 0 < abs(amount) < 1:
                 fmt = QuantityFormat.DECIMAL_SI
-        return cls._make(Fraction(amount), fmt, None, source=text)
+        return cls._make(Fraction(amount), fmt, None)
 
     @staticmethod
     def _cached_string(text: str, parts: _Split, fmt: QuantityFormat, exponent: int) -> str | None:
@@ -251,14 +249,11 @@ class Quantity:
         return None
 
     @classmethod
-    def _make(
-        cls, value: Fraction, fmt: QuantityFormat, string: str | None, *, source: str | None = None
-    ) -> Quantity:
+    def _make(cls, value: Fraction, fmt: QuantityFormat, string: str | None) -> Quantity:
         q = object.__new__(cls)
         q._value = value
         q._format = fmt
         q._string = string
-        q._source = source
         return q
 
     @classmethod
@@ -341,18 +336,6 @@ class Quantity:
         """The exact value as an int when whole, else a Fraction (cheap to add and compare)."""
         value = self._value
         return value.numerator if value.denominator == 1 else value
-
-    @property
-    def source(self) -> str | None:
-        """The text this quantity was parsed from; None for a computed one."""
-        return self._source
-
-    def go_identity(self) -> QuantityIdentity:
-        """What Go's ``==`` sees of ``ParseQuantity(source)`` (see :func:`parsed_identity`).
-
-        None for a computed quantity, whose Go identity depends on how it was computed.
-        """
-        return None if self._source is None else parsed_identity(self._source)
 
     # ------------------------------------------------------------------ formatting
     def __str__(self) -> str:
