@@ -1,4 +1,4 @@
-"""Unit tests of the allocator's building blocks: features, quantities, deadline, state."""
+"""Unit tests of the allocator's building blocks: features, quantity formatting, deadline, state."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from dra_allocator import (
     UnknownDeviceClassError,
     parse_objects,
 )
-from dra_allocator.quantities import format_binary_quantity, parse_quantity
 from dra_allocator.results import format_quantity
 
 
@@ -46,31 +45,10 @@ def test_features_parse_rejects_unknown(spec: str) -> None:
     assert info.value.field == "--features"
 
 
-@pytest.mark.parametrize(
-    ("text", "value"),
-    [
-        ("80Gi", 80 * 2**30),
-        ("1.5", Fraction(3, 2)),
-        ("500m", Fraction(1, 2)),
-        ("2e3", 2000),
-        ("1k", 1000),
-        ("-4Ki", -4096),
-        (7, 7),
-    ],
-)
-def test_parse_quantity_exact(text: object, value: Fraction) -> None:
-    assert parse_quantity(text) == value
-
-
-def test_parse_quantity_rejects_garbage() -> None:
-    with pytest.raises(AllocationError):
-        parse_quantity("12 apples", where="spec.x")
-
-
 def test_quantity_formatting_is_canonical() -> None:
-    assert format_binary_quantity(8 * 2**30) == "8Gi"
-    assert format_binary_quantity(1536) == "1536"
-    assert format_binary_quantity(0) == "0"
+    assert format_quantity(8 * 2**30, None) == "8Gi"
+    assert format_quantity(1536, None) == "1536"
+    assert format_quantity(0, None) == "0"
     assert format_quantity(2**30, "1024Mi") == "1Gi"
     assert format_quantity(1000, "1000") == "1k"
     assert format_quantity(Fraction(1, 2), "0.5") == "500m"

@@ -17,7 +17,7 @@ from allocation_builders import DRIVER, case_objects
 from dra_allocator.cel_engine import CelEngine
 from dra_allocator.cluster import Cluster
 from dra_allocator.model import ClaimInfo, parse_objects
-from dra_allocator.quantities import parse_quantity
+from dra_api_types import Quantity
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -197,7 +197,7 @@ def check_allocation(
             if dev.allow_multiple:
                 assert "shareID" in r
                 for cname, value in r["consumedCapacity"].items():
-                    capacity_use[f"{dev.name}/{cname}"] += parse_quantity(value)
+                    capacity_use[f"{dev.name}/{cname}"] += Quantity.coerce(value).amount()
             else:
                 assert dev.name not in exclusive_used, f"{dev.name} used twice"
                 assert dev.name not in held, f"{dev.name} already allocated"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
-from dra_api_types import DeviceCapacity, Quantity, QuantityError, QuantityFormat
+from dra_api_types import DeviceCapacity, Quantity, QuantityError, QuantityFormat, parsed_identity
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -249,6 +249,47 @@ def test_pydantic_field_accepts_str_and_int_and_dumps_string() -> None:
     assert cap.to_dict() == {"value": "1536Mi"}
     assert DeviceCapacity.from_dict({"value": 3}).to_dict() == {"value": "3"}
     assert DeviceCapacity(value=Quantity.parse("80Gi")).to_dict() == {"value": "80Gi"}
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("80Gi", 80 * 2**30),
+        ("1.5", Fraction(3, 2)),
+        ("500m", Fraction(1, 2)),
+        ("2e3", 2000),
+        ("1k", 1000),
+        ("-4Ki", -4096),
+        (7, 7),
+    ],
+)
+def test_amount_is_exact_and_an_int_when_whole(text: object, value: Fraction) -> None:
+    amount = Quantity.coerce(text).amount()
+    assert amount == value
+    assert isinstance(amount, int) is (Fraction(value).denominator == 1)
+
+
+def test_binary_canonical_form_of_computed_values() -> None:
+    assert Quantity(8 * 2**30, QuantityFormat.BINARY_SI).canonical() == "8Gi"
+    assert Quantity(1536, QuantityFormat.BINARY_SI).canonical() == "1536"
+    assert Quantity(0, QuantityFormat.BINARY_SI).canonical() == "0"
+
+
+@pytest.mark.parametrize(
+    ("text", "identity"),
+    [
+        ("10Gi", (10 * 2**30, 0, "10Gi", "BinarySI")),
+        ("1536Mi", (1536 * 2**20, 0, "", "BinarySI")),
+        ("1.5Gi", None),
+        ("500m", (500, -3, "500m", "DecimalSI")),
+        ("0.5", (5, -1, "", "DecimalSI")),
+        ("1", (1, 0, "1", "DecimalSI")),
+        ("1000", (1000, 0, "", "DecimalSI")),
+        ("0", (0, 0, "0", "DecimalSI")),
+    ],
+)
+def test_parsed_identity_is_what_go_equality_sees(text: str, identity: object) -> None:
+    assert parsed_identity(text) == identity
 
 
 # ---------------------------------------------------------------------------- properties

@@ -16,6 +16,7 @@ from dra_allocator.extended_resources import (
 )
 from dra_allocator.model import parse_class
 from dra_allocator.nodes import NodeInfo
+from dra_api_types import DeviceClass
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EXT = FIXTURES / "extended"
@@ -40,7 +41,14 @@ def device_class(name: str, extended: str | None = None, stamp: str = "") -> Any
     if stamp:
         meta["creationTimestamp"] = stamp
     return parse_class(
-        {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": meta, "spec": spec}
+        DeviceClass.from_dict(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceClass",
+                "metadata": meta,
+                "spec": spec,
+            }
+        )
     )
 
 

@@ -12,21 +12,14 @@ or a negative consumption, is an error for the whole allocation, as upstream.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from fractions import Fraction
 
+from dra_api_types import Amount, Quantity, QuantityFormat, QuantityIdentity, parsed_identity
+
 from .errors import CapacityRequestError
 from .model import CapacityInfo, DeviceInfo
-from .quantities import (
-    BINARY_SI,
-    DECIMAL_EXPONENT,
-    Amount,
-    QuantityIdentity,
-    format_decimal_quantity,
-    milli_value,
-    parsed_identity,
-    quantity_format,
-)
 
 # name -> (exact value, value as written, for the result)
 Consumption = dict[str, tuple[Amount, object]]
@@ -43,6 +36,20 @@ def consumed_value(
     """
     value, raw, _ = _consume(requested, cap, fractional=fractional)
     return value, raw
+
+
+def milli_value(value: Amount) -> int | None:
+    """``safeMilliValue``: the value in milli units if that is exact (and fits an int64)."""
+    scaled = Fraction(value) * 1000
+    if scaled.denominator != 1 or abs(scaled.numerator) > _INT64_MAX:
+        return None
+    return scaled.numerator
+
+
+@functools.lru_cache(maxsize=1024)
+def _format_of(raw: str) -> QuantityFormat:
+    """The format ``ParseQuantity`` gives a written quantity (the step's, for rounding)."""
+    return Quantity.coerce(raw).format
 
 
 def _identity(raw: object) -> QuantityIdentity:
@@ -66,7 +73,7 @@ def _consume(
             return cap.range_min, cap.range_min_raw, _identity(cap.range_min_raw)
         if cap.range_step is None:
             return requested[0], requested[1], ident
-        fmt = quantity_format(cap.range_step_raw)
+        fmt = _format_of(str(cap.range_step_raw)).value
         if use_milli(cap, fractional=fractional):
             req_milli = milli_value(value)
             if req_milli is None:
@@ -134,7 +141,7 @@ def violates_policy(
 
     A consumption equal to the policy's default is accepted as it is. Upstream compares
     the two Quantity structs, not their values: pass the consumption's ``identity`` (see
-    ``quantities.parsed_identity``) for that; without one the values are compared.
+    ``dra_api_types.parsed_identity``) for that; without one the values are compared.
     """
     if not cap.has_policy:
         return False
@@ -226,10 +233,10 @@ def _written_as(value: Amount, step_raw: object) -> object:
     ``None`` stands for BinarySI (see ``results.format_quantity``); decimal formats are
     given as their canonical text.
     """
-    fmt = quantity_format(step_raw)
-    if fmt == BINARY_SI:
+    fmt = _format_of(str(step_raw))
+    if fmt is QuantityFormat.BINARY_SI:
         return None
-    return format_decimal_quantity(value, exponent=fmt == DECIMAL_EXPONENT)
+    return Quantity(value, fmt).canonical()
 
 
 def _exact_milli(value: Amount) -> int:

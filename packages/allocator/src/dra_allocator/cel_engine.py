@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
 from typing import cast
 
-from dra_api_types import Quantity, Version
+from dra_api_types import Version
 from dra_cel import (
     AttributeValue,
     CelCompileError,
@@ -80,40 +79,10 @@ class CelEngine:
                 attributes[name] = list(value)
             else:
                 raise CelRuntimeError(f"device attribute {name}: no value set")
-        capacity = _LazyQuantities(
-            {
-                qualify(dev.driver, name): (c.get("value") if isinstance(c, Mapping) else None)
-                for name, c in (dev.raw.get("capacity") or {}).items()
-            }
-        )
+        capacity = {qualify(dev.driver, name): c.quantity for name, c in dev.capacity.items()}
         return CelDevice(
             driver=dev.driver,
             attributes=attributes,
             capacity=capacity,
             allow_multiple_allocations=dev.allow_multiple,
         )
-
-
-class _LazyQuantities(Mapping[str, Quantity]):
-    """Capacity values parsed on first use: most selectors never look at capacity."""
-
-    def __init__(self, raw: dict[str, object]) -> None:
-        self._raw = raw
-        self._parsed: dict[str, Quantity] = {}
-
-    def __getitem__(self, key: str) -> Quantity:
-        value = self._parsed.get(key)
-        if value is None:
-            raw = self._raw[key]
-            try:
-                value = Quantity.parse(str(raw))
-            except ValueError as exc:
-                raise CelRuntimeError(f"device capacity {key}: {exc}") from exc
-            self._parsed[key] = value
-        return value
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._raw)
-
-    def __len__(self) -> int:
-        return len(self._raw)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from dra_api_types import Amount
+
 from .model import DeviceInfo
 from .pools import Pool
-from .quantities import Amount
 from .state import AllocatedState
 
 CounterSets = dict[str, dict[str, Amount]]

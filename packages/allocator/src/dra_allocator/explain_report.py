@@ -73,7 +73,7 @@ def own_claims(snapshot: Snapshot, pod: Mapping[str, Any], namespace: str) -> li
     """The ResourceClaims a pod references (and the scheduler's claim if it exists)."""
     name = (pod.get("metadata") or {}).get("name")
     names = pod_claim_names(pod)
-    special = existing_special_claim(pod, [c.raw for c in snapshot.claims])
+    special = existing_special_claim(pod, [c.obj for c in snapshot.claims])
     if special:
         names.append(special)
     claims = []
@@ -214,7 +214,7 @@ def needs_pod_explain(snapshot: Snapshot, pod: Mapping[str, Any]) -> bool:
     """Whether a pod is pending with extended resources and no scheduler claim yet."""
     if (pod.get("spec") or {}).get("nodeName"):
         return False
-    if existing_special_claim(pod, [c.raw for c in snapshot.claims]):
+    if existing_special_claim(pod, [c.obj for c in snapshot.claims]):
         return False
     return bool(pod_extended_requests(pod))
 

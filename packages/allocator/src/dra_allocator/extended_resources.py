@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from dra_api_types import ResourceClaim
 from dra_api_types.errors import QuantityError
 from dra_api_types.quantity import Quantity
 
@@ -68,9 +69,9 @@ def class_mapping(classes: Iterable[ClassInfo]) -> dict[str, str]:
     explicit: dict[str, tuple[str, str]] = {}
     for cls in classes:
         mapping[IMPLICIT_PREFIX + cls.name] = cls.name
-        name = (cls.raw.get("spec") or {}).get("extendedResourceName")
-        if isinstance(name, str) and name:
-            stamp = str((cls.raw.get("metadata") or {}).get("creationTimestamp") or "")
+        name = cls.obj.spec.extended_resource_name
+        if name:
+            stamp = cls.obj.metadata.creation_timestamp or ""
             if name not in explicit or (stamp, cls.name) > explicit[name]:
                 explicit[name] = (stamp, cls.name)
     mapping.update({res: cls for res, (_, cls) in explicit.items()})
@@ -228,23 +229,23 @@ def request_mappings(plan: NodePlan) -> list[dict[str, str]]:
     ]
 
 
-def existing_special_claim(pod: RawObject, claims: Iterable[RawObject]) -> str | None:
+def existing_special_claim(pod: RawObject, claims: Iterable[ResourceClaim]) -> str | None:
     """The name of the scheduler's claim of a pod, from its status or owner and annotation."""
     status = (pod.get("status") or {}).get("extendedResourceClaimStatus") or {}
     if status.get("resourceClaimName"):
         return str(status["resourceClaimName"])
     meta = pod.get("metadata") or {}
     for claim in claims:
-        cmeta = claim.get("metadata") or {}
-        if (cmeta.get("annotations") or {}).get(CLAIM_ANNOTATION) != "true":
+        cmeta = claim.metadata
+        if (cmeta.annotations or {}).get(CLAIM_ANNOTATION) != "true":
             continue
-        if (cmeta.get("namespace") or "default") != (meta.get("namespace") or "default"):
+        if (cmeta.namespace or "default") != (meta.get("namespace") or "default"):
             continue
-        for owner in cmeta.get("ownerReferences") or []:
+        for owner in cmeta.owner_references or []:
             if (
-                owner.get("kind") == "Pod"
-                and owner.get("name") == meta.get("name")
-                and (not meta.get("uid") or owner.get("uid") in (None, meta.get("uid")))
+                owner.kind == "Pod"
+                and owner.name == meta.get("name")
+                and (not meta.get("uid") or owner.uid in ("", meta.get("uid")))
             ):
-                return str(cmeta.get("name"))
+                return str(cmeta.name)
     return None

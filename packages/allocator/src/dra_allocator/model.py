@@ -1,10 +1,10 @@
 """The allocator's own view of DeviceClasses, ResourceSlices and ResourceClaims.
 
-Objects arrive as ``resource.k8s.io/v1`` JSON (``to_dict()`` of the api-types models or
-what the apiserver returns). They are parsed once into slotted records with everything the
-search loop needs precomputed (fully-qualified attributes, exact quantities, ids), so that
-the loop never touches JSON again. Parsing is lenient like the kube-scheduler's informers:
-defaults are applied, unknown fields ignored; only input that cannot be read raises.
+Objects arrive as api-types' lenient ``resource.k8s.io/v1`` models (what
+:func:`read_model` makes of the apiserver's JSON: unknown fields kept, no API validation).
+They are turned once into slotted records with everything the search loop needs
+precomputed (fully-qualified attributes, exact quantities, ids), so that the loop never
+walks the models again. Only input that cannot be read raises.
 """
 
 from __future__ import annotations
@@ -13,8 +13,26 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dra_api_types import (
+    Amount,
+    ApiObject,
+    Counter,
+    Device,
+    DeviceAttribute,
+    DeviceCapacity,
+    DeviceClass,
+    DeviceSelector,
+    DeviceSubRequest,
+    ExactDeviceRequest,
+    Quantity,
+    QuantityError,
+    ResourceClaim,
+    ResourceSlice,
+    ValidationError,
+    parse_object,
+)
+
 from .errors import AllocationError
-from .quantities import Amount, parse_quantity
 from .taint_rules import apply_taint_rules
 
 RawObject = Mapping[str, Any]
@@ -25,37 +43,36 @@ MODE_EXACT = "ExactCount"
 MODE_ALL = "All"
 
 
-def _str(obj: RawObject, key: str, *, ref: str, path: str, default: str = "") -> str:
-    value = obj.get(key, default)
-    if value is None:
-        return default
-    if not isinstance(value, str):
+def read_model(data: Mapping[str, Any], *, where: str) -> ApiObject:
+    """An object's api-types model, parsed leniently (no API validation).
+
+    Raises:
+        AllocationError: the JSON does not fit the model (naming ``where`` and the field).
+    """
+    try:
+        obj = parse_object(data, validate=False)
+    except ValidationError as exc:
         raise AllocationError(
-            f"must be a string, got {type(value).__name__}",
-            object_ref=ref,
-            field=f"{path}.{key}".lstrip("."),
-        )
-    return value
+            f"cannot parse: {exc}", object_ref=where, field=getattr(exc, "path", "")
+        ) from exc
+    except (TypeError, ValueError) as exc:
+        raise AllocationError(f"cannot parse: {exc}", object_ref=where) from exc
+    if not isinstance(obj, ApiObject):
+        raise AllocationError(f"cannot parse: no model for {data.get('kind')}", object_ref=where)
+    return obj
 
 
-def _list(obj: RawObject, key: str, *, ref: str, path: str) -> list[Any]:
-    value = obj.get(key)
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise AllocationError("must be a list", object_ref=ref, field=f"{path}.{key}".lstrip("."))
-    return value
+def parse_quantity(value: object, *, where: str = "") -> Amount:
+    """A quantity as written in an object (``"80Gi"``, ``"1.5"``, ``7``), exactly."""
+    try:
+        return Quantity.coerce(value).amount()
+    except QuantityError as exc:
+        raise AllocationError(f"not a quantity: {value!r}", field=where) from exc
 
 
-def _map(obj: RawObject, key: str, *, ref: str, path: str) -> Mapping[str, Any]:
-    value = obj.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise AllocationError(
-            "must be an object", object_ref=ref, field=f"{path}.{key}".lstrip(".")
-        )
-    return value
+def _written(q: Quantity) -> str:
+    """The quantity as the apiserver stores it (what Go's ``==`` and the result format see)."""
+    return str(q)
 
 
 # The scalar kinds of an attribute value, and the list kinds of DRAListTypeAttributes
@@ -64,20 +81,19 @@ SCALAR_KINDS = ("int", "bool", "string", "version")
 LIST_KINDS = ("ints", "bools", "strings", "versions")
 
 
-def _attr_value(raw: Any, *, ref: str, path: str) -> AttrValue:
-    if not isinstance(raw, Mapping):
-        raise AllocationError("must be an object", object_ref=ref, field=path)
+def _attr_value(attr: DeviceAttribute, *, ref: str, path: str) -> AttrValue:
     # Lists first, as upstream reads them (a value sets exactly one field).
-    for key in LIST_KINDS:
-        values = raw.get(key)
+    lists = (("ints", attr.ints), ("bools", attr.bools), ("strings", attr.strings))
+    for key, values in (*lists, ("versions", attr.versions)):
         if values is None:
             continue
-        if not isinstance(values, list) or not values:
+        if not values:
             raise AllocationError("must be a non-empty list", object_ref=ref, field=f"{path}.{key}")
         return (key, tuple(values))
-    for key in SCALAR_KINDS:
-        if key in raw and raw[key] is not None:
-            return (key, raw[key])
+    scalars = (("int", attr.int_), ("bool", attr.bool_), ("string", attr.string))
+    for key, value in (*scalars, ("version", attr.version)):
+        if value is not None:
+            return (key, value)
     return ("unknown", None)
 
 
@@ -88,7 +104,6 @@ class Taint:
     key: str
     value: str
     effect: str
-    raw: RawObject
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,17 +128,22 @@ class Toleration:
 
 @dataclass(frozen=True, slots=True)
 class CapacityInfo:
-    """One capacity of a device, with its request policy."""
+    """One capacity of a device, with its request policy.
 
+    The ``*_raw`` fields are the quantities as written, which decide the result's format and
+    what Go's ``==`` sees.
+    """
+
+    quantity: Quantity
     value: Amount
     default: Amount | None
-    default_raw: object
-    valid_values: tuple[tuple[Amount, object], ...]
+    default_raw: str | None
+    valid_values: tuple[tuple[Amount, str], ...]
     range_min: Amount | None
-    range_min_raw: object
+    range_min_raw: str | None
     range_max: Amount | None
     range_step: Amount | None
-    range_step_raw: object
+    range_step_raw: str | None
     has_policy: bool
     has_range: bool
 
@@ -134,7 +154,6 @@ class DeviceInfo:
 
     id: DeviceID
     name: str
-    raw: RawObject
     slice: SliceInfo
     attributes: dict[str, AttrValue]
     capacity: dict[str, CapacityInfo]
@@ -181,7 +200,6 @@ class SliceInfo:
     per_device_node_selection: bool
     shared_counters: tuple[tuple[str, dict[str, Amount]], ...]
     devices: list[DeviceInfo]
-    raw: RawObject
 
     @property
     def ref(self) -> str:
@@ -189,89 +207,65 @@ class SliceInfo:
         return f"ResourceSlice {self.name}"
 
 
-def parse_slice(obj: RawObject) -> SliceInfo:
-    """Parse a v1 ResourceSlice."""
-    meta = _map(obj, "metadata", ref="ResourceSlice", path="")
-    name = _str(meta, "name", ref="ResourceSlice", path="metadata")
-    ref = f"ResourceSlice {name}"
-    spec = _map(obj, "spec", ref=ref, path="")
-    driver = _str(spec, "driver", ref=ref, path="spec")
-    pool = _map(spec, "pool", ref=ref, path="spec")
-    try:
-        generation = int(pool.get("generation") or 0)
-        slice_count = int(pool.get("resourceSliceCount") or 0)
-    except (TypeError, ValueError) as exc:
-        raise AllocationError(
-            "generation and resourceSliceCount must be integers", object_ref=ref, field="spec.pool"
-        ) from exc
-    counters: list[tuple[str, dict[str, Amount]]] = []
-    for i, cs in enumerate(_list(spec, "sharedCounters", ref=ref, path="spec")):
-        where = f"spec.sharedCounters[{i}]"
-        values = {
-            cname: parse_quantity((c or {}).get("value"), where=f"{where}.counters.{cname}")
-            for cname, c in _map(cs, "counters", ref=ref, path=where).items()
-        }
-        counters.append((_str(cs, "name", ref=ref, path=where), values))
-    node_selector = spec.get("nodeSelector")
+def _counter_values(counters: Mapping[str, Counter]) -> tuple[tuple[str, Amount], ...]:
+    return tuple((cname, c.value.amount()) for cname, c in counters.items())
+
+
+def parse_slice(obj: ResourceSlice) -> SliceInfo:
+    """Turn a v1 ResourceSlice into the allocator's record."""
+    name = obj.metadata.name or ""
+    spec = obj.spec
+    counters = [(cs.name, dict(_counter_values(cs.counters))) for cs in spec.shared_counters or []]
     info = SliceInfo(
         name=name,
-        driver=driver,
-        pool=_str(pool, "name", ref=ref, path="spec.pool"),
-        generation=generation,
-        slice_count=slice_count,
-        node_name=_str(spec, "nodeName", ref=ref, path="spec"),
-        all_nodes=bool(spec.get("allNodes")),
-        node_selector=node_selector if isinstance(node_selector, Mapping) else None,
-        per_device_node_selection=bool(spec.get("perDeviceNodeSelection")),
+        driver=spec.driver,
+        pool=spec.pool.name,
+        generation=spec.pool.generation,
+        slice_count=spec.pool.resource_slice_count,
+        node_name=spec.node_name or "",
+        all_nodes=bool(spec.all_nodes),
+        node_selector=None if spec.node_selector is None else spec.node_selector.to_dict(),
+        per_device_node_selection=bool(spec.per_device_node_selection),
         shared_counters=tuple(counters),
         devices=[],
-        raw=obj,
     )
-    for i, dev in enumerate(_list(spec, "devices", ref=ref, path="spec")):
+    for i, dev in enumerate(spec.devices or []):
         info.devices.append(_parse_device(dev, info, where=f"spec.devices[{i}]"))
     return info
 
 
-def _parse_capacity(raw: Any, *, ref: str, where: str) -> CapacityInfo:
-    if not isinstance(raw, Mapping):
-        raise AllocationError("must be an object", object_ref=ref, field=where)
-    policy = raw.get("requestPolicy")
-    policy = policy if isinstance(policy, Mapping) else None
-    rng = (policy or {}).get("validRange")
-    rng = rng if isinstance(rng, Mapping) else None
-    default_raw = (policy or {}).get("default")
-
-    def q(value: object, sub: str) -> Amount | None:
-        """An optional quantity of the policy."""
-        return None if value is None else parse_quantity(value, where=f"{where}.{sub}")
-
-    valid = tuple(
-        (parse_quantity(v, where=f"{where}.requestPolicy.validValues[{i}]"), v)
-        for i, v in enumerate((policy or {}).get("validValues") or [])
-    )
+def _parse_capacity(cap: DeviceCapacity) -> CapacityInfo:
+    """A capacity and its request policy."""
+    policy = cap.request_policy
+    rng = policy.valid_range if policy is not None else None
+    default = policy.default if policy is not None else None
+    has_min = rng is not None and "min" in rng.model_fields_set
+    low = rng.min if rng is not None and has_min else None
+    step = rng.step if rng is not None else None
+    high = rng.max if rng is not None else None
     return CapacityInfo(
-        value=parse_quantity(raw.get("value"), where=f"{where}.value"),
-        default=q(default_raw, "requestPolicy.default"),
-        default_raw=default_raw,
-        valid_values=valid,
-        range_min=q((rng or {}).get("min"), "requestPolicy.validRange.min"),
-        range_min_raw=(rng or {}).get("min"),
-        range_max=q((rng or {}).get("max"), "requestPolicy.validRange.max"),
-        range_step=q((rng or {}).get("step"), "requestPolicy.validRange.step"),
-        range_step_raw=(rng or {}).get("step"),
+        quantity=cap.value,
+        value=cap.value.amount(),
+        default=None if default is None else default.amount(),
+        default_raw=None if default is None else _written(default),
+        valid_values=tuple(
+            (v.amount(), _written(v)) for v in (policy.valid_values or [] if policy else [])
+        ),
+        range_min=None if low is None else low.amount(),
+        range_min_raw=None if low is None else _written(low),
+        range_max=None if high is None else high.amount(),
+        range_step=None if step is None else step.amount(),
+        range_step_raw=None if step is None else _written(step),
         has_policy=policy is not None,
         has_range=rng is not None,
     )
 
 
-def _parse_device(raw: Any, slc: SliceInfo, *, where: str) -> DeviceInfo:
+def _parse_device(dev: Device, slc: SliceInfo, *, where: str) -> DeviceInfo:
     ref = slc.ref
-    if not isinstance(raw, Mapping):
-        raise AllocationError("must be an object", object_ref=ref, field=where)
-    name = _str(raw, "name", ref=ref, path=where)
     attributes: dict[str, AttrValue] = {}
     qualified_given: dict[str, AttrValue] = {}
-    for key, value in _map(raw, "attributes", ref=ref, path=where).items():
+    for key, value in (dev.attributes or {}).items():
         parsed = _attr_value(value, ref=ref, path=f"{where}.attributes.{key}")
         if "/" in key:
             qualified_given[key] = parsed
@@ -279,86 +273,51 @@ def _parse_device(raw: Any, slc: SliceInfo, *, where: str) -> DeviceInfo:
             attributes[f"{slc.driver}/{key}"] = parsed
     # An explicitly qualified name wins over the unqualified one in the driver's domain.
     attributes.update(qualified_given)
-    capacity = {
-        key: _parse_capacity(value, ref=ref, where=f"{where}.capacity.{key}")
-        for key, value in _map(raw, "capacity", ref=ref, path=where).items()
-    }
-    consumes: list[tuple[str, tuple[tuple[str, Amount], ...]]] = []
-    for i, cc in enumerate(_list(raw, "consumesCounters", ref=ref, path=where)):
-        cwhere = f"{where}.consumesCounters[{i}]"
-        items = tuple(
-            (cname, parse_quantity((c or {}).get("value"), where=f"{cwhere}.counters.{cname}"))
-            for cname, c in _map(cc, "counters", ref=ref, path=cwhere).items()
-        )
-        consumes.append((_str(cc, "counterSet", ref=ref, path=cwhere), items))
-    taints = tuple(
-        Taint(
-            key=_str(t, "key", ref=ref, path=f"{where}.taints[{i}]"),
-            value=_str(t, "value", ref=ref, path=f"{where}.taints[{i}]"),
-            effect=_str(t, "effect", ref=ref, path=f"{where}.taints[{i}]"),
-            raw=t,
-        )
-        for i, t in enumerate(_list(raw, "taints", ref=ref, path=where))
+    capacity = {key: _parse_capacity(value) for key, value in (dev.capacity or {}).items()}
+    consumes = tuple(
+        (cc.counter_set, _counter_values(cc.counters)) for cc in dev.consumes_counters or []
     )
-    node_selector = raw.get("nodeSelector")
+    taints = tuple(Taint(key=t.key, value=t.value or "", effect=t.effect) for t in dev.taints or [])
     return DeviceInfo(
-        id=(slc.driver, slc.pool, name),
-        name=name,
-        raw=raw,
+        id=(slc.driver, slc.pool, dev.name),
+        name=dev.name,
         slice=slc,
         attributes=attributes,
         capacity=capacity,
-        consumes_counters=tuple(consumes),
+        consumes_counters=consumes,
         taints=taints,
-        binding_conditions=tuple(_list(raw, "bindingConditions", ref=ref, path=where)),
-        binding_failure_conditions=tuple(
-            _list(raw, "bindingFailureConditions", ref=ref, path=where)
-        ),
-        binds_to_node=bool(raw.get("bindsToNode")),
-        allow_multiple=bool(raw.get("allowMultipleAllocations")),
-        node_name=_str(raw, "nodeName", ref=ref, path=where),
-        all_nodes=bool(raw.get("allNodes")),
-        node_selector=node_selector if isinstance(node_selector, Mapping) else None,
+        binding_conditions=tuple(dev.binding_conditions or ()),
+        binding_failure_conditions=tuple(dev.binding_failure_conditions or ()),
+        binds_to_node=bool(dev.binds_to_node),
+        allow_multiple=bool(dev.allow_multiple_allocations),
+        node_name=dev.node_name or "",
+        all_nodes=bool(dev.all_nodes),
+        node_selector=None if dev.node_selector is None else dev.node_selector.to_dict(),
     )
 
 
 @dataclass(frozen=True, slots=True)
 class ClassInfo:
-    """A DeviceClass: its CEL selectors and configs."""
+    """A DeviceClass: its CEL selectors and configs (as results copy them)."""
 
     name: str
     selectors: tuple[str | None, ...]
     config: tuple[RawObject, ...]
-    raw: RawObject
+    obj: DeviceClass
 
 
-def parse_class(obj: RawObject) -> ClassInfo:
-    """Parse a v1 DeviceClass."""
-    meta = _map(obj, "metadata", ref="DeviceClass", path="")
-    name = _str(meta, "name", ref="DeviceClass", path="metadata")
-    ref = f"DeviceClass {name}"
-    spec = _map(obj, "spec", ref=ref, path="")
+def parse_class(obj: DeviceClass) -> ClassInfo:
+    """Turn a v1 DeviceClass into the allocator's record."""
     return ClassInfo(
-        name=name,
-        selectors=tuple(_selector_exprs(spec, ref=ref, path="spec")),
-        config=tuple(_list(spec, "config", ref=ref, path="spec")),
-        raw=obj,
+        name=obj.metadata.name or "",
+        selectors=_selector_exprs(obj.spec.selectors),
+        config=tuple(c.to_dict() for c in obj.spec.config or []),
+        obj=obj,
     )
 
 
-def _selector_exprs(obj: RawObject, *, ref: str, path: str) -> list[str | None]:
-    out: list[str | None] = []
-    for i, sel in enumerate(_list(obj, "selectors", ref=ref, path=path)):
-        cel = sel.get("cel") if isinstance(sel, Mapping) else None
-        if isinstance(cel, Mapping) and isinstance(cel.get("expression"), str):
-            out.append(cel["expression"])
-        elif cel is None:
-            out.append(None)
-        else:
-            raise AllocationError(
-                "must have a string expression", object_ref=ref, field=f"{path}.selectors[{i}].cel"
-            )
-    return out
+def _selector_exprs(selectors: Sequence[DeviceSelector] | None) -> tuple[str | None, ...]:
+    return tuple(None if sel.cel is None else sel.cel.expression for sel in selectors or [])
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,7 +363,7 @@ class ConstraintSpec:
 
 @dataclass(eq=False, slots=True)
 class ClaimInfo:
-    """A ResourceClaim."""
+    """A ResourceClaim; ``allocation`` is ``status.allocation`` as v1 JSON (as results are)."""
 
     namespace: str
     name: str
@@ -413,7 +372,7 @@ class ClaimInfo:
     constraints: list[ConstraintSpec]
     config: list[RawObject]
     allocation: RawObject | None
-    raw: RawObject
+    obj: ResourceClaim
 
     @property
     def key(self) -> str:
@@ -427,117 +386,94 @@ class ClaimInfo:
 
 
 def _parse_request_body(
-    body: RawObject,
+    body: ExactDeviceRequest | DeviceSubRequest,
     *,
     name: str,
     parent: str | None,
     index: int,
-    ref: str,
     path: str,
-    allow_admin: bool,
 ) -> RequestSpec:
-    raw_count = body.get("count")
-    mode = _str(body, "allocationMode", ref=ref, path=path) or MODE_EXACT
-    try:
-        count = int(raw_count) if raw_count is not None else (1 if mode == MODE_EXACT else 0)
-    except (TypeError, ValueError) as exc:
-        raise AllocationError("must be an integer", object_ref=ref, field=f"{path}.count") from exc
-    tolerations_raw = tuple(_list(body, "tolerations", ref=ref, path=path))
-    tolerations = tuple(
-        Toleration(
-            key=_str(t, "key", ref=ref, path=f"{path}.tolerations[{i}]"),
-            operator=_str(t, "operator", ref=ref, path=f"{path}.tolerations[{i}]"),
-            value=_str(t, "value", ref=ref, path=f"{path}.tolerations[{i}]"),
-            effect=_str(t, "effect", ref=ref, path=f"{path}.tolerations[{i}]"),
-        )
-        for i, t in enumerate(tolerations_raw)
-    )
-    capacity = body.get("capacity")
+    mode = body.allocation_mode or MODE_EXACT
+    count = body.count if body.count is not None else (1 if mode == MODE_EXACT else 0)
+    tolerations = body.tolerations or []
     cap_requests: dict[str, tuple[Amount, object]] | None = None
-    if isinstance(capacity, Mapping):
+    if body.capacity is not None:
         cap_requests = {
-            key: (parse_quantity(v, where=f"{path}.capacity.requests.{key}"), v)
-            for key, v in _map(capacity, "requests", ref=ref, path=f"{path}.capacity").items()
+            key: (q.amount(), _written(q)) for key, q in (body.capacity.requests or {}).items()
         }
-    admin = body.get("adminAccess") if allow_admin else None
+    admin = body.admin_access if isinstance(body, ExactDeviceRequest) else None
     return RequestSpec(
         name=name,
         parent=parent,
         index=index,
-        class_name=_str(body, "deviceClassName", ref=ref, path=path),
+        class_name=body.device_class_name,
         mode=mode,
         count=count,
-        admin_access=bool(admin) if admin is not None else None,
-        selectors=tuple(_selector_exprs(body, ref=ref, path=path)),
-        tolerations=tolerations,
-        tolerations_raw=tolerations_raw,
+        admin_access=admin,
+        selectors=_selector_exprs(body.selectors),
+        tolerations=tuple(
+            Toleration(
+                key=t.key or "",
+                operator=t.operator or "",
+                value=t.value or "",
+                effect=t.effect or "",
+            )
+            for t in tolerations
+        ),
+        tolerations_raw=tuple(t.to_dict() for t in tolerations),
         capacity_requests=cap_requests,
         field_path=path,
     )
 
 
-def parse_claim(obj: RawObject) -> ClaimInfo:
-    """Parse a v1 ResourceClaim (spec and any existing status.allocation)."""
-    meta = _map(obj, "metadata", ref="ResourceClaim", path="")
-    name = _str(meta, "name", ref="ResourceClaim", path="metadata")
-    namespace = _str(meta, "namespace", ref="ResourceClaim", path="metadata") or "default"
-    ref = f"ResourceClaim {namespace}/{name}"
-    spec = _map(obj, "spec", ref=ref, path="")
-    devices = _map(spec, "devices", ref=ref, path="spec")
+def parse_claim(obj: ResourceClaim) -> ClaimInfo:
+    """Turn a v1 ResourceClaim (spec and any existing status.allocation) into the record."""
+    devices = obj.spec.devices
     requests: list[DeviceRequestInfo] = []
-    for i, req in enumerate(_list(devices, "requests", ref=ref, path="spec.devices")):
+    for i, req in enumerate(devices.requests or []):
         path = f"spec.devices.requests[{i}]"
-        if not isinstance(req, Mapping):
-            raise AllocationError("must be an object", object_ref=ref, field=path)
-        rname = _str(req, "name", ref=ref, path=path)
-        exact_raw = req.get("exactly")
-        first = _list(req, "firstAvailable", ref=ref, path=path)
         exact = None
-        if isinstance(exact_raw, Mapping):
+        if req.exactly is not None:
             exact = _parse_request_body(
-                exact_raw,
-                name=rname,
-                parent=None,
-                index=i,
-                ref=ref,
-                path=f"{path}.exactly",
-                allow_admin=True,
+                req.exactly, name=req.name, parent=None, index=i, path=f"{path}.exactly"
             )
         subs = tuple(
             _parse_request_body(
-                sub,
-                name=_str(sub, "name", ref=ref, path=f"{path}.firstAvailable[{j}]"),
-                parent=rname,
-                index=i,
-                ref=ref,
-                path=f"{path}.firstAvailable[{j}]",
-                allow_admin=False,
+                sub, name=sub.name, parent=req.name, index=i, path=f"{path}.firstAvailable[{j}]"
             )
-            for j, sub in enumerate(first)
+            for j, sub in enumerate(req.first_available or [])
         )
-        requests.append(DeviceRequestInfo(name=rname, exact=exact, first_available=subs))
+        requests.append(DeviceRequestInfo(name=req.name, exact=exact, first_available=subs))
     constraints = [
         ConstraintSpec(
-            requests=frozenset(
-                _list(c, "requests", ref=ref, path=f"spec.devices.constraints[{i}]")
-            ),
-            match_attribute=c.get("matchAttribute"),
-            distinct_attribute=c.get("distinctAttribute"),
+            requests=frozenset(c.requests or ()),
+            match_attribute=c.match_attribute,
+            distinct_attribute=c.distinct_attribute,
         )
-        for i, c in enumerate(_list(devices, "constraints", ref=ref, path="spec.devices"))
+        for c in devices.constraints or []
     ]
-    status = _map(obj, "status", ref=ref, path="")
-    allocation = status.get("allocation")
+    allocation = obj.status.allocation
     return ClaimInfo(
-        namespace=namespace,
-        name=name,
-        uid=_str(meta, "uid", ref=ref, path="metadata"),
+        namespace=obj.metadata.namespace or "default",
+        name=obj.metadata.name or "",
+        uid=obj.metadata.uid or "",
         requests=requests,
         constraints=constraints,
-        config=list(_list(devices, "config", ref=ref, path="spec.devices")),
-        allocation=allocation if isinstance(allocation, Mapping) else None,
-        raw=obj,
+        config=[c.to_dict() for c in devices.config or []],
+        allocation=None if allocation is None else allocation.to_dict(),
+        obj=obj,
     )
+
+
+def parse_model(obj: ApiObject) -> ClassInfo | SliceInfo | ClaimInfo | None:
+    """The allocator's record of a DeviceClass, ResourceSlice or ResourceClaim model."""
+    if isinstance(obj, DeviceClass):
+        return parse_class(obj)
+    if isinstance(obj, ResourceSlice):
+        return parse_slice(obj)
+    if isinstance(obj, ResourceClaim):
+        return parse_claim(obj)
+    return None
 
 
 def parse_objects(
@@ -554,12 +490,15 @@ def parse_objects(
     rules = [obj for obj in objects if obj.get("kind") == "DeviceTaintRule"]
     for obj in objects:
         kind = obj.get("kind")
-        if kind == "DeviceClass":
-            classes.append(parse_class(obj))
-        elif kind == "ResourceSlice":
-            slices.append(parse_slice(apply_taint_rules(obj, rules) if rules else obj))
-        elif kind == "ResourceClaim":
-            claims.append(parse_claim(obj))
-        elif kind == "Node":
+        if kind == "Node":
             nodes.append(obj)
+        elif kind in ("DeviceClass", "ResourceSlice", "ResourceClaim"):
+            data = apply_taint_rules(obj, rules) if kind == "ResourceSlice" and rules else obj
+            item = parse_model(read_model(data, where=str(kind)))
+            if isinstance(item, ClassInfo):
+                classes.append(item)
+            elif isinstance(item, SliceInfo):
+                slices.append(item)
+            elif isinstance(item, ClaimInfo):
+                claims.append(item)
     return classes, slices, claims, nodes

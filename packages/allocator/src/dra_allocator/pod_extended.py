@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dra_api_types import ResourceClaim
+
 from .cluster import Cluster
 from .explain import ClaimDiagnosis, diagnose
 from .extended_resources import (
@@ -92,7 +94,7 @@ def claims_for(pod: RawObject, plan: NodePlan, own: Sequence[ClaimInfo]) -> list
     """The claims to allocate together on the plan's node: the pod's own, then the special one."""
     if not plan.dra:
         return list(own)
-    return [*own, parse_claim(special_claim(pod, plan))]
+    return [*own, parse_claim(ResourceClaim.from_dict(special_claim(pod, plan)))]
 
 
 def allocate_pod(

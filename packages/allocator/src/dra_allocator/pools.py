@@ -18,10 +18,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from dra_api_types import Amount
+
 from .features import STABLE, Features
 from .model import DeviceInfo, SliceInfo
 from .nodes import NodeInfo, node_selector_matches
-from .quantities import Amount
 
 PoolID = tuple[str, str]
 

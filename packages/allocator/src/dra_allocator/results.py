@@ -6,11 +6,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dra_api_types import Amount, Quantity, QuantityFormat
+
 from .capacity import Consumption
 from .errors import AllocationError
 from .model import ClaimInfo, ClassInfo, DeviceInfo, RequestSpec
 from .nodes import NodeInfo, node_name_selector
-from .quantities import Amount, format_binary_quantity, format_decimal_quantity, parse_quantity
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,16 +36,16 @@ def format_quantity(value: Amount, raw: object) -> str:
     number, which the apiserver reads back as decimal: "3000000000" is stored as "3G".
     """
     if raw is None:
-        text = format_binary_quantity(value)
+        text = Quantity(value, QuantityFormat.BINARY_SI).canonical()
         if text.endswith(_BINARY_SUFFIXES):
             return text
-        return format_decimal_quantity(value)
+        return Quantity(value).canonical()
     text = str(raw).strip()
     if text.endswith(_BINARY_SUFFIXES):
-        return format_binary_quantity(parse_quantity(text))
+        return Quantity.coerce(text).canonical()
     if "e" in text.lower() and not text.endswith("E"):
         return text
-    return format_decimal_quantity(value)
+    return Quantity(value).canonical()
 
 
 def device_result(picked: PickedDevice, *, binding: bool) -> dict[str, Any]:

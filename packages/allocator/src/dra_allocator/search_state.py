@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from dra_api_types import Amount
+
 from . import capacity as cap
 from .constraints import Constraint, build_constraint
 from .counters import CounterSets, CounterTracker
@@ -27,7 +29,6 @@ from .features import STABLE, Features
 from .model import MODE_ALL, MODE_EXACT, ClaimInfo, ClassInfo, DeviceID, DeviceInfo, RequestSpec
 from .nodes import NodeInfo
 from .pools import Pool
-from .quantities import Amount
 from .results import PickedDevice, build_allocation
 from .selectors import SelectorCompileFailure, SelectorEngine, evaluate
 from .state import AllocatedState

@@ -7,12 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dra_api_types.beta_to_v1 import convert_to_v1, is_convertible_beta
-from dra_api_types.codec import parse_object, to_plain
 from dra_api_types.errors import ValidationError
 
 from .errors import AllocationError
 from .inputs import Document
-from .model import ClaimInfo, ClassInfo, SliceInfo, parse_claim, parse_class, parse_slice
+from .model import ClaimInfo, ClassInfo, SliceInfo, parse_model, read_model
 from .nodes import NodeInfo
 from .taint_rules import apply_taint_rules
 
@@ -32,18 +31,6 @@ class Snapshot:
     def claim(self, key: str) -> ClaimInfo | None:
         """Look up ``namespace/name``."""
         return next((c for c in self.claims if c.key == key), None)
-
-
-def lenient_plain(data: Mapping[str, Any], *, where: str) -> dict[str, Any]:
-    """The object as v1 JSON after api-types' lenient parse (no API validation)."""
-    try:
-        return to_plain(parse_object(data, validate=False))
-    except ValidationError as exc:
-        raise AllocationError(
-            f"cannot parse: {exc}", object_ref=where, field=getattr(exc, "path", "")
-        ) from exc
-    except (TypeError, ValueError) as exc:
-        raise AllocationError(f"cannot parse: {exc}", object_ref=where) from exc
 
 
 def _as_v1(data: Mapping[str, Any], *, where: str) -> Mapping[str, Any]:
@@ -92,12 +79,9 @@ def read_object(
     if kind == "Pod":
         return data
     if api == RESOURCE_API and kind in ("DeviceClass", "ResourceSlice", "ResourceClaim"):
-        plain = lenient_plain(data, where=f"{where} {kind}")
-        if kind == "DeviceClass":
-            return parse_class(plain)
-        if kind == "ResourceSlice":
-            return parse_slice(apply_taint_rules(plain, taint_rules))
-        return parse_claim(plain)
+        if kind == "ResourceSlice" and taint_rules:
+            data = apply_taint_rules(data, taint_rules)
+        return parse_model(read_model(data, where=f"{where} {kind}"))
     return None
 
 

@@ -7,8 +7,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .model import ClaimInfo, DeviceID
-from .quantities import Amount, parse_quantity
+from dra_api_types import Amount
+
+from .model import ClaimInfo, DeviceID, parse_quantity
 
 
 @dataclass(slots=True)

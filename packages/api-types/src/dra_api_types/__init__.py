@@ -47,7 +47,7 @@ from .nvidia_v1beta1 import (
     VfioDeviceConfig,
     decode_opaque_config,
 )
-from .quantity import Quantity, QuantityFormat
+from .quantity import Amount, Quantity, QuantityFormat, QuantityIdentity, parsed_identity
 from .resource_v1 import API_VERSION as RESOURCE_API_VERSION
 from .resource_v1 import (
     AllocatedDeviceStatus,
@@ -120,6 +120,7 @@ __all__ = [
     "RESOURCE_API_VERSION",
     "AllocatedDeviceStatus",
     "AllocationResult",
+    "Amount",
     "ApiModel",
     "ApiObject",
     "CELDeviceSelector",
@@ -192,6 +193,7 @@ __all__ = [
     "Quantity",
     "QuantityError",
     "QuantityFormat",
+    "QuantityIdentity",
     "ResourceClaim",
     "ResourceClaimConsumerReference",
     "ResourceClaimList",
@@ -217,6 +219,7 @@ __all__ = [
     "load_all",
     "load_documents",
     "parse_object",
+    "parsed_identity",
     "to_plain",
     "validate",
     "validation_errors",

@@ -18,7 +18,9 @@ One deliberate difference: Go prints decimal-SI values of 10^21 and above withou
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 from enum import StrEnum
 from fractions import Fraction
 from typing import Any, Final
@@ -29,7 +31,10 @@ from pydantic_core import core_schema
 
 from .errors import QuantityError
 
-__all__ = ["Quantity", "QuantityFormat"]
+__all__ = ["Amount", "Quantity", "QuantityFormat", "QuantityIdentity", "parsed_identity"]
+
+# An exact amount as arithmetic wants it: a plain int when whole (fast), a Fraction otherwise.
+Amount = int | Fraction
 
 _INT64_MAX: Final = (1 << 63) - 1
 _INT64_MIN: Final = -(1 << 63)
@@ -327,6 +332,11 @@ class Quantity:
         """The exact value."""
         return self._value
 
+    def amount(self) -> Amount:
+        """The exact value as an int when whole, else a Fraction (cheap to add and compare)."""
+        value = self._value
+        return value.numerator if value.denominator == 1 else value
+
     # ------------------------------------------------------------------ formatting
     def __str__(self) -> str:
         if self._string is None:
@@ -477,3 +487,58 @@ def _decimal_mantissa(value: Fraction) -> tuple[int, int]:
         number //= 10
         exponent += 1
     return number, exponent
+
+
+# resource.Quantity as Go compares it with ==: (int64 amount, its scale, the cached string,
+# format); None for the arbitrary-precision form, which never compares equal to a copy.
+QuantityIdentity = tuple[int, int, str, str] | None
+_IDENTITY_PATTERN: Final = re.compile(r"^([+-]?)(\d*)(?:\.(\d*))?(.*)$")
+
+
+@functools.lru_cache(maxsize=4096)
+def parsed_identity(raw: str) -> QuantityIdentity:
+    """What ``ParseQuantity(raw)`` holds, as far as Go's ``==`` on Quantity sees it.
+
+    The allocator's request-policy check skips a value that ``== policy.default``; the parsed
+    default is compared with a copy, so the fast int64 form compares by amount, scale,
+    cached string and format, and the inf.Dec form (e.g. ``1.5Gi``: a binary suffix on a
+    fraction) is never equal.
+    """
+    text = raw.strip()
+    if text == "0":
+        return (0, 0, "0", QuantityFormat.DECIMAL_SI.value)
+    match = _IDENTITY_PATTERN.match(text)
+    if match is None:
+        return None
+    sign, whole, frac, suffix = match.groups()
+    num = whole.lstrip("0") or "0"
+    denom = frac or ""
+    if suffix in _BINARY_SUFFIXES:
+        exponent = _BINARY_SUFFIXES[suffix]
+        if denom:
+            return None
+        precision = 15 - len(num) - int(exponent * 3 / 10) - 1
+        mantissa, scale, fmt = 1 << exponent, 0, QuantityFormat.BINARY_SI
+    else:
+        if suffix in _DECIMAL_SUFFIXES:
+            exponent, fmt = _DECIMAL_SUFFIXES[suffix], QuantityFormat.DECIMAL_SI
+        elif suffix[:1] in ("e", "E") and re.fullmatch(r"[+-]?\d+", suffix[1:]):
+            exponent, fmt = int(suffix[1:]), QuantityFormat.DECIMAL_EXPONENT
+        else:
+            return None
+        precision = 18 - len(num) - len(denom)
+        mantissa, scale = 1, exponent - len(denom)
+    if precision < 0 or scale < -9:
+        return None
+    shifted = num + denom
+    result = int(shifted) * mantissa
+    if result > _INT64_MAX:
+        return None
+    if sign == "-":
+        result = -result
+    if fmt is QuantityFormat.BINARY_SI:
+        cached = text if int(shifted) & 0x07 else ""
+    else:
+        canonical = scale % 3 == 0 and not shifted.endswith("000") and shifted[0] != "0"
+        cached = text if canonical else ""
+    return (result, scale, cached, fmt.value)

@@ -48,7 +48,7 @@ def _unique(values: Iterable[str]) -> list[str]:
 
 def is_deleting(claim: ClaimInfo) -> bool:
     """Whether the claim has a deletion timestamp (it no longer waits for anything)."""
-    return bool((claim.raw.get("metadata") or {}).get("deletionTimestamp"))
+    return bool(claim.obj.metadata.deletion_timestamp)
 
 
 def _one_claim(claim: ClaimInfo) -> tuple[bool, list[ClaimSeries]]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from dra_allocator.explain import ClaimDiagnosis, NodeDiagnosis, RequestShortfall
 from dra_allocator.model import DeviceInfo
-from dra_allocator.quantities import Amount, format_binary_quantity, parse_quantity
+from dra_api_types import Amount, Quantity, QuantityError, QuantityFormat
 
 #: Events carry at most this many characters of message (the API allows 1 KiB).
 MAX_MESSAGE = 1000
@@ -71,8 +71,8 @@ def capacity_bounds(expression: str) -> list[CapacityBound]:
 
 def _bound(domain: str, name: str, op: str, text: str) -> CapacityBound:
     try:
-        bound: Amount = parse_quantity(text)
-    except Exception:  # not a quantity: no gap can be computed, but keep the order
+        bound: Amount = Quantity.coerce(text).amount()
+    except QuantityError:  # not a quantity: no gap can be computed, but keep the order
         bound = 0
     return CapacityBound(domain=domain, name=name, op=op, bound=bound, text=text)
 
@@ -97,7 +97,7 @@ class Gap:
         """``memory >= 40Gi: best node n3 has 16Gi``."""
         return (
             f"{self.bound.name} {self.bound.op} {self.bound.text}: best node {self.node} "
-            f"has {format_binary_quantity(self.value)}"
+            f"has {Quantity(self.value, QuantityFormat.BINARY_SI)}"
         )
 
 
