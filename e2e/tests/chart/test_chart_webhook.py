@@ -171,7 +171,15 @@ def test_cert_manager_mode_asks_for_a_certificate_and_ca_injection(helm: Path) -
     assert SERVICE_HOST in certificate["spec"]["dnsNames"]
     assert "extra.example" in certificate["spec"]["dnsNames"]
     assert certificate["spec"]["issuerRef"] == {"kind": "Issuer", "name": f"{WEBHOOK}-issuer"}
-    assert _named(objects, "Issuer")[f"{WEBHOOK}-issuer"]["spec"] == {"selfSigned": {}}
+    # The serving certificate is signed by a chart-made CA, itself self-signed: a renewal of
+    # the serving certificate keeps the CA the API server trusts.
+    issuers = _named(objects, "Issuer")
+    assert issuers[f"{WEBHOOK}-issuer"]["spec"] == {"ca": {"secretName": f"{WEBHOOK}-ca"}}
+    assert issuers[f"{WEBHOOK}-selfsigned"]["spec"] == {"selfSigned": {}}
+    ca = _named(objects, "Certificate")[f"{WEBHOOK}-ca"]["spec"]
+    assert ca["isCA"] is True
+    assert ca["secretName"] == f"{WEBHOOK}-ca"
+    assert ca["issuerRef"] == {"kind": "Issuer", "name": f"{WEBHOOK}-selfsigned"}
     assert not _named(objects, "Secret")
     vwc = _named(objects, "ValidatingWebhookConfiguration")[WEBHOOK]
     assert vwc["metadata"]["annotations"] == {
