@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
+from admission_cel import evaluate
 from chart_helpers import (
     BASE_SETS,
     CHART,
@@ -24,6 +25,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 WEBHOOK = "dra-dra-driver-nvidia-gpu-webhook"
+NVIDIA_VALUES = Path(__file__).parent / "fixtures" / "nvidia-values-0.5.0-dev.yaml"
 SERVICE_HOST = f"{WEBHOOK}.{NAMESPACE}.svc"
 
 
@@ -40,6 +42,11 @@ def _render(helm: Path, sets: Mapping[str, str]) -> list[dict[str, Any]]:
     args = ["template", "dra", str(CHART), "--namespace", NAMESPACE]
     out = run_helm(helm, *args, *set_args({**BASE_SETS, **sets}))
     return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+def _hooks(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    vwc = _named(objects, "ValidatingWebhookConfiguration")[WEBHOOK]
+    return {hook["name"]: hook for hook in vwc["webhooks"]}
 
 
 def _named(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
@@ -64,6 +71,7 @@ def test_chart_made_secret_serves_the_service_name_under_the_ca_bundle(helm: Pat
     objects = _render(helm, {"webhook.enabled": "true", "webhook.tls.mode": "secret"})
     assert _webhook_objects(objects) == [
         ("Deployment", WEBHOOK),
+        ("PodDisruptionBudget", WEBHOOK),
         ("Secret", f"{WEBHOOK}-cert"),
         ("Service", WEBHOOK),
         ("ServiceAccount", WEBHOOK),
@@ -74,7 +82,7 @@ def test_chart_made_secret_serves_the_service_name_under_the_ca_bundle(helm: Pat
     cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
     sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert SERVICE_HOST in sans.get_values_for_type(x509.DNSName)
-    (hook,) = _named(objects, "ValidatingWebhookConfiguration")[WEBHOOK]["webhooks"]
+    hook = _hooks(objects)["gpu.nvidia.com"]
     ca = x509.load_pem_x509_certificate(base64.b64decode(hook["clientConfig"]["caBundle"]))
     assert hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
     ca_key = ca.public_key()
@@ -91,7 +99,7 @@ def test_chart_made_secret_serves_the_service_name_under_the_ca_bundle(helm: Pat
 
 def test_webhook_configuration_matches_nvidias(helm: Path) -> None:
     objects = _render(helm, {"webhook.enabled": "true", "webhook.tls.mode": "secret"})
-    (hook,) = _named(objects, "ValidatingWebhookConfiguration")[WEBHOOK]["webhooks"]
+    hook = _hooks(objects)["gpu.nvidia.com"]
     assert hook["name"] == "gpu.nvidia.com"
     (rule,) = hook["rules"]
     assert rule["apiGroups"] == ["resource.k8s.io"]
@@ -149,7 +157,7 @@ def test_deployment_runs_the_console_script_on_the_values_ports(helm: Path) -> N
     selector = _named(objects, "Deployment")[WEBHOOK]["spec"]["selector"]["matchLabels"]
     assert service["spec"]["selector"] == selector
     assert selector["app.kubernetes.io/component"] == "webhook"
-    (hook,) = _named(objects, "ValidatingWebhookConfiguration")[WEBHOOK]["webhooks"]
+    hook = _hooks(objects)["gpu.nvidia.com"]
     assert hook["clientConfig"]["service"]["port"] == 8443
     assert hook["failurePolicy"] == "Ignore"
 
@@ -163,13 +171,21 @@ def test_cert_manager_mode_asks_for_a_certificate_and_ca_injection(helm: Path) -
     assert SERVICE_HOST in certificate["spec"]["dnsNames"]
     assert "extra.example" in certificate["spec"]["dnsNames"]
     assert certificate["spec"]["issuerRef"] == {"kind": "Issuer", "name": f"{WEBHOOK}-issuer"}
-    assert _named(objects, "Issuer")[f"{WEBHOOK}-issuer"]["spec"] == {"selfSigned": {}}
+    # The serving certificate is signed by a chart-made CA, itself self-signed: a renewal of
+    # the serving certificate keeps the CA the API server trusts.
+    issuers = _named(objects, "Issuer")
+    assert issuers[f"{WEBHOOK}-issuer"]["spec"] == {"ca": {"secretName": f"{WEBHOOK}-ca"}}
+    assert issuers[f"{WEBHOOK}-selfsigned"]["spec"] == {"selfSigned": {}}
+    ca = _named(objects, "Certificate")[f"{WEBHOOK}-ca"]["spec"]
+    assert ca["isCA"] is True
+    assert ca["secretName"] == f"{WEBHOOK}-ca"
+    assert ca["issuerRef"] == {"kind": "Issuer", "name": f"{WEBHOOK}-selfsigned"}
     assert not _named(objects, "Secret")
     vwc = _named(objects, "ValidatingWebhookConfiguration")[WEBHOOK]
     assert vwc["metadata"]["annotations"] == {
         "cert-manager.io/inject-ca-from": f"{NAMESPACE}/{WEBHOOK}-cert"
     }
-    assert "caBundle" not in vwc["webhooks"][0]["clientConfig"]
+    assert all("caBundle" not in hook["clientConfig"] for hook in vwc["webhooks"])
 
 
 def test_cert_manager_cluster_issuer(helm: Path) -> None:
@@ -192,7 +208,7 @@ def test_user_secret_needs_its_ca_bundle(helm: Path) -> None:
         _render(helm, sets)
     objects = _render(helm, {**sets, "webhook.tls.secret.caBundle": "Q0E="})
     assert not _named(objects, "Secret")
-    (hook,) = _named(objects, "ValidatingWebhookConfiguration")[WEBHOOK]["webhooks"]
+    hook = _hooks(objects)["gpu.nvidia.com"]
     assert hook["clientConfig"]["caBundle"] == "Q0E="
     pod = _named(objects, "Deployment")[WEBHOOK]["spec"]["template"]["spec"]
     (volume,) = [v for v in pod["volumes"] if v["name"] == "cert"]
@@ -222,3 +238,220 @@ def test_values_carry_nvidias_webhook_defaults() -> None:
     assert webhook["tls"]["mode"] == "cert-manager"
     assert webhook["tls"]["certManager"]["issuerType"] == "selfsigned"
     assert webhook["priorityClassName"] == "system-cluster-critical"
+
+
+# --- Availability: rotation, rollouts, and what the API server sends -----------------------
+
+ENABLED = {"webhook.enabled": "true", "webhook.tls.mode": "secret"}
+
+
+def _config(driver: str) -> dict[str, Any]:
+    params = {"apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig"}
+    return {"requests": ["gpu"], "opaque": {"driver": driver, "parameters": params}}
+
+
+def _claim(
+    *, configs: list[dict[str, Any]] | None = None, selector: str | None = None
+) -> dict[str, Any]:
+    request: dict[str, Any] = {"name": "gpu", "exactly": {"deviceClassName": "x.example.com"}}
+    if selector is not None:
+        request["exactly"]["selectors"] = [{"cel": {"expression": selector}}]
+    devices: dict[str, Any] = {"requests": [request]}
+    if configs is not None:
+        devices["config"] = configs
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "c", "namespace": "ns"},
+        "spec": {"devices": devices},
+    }
+
+
+def _template(claim: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "kind": "ResourceClaimTemplate",
+        "metadata": claim["metadata"],
+        "spec": {"spec": claim["spec"]},
+    }
+
+
+def _sent(hook: dict[str, Any], obj: dict[str, Any], *, old: dict[str, Any] | None = None) -> bool:
+    """Whether the API server calls ``hook`` for a CREATE of ``obj`` (UPDATE with ``old``)."""
+    operation = "CREATE" if old is None else "UPDATE"
+    variables = {"object": obj, "oldObject": old, "request": {"operation": operation}}
+    return all(bool(evaluate(c["expression"], variables)) for c in hook["matchConditions"])
+
+
+GPU_SELECTOR = "device.attributes['gpu.nvidia.com'].productName == 'H200'"
+
+
+@pytest.mark.parametrize(
+    ("obj", "sent"),
+    [
+        (_claim(configs=[_config("gpu.nvidia.com")]), True),
+        (
+            _claim(configs=[_config("other.example.com"), _config("compute-domain.nvidia.com")]),
+            True,
+        ),
+        (_template(_claim(configs=[_config("gpu.nvidia.com")])), True),
+        (_claim(configs=[_config("other.example.com")]), False),
+        (_template(_claim(configs=[_config("other.example.com")])), False),
+        (_claim(configs=[{"requests": ["gpu"]}]), False),
+        (_claim(), False),
+        (_claim(selector=GPU_SELECTOR), False),
+        ({"kind": "ResourceClaim", "metadata": {"name": "c"}, "spec": {}}, False),
+        ({"kind": "ResourceClaim", "metadata": {"name": "c"}}, False),
+    ],
+    ids=[
+        "gpu-config",
+        "cd-config-among-others",
+        "template-gpu-config",
+        "other-driver",
+        "template-other-driver",
+        "config-without-opaque",
+        "no-config",
+        "gpu-selector-no-config",
+        "empty-spec",
+        "no-spec",
+    ],
+)
+def test_only_objects_with_our_opaque_configs_are_sent_to_the_judging_hook(
+    helm: Path, obj: dict[str, Any], sent: bool
+) -> None:
+    assert _sent(_hooks(_render(helm, ENABLED))["gpu.nvidia.com"], obj) is sent
+
+
+def test_an_update_that_keeps_spec_is_never_sent(helm: Path) -> None:
+    """Finalizer removal on one of our claims never waits on the webhook."""
+    hooks = _hooks(_render(helm, ENABLED))
+    for obj in (_claim(configs=[_config("gpu.nvidia.com")]), _claim(selector=GPU_SELECTOR)):
+        finalized = {**obj, "metadata": {**obj["metadata"], "finalizers": ["x.example.com/f"]}}
+        assert not any(_sent(hook, obj, old=finalized) for hook in hooks.values())
+        changed = _claim(configs=[_config("gpu.nvidia.com")], selector="true")
+        assert any(_sent(hook, changed, old=finalized) for hook in hooks.values())
+
+
+@pytest.mark.parametrize(
+    ("obj", "sent"),
+    [
+        (_claim(selector=GPU_SELECTOR), True),
+        (_template(_claim(selector=GPU_SELECTOR)), True),
+        (_claim(selector="device.driver == 'other.example.com'"), False),
+        (_claim(configs=[_config("gpu.nvidia.com")], selector=GPU_SELECTOR), False),
+        (_claim(configs=[_config("other.example.com")], selector=GPU_SELECTOR), True),
+        (_claim(), False),
+    ],
+    ids=["claim", "template", "other-driver", "ours-goes-to-the-judge", "other-config", "none"],
+)
+def test_selector_warnings_hook_gets_the_rest_and_never_fails_a_request(
+    helm: Path, obj: dict[str, Any], sent: bool
+) -> None:
+    hook = _hooks(_render(helm, ENABLED))["selectors.gpu.nvidia.com"]
+    assert hook["failurePolicy"] == "Ignore"
+    assert hook["clientConfig"]["service"]["path"] == "/validate-resource-claim-parameters"
+    assert _sent(hook, obj) is sent
+
+
+def test_selector_hook_sees_v1beta1_and_first_available_selectors(helm: Path) -> None:
+    hook = _hooks(_render(helm, ENABLED))["selectors.gpu.nvidia.com"]
+    selectors = [{"cel": {"expression": GPU_SELECTOR}}]
+    v1beta1 = {"spec": {"devices": {"requests": [{"name": "a", "selectors": selectors}]}}}
+    first = {
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "a",
+                        "firstAvailable": [{"name": "s"}, {"name": "t", "selectors": selectors}],
+                    }
+                ]
+            }
+        }
+    }
+    assert _sent(hook, v1beta1)
+    assert _sent(hook, first)
+
+
+def test_selector_warnings_can_be_turned_off(helm: Path) -> None:
+    hooks = _hooks(_render(helm, {**ENABLED, "webhook.selectorWarnings.enabled": "false"}))
+    assert list(hooks) == ["gpu.nvidia.com"]
+
+
+@pytest.mark.parametrize("policy", ["Fail", "Ignore"])
+def test_failure_policy_is_the_operators_choice_for_the_judging_hook_only(
+    helm: Path, policy: str
+) -> None:
+    hooks = _hooks(_render(helm, {**ENABLED, "webhook.failurePolicy": policy}))
+    assert hooks["gpu.nvidia.com"]["failurePolicy"] == policy
+    assert hooks["selectors.gpu.nvidia.com"]["failurePolicy"] == "Ignore"
+
+
+def test_values_document_what_failure_policy_does() -> None:
+    text = (CHART / "values.yaml").read_text()
+    block = text[text.index("  failurePolicy: Fail") - 1200 : text.index("  failurePolicy: Fail")]
+    for words in ("Fail   : refuse the write", "Ignore : admit the write unchecked", "finalizer"):
+        assert words in block
+
+
+def test_two_replicas_a_budget_and_surge_only_rollouts(helm: Path) -> None:
+    objects = _render(helm, ENABLED)
+    deployment = _named(objects, "Deployment")[WEBHOOK]
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
+    }
+    pdb = _named(objects, "PodDisruptionBudget")[WEBHOOK]
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+    assert pdb["spec"]["selector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+    pod = deployment["spec"]["template"]["spec"]
+    (spread,) = pod["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "kubernetes.io/hostname"
+    assert spread["whenUnsatisfiable"] == "ScheduleAnyway"
+    assert spread["labelSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+    (container,) = pod["containers"]
+    assert "--tls-reload-interval=10" in container["args"]
+    # The certificate comes from the Secret volume, which the kubelet updates in place
+    # (a subPath mount would never see a renewal).
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "cert"]
+    assert "subPath" not in mount
+
+
+def test_budget_can_be_turned_off(helm: Path) -> None:
+    objects = _render(helm, {**ENABLED, "webhook.podDisruptionBudget.enabled": "false"})
+    assert not _named(objects, "PodDisruptionBudget")
+
+
+def test_nvidias_values_keep_their_replicas_and_strategy(helm: Path) -> None:
+    out = run_helm(
+        helm,
+        "template",
+        "dra",
+        str(CHART),
+        "--namespace",
+        NAMESPACE,
+        "-f",
+        str(NVIDIA_VALUES),
+        *set_args({**BASE_SETS, **ENABLED}),
+    )
+    objects = [doc for doc in yaml.safe_load_all(out) if doc]
+    deployment = _named(objects, "Deployment")[WEBHOOK]
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == "100%"
+    # One replica: a maxUnavailable budget still lets a drain evict it.
+    assert _named(objects, "PodDisruptionBudget")[WEBHOOK]["spec"]["maxUnavailable"] == 1
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("webhook.podDisruptionBudget.maxUnavailable", "many"),
+        ("webhook.podDisruptionBudget.minAvailable", "1"),
+        ("webhook.tlsReloadIntervalSeconds", "0"),
+        ("webhook.selectorWarnings.enable", "true"),
+    ],
+)
+def test_schema_rejects_bad_availability_values(helm: Path, key: str, value: str) -> None:
+    with pytest.raises(HelmFailed, match="values don't meet the specifications of the schema"):
+        _render(helm, {key: value})

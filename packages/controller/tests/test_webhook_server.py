@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import datetime
 import http.client
-import ipaddress
 import json
 import os
 import signal
@@ -19,57 +17,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from dra_controller.webhook.cli import main
-from dra_controller.webhook.server import WebhookServer, tls_context
+from dra_controller.webhook.server import WebhookServer
+from dra_controller.webhook.tls import ReloadingCertificate
+from webhook_certs import write_self_signed
 
 NV = "resource.nvidia.com/v1beta1"
 
 
-def _write_cert(directory: Path) -> tuple[Path, Path]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "dra-webhook-test")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_file, key_file = directory / "tls.crt", directory / "tls.key"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_file, key_file
-
-
 @pytest.fixture(scope="module")
 def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    return _write_cert(tmp_path_factory.mktemp("tls"))
+    return write_self_signed(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture
 def server(cert: tuple[Path, Path]) -> Iterator[WebhookServer]:
-    srv = WebhookServer(("127.0.0.1", 0), tls=tls_context(*cert))
+    srv = WebhookServer(("127.0.0.1", 0), tls=ReloadingCertificate(*cert))
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
     yield srv

@@ -34,3 +34,27 @@ app.kubernetes.io/component: webhook
 {{- $names := list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns) }}
 {{- toJson (concat $names .Values.webhook.tls.certManager.dnsNames | uniq) }}
 {{- end }}
+
+{{- /*
+CEL (admission matchConditions): the opaque configs at `path` (`object.spec.devices` of a
+claim, `object.spec.spec.devices` of a template) include one for a driver the webhook judges.
+Every step is guarded with has(), so an object without the fields is simply not matched.
+*/}}
+{{- define "dra-driver-nvidia-gpu.webhookConfigCel" -}}
+{{- $parts := splitList "." . }}
+{{- $guards := list }}
+{{- range $i, $_ := $parts }}{{- if gt $i 0 }}{{- $guards = append $guards (printf "has(%s)" (join "." (slice $parts 0 (add1 $i)))) }}{{- end }}{{- end }}
+{{- printf "(%s && has(%s.config) && %s.config.exists(c, has(c.opaque) && has(c.opaque.driver) && c.opaque.driver in ['gpu.nvidia.com', 'compute-domain.nvidia.com']))" (join " && " $guards) . . }}
+{{- end }}
+
+{{- /*
+CEL: a selector of a request at `path` (v1/v1beta2 `exactly` and `firstAvailable`, v1beta1's
+request-level `selectors`) mentions gpu.nvidia.com (the webhook may warn about its names).
+*/}}
+{{- define "dra-driver-nvidia-gpu.webhookSelectorCel" -}}
+{{- $parts := splitList "." . }}
+{{- $guards := list }}
+{{- range $i, $_ := $parts }}{{- if gt $i 0 }}{{- $guards = append $guards (printf "has(%s)" (join "." (slice $parts 0 (add1 $i)))) }}{{- end }}{{- end }}
+{{- $mentions := "s.exists(x, has(x.cel) && has(x.cel.expression) && x.cel.expression.contains('gpu.nvidia.com'))" }}
+{{- printf "(%s && has(%s.requests) && %s.requests.exists(r, (has(r.exactly) && has(r.exactly.selectors) && %s) || (has(r.selectors) && %s) || (has(r.firstAvailable) && r.firstAvailable.exists(f, has(f.selectors) && %s))))" (join " && " $guards) . . ($mentions | replace "s.exists" "r.exactly.selectors.exists") ($mentions | replace "s.exists" "r.selectors.exists") ($mentions | replace "s.exists" "f.selectors.exists") }}
+{{- end }}

@@ -2,6 +2,7 @@
 
 - :mod:`.admission`: pure AdmissionReview -> verdict logic.
 - :mod:`.server`: the HTTPS server (``/validate-resource-claim-parameters``, ``/readyz``).
+- :mod:`.tls`: the serving certificate, reloaded when its files change.
 - :mod:`.cli`: the ``dra-webhook`` console script.
 """
 

@@ -1,7 +1,8 @@
 """``dra-webhook``: the validating admission webhook's command line. Only wiring here.
 
 Flags follow NVIDIA's webhook binary (``--tls-cert-file``, ``--tls-private-key-file``,
-``--port``), so the same Deployment arguments work with either image.
+``--port``), so the same Deployment arguments work with either image. The certificate and
+key are watched and reloaded when they change (``--tls-reload-interval``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from .server import READYZ_PATH, VALIDATE_PATH, WebhookServer, tls_context
+from .server import READYZ_PATH, VALIDATE_PATH, WebhookServer
+from .tls import CertificateLoadError, ReloadingCertificate
 
 __all__ = ["main"]
 
@@ -34,6 +36,13 @@ def _parser() -> argparse.ArgumentParser:
         "--tls-private-key-file", type=Path, required=True, help="PEM key of --tls-cert-file"
     )
     parser.add_argument("--port", type=int, default=443, help="HTTPS port (default 443)")
+    parser.add_argument(
+        "--tls-reload-interval",
+        type=float,
+        default=10.0,
+        help="seconds between checks of the certificate and key files; a changed pair is "
+        "loaded for new connections without a restart (default 10)",
+    )
     parser.add_argument(
         "--bind-address", default="0.0.0.0", help="address to listen on (default 0.0.0.0)"
     )
@@ -54,15 +63,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if not 0 < args.port < 65536:
         parser.error(f"--port: {args.port} is not a TCP port (1-65535)")
+    if not args.tls_reload_interval > 0:
+        parser.error(f"--tls-reload-interval: {args.tls_reload_interval} is not > 0 seconds")
     try:
-        context = tls_context(args.tls_cert_file, args.tls_private_key_file)
-    except (OSError, ValueError) as exc:
+        certificate = ReloadingCertificate(args.tls_cert_file, args.tls_private_key_file)
+    except CertificateLoadError as exc:
         parser.error(
             f"--tls-cert-file {args.tls_cert_file} / --tls-private-key-file "
-            f"{args.tls_private_key_file}: cannot load: {exc}"
+            f"{args.tls_private_key_file}: cannot load: {exc.reason}"
         )
     try:
-        server = WebhookServer((args.bind_address, args.port), tls=context)
+        server = WebhookServer((args.bind_address, args.port), tls=certificate)
     except OSError as exc:
         print(
             f"dra-webhook: cannot listen on {args.bind_address}:{args.port}: {exc}", file=sys.stderr
@@ -82,6 +93,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.bind_address,
         server.port,
     )
-    with server:
-        server.serve_forever()
+    stop_watching = threading.Event()
+    watcher = threading.Thread(
+        target=certificate.watch,
+        args=(stop_watching,),
+        kwargs={"interval": args.tls_reload_interval},
+        name="certificate-watch",
+        daemon=True,
+    )
+    watcher.start()
+    try:
+        with server:
+            server.serve_forever()
+    finally:
+        stop_watching.set()
+        watcher.join()
     return 0

@@ -11,12 +11,13 @@ import logging
 import ssl
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
+from socket import socket
 from typing import Any, Final
 
 from .admission import AdmissionReviewError, review
+from .tls import ReloadingCertificate
 
-__all__ = ["MAX_BODY_BYTES", "READYZ_PATH", "VALIDATE_PATH", "WebhookServer", "tls_context"]
+__all__ = ["MAX_BODY_BYTES", "READYZ_PATH", "VALIDATE_PATH", "WebhookServer"]
 
 VALIDATE_PATH: Final = "/validate-resource-claim-parameters"
 READYZ_PATH: Final = "/readyz"
@@ -25,14 +26,6 @@ READYZ_PATH: Final = "/readyz"
 MAX_BODY_BYTES: Final = 8 * 1024 * 1024
 
 _log = logging.getLogger(__name__)
-
-
-def tls_context(cert_file: Path, key_file: Path) -> ssl.SSLContext:
-    """A server TLS context (TLS 1.2 or newer) with the PEM certificate chain and key."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(certfile=str(cert_file), keyfile=str(key_file))
-    return context
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -102,21 +95,39 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class WebhookServer(ThreadingHTTPServer):
-    """Serves the webhook on ``(host, port)``; HTTPS when a TLS context is given.
+    """Serves the webhook on ``(host, port)``; HTTPS when a certificate is given.
 
-    The TLS handshake runs in the request's thread (not in ``accept``), so a client that
-    stalls it cannot block the others. Port 0 picks a free port (see ``server_address``).
+    Each accepted connection is wrapped with the certificate's context *of that moment*: a
+    :class:`~.tls.ReloadingCertificate` that swapped its pair serves the new one from the
+    next connection on, while open connections keep the one they shook hands with. The TLS
+    handshake runs in the request's thread (not in ``accept``), so a client that stalls it
+    cannot block the others. Port 0 picks a free port (see ``server_address``).
     """
 
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], *, tls: ssl.SSLContext | None = None) -> None:
-        """Bind the listening socket (wrapped for TLS when ``tls`` is set)."""
+    def __init__(
+        self,
+        address: tuple[str, int],
+        *,
+        tls: ReloadingCertificate | ssl.SSLContext | None = None,
+    ) -> None:
+        """Bind the listening socket; serve TLS with ``tls`` when set."""
         super().__init__(address, _Handler)
-        if tls is not None:
-            self.socket = tls.wrap_socket(
-                self.socket, server_side=True, do_handshake_on_connect=False
-            )
+        self._tls = tls
+
+    def get_request(self) -> tuple[socket, Any]:
+        """Accept one connection, wrapped with the current TLS context (no handshake yet)."""
+        conn, client = self.socket.accept()
+        if self._tls is None:
+            return conn, client
+        context = self._tls.context if isinstance(self._tls, ReloadingCertificate) else self._tls
+        try:
+            wrapped = context.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
+        except OSError:
+            conn.close()
+            raise
+        return wrapped, client
 
     @property
     def port(self) -> int:
