@@ -155,3 +155,74 @@ def test_xid_on_an_allocated_gpu_reaches_pod_status_and_slice_and_recovery_clear
             timeout=RECOVERY_S + 60,
             interval=1,
         )
+
+
+def _plugin_pod(driver: Driver, node: str) -> dict[str, Any] | None:
+    for p in driver.plugin_pods():
+        if p["spec"].get("nodeName") == node and not p["metadata"].get("deletionTimestamp"):
+            return p
+    return None
+
+
+def _restart_plugin(driver: Driver, node: str) -> None:
+    """Delete the node's plugin pod and wait for its replacement to run and be ready."""
+    old = _plugin_pod(driver, node)
+    assert old is not None
+    driver.cluster.kubectl(
+        "delete", "pod", old["metadata"]["name"], "-n", driver.namespace, "--wait=true"
+    )
+
+    def ready() -> bool:
+        new = _plugin_pod(driver, node)
+        if new is None or new["metadata"]["uid"] == old["metadata"]["uid"]:
+            return False
+        statuses = new["status"].get("containerStatuses") or []
+        return bool(statuses) and all(s.get("ready") for s in statuses)
+
+    driver.cluster.wait_until(f"a new plugin pod ready on {node}", ready, timeout=180, interval=2)
+
+
+def test_gpu_lost_before_plugin_start_costs_that_gpu_only(
+    driver: Driver, e2e_namespace: str
+) -> None:
+    """Xid 79 before a plugin restart: the plugin starts (no CrashLoopBackOff), publishes the
+    other GPUs untainted and leaves the lost one out (NVML cannot identify it in a fresh
+    process), and a new GPU pod runs on a healthy GPU."""
+    cluster, node = driver.cluster, driver.nodes[0]
+    state = driver.plugin_dir(node) / "fake-gpus.json"
+    before = driver.devices(node)
+    lost_name = sorted(n for n in before if before[n]["attributes"].get("type", {}).get("string")
+                       == "gpu")[-1]  # fmt: skip
+    lost_uuid = before[lost_name]["attributes"]["uuid"]["string"]
+    try:
+        subprocess.run(
+            [str(DRA_NVLIB), "--backend", "fake", "--node", node, "--state", str(state),
+             "lose-gpu", lost_uuid],
+            check=True, capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+        _restart_plugin(driver, node)
+        expected = set(before) - {lost_name}
+        cluster.wait_until(
+            f"{node}'s slice republished without {lost_name}",
+            lambda: set(driver.devices(node)) == expected,
+            timeout=120,
+            interval=2,
+        )
+        after = driver.devices(node)
+        assert all(not after[n].get("taints") for n in expected)
+        name = f"lost-{uuid.uuid4().hex[:6]}"
+        with applied(cluster, _manifest(e2e_namespace, name)):
+            wait_running(cluster, name, e2e_namespace)
+            (claim,) = pod_claims(cluster, name, e2e_namespace).values()
+            assert allocated_devices(claim) != [lost_name]
+    finally:
+        # Back to a healthy fleet for the tests after this one: a fresh state file.
+        for path in (state, state.with_name("fake-gpus.json.lock")):
+            path.unlink(missing_ok=True)
+        _restart_plugin(driver, node)
+        cluster.wait_until(
+            f"{node}'s slice with every GPU again",
+            lambda: set(driver.devices(node)) == set(before),
+            timeout=120,
+            interval=2,
+        )

@@ -11,6 +11,7 @@ from dra_computedomain.clique_id import node_clique_id
 from dra_computedomain.errors import CliqueFullError, CliqueIdError
 from dra_computedomain.hosts import parse_managed, render_hosts
 from dra_computedomain.imex_config import ImexSettings, parse_config, render_config, render_nodes
+from dra_computedomain.plugin_cli import read_clique_id
 from dra_nvlib import DeviceLibConfig, FabricState, open_device_lib
 from dra_nvlib.identity import cluster_uuid
 
@@ -129,3 +130,19 @@ def test_non_fabric_gpus_have_no_clique_and_unfinished_fabric_is_an_error(
             node_clique_id("gb", lib.gpus())
     assert gpu.uuid in str(err.value)
     assert err.value.node == "gb"
+
+
+def test_a_gpu_lost_before_start_leaves_the_clique_of_the_others(tmp_path: Path) -> None:
+    config = DeviceLibConfig(
+        backend="fake", node_name="gb", fake_fleet="4xGB200", fake_state_path=tmp_path / "gb.json"
+    )
+    with open_device_lib(config) as lib:
+        expected = node_clique_id("gb", lib.gpus())
+        lost = lib.gpus()[0]
+        lib.mark_gpu_lost(lost.uuid)  # type: ignore[attr-defined]
+        # This process saw it: listed, flagged lost, and not counted.
+        assert node_clique_id("gb", lib.gpus()) == expected
+    # A fresh process (the plugin starting) cannot identify it, and starts on the others.
+    assert read_clique_id(config, "gb") == expected
+    with open_device_lib(config) as fresh:
+        assert lost.uuid not in {g.uuid for g in fresh.gpus()}

@@ -155,18 +155,21 @@ class _FlakyWatch(HealthWatch):
         self._inner.close()
 
 
-def test_wait_error_is_logged_and_the_watch_recreated(
+def test_wait_error_is_logged_and_only_that_gpus_watch_recreated(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     lib = _lib(tmp_path, "2xL4")
     devices = build_inventory(lib.gpus())
+    bad, good = devices[0].gpu.uuid, devices[1].gpu.uuid
     real_watch = lib.watch_health
-    opened: list[int] = []
+    opened: list[str] = []
     failures = [2]
 
     def watch_health(gpu_uuids: Sequence[str] | None = None) -> HealthWatch:
-        opened.append(1)
-        return _FlakyWatch(real_watch(gpu_uuids), failures)
+        assert gpu_uuids is not None
+        opened.extend(gpu_uuids)
+        inner = real_watch(gpu_uuids)
+        return _FlakyWatch(inner, failures) if list(gpu_uuids) == [bad] else inner
 
     monkeypatch.setattr(lib, "watch_health", watch_health)
 
@@ -175,22 +178,26 @@ def test_wait_error_is_logged_and_the_watch_recreated(
         monitor = HealthMonitor(lib, hub, devices, backoff_base_s=0.01)
 
         async def body() -> None:
-            await _until(lambda: failures[0] == 0 and len(opened) >= 3, "re-created watch")
-            await asyncio.sleep(0.2)  # the new watch is waiting
-            lib.inject_xid(devices[1].gpu.uuid, 79)
-            await _until(lambda: bool(_taints(hub)), "taint after the errors")
+            # The other GPU is watched (and taints) while the bad one fails.
+            await _until(lambda: good in monitor.watched_gpus, "the good GPU watched")
+            lib.inject_xid(good, 79)
+            await _until(lambda: bool(_taints(hub)), "taint on the good GPU")
+            await _until(lambda: failures[0] == 0 and opened.count(bad) >= 3, "re-created")
+            await _until(lambda: bad in monitor.watched_gpus, "the bad GPU watched again")
+            lib.inject_xid(bad, 79)
+            await _until(lambda: len(_taints(hub)) == 2, "taint after the errors")
 
         with caplog.at_level(logging.INFO, logger="dra_kubelet_plugin.health_monitor"):
             await _running(monitor, body)
-        assert _taints(hub) == {"gpu-1": TAINT_XID}
+        assert _taints(hub) == {"gpu-0": TAINT_XID, "gpu-1": TAINT_XID}
+        assert opened.count(good) == 1  # never re-created: the bad GPU did not touch it
 
     asyncio.run(go())
     errors = [r for r in caplog.records if getattr(r, "event", None) == "health_watch_error"]
     assert len(errors) == 2
     assert errors[0].levelno == logging.ERROR
-    assert "Unknown Error" in errors[0].getMessage() or "Unknown Error" in str(
-        getattr(errors[0], "error", "")
-    )
+    assert {getattr(r, "gpu", None) for r in errors} == {bad}
+    assert "Unknown Error" in str(getattr(errors[0], "error", ""))
     assert [getattr(r, "attempt", None) for r in errors] == [1, 2]
 
 

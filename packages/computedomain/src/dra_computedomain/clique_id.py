@@ -18,10 +18,13 @@ def node_clique_id(node: str, gpus: Iterable[GpuInfo]) -> str:
 
     As NVIDIA's strict mode (``CrashOnNVLinkFabricErrors``): GPUs without fabric info, or
     whose fabric is not supported or has a zero cluster UUID, do not count; a GPU whose fabric
-    registration has not completed, or GPUs that name different cliques, are errors.
+    registration has not completed, or GPUs that name different cliques, are errors. A lost
+    GPU does not count either: the node's other GPUs still name its clique.
     """
     ids: set[str] = set()
     for gpu in gpus:
+        if gpu.lost:
+            continue  # its fabric facts are the last ones seen, not the GPU's state
         fabric = gpu.fabric
         if fabric is None or fabric.state == FabricState.NOT_SUPPORTED:
             continue

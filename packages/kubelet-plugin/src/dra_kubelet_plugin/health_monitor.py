@@ -6,9 +6,13 @@ nothing about the GPU and are ignored, as NVIDIA's driver does by default (its l
 a MIG device (by UUID or by GPU/compute instance ids) taints only that MIG device; a lost GPU
 taints all of its devices with ``gpu.nvidia.com/gpu-lost``.
 
-The monitor never stops silently: an error while waiting for events is logged (one line) and
-the event set is re-created with bounded exponential backoff; while it cannot be created the
-devices carry the ``gpu.nvidia.com/unmonitored`` taint, cleared once watching works again.
+Each GPU is watched on its own (its own event set, failures and backoff), so one bad GPU
+never blinds the others, and GPUs that appear later (:meth:`HealthMonitor.set_devices`) are
+watched too. The monitor never stops silently: an error while waiting is logged (one line,
+naming the GPU) and that GPU's event set re-created with bounded exponential backoff; while
+it cannot be created the GPU's devices carry ``gpu.nvidia.com/unmonitored``, cleared once
+watching works again. A lost GPU (NVML answers GPU_IS_LOST at once on every call) keeps
+``gpu-lost`` and is retried at the backoff's pace, never in a busy loop.
 With ``xid_recovery_s`` set, an XID/ECC taint is cleared (the device reported healthy again)
 after that long without a further event on the device.
 """
@@ -19,14 +23,29 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 from dra_kube_client import Backoff
 from dra_kubelet_core.errors import ConfigurationError
 from dra_kubelet_core.health import HealthHub
-from dra_nvlib import DeviceLib, HealthEvent, HealthEventKind, HealthWatch, NvlibError
+from dra_nvlib import (
+    DeviceLib,
+    GpuLostError,
+    HealthEvent,
+    HealthEventKind,
+    HealthWatch,
+    NvlibError,
+)
 
-from dra_kubelet_plugin.device_taints import TAINT_GPU_LOST, TAINT_UNMONITORED, TAINT_XID
+from dra_kubelet_plugin.device_taints import (
+    TAINT_GPU_LOST,
+    TAINT_UNMONITORED,
+    TAINT_XID,
+    lost_gpu_health,
+    lost_message,
+)
 from dra_kubelet_plugin.inventory import NodeDevice
 
 __all__ = [
@@ -34,6 +53,7 @@ __all__ = [
     "XIDS_TO_IGNORE_FLAG",
     "HealthMonitor",
     "backoff_delay",
+    "mark_lost_gpus",
     "parse_xid_list",
     "taint_for",
 ]
@@ -45,6 +65,13 @@ DEFAULT_IGNORED_XIDS = frozenset({13, 31, 43, 45, 68, 109})
 #: NVIDIA's flag adding XIDs to :data:`DEFAULT_IGNORED_XIDS`.
 XIDS_TO_IGNORE_FLAG = "--additional-xids-to-ignore"
 _DBE_XID = 48
+#: Seconds one wait blocks: how long a stop or a removed GPU waits for its task to end.
+_WAIT_S = 0.5
+#: How often the monitor starts tasks for new GPUs and lets XID taints recover.
+_SUPERVISE_S = 0.1
+#: An upper bound only: threads start as GPUs need them (one waiting per GPU).
+_MAX_WATCH_THREADS = 256
+T = TypeVar("T")
 
 
 def parse_xid_list(text: str, *, setting: str = XIDS_TO_IGNORE_FLAG) -> frozenset[int]:
@@ -74,7 +101,7 @@ def taint_for(
 ) -> tuple[str, str | None, str] | None:
     """``(taint key, value, message)`` for an event, or ``None`` when it is harmless."""
     if event.kind is HealthEventKind.GPU_LOST:
-        return TAINT_GPU_LOST, None, f"GPU {event.gpu_uuid} fell off the bus"
+        return TAINT_GPU_LOST, None, lost_message(event.gpu_uuid)
     if event.kind is HealthEventKind.ECC_DOUBLE_BIT:
         return TAINT_XID, str(_DBE_XID), f"double-bit ECC error on GPU {event.gpu_uuid}"
     if event.kind is HealthEventKind.XID and event.xid is not None:
@@ -83,6 +110,15 @@ def taint_for(
         detail = f": {event.description}" if event.description else ""
         return TAINT_XID, str(event.xid), f"XID {event.xid} on GPU {event.gpu_uuid}{detail}"
     return None
+
+
+async def mark_lost_gpus(hub: HealthHub, devices: Iterable[NodeDevice]) -> None:
+    """Taint ``gpu-lost`` on the devices of GPUs the enumeration flags lost, whether or not
+    the health watch saw the loss (it may be off, or the GPU was lost before it watched)."""
+    for health in lost_gpu_health(devices).values():
+        await hub.mark_unhealthy(
+            health.device_name, message=health.message, taint_key=TAINT_GPU_LOST
+        )
 
 
 def _names_mig(event: HealthEvent, device: NodeDevice) -> bool:
@@ -95,7 +131,7 @@ def _names_mig(event: HealthEvent, device: NodeDevice) -> bool:
 
 
 class HealthMonitor:
-    """Watches the device layer in a thread and keeps the hub's health state current."""
+    """Watches the device layer, one task per GPU, and keeps the hub's health state current."""
 
     def __init__(
         self,
@@ -121,90 +157,164 @@ class HealthMonitor:
         self._backoff_cap_s = backoff_cap_s
         self._clock = clock
         self._last_event: dict[str, float] = {}
-        self._unmonitored = False
+        self._unmonitored: set[str] = set()
+        self._watches: dict[str, HealthWatch] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
         self._stop = threading.Event()
-        self._watch: HealthWatch | None = None
+        # Waits block in the device layer; a pool of its own keeps one thread per GPU from
+        # starving the loop's default executor (which the rest of the plugin shares).
+        self._executor = ThreadPoolExecutor(
+            max_workers=_MAX_WATCH_THREADS, thread_name_prefix="gpu-health"
+        )
 
     @property
     def ignored_xids(self) -> frozenset[int]:
         """Every XID this monitor ignores."""
         return self._ignored
 
-    def _devices(self) -> list[NodeDevice]:
-        return [d for group in self._by_gpu.values() for d in group]
+    @property
+    def watched_gpus(self) -> frozenset[str]:
+        """UUIDs of the GPUs whose events are being watched now."""
+        return frozenset(self._watches)
+
+    async def _call(self, fn: Callable[..., T], *args: object) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
     async def open(self) -> bool:
-        """Subscribe to the device layer's events (before serving, so none is missed).
+        """Subscribe to every GPU's events (before serving, so none is missed).
 
-        A failure is logged and marks the devices unmonitored, never fatal; :meth:`run`
-        retries. Returns whether it watches.
+        A failure on one GPU is logged and marks that GPU's devices (``unmonitored``, or
+        ``gpu-lost`` for a lost GPU), never fatal and never the other GPUs'; :meth:`run`
+        retries it. Returns whether every GPU is watched.
         """
+        opened = [await self._open_gpu(uuid) for uuid in list(self._by_gpu)]
+        return all(opened)
+
+    async def _open_gpu(self, uuid: str) -> bool:
+        if uuid in self._watches:
+            return True
         try:
-            self._watch = await asyncio.to_thread(self._lib.watch_health, list(self._by_gpu))
+            watch = await self._call(self._lib.watch_health, [uuid])
+        except GpuLostError as exc:
+            await self.handle(HealthEvent(HealthEventKind.GPU_LOST, uuid, description=str(exc)))
+            return False
         except NvlibError as exc:
             log.error(
-                "cannot watch GPU health; devices marked unmonitored",
+                "cannot watch GPU health; its devices marked unmonitored",
                 extra={
                     "event": "health_watch_unavailable",
+                    "gpu": uuid,
                     "error": str(exc),
                     "error_type": type(exc).__name__,
                 },
             )
-            await self._mark_unmonitored(str(exc))
+            await self._mark_unmonitored(uuid, str(exc))
             return False
-        if self._unmonitored:
-            log.info("GPU health watch re-established", extra={"event": "health_watch_restored"})
-            await self._clear_unmonitored()
+        self._watches[uuid] = watch
+        if uuid in self._unmonitored:
+            log.info(
+                "GPU health watch re-established",
+                extra={"event": "health_watch_restored", "gpu": uuid},
+            )
+            await self._clear_unmonitored(uuid)
         return True
 
     async def run(self) -> None:
-        """Handle events until cancelled or stopped, re-creating the watch after errors."""
-        attempt = 0
+        """Watch every GPU until cancelled or stopped: a task per GPU, started for GPUs that
+        appear and ended for GPUs that go; XID taints recover on time."""
         try:
             while not self._stop.is_set():
-                if self._watch is None and not await self.open():
-                    attempt += 1
-                    await self._pause(self._delay(attempt))
+                self._supervise()
+                await self.recover()
+                await self._pause(_SUPERVISE_S)
+        finally:
+            # The tasks end by themselves within one wait; cancelling would free an event
+            # set while a thread still waits on it.
+            self._stop.set()
+            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+            self._tasks.clear()
+            for uuid in list(self._watches):
+                await self._close_watch(uuid)
+            self._executor.shutdown(wait=False)
+
+    def _supervise(self) -> None:
+        for uuid, task in list(self._tasks.items()):
+            if task.done():
+                del self._tasks[uuid]
+        for uuid in self._by_gpu:
+            if uuid not in self._tasks:
+                self._tasks[uuid] = asyncio.get_running_loop().create_task(
+                    self._watch_gpu(uuid), name=f"gpu-health-{uuid}"
+                )
+
+    async def _watch_gpu(self, uuid: str) -> None:
+        """One GPU's loop: open, wait, handle; on errors back off (this GPU only)."""
+        attempt = 0
+        try:
+            while not self._stop.is_set() and uuid in self._by_gpu:
+                watch = self._watches.get(uuid)
+                if watch is None:
+                    if not await self._open_gpu(uuid):
+                        attempt += 1
+                        delay = self._delay(attempt)
+                        log.debug(
+                            "GPU health watch not open; retrying",
+                            extra={
+                                "event": "health_watch_retry",
+                                "gpu": uuid,
+                                "attempt": attempt,
+                                "retry_in_s": delay,
+                            },
+                        )
+                        await self._pause(delay)
                     continue
-                watch = self._watch
-                assert watch is not None
                 try:
-                    event = await asyncio.to_thread(watch.wait, 0.5)
+                    event = await self._call(watch.wait, _WAIT_S)
                 except Exception as exc:  # any failure: log, re-create, never end silently
                     attempt += 1
-                    delay = self._delay(attempt)
-                    log.error(
-                        "waiting for GPU health events failed; re-creating the event set",
-                        extra={
-                            "event": "health_watch_error",
-                            "error": str(exc),
-                            "error_type": type(exc).__name__,
-                            "attempt": attempt,
-                            "retry_in_s": delay,
-                        },
-                    )
-                    await self._close_watch()
-                    await self._pause(delay)
+                    await self._wait_failed(uuid, exc, attempt)
                     continue
-                attempt = 0
+                attempt = 0  # only a wait that worked resets the backoff
                 if event is not None:
                     await self.handle(event)
-                await self.recover()
         finally:
-            await self._close_watch()
+            await self._close_watch(uuid)
+
+    async def _wait_failed(self, uuid: str, exc: Exception, attempt: int) -> None:
+        delay = self._delay(attempt)
+        lost = isinstance(exc, GpuLostError)
+        extra = {
+            "event": "health_watch_gpu_lost" if lost else "health_watch_error",
+            "gpu": uuid,
+            "error": str(exc),
+            "error_type": type(exc).__name__,
+            "attempt": attempt,
+            "retry_in_s": delay,
+        }
+        if not lost:
+            log.error(
+                "waiting for GPU health events failed; re-creating its event set", extra=extra
+            )
+        else:
+            # Lost stays lost until a reset; one warning, then quiet retries.
+            level = logging.WARNING if attempt == 1 else logging.DEBUG
+            log.log(level, "GPU is lost; watching it again with backoff", extra=extra)
+            await self.handle(HealthEvent(HealthEventKind.GPU_LOST, uuid, description=str(exc)))
+        await self._close_watch(uuid)
+        await self._pause(delay)
 
     def _delay(self, attempt: int) -> float:
         return backoff_delay(attempt, base_s=self._backoff_base_s, cap_s=self._backoff_cap_s)
 
-    async def _close_watch(self) -> None:
-        watch, self._watch = self._watch, None
+    async def _close_watch(self, uuid: str) -> None:
+        watch = self._watches.pop(uuid, None)
         if watch is not None:
             try:
-                await asyncio.to_thread(watch.close)
+                await self._call(watch.close)
             except Exception as exc:  # closing a broken event set may fail too: not fatal
                 log.warning(
                     "closing the GPU health watch failed",
-                    extra={"event": "health_watch_close_failed", "error": str(exc)},
+                    extra={"event": "health_watch_close_failed", "gpu": uuid, "error": str(exc)},
                 )
 
     async def _pause(self, seconds: float) -> None:
@@ -215,9 +325,9 @@ class HealthMonitor:
                 return
             await asyncio.sleep(min(remaining, 0.1))
 
-    async def _mark_unmonitored(self, reason: str) -> None:
-        self._unmonitored = True
-        for device in self._devices():
+    async def _mark_unmonitored(self, uuid: str, reason: str) -> None:
+        self._unmonitored.add(uuid)
+        for device in self._by_gpu.get(uuid, []):
             current = self._hub.get(device.name)
             if current is not None and not current.healthy:
                 continue  # keep the more specific taint (XID, lost GPU)
@@ -228,9 +338,9 @@ class HealthMonitor:
                 unknown=True,
             )
 
-    async def _clear_unmonitored(self) -> None:
-        self._unmonitored = False
-        for device in self._devices():
+    async def _clear_unmonitored(self, uuid: str) -> None:
+        self._unmonitored.discard(uuid)
+        for device in self._by_gpu.get(uuid, []):
             current = self._hub.get(device.name)
             if current is not None and current.taint_key == TAINT_UNMONITORED:
                 await self._hub.mark_healthy(device.name)

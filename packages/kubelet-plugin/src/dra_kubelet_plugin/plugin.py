@@ -23,9 +23,10 @@ from dra_sharing import DynamicMig, MpsDaemonManager, SharingGates, SharingManag
 
 from dra_kubelet_plugin.backend import GpuBackend, open_backend
 from dra_kubelet_plugin.device_metadata import MetadataFiles
+from dra_kubelet_plugin.device_taints import lost_gpu_health
 from dra_kubelet_plugin.gpu_driver import GpuDriver, GpuPlan, gpu_identity
 from dra_kubelet_plugin.gpu_sharing import GpuSharing
-from dra_kubelet_plugin.health_monitor import HealthMonitor
+from dra_kubelet_plugin.health_monitor import HealthMonitor, mark_lost_gpus
 from dra_kubelet_plugin.inventory import NodeDevice, build_inventory
 from dra_kubelet_plugin.passthrough_claims import PassthroughClaims
 from dra_kubelet_plugin.passthrough_devices import Passthrough
@@ -43,6 +44,7 @@ __all__ = [
     "open_passthrough",
     "open_sharing",
     "publication_of",
+    "publishable",
     "render_resource_slices",
 ]
 
@@ -50,15 +52,24 @@ log = logging.getLogger(__name__)
 
 
 def render_resource_slices(settings: Settings, devices: Sequence[NodeDevice]) -> str:
-    """The slices this node would publish, validated, as multi-document YAML."""
+    """The slices this node would publish, validated, as multi-document YAML: the devices of a
+    lost GPU tainted ``gpu-lost`` (left out with gate ``DeviceTaints`` off)."""
+    taints = settings.gate("DeviceTaints")
     slices = build_resource_slices(
         SliceSpec(driver_name=DRIVER_NAME, node_name=settings.node_name),
-        devices,
+        publishable(devices, taints=taints),
         generation=1,
+        health=lost_gpu_health(devices) if taints else None,
         publication=publication_of(settings),
     )
     docs = [ResourceSlice.from_dict(s, validate=True).to_dict() for s in slices]
     return yaml.safe_dump_all(docs, sort_keys=False)
+
+
+def publishable(devices: Sequence[NodeDevice], *, taints: bool) -> list[NodeDevice]:
+    """The devices to put in slices: all of them with ``taints`` (a lost GPU's are tainted
+    ``gpu-lost``), else those of GPUs that are not lost (no taint could keep pods away)."""
+    return [d for d in devices if taints or not d.gpu.lost]
 
 
 def publication_of(settings: Settings, *, split_counters: bool = True) -> SlicePublication:
@@ -142,6 +153,7 @@ class KubeletPlugin:
         await state.start()
         self.hub = hub = HealthHub(s.node_name)
         await hub.set_devices(d.name for d in devices)
+        await mark_lost_gpus(hub, devices)
 
         health_on = s.gate("DeviceHealthCheck")
         await runner.serve_dra(state, health=hub if health_on else None)
@@ -160,13 +172,15 @@ class KubeletPlugin:
 
         inventory = _Inventory(devices)
         spec = SliceSpec(driver_name=DRIVER_NAME, node_name=s.node_name, node_uid=runner.node_uid)
-        taints = hub if s.gate("DeviceTaints") else HealthHub(s.node_name)
+        taints_on = s.gate("DeviceTaints")
+        taints = hub if taints_on else HealthHub(s.node_name)
 
         def published() -> list[NodeDevice]:
+            devices = publishable(inventory.devices, taints=taints_on)
             # A prepared device's twin (gpu-N / gpu-vfio-M: one GPU) is left out.
             if passthrough is None:
-                return inventory.devices
-            return passthrough.visible(inventory.devices)
+                return devices
+            return passthrough.visible(devices)
 
         publication = publication_of(
             s, split_counters=await asyncio.to_thread(_split_counters, runner)
@@ -185,6 +199,7 @@ class KubeletPlugin:
             gpus.set_devices(new)
             monitor.set_devices(new)
             await hub.set_devices(d.name for d in new)
+            await mark_lost_gpus(hub, new)
             if publisher is not None:
                 publisher.trigger()
 

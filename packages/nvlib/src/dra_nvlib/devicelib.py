@@ -7,6 +7,7 @@ module directly; tests select the fake through :class:`dra_nvlib.DeviceLibConfig
 from __future__ import annotations
 
 import abc
+import logging
 from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -24,6 +25,17 @@ from dra_nvlib.facts import (
 
 if TYPE_CHECKING:
     from dra_nvlib.pci_bus import PciBus
+
+log = logging.getLogger(__name__)
+
+
+def log_unidentified_lost_gpu(index: int, error: str) -> None:
+    """One warning line for a GPU left out of an enumeration because it is lost and was
+    never seen healthy by this process (nothing names it but its index)."""
+    log.warning(
+        "GPU lost before it could be identified; left out, the others are listed",
+        extra={"event": "gpu_lost_unidentified", "index": index, "error": error},
+    )
 
 
 class HealthWatch(abc.ABC):
@@ -66,7 +78,13 @@ class DeviceLib(abc.ABC):
 
     @abc.abstractmethod
     def gpus(self) -> tuple[GpuInfo, ...]:
-        """Full enumeration of the node's GPUs, ordered by index."""
+        """Full enumeration of the node's GPUs, ordered by index.
+
+        A GPU that fell off the bus never fails the whole enumeration: one this instance
+        listed before is reported from its last facts with ``lost=True``; one lost before
+        this instance first saw it is left out, as NVML gives no handle to identify it
+        (logged by :func:`log_unidentified_lost_gpu`).
+        """
 
     def gpu(self, uuid: str) -> GpuInfo:
         """Facts about one GPU by UUID; raises GpuNotFoundError when absent."""
@@ -109,7 +127,12 @@ class DeviceLib(abc.ABC):
 
     @abc.abstractmethod
     def watch_health(self, gpu_uuids: Sequence[str] | None = None) -> HealthWatch:
-        """Subscribe to XID/ECC/GPU-lost events of the given GPUs (all when ``None``)."""
+        """Subscribe to XID/ECC/GPU-lost events of the given GPUs (all when ``None``).
+
+        Watch each GPU on its own so one bad GPU cannot blind the others: as NVML, a lost
+        GPU cannot be registered (GpuLostError), and once a watched GPU is lost its
+        watch reports one GPU_LOST event and then every wait raises GpuLostError at once.
+        """
 
     def persistence_mode(self, gpu_uuid: str) -> bool:
         """Whether the driver keeps the GPU initialised with no client (persistence mode).

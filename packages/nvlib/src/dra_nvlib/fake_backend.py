@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from dra_nvlib.devicelib import DeviceLib, HealthWatch
+from dra_nvlib.devicelib import DeviceLib, HealthWatch, log_unidentified_lost_gpu
 from dra_nvlib.errors import (
     DeviceError,
     FakeStateError,
@@ -94,6 +94,9 @@ class FakeDeviceLib(DeviceLib):
     def __init__(self, store: FakeStateStore) -> None:
         self._store = store
         self._closed = False
+        # GPUs this instance listed while healthy: as NVML's last known facts, only these
+        # are still listed (flagged) once lost; see gpus().
+        self._seen: set[str] = set()
 
     @property
     def state_path(self) -> Path:
@@ -146,7 +149,9 @@ class FakeDeviceLib(DeviceLib):
         )
 
     def gpus(self) -> tuple[GpuInfo, ...]:
-        """All GPUs, lost ones included (flagged ``lost=True``)."""
+        """All GPUs as NVML enumerates them: a lost GPU this instance listed before stays
+        listed (flagged ``lost=True``); one lost before this instance first saw it fails
+        its handle as NVML does and is left out (logged), the others are listed."""
         doc = self._snapshot()
         if doc["faults"]:
             # Only an armed fault needs the exclusive lock (to consume it atomically).
@@ -158,7 +163,14 @@ class FakeDeviceLib(DeviceLib):
                     tx.dirty = False
             if error is not None:
                 raise error
-        return tuple(gpu_info_of(g, doc) for g in doc["gpus"])
+        out: list[GpuInfo] = []
+        for gpu in doc["gpus"]:
+            if gpu["lost"] and gpu["uuid"] not in self._seen:
+                log_unidentified_lost_gpu(gpu["index"], "GPU is lost")
+                continue
+            self._seen.add(gpu["uuid"])
+            out.append(gpu_info_of(gpu, doc))
+        return tuple(out)
 
     # -- operations ------------------------------------------------------------------------
 
@@ -299,16 +311,35 @@ class FakeDeviceLib(DeviceLib):
         self._mutate("destroy_mig_device", parent, change=change)
 
     def watch_health(self, gpu_uuids: Sequence[str] | None = None) -> HealthWatch:
-        """Events recorded after this call, for the given GPUs (all when ``None``)."""
-        doc = self._snapshot()
-        return FakeHealthWatch(self._store, start_seq=doc["next_seq"], gpus=gpu_uuids)
+        """Events recorded after this call, for the given GPUs (all when ``None``).
+
+        Refused as NVML refuses the registration: GpuNotFoundError for a GPU the node does
+        not have, GpuLostError for a lost one; a fault armed for ``watch_health`` fails it.
+        """
+        with self._store.transaction() as tx:
+            doc = tx.node()
+            uuids = [g["uuid"] for g in doc["gpus"]] if gpu_uuids is None else list(gpu_uuids)
+            error: DeviceError | None = None
+            for uuid in uuids:
+                gpu = find_gpu(doc, uuid, operation="watch_health")
+                error = take_fault(doc, "watch_health", gpu=uuid)
+                tx.dirty = error is not None  # written back only to consume the fault
+                if error is None and gpu["lost"]:
+                    error = GpuLostError(uuid, "watch_health", "GPU is lost")
+                if error is not None:
+                    break
+        if error is not None:
+            raise error
+        return FakeHealthWatch(self._store, start_seq=doc["next_seq"], gpus=uuids)
 
     def pci_bus(self) -> FakePciBus:
         """The fake host tree next to the state file (``<state>.host/``), built on first use
         with every GPU bound to ``nvidia``; every process of the node sees the same tree."""
         bus = FakePciBus(self._store.path.with_name(self._store.path.stem + ".host"))
         if not bus.exists():
-            gpus = self.gpus()
+            # A lost GPU is still a PCI device of the host: every GPU of the node is built.
+            doc = self._snapshot()
+            gpus = tuple(gpu_info_of(g, doc) for g in doc["gpus"])
             # The state file's lock also serialises the build between the node's processes.
             with self._store.transaction():
                 if not bus.exists():
@@ -389,18 +420,21 @@ class FakeDeviceLib(DeviceLib):
 
 
 class FakeHealthWatch(HealthWatch):
-    """Polls the state file for events newer than the subscription."""
+    """Polls the state file for events newer than the subscription.
+
+    A lost GPU behaves as in NVML's event set: the wait answers at once, first with one
+    GPU_LOST event per lost GPU, then with GpuLostError on every call.
+    """
 
     POLL_INTERVAL_S = 0.02
 
-    def __init__(
-        self, store: FakeStateStore, *, start_seq: int, gpus: Sequence[str] | None
-    ) -> None:
+    def __init__(self, store: FakeStateStore, *, start_seq: int, gpus: Sequence[str]) -> None:
         self._store = store
         self._next = start_seq
-        self._gpus = None if gpus is None else frozenset(gpus)
+        self._gpus = frozenset(gpus)
         self._closed = False
         self._mtime_ns = -1
+        self._reported_lost: set[str] = set()
 
     def _poll(self) -> HealthEvent | None:
         try:
@@ -408,22 +442,40 @@ class FakeHealthWatch(HealthWatch):
         except FileNotFoundError:
             return None
         if mtime == self._mtime_ns:
+            self._raise_if_lost()
             return None
         doc = self._store.read()
         if doc is None:
             return None
+        lost = sorted(g["uuid"] for g in doc["gpus"] if g["lost"] and g["uuid"] in self._gpus)
+        for uuid in lost:
+            if uuid not in self._reported_lost:
+                self._reported_lost.add(uuid)
+                return HealthEvent(HealthEventKind.GPU_LOST, uuid, description="GPU is lost")
+        self._raise_if_lost()
         for event in doc["events"]:
             if event["seq"] < self._next:
                 continue
             self._next = event["seq"] + 1
-            if self._gpus is not None and event["gpu_uuid"] not in self._gpus:
+            if event["gpu_uuid"] not in self._gpus:
                 continue
+            if event["kind"] == HealthEventKind.GPU_LOST.value:
+                continue  # reported from the GPU's state above
             return event_of(event, doc)
         self._mtime_ns = mtime
         return None
 
+    def _raise_if_lost(self) -> None:
+        if self._reported_lost:
+            gpus = ",".join(sorted(self._reported_lost))
+            raise GpuLostError(gpus, "watch_health", "GPU is lost")
+
     def wait(self, timeout_s: float) -> HealthEvent | None:
-        """Next matching event, or ``None`` after ``timeout_s``."""
+        """Next matching event, or ``None`` after ``timeout_s``.
+
+        Raises:
+            GpuLostError: a watched GPU is lost and was reported already.
+        """
         if self._closed:
             raise RuntimeError("health watch is closed")
         deadline = time.monotonic() + max(timeout_s, 0.0)

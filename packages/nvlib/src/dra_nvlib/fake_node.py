@@ -69,6 +69,7 @@ OPERATIONS = (
     "create_mig_device",
     "destroy_mig_device",
     "set_persistence_mode",
+    "watch_health",
 )
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from dra_nvlib.config import DeviceLibConfig
-from dra_nvlib.devicelib import DeviceLib, HealthWatch
+from dra_nvlib.devicelib import DeviceLib, HealthWatch, log_unidentified_lost_gpu
 from dra_nvlib.errors import (
     DeviceError,
     GpuNotFoundError,
@@ -194,6 +194,8 @@ class NvmlDeviceLib(DeviceLib):
 
     def gpus(self) -> tuple[GpuInfo, ...]:
         """Enumerate every GPU; a lost GPU is reported from its last known facts, flagged.
+        One lost before this process first saw it cannot be identified (NVML answers
+        GPU_IS_LOST for its handle): it is left out with a log line, the others are listed.
 
         After a driver reload or upgrade (NVML uninitialised, driver not loaded, library and
         kernel module versions differ) NVML is loaded again and the enumeration repeated.
@@ -210,11 +212,13 @@ class NvmlDeviceLib(DeviceLib):
                 with self._lock:
                     info = self._gpu_at(index, driver)
             except NvmlFailure as exc:
-                if exc.code == NVML_ERROR_GPU_IS_LOST and index in self._known:
-                    lost = self._known[index]
-                    out.append(dataclasses.replace(lost, lost=True))
-                    continue
-                raise translate(exc, gpu=f"index {index}", operation="gpus") from exc
+                if exc.code != NVML_ERROR_GPU_IS_LOST:
+                    raise translate(exc, gpu=f"index {index}", operation="gpus") from exc
+                if index in self._known:
+                    out.append(dataclasses.replace(self._known[index], lost=True))
+                else:
+                    log_unidentified_lost_gpu(index, str(exc))
+                continue
             self._known[index] = info
             out.append(info)
         return tuple(out)

@@ -60,7 +60,11 @@ class NvmlHealthWatch(HealthWatch):
         return events
 
     def wait(self, timeout_s: float) -> HealthEvent | None:
-        """Next XID/ECC/GPU-lost event, or ``None`` after ``timeout_s``."""
+        """Next XID/ECC/GPU-lost event, or ``None`` after ``timeout_s``.
+
+        Raises:
+            GpuLostError: a watched GPU is lost and was reported already.
+        """
         if self._closed:
             raise RuntimeError("health watch is closed")
         if self._pending:
@@ -72,7 +76,11 @@ class NvmlHealthWatch(HealthWatch):
                 raise translate(exc, gpu="*", operation="watch_health") from exc
             with self._lock:
                 self._pending.extend(self._lost_gpus())
-            return self._pending.popleft() if self._pending else None
+            if self._pending:
+                return self._pending.popleft()
+            # NVML answers every later wait at once the same way: an error, not a timeout,
+            # so the caller backs off instead of spinning on it.
+            raise translate(exc, gpu=",".join(self._uuids), operation="watch_health") from exc
         if raw is None:
             return None
         if raw.event_type & EVENT_XID:
