@@ -140,7 +140,7 @@ _STAND_IN = """#!/bin/sh
 log="$STANDIN_LOG"
 if [ "$1" = "-d" ]; then
   echo "start pipe=$CUDA_MPS_PIPE_DIRECTORY log=$CUDA_MPS_LOG_DIRECTORY" \
-    "dev=$CUDA_VISIBLE_DEVICES" >> "$log"
+    "dev=$CUDA_VISIBLE_DEVICES${2:+ flag=$2}" >> "$log"
   touch "$CUDA_MPS_PIPE_DIRECTORY/control"
   exit 0
 fi
@@ -169,6 +169,7 @@ def test_nvidia_launcher_runs_control_daemon_and_pipes_settings(
     dirs = manager.start(spec)
     gpu = spec.gpu_uuids[0]
     lines = log.read_text().splitlines()
+    # Single-user by default: no -M.
     assert lines[0] == f"start pipe={dirs.pipe} log={dirs.log} dev={gpu}"
     assert "cmd set_default_active_thread_percentage 40" in lines
     assert f"cmd set_default_device_pinned_mem_limit {gpu} 2048M" in lines
@@ -178,6 +179,38 @@ def test_nvidia_launcher_runs_control_daemon_and_pipes_settings(
     manager.stop(spec.daemon_id)
     assert "cmd quit" in log.read_text().splitlines()
     assert lib.gpu(gpu).compute_mode is ComputeMode.DEFAULT
+
+
+@pytest.mark.parametrize("launch", ["nvidia", "fake"])
+def test_multi_user_mps_starts_the_daemon_with_dash_m(
+    lib: FakeDeviceLib, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, launch: str
+) -> None:
+    # NVIDIA's mpsConfig.multiUser: nvidia-cuda-mps-control -d -M.
+    control = tmp_path / "nvidia-cuda-mps-control"
+    control.write_text(_STAND_IN)
+    control.chmod(0o755)
+    log = tmp_path / "standin.log"
+    monkeypatch.setenv("STANDIN_LOG", str(log))
+    launcher = (
+        NvidiaMpsLauncher(control, mount_shm=False) if launch == "nvidia" else FakeMpsLauncher()
+    )
+    manager = MpsDaemonManager(tmp_path / "mps", lib=lib, launcher=launcher)
+    base = _spec(lib)
+    spec = MpsDaemonSpec(
+        daemon_id=base.daemon_id,
+        gpu_uuids=base.gpu_uuids,
+        device_uuids=base.device_uuids,
+        settings=MpsSettings(multi_user=True),
+    )
+    assert spec.to_json()["multiUser"] is True
+    dirs = manager.start(spec)
+    try:
+        if launch == "nvidia":
+            assert log.read_text().splitlines()[0].endswith(" flag=-M")
+        else:
+            assert "starting multi-user control daemon" in (dirs.log / "control.log").read_text()
+    finally:
+        manager.stop(spec.daemon_id)
 
 
 def test_nvidia_launcher_missing_binary_is_a_per_claim_error(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -103,6 +104,26 @@ def test_mps_group_resolves_limits_by_sorted_uuid_index() -> None:
     assert group.mps is not None
     assert group.mps.active_thread_percentage == 50
     assert group.mps.pinned_memory_limits == {GPU_A: "10240M", GPU_B: "5120M"}
+
+
+def test_multi_user_mps_is_planned_on_volta_and_newer_only() -> None:
+    config = gpu_config({"strategy": "MPS", "mpsConfig": {"multiUser": True}})
+    hopper = dataclasses.replace(gpu(GPU_A, config), compute_capability=(9, 0))
+    (group,) = resolve_sharing("ns/c", [hopper], ALL).mps_groups()
+    assert group.mps is not None
+    assert group.mps.multi_user
+    pascal = dataclasses.replace(gpu(GPU_B, config), compute_capability=(6, 1))
+    err = _error([hopper, pascal])
+    assert err.field == f"{FIELD0}.sharing.mpsConfig.multiUser"
+    # NVIDIA's words, then which device and why.
+    assert err.message.startswith("multiuser mode was requested but is not supported: device ")
+    assert "compute capability 6.1, below 7.0 (Volta)" in err.message
+    single = gpu_config({"strategy": "MPS", "mpsConfig": {"multiUser": False}})
+    (group,) = resolve_sharing(
+        "ns/c", [dataclasses.replace(gpu(GPU_B, single), compute_capability=(6, 1))], ALL
+    ).mps_groups()
+    assert group.mps is not None
+    assert not group.mps.multi_user
 
 
 def test_each_config_object_is_its_own_group() -> None:

@@ -108,6 +108,8 @@ class MpsConfig(StrictApiModel):
     default_active_thread_percentage: int | None = None
     default_pinned_device_memory_limit: Quantity | None = None
     default_per_device_pinned_memory_limit: dict[str, Quantity] | None = None
+    # NVIDIA's v0.5.0: the daemon runs with -M, serving clients of any uid (Volta and newer).
+    multi_user: bool | None = None
 
     def validate_config(self, path: str = "") -> None:
         """Percentage in 0..100, limits not negative, per-device keys a UUID or an index."""

@@ -87,6 +87,10 @@ def shared_devices(planned: Sequence[PlannedDevice]) -> list[SharedDevice]:
                 is_mig=p.device.type is DeviceType.MIG,
                 config=p.config,
                 config_field=p.config_field,
+                compute_capability=(
+                    p.device.gpu.cuda_compute_capability.major,
+                    p.device.gpu.cuda_compute_capability.minor,
+                ),
             ),
         )
     return list(out.values())

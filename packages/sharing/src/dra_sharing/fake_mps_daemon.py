@@ -67,6 +67,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--active-thread-percentage", type=int)
     parser.add_argument("--pinned-mem-limit", action="append", default=[])
     parser.add_argument(
+        "--multi-user", action="store_true", help="serve clients of any uid (as -M does)"
+    )
+    parser.add_argument(
         "--background", action="store_true", help="detach (as nvidia-cuda-mps-control -d does)"
     )
     args = parser.parse_args(argv)
@@ -96,7 +99,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     devices = [d for d in str(args.devices).split(",") if d]
     with open(log_dir / "control.log", "a", encoding="utf-8") as logf:
-        logf.write(f"[fake-mps] starting control daemon pid {os.getpid()} devices {devices}\n")
+        mode = " multi-user" if args.multi_user else ""
+        logf.write(
+            f"[fake-mps] starting{mode} control daemon pid {os.getpid()} devices {devices}\n"
+        )
         logf.flush()
         _write_atomic(pipe / PID_FILE, f"{os.getpid()}\n")
         hold = os.environ.get(ENV_HOLD_READY)

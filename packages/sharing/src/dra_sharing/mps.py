@@ -87,6 +87,7 @@ class MpsDaemonSpec:
             "deviceUUIDs": list(self.device_uuids),
             "activeThreadPercentage": self.settings.active_thread_percentage,
             "pinnedMemoryLimits": dict(self.settings.pinned_memory_limits),
+            "multiUser": self.settings.multi_user,
         }
 
 
@@ -198,7 +199,7 @@ class NvidiaMpsLauncher:
                     check=True,
                 )
             subprocess.run(
-                [str(self._control), "-d"],
+                [str(self._control), "-d", *(["-M"] if spec.settings.multi_user else [])],
                 env=self._env(spec, dirs),
                 capture_output=True,
                 text=True,
@@ -272,6 +273,8 @@ class FakeMpsLauncher:
             argv += ["--active-thread-percentage", str(pct)]
         for uuid, limit in sorted(spec.settings.pinned_memory_limits.items()):
             argv += ["--pinned-mem-limit", f"{uuid}={limit}"]
+        if spec.settings.multi_user:
+            argv.append("--multi-user")
         argv.append("--background")
         with open(dirs.log / "daemon.out", "ab") as out:
             code = subprocess.run(

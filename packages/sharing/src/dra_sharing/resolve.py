@@ -76,6 +76,8 @@ class SharedDevice:
     is_mig: bool
     config: object | None = None
     config_field: str | None = None
+    #: The GPU's CUDA compute capability (major, minor); multi-user MPS needs Volta (7.0).
+    compute_capability: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,8 @@ class MpsSettings:
     active_thread_percentage: int | None = None
     #: device UUID -> limit in whole MiB as the daemon takes it (``"1024M"``)
     pinned_memory_limits: dict[str, str] = field(default_factory=dict)
+    #: ``mpsConfig.multiUser``: the daemon serves clients of every uid (``-M``).
+    multi_user: bool = False
 
 
 @dataclass(frozen=True)
@@ -148,6 +152,24 @@ def _group_devices(devices: Sequence[SharedDevice]) -> list[tuple[str | None, li
     return list(groups.items())
 
 
+#: The oldest architecture whose MPS serves several uids (NVIDIA checks the same).
+_VOLTA = (7, 0)
+
+
+def _check_multi_user(claim: str, where: str | None, members: Sequence[SharedDevice]) -> None:
+    for device in members:
+        cc = device.compute_capability
+        if cc is not None and cc < _VOLTA:
+            raise SharingConfigError(
+                claim=claim,
+                request=device.request,
+                field=_join(where, "sharing.mpsConfig.multiUser"),
+                message="multiuser mode was requested but is not supported: device "
+                f"{device.device_name} has CUDA compute capability {cc[0]}.{cc[1]}, "
+                f"below {_VOLTA[0]}.{_VOLTA[1]} (Volta)",
+            )
+
+
 def _mps_settings(
     claim: str, request: str, where: str | None, mps: MpsConfig | None, uuids: list[str]
 ) -> MpsSettings:
@@ -166,6 +188,7 @@ def _mps_settings(
     return MpsSettings(
         active_thread_percentage=mps.default_active_thread_percentage,
         pinned_memory_limits=limits,
+        multi_user=bool(mps.multi_user),
     )
 
 
@@ -224,6 +247,8 @@ def _resolve_group(
         return SharingGroup(where, strategy, tuple(members), time_slice=time_slice_level(interval))
     uuids = sorted({d.uuid for d in members if d.uuid})
     settings = _mps_settings(claim, first.request, where, sharing.mps_config, uuids)
+    if settings.multi_user:
+        _check_multi_user(claim, where, members)
     return SharingGroup(where, strategy, tuple(members), mps=settings)
 
 
