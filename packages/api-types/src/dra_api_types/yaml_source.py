@@ -47,16 +47,23 @@ class Positions:
     node: yaml.Node | None
     #: Line of the document (1-based) when there is no node.
     first_line: int = 1
+    #: The node of the key this value is under (a field's line is its key's).
+    key: yaml.Node | None = None
 
     @property
     def line(self) -> int:
-        """The document's first line (1-based)."""
-        return self.node.start_mark.line + 1 if self.node is not None else self.first_line
+        """The first line (1-based) of this part: its key's for a field."""
+        for node in (self.key, self.node):
+            if node is not None:
+                return int(node.start_mark.line) + 1
+        return self.first_line
 
     def child(self, key: str | int) -> Positions:
         """The positions of a field or list item (this document's when it is absent)."""
         found = _child(self.node, key) if self.node is not None else None
-        return Positions(found, self.line) if found is not None else self
+        if found is None:
+            return self
+        return Positions(found[1], self.line, found[0])
 
     def line_of(self, path: str) -> int:
         """The line of the field at ``path``, or of its deepest part that is present."""
@@ -150,16 +157,16 @@ def _json_or(
     return docs, SyntaxProblem(line, f"not valid YAML: {what}{column}")
 
 
-def _child(node: yaml.Node, key: str | int) -> yaml.Node | None:
+def _child(node: yaml.Node, key: str | int) -> tuple[yaml.Node | None, yaml.Node] | None:
+    """(key node, value node) of a field, (None, item node) of a list item."""
     if isinstance(node, yaml.MappingNode) and isinstance(key, str):
         found = None
         for key_node, value_node in node.value:
             if isinstance(key_node, yaml.ScalarNode) and key_node.value == key:
-                found = value_node  # the last one wins, as in the decoded data
+                found = (key_node, value_node)  # the last one wins, as in the decoded data
         return found
     if isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
-        child: yaml.Node = node.value[key]
-        return child
+        return None, node.value[key]
     return None
 
 
