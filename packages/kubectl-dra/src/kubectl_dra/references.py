@@ -17,7 +17,10 @@ from dra_cel.selector_names import class_name_warning, selector_warnings
 from .findings import Finding
 
 #: Where a claim kind keeps its DeviceClaim (``devices``).
-_DEVICES = {"ResourceClaim": ("spec", "devices"), "ResourceClaimTemplate": ("spec", "spec", "devices")}
+_DEVICES = {
+    "ResourceClaim": ("spec", "devices"),
+    "ResourceClaimTemplate": ("spec", "spec", "devices"),
+}
 
 
 def _list(value: Any) -> list[Any]:
@@ -41,12 +44,16 @@ def pod_findings(doc: Document, path: str, spec: Mapping[str, Any]) -> Iterator[
     API server's Pod validation says of them."""
     data = doc.data
     ref = object_label(data)
-    for error in pod_unknown_fields(spec, path):
+    strict = pod_unknown_fields(spec, path)
+    meant = {error.meant for error in strict if error.meant}
+    for error in strict:
         yield Finding(doc.location(error.path), ref, "", error.message)
     meta = data.get("metadata") if data.get("kind") == "Pod" else None
     name = meta.get("name") if isinstance(meta, Mapping) else None
     pod_name = name if isinstance(name, str) and name else None
     for exc in pod_claim_errors(spec, path, pod_name=pod_name):
+        if any(exc.path in (m, m.rpartition(".")[0]) for m in meant):
+            continue  # follows from the misspelt field
         yield Finding(doc.location(exc.path), ref, exc.path, exc.message)
 
 

@@ -219,10 +219,11 @@ def _model_findings(
     strict = unknown_fields(data)
     # A misspelt field leaves the one meant unset; "Required value" for it is not news.
     meant = {error.meant for error in strict if error.meant}
+    meant |= {error.path.rpartition(".")[0] for error in strict if error.meant}
     for error in strict:
         yield Finding(doc.location(error.path), ref, "", error.message)
     for exc in validation_errors(obj):
-        if exc.path not in meant:
+        if not _follows_from(exc.path, meant):
             yield Finding(doc.location(exc.path), ref, exc.path, exc.message)
     for part, path, body in _parts(data):
         if part == "request":
@@ -233,6 +234,16 @@ def _model_findings(
         else:
             yield from _check_opaque(doc, ref, path, body)
     yield from name_warnings(doc, data, classes)
+
+
+def _follows_from(path: str, meant: set[str]) -> bool:
+    """Whether a problem at ``path`` follows from a misspelt field: it is about the field
+    meant, a part of it, or the object holding it (one of several fields required)."""
+    for field in meant:
+        parent = field.rpartition(".")[0]
+        if path in (field, parent) or path.startswith((f"{field}.", f"{field}[")):
+            return True
+    return False
 
 
 def _check_opaque(doc: Document, ref: str, path: str, cfg: Mapping[str, Any]) -> list[Finding]:
