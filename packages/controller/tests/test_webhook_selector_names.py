@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dra_cel.selector_names import selector_warnings
 from dra_controller.webhook import judge_object, review
-from dra_controller.webhook.selector_names import selector_warnings
 
 A = 'device.attributes["gpu.nvidia.com"]'
 C = 'device.capacity["gpu.nvidia.com"]'

@@ -402,7 +402,7 @@ def test_validate_refuses_a_selector_over_the_api_servers_cost_limit() -> None:
     proc = run("validate", "-f", "invalid.yaml")
     lines = [line for line in proc.stdout.splitlines() if "too-expensive" in line]
     assert lines == [
-        "invalid.yaml#2: DeviceClass too-expensive: spec.selectors[1].cel.expression: "
+        "invalid.yaml:41: DeviceClass too-expensive: spec.selectors[1].cel.expression: "
         "Forbidden: too complex, exceeds cost limit "
         "(estimated worst case 23337219, limit 1000000)"
     ], proc.stdout
@@ -450,7 +450,7 @@ def test_validate_refuses_an_unmodelled_release_or_gate() -> None:
 def test_validate_clean_files_exit_0() -> None:
     proc = run("validate", "-f", "cluster.yaml", "claims.yaml", "held.yaml")
     assert proc.returncode == 0, proc.stdout
-    assert proc.stdout.splitlines()[-1].startswith("8 object(s) valid"), proc.stdout
+    assert proc.stdout.splitlines()[-1].startswith("9 object(s) valid"), proc.stdout
 
 
 def test_allocate_with_an_already_allocated_claim_of_the_pod() -> None:

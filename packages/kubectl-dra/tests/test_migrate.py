@@ -138,7 +138,7 @@ def test_seed_migrated_validates_and_allocates_on_a100_and_h100_not_v100(tmp_pat
     out.write_text(proc.stdout)
     valid = kubectl_dra("validate", "-f", str(out))
     assert valid.returncode == 0, valid.stdout
-    assert valid.stdout.strip() == "3 object(s) valid, 2 not checked (Pod: nothing DRA to check)"
+    assert valid.stdout.strip() == "4 object(s) valid, 1 not checked (Pod: nothing DRA to check)"
     results = {}
     for node in ("node-a100", "node-h100", "node-v100"):
         alloc = kubectl_dra(
@@ -496,14 +496,14 @@ def test_validate_calls_no_legacy_object_valid_and_points_at_migrate() -> None:
         assert replaced in line
         assert "`kubectl dra migrate -f " in line
     assert lines[-1] == "5 problem(s) in 6 object(s), 1 not checked (Pod: nothing DRA to check)"
-    assert "valid" not in proc.stdout
+    assert "object(s) valid" not in proc.stdout
 
 
 def test_validate_converts_beta_objects_and_checks_them_like_v1(tmp_path: Path) -> None:
     good = FIXTURES / "nvidia-v1beta1" / "quickstart_v1beta1_gpu-test1.yaml"
     proc = kubectl_dra("validate", "-f", str(good))
     assert proc.returncode == 0, proc.stdout
-    assert proc.stdout.splitlines()[-1].startswith("1 object(s) valid, 3 not checked")
+    assert proc.stdout.splitlines()[-1].startswith("3 object(s) valid, 1 not checked")
     bad = tmp_path / "bad.yaml"
     bad.write_text(
         "apiVersion: resource.k8s.io/v1beta1\nkind: ResourceClaim\nmetadata: {name: c}\n"

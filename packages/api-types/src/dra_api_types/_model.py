@@ -13,6 +13,7 @@ from pydantic.alias_generators import to_camel
 from .errors import ObjectRef, ValidationError
 from .quantity import Quantity
 from .semver import Version
+from .spelling import closest_name
 
 __all__ = [
     "ApiModel",
@@ -217,6 +218,15 @@ def _convert_error(
     kind = first["type"]
     if kind == "extra_forbidden":
         message = f"unknown field {str(loc[-1])!r}"
+        parent = _model_at(model, loc[:-1])
+        names = (
+            [info.alias or name for name, info in parent.model_fields.items()]
+            if parent is not None
+            else []
+        )
+        close = closest_name(str(loc[-1]), names)
+        if close is not None:
+            message += f" (did you mean {close!r}?)"
     elif kind == "missing":
         message = "required value"
     else:
@@ -259,6 +269,31 @@ def format_loc(model: type[BaseModel] | None, loc: tuple[int | str, ...]) -> str
             path = f"{path}.{segment}" if path else segment
             current = None
     return path
+
+
+def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The model of the object at ``loc`` (a pydantic error location), or None."""
+    current: Any = model
+    for item in loc:
+        origin, args = get_origin(current), get_args(current)
+        if origin is not None and type(None) in args:
+            non_none = [a for a in args if a is not type(None)]
+            current = non_none[0] if len(non_none) == 1 else None
+            origin, args = get_origin(current), get_args(current)
+        if isinstance(item, int):
+            current = args[0] if origin is list and args else None
+        elif origin is dict:
+            current = args[1] if len(args) == 2 else None
+        elif isinstance(current, type) and issubclass(current, BaseModel):
+            info = _field_by_alias(current, item)
+            current = info[1] if info else None
+        elif not str(item).startswith("function-"):
+            current = None
+    origin, args = get_origin(current), get_args(current)
+    if origin is not None and type(None) in args:
+        non_none = [a for a in args if a is not type(None)]
+        current = non_none[0] if len(non_none) == 1 else None
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
 
 
 def _field_by_alias(model: type[BaseModel], key: str) -> tuple[str, Any] | None:

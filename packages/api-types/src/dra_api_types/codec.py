@@ -19,6 +19,7 @@ import yaml
 from . import nvidia_v1beta1, resource_v1
 from ._model import ApiModel, ApiObject, dump_value
 from .errors import ObjectRef, UnknownKindError, ValidationError
+from .spelling import did_you_mean
 
 __all__ = [
     "KubeObject",
@@ -68,9 +69,11 @@ def parse_object(data: Mapping[str, Any], *, validate: bool = False) -> KubeObje
     cls = _kinds().get((str(api_version), str(kind)))
     if cls is None:
         if api_version in _owned_api_versions():
+            kinds = [k for v, k in _kinds() if v == api_version]
+            hint = did_you_mean(str(kind), kinds)
             raise UnknownKindError(
                 "kind",
-                f"unknown kind {kind!r} in {api_version}",
+                f"unknown kind {kind!r} in {api_version}{hint}",
                 object_ref=ObjectRef(kind=str(kind or ""), api_version=str(api_version)),
             )
         return dict(data)

@@ -53,6 +53,17 @@ GPU_CAPACITIES: Final = frozenset(
     )
 )
 
+#: The DeviceClasses the chart installs for this driver (``templates/deviceclasses.yaml``).
+DRIVER_DEVICE_CLASSES: Final = frozenset(
+    (
+        "gpu.nvidia.com",
+        "mig.nvidia.com",
+        "vfio.gpu.nvidia.com",
+        "compute-domain-daemon.nvidia.com",
+        "compute-domain-default-channel.nvidia.com",
+    )
+)
+
 _MEMORY_SLICE: Final = re.compile(r"memorySlice[0-9]+")
 
 
@@ -66,4 +77,10 @@ def is_published_capacity(name: str) -> bool:
     return name in GPU_CAPACITIES or _MEMORY_SLICE.fullmatch(name) is not None
 
 
-__all__ = ["GPU_ATTRIBUTES", "GPU_CAPACITIES", "is_published_attribute", "is_published_capacity"]
+__all__ = [
+    "DRIVER_DEVICE_CLASSES",
+    "GPU_ATTRIBUTES",
+    "GPU_CAPACITIES",
+    "is_published_attribute",
+    "is_published_capacity",
+]

@@ -20,7 +20,7 @@ from dra_allocator.explain_report import (
     target_pod,
 )
 from dra_allocator.features import KUBE_MINORS
-from dra_allocator.inputs import InputError, read_documents
+from dra_allocator.inputs import InputError, read_documents, read_sources
 from dra_allocator.pod_placement import PodPlacement
 from dra_allocator.snapshot import build_snapshot
 from dra_api_types.codec import dump_all
@@ -187,12 +187,15 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     env = cel_environment(args.features, args.kube_version)
-    docs = read_documents(_files(args.filename))
-    result = validate_documents(docs, compile_check=lambda expr: check_selector(expr, env))
+    # A broken file is a finding like any other: the other files are still judged.
+    docs, broken = read_sources(_files(args.filename))
+    result = validate_documents(
+        docs, compile_check=lambda expr: check_selector(expr, env), broken=broken
+    )
     for finding in result.findings:
         sys.stdout.write(f"{finding}\n")
     sys.stdout.write(f"{result.summary(len(docs))}\n")
-    return EXIT_FINDINGS if result.findings else EXIT_OK
+    return EXIT_OK if result.ok else EXIT_FINDINGS
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:

@@ -11,19 +11,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from dra_allocator.inputs import Document, object_label
-from dra_api_types import COMPUTE_DOMAIN_DRIVER, GPU_DRIVER, decode_opaque_config
+from dra_allocator.inputs import BrokenFile, Document, object_label
+from dra_api_types import COMPUTE_DOMAIN_DRIVER, GPU_DRIVER, ApiObject, decode_opaque_config
 from dra_api_types.beta_to_v1 import convert_to_v1, is_convertible_beta
 from dra_api_types.codec import parse_object
 from dra_api_types.errors import ValidationError
 from dra_api_types.legacy import REPLACED_BY, legacy_kind
+from dra_api_types.strict import duplicate_field, unknown_fields
+from dra_api_types.validation import validation_errors
 from dra_cel import CelCompileError, compile_selector
 from dra_cel.cost_estimate import MAX_SELECTOR_COST, exceeds_cost_limit
 from dra_cel.environment import Environment
 from dra_cel.new_expressions import new_expression_error
+
+from .findings import Finding, Validation
+from .migrate.pods import pod_spec_of
+from .references import class_names as _class_names
+from .references import name_warnings, pod_findings, uses_claims
 
 NVIDIA_DRIVERS = (GPU_DRIVER, COMPUTE_DOMAIN_DRIVER)
 
@@ -69,20 +75,6 @@ def check_selector(expression: str, env: Environment | None = None) -> str | Non
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class Finding:
-    """One problem: where, which object, which field, what."""
-
-    where: str
-    object_ref: str
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        field = f" {self.path}:" if self.path else ""
-        return f"{self.where}: {self.object_ref}:{field} {self.message}"
-
-
 def _selectors(obj: Mapping[str, Any], path: str) -> Iterator[tuple[str, str]]:
     for i, sel in enumerate(obj.get("selectors") or []):
         cel = (sel or {}).get("cel") or {}
@@ -118,24 +110,6 @@ def _parts(data: Mapping[str, Any]) -> Iterator[tuple[str, str, Mapping[str, Any
         yield from _claim_spec_parts(spec.get("spec") or {}, "spec.spec")
 
 
-@dataclass(slots=True)
-class Validation:
-    """Findings, and the objects that had nothing to check (by kind), which are not valid."""
-
-    findings: list[Finding]
-    unchecked: list[str]
-
-    def summary(self, total: int) -> str:
-        """The last line ``kubectl dra validate`` prints."""
-        skipped = ""
-        if self.unchecked:
-            kinds = ", ".join(sorted(set(self.unchecked)))
-            skipped = f", {len(self.unchecked)} not checked ({kinds}: nothing DRA to check)"
-        if self.findings:
-            return f"{len(self.findings)} problem(s) in {total} object(s){skipped}"
-        return f"{total - len(self.unchecked)} object(s) valid{skipped}"
-
-
 def _legacy_field(kind: str, data: Mapping[str, Any]) -> str:
     """The field that makes a classic object classic, for the finding."""
     if kind in ("ResourceClass", "NvidiaGPUConfig"):
@@ -163,50 +137,113 @@ def _legacy_finding(doc: Document, kind: str, data: Mapping[str, Any]) -> Findin
         if kind == "Pod"
         else f"classic DRA ({data.get('apiVersion')} {kind}) was"
     )
+    path = _legacy_field(kind, data)
     return Finding(
-        doc.where,
+        doc.location(path),
         object_label(data),
-        _legacy_field(kind, data),
+        path,
         f"{what} removed from Kubernetes; replaced by {REPLACED_BY[kind]}: run "
         f"`kubectl dra migrate -f {doc.source}`",
     )
 
 
 def validate_documents(
-    docs: Sequence[Document], *, compile_check: CompileCheck = check_selector
+    docs: Sequence[Document],
+    *,
+    compile_check: CompileCheck = check_selector,
+    broken: Sequence[BrokenFile] = (),
 ) -> Validation:
-    """All findings for the documents, and which ones had nothing to check."""
-    findings: list[Finding] = []
-    unchecked: list[str] = []
+    """All findings for the documents (and the files that could not be read to the end),
+    each once, and which documents had nothing to check."""
+    result = Validation([], [])
+    for bad in broken:
+        result.add(Finding(f"{bad.source}:{bad.line}", "file", "", bad.message))
+    classes = _class_names(docs)
     for doc in docs:
         data = doc.data
         if not isinstance(data, Mapping):
-            findings.append(Finding(doc.where, "document", "", "not an object"))
+            result.add(Finding(doc.location(), "document", "", "not an object"))
             continue
         ref = object_label(data)
+        for path, line in doc.positions.duplicates() if doc.positions else []:
+            where = f"{doc.source}:{line}"
+            result.add(Finding(where, ref, "", duplicate_field(path).message))
         kind = legacy_kind(data)
         if kind is not None:
-            findings.append(_legacy_finding(doc, kind, data))
+            result.add(_legacy_finding(doc, kind, data))
             continue
-        try:
-            if is_convertible_beta(data):
-                data = convert_to_v1(data)
-            if isinstance(parse_object(data, validate=True), dict):
-                unchecked.append(str(data.get("kind") or "?"))
-                continue
-        except ValidationError as exc:
-            findings.append(Finding(doc.where, ref, exc.path, exc.message))
-        except (TypeError, ValueError) as exc:
-            findings.append(Finding(doc.where, ref, "", str(exc)))
-        for part, path, body in _parts(data):
-            if part == "request":
-                for sel_path, expr in _selectors(body, path):
-                    problem = compile_check(expr)
-                    if problem:
-                        findings.append(Finding(doc.where, ref, sel_path, problem))
-            else:
-                findings.extend(_check_opaque(doc, ref, path, body))
-    return Validation(findings, unchecked)
+        found = pod_spec_of(data)
+        if found is not None:
+            if not uses_claims(found[1]):
+                result.unchecked.append(str(data.get("kind") or "?"))
+            for finding in pod_findings(doc, found[0], found[1]):
+                result.add(finding)
+            continue
+        findings = _object_findings(doc, data, compile_check, classes)
+        if findings is None:
+            result.unchecked.append(str(data.get("kind") or "?"))
+        for finding in findings or []:
+            result.add(finding)
+    return result
+
+
+def _object_findings(
+    doc: Document,
+    data: Mapping[str, Any],
+    compile_check: CompileCheck,
+    classes: frozenset[str],
+) -> list[Finding] | None:
+    """The findings of a modelled object; None for kinds with nothing to check."""
+    ref = object_label(data)
+    try:
+        if is_convertible_beta(data):
+            data = convert_to_v1(data)
+        obj = parse_object(data)
+    except ValidationError as exc:
+        return [Finding(doc.location(exc.path), ref, exc.path, exc.message)]
+    except (TypeError, ValueError) as exc:
+        return [Finding(doc.location(), ref, "", str(exc))]
+    if isinstance(obj, dict):
+        return None
+    return list(_model_findings(doc, data, obj, compile_check, classes))
+
+
+def _model_findings(
+    doc: Document,
+    data: Mapping[str, Any],
+    obj: ApiObject,
+    compile_check: CompileCheck,
+    classes: frozenset[str],
+) -> Iterator[Finding]:
+    ref = object_label(data)
+    strict = unknown_fields(data)
+    # A misspelt field leaves the one meant unset; "Required value" for it is not news.
+    meant = {error.meant for error in strict if error.meant}
+    meant |= {error.path.rpartition(".")[0] for error in strict if error.meant}
+    for error in strict:
+        yield Finding(doc.location(error.path), ref, "", error.message)
+    for exc in validation_errors(obj):
+        if not _follows_from(exc.path, meant):
+            yield Finding(doc.location(exc.path), ref, exc.path, exc.message)
+    for part, path, body in _parts(data):
+        if part == "request":
+            for sel_path, expr in _selectors(body, path):
+                problem = compile_check(expr)
+                if problem:
+                    yield Finding(doc.location(sel_path), ref, sel_path, problem)
+        else:
+            yield from _check_opaque(doc, ref, path, body)
+    yield from name_warnings(doc, data, classes)
+
+
+def _follows_from(path: str, meant: set[str]) -> bool:
+    """Whether a problem at ``path`` follows from a misspelt field: it is about the field
+    meant, a part of it, or the object holding it (one of several fields required)."""
+    for field in meant:
+        parent = field.rpartition(".")[0]
+        if path in (field, parent) or path.startswith((f"{field}.", f"{field}[")):
+            return True
+    return False
 
 
 def _check_opaque(doc: Document, ref: str, path: str, cfg: Mapping[str, Any]) -> list[Finding]:
@@ -216,10 +253,10 @@ def _check_opaque(doc: Document, ref: str, path: str, cfg: Mapping[str, Any]) ->
     params = opaque.get("parameters")
     ppath = f"{path}.opaque.parameters"
     if not isinstance(params, Mapping):
-        return [Finding(doc.where, ref, ppath, "must be an object")]
+        return [Finding(doc.location(ppath), ref, ppath, "must be an object")]
     try:
         decode_opaque_config(params, validate=True)
     except ValidationError as exc:
         sub = f"{ppath}.{exc.path}" if exc.path else ppath
-        return [Finding(doc.where, ref, sub, exc.message)]
+        return [Finding(doc.location(sub), ref, sub, exc.message)]
     return []

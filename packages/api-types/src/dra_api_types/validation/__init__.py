@@ -16,8 +16,9 @@ from __future__ import annotations
 from .._model import install_validator
 from ._common import LIMITS
 from ._dispatch import validate, validation_errors
+from ._pods import pod_claim_errors
 
-__all__ = ["LIMITS", "validate", "validation_errors"]
+__all__ = ["LIMITS", "pod_claim_errors", "validate", "validation_errors"]
 
 # ApiModel.from_dict(validate=True) and the CRs' validate() run these rules; they need every
 # model, so they sit above _model and hand it their entry point instead of being imported there.

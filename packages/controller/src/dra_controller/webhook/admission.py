@@ -21,8 +21,7 @@ from typing import Any, Final
 
 from dra_api_types import ObjectRef, ValidationError, decode_opaque_config
 from dra_api_types.nvidia_v1beta1 import COMPUTE_DOMAIN_DRIVER, GPU_DRIVER
-
-from .selector_names import selector_warnings
+from dra_cel.selector_names import selector_warnings
 
 __all__ = [
     "ADMISSION_API_VERSION",

@@ -10,7 +10,7 @@ from dra_api_types.legacy import LEGACY_GPU_CONFIG_GROUP, LegacyResourceClass, N
 from dra_api_types.nvidia_v1beta1 import GPU_DRIVER
 from dra_api_types.resource_v1 import ObjectMeta
 
-from .errors import MigrationError
+from .errors import MigrationError, MissingConfigError
 from .gpu_config import GpuRequirements, device_type_selector, gpu_requirements
 
 V1: Final = "resource.k8s.io/v1"
@@ -80,10 +80,11 @@ def resolve_parameters(
     key = config_key(ref_model.name, ref_model.namespace or namespace)
     config = configs.get(key) or configs.get(config_key(ref_model.name, None))
     if config is None:
-        raise MigrationError(
+        raise MissingConfigError(
             f"{CONFIG_KIND} {ref_model.name!r} is not in the input (pass its file with -f)",
             object_ref=ref,
             field=f"{path}.name",
+            key=key,
         )
     return config, notes
 

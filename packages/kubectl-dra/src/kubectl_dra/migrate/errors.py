@@ -19,6 +19,15 @@ class MigrationError(Exception):
         return f"{self.object_ref}:{field} {self.message}"
 
 
+class MissingConfigError(MigrationError):
+    """A ``parametersRef`` names an NvidiaGPUConfig the input does not hold (``key``: its
+    name and namespace), or holds only in a form that could not be read."""
+
+    def __init__(self, message: str, *, object_ref: str, field: str, key: tuple[str, str]) -> None:
+        super().__init__(message, object_ref=object_ref, field=field)
+        self.key = key
+
+
 @dataclass(frozen=True, slots=True)
 class Note:
     """One decision the migration took, about one object."""

@@ -22,7 +22,7 @@ from dra_api_types.legacy import (
 
 from .claims import convert_claim, convert_claim_template
 from .classes import V1, config_key, convert_class, convert_unreferenced_config
-from .errors import MigrationError, Note
+from .errors import MigrationError, MissingConfigError, Note
 from .pods import (
     CHART_EXTENDED_RESOURCES,
     extended_requests,
@@ -67,6 +67,15 @@ def _extended_mapping(docs: Sequence[Document]) -> dict[str, str]:
     return mapping
 
 
+def _config_keys(data: Mapping[str, Any]) -> set[tuple[str, str]]:
+    """The keys an NvidiaGPUConfig may be referenced by (with and without its namespace)."""
+    meta = data.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    name = str(meta.get("name") or "")
+    namespace = meta.get("namespace")
+    return {config_key(name, str(namespace) if namespace else None), config_key(name, None)}
+
+
 def _used_configs(docs: Sequence[Document]) -> set[str]:
     """Names of NvidiaGPUConfigs some ResourceClass or claim references."""
     used: set[str] = set()
@@ -91,12 +100,16 @@ def migrate_documents(docs: Sequence[Document], *, claims: bool = False) -> Migr
     """
     result = Migration()
     configs: dict[tuple[str, str], NvidiaGpuConfig] = {}
+    # Configs in the input that cannot be read: their own error says why, so the objects
+    # referencing them are not also told that they are missing.
+    unreadable: set[tuple[str, str]] = set()
     for doc in docs:
         if isinstance(doc.data, Mapping) and legacy_kind(doc.data) == "NvidiaGPUConfig":
             try:
                 config = _legacy_model(doc)
             except MigrationError as exc:
                 result.errors.append((doc.where, exc))
+                unreadable |= _config_keys(doc.data)
                 continue
             configs[config_key(config.metadata.name or "", config.metadata.namespace)] = config
     used = _used_configs(docs)
@@ -114,6 +127,10 @@ def migrate_documents(docs: Sequence[Document], *, claims: bool = False) -> Migr
             objects, notes = _migrate_one(
                 doc, configs, used=used, mapping=mapping, known_classes=known_classes, claims=claims
             )
+        except MissingConfigError as exc:
+            if exc.key not in unreadable and ("", exc.key[1]) not in unreadable:
+                result.errors.append((doc.where, exc))
+            continue
         except MigrationError as exc:
             result.errors.append((doc.where, exc))
             continue

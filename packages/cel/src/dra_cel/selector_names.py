@@ -1,4 +1,5 @@
-"""Warnings about CEL selectors naming what the ``gpu.nvidia.com`` driver never publishes.
+"""Warnings about claims naming what this driver never publishes: selector attributes and
+capacities (the webhook's and ``kubectl dra validate``'s), and DeviceClass names.
 
 The API server compiles every selector of a claim and refuses what does not compile or
 costs too much, before validating admission webhooks run, so those never reach the
@@ -12,26 +13,31 @@ publishes (:mod:`dra_api_types.gpu_attributes`); an unknown one is an AdmissionR
 warning naming the field path, with the closest published name. The object is still
 admitted: a newer driver may publish the name.
 
+:func:`class_name_warning` does the same for a request's ``deviceClassName`` that is close
+to, but not, one of the DeviceClasses the chart installs (``gpu.nvidia.con``).
+
 Pure logic over decoded JSON.
 """
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from dra_api_types.gpu_attributes import (
+    DRIVER_DEVICE_CLASSES,
     GPU_ATTRIBUTES,
     GPU_CAPACITIES,
     is_published_attribute,
     is_published_capacity,
 )
 from dra_api_types.nvidia_v1beta1 import GPU_DRIVER
-from dra_cel import CelCompileError
-from dra_cel.syntax import Call, Const, Ident, Index, ListLit, MapLit, Node, Select, parse
+from dra_api_types.spelling import closest_name
 
-__all__ = ["selector_warnings"]
+from .errors import CelCompileError
+from .syntax import Call, Const, Ident, Index, ListLit, MapLit, Node, Select, parse
+
+__all__ = ["class_name_warning", "selector_warnings"]
 
 _FIELDS: Final = {"attributes": "attribute", "capacity": "capacity"}
 
@@ -132,9 +138,18 @@ def _lookup(node: Node) -> tuple[str, str] | None:
 
 def _warning(path: str, which: str, name: str) -> str:
     names = GPU_ATTRIBUTES if which == "attributes" else GPU_CAPACITIES
-    close = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.6)
-    if not close:
-        lowered = {n.lower(): n for n in names}
-        close = [lowered[name.lower()]] if name.lower() in lowered else []
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    close = closest_name(name, names)
+    hint = f" (did you mean {close!r}?)" if close else ""
     return f"{path}: {GPU_DRIVER} publishes no {_FIELDS[which]} {name!r}{hint}"
+
+
+def class_name_warning(name: str) -> str | None:
+    """A warning for a ``deviceClassName`` (that no DeviceClass at hand defines) which looks
+    like one of the DeviceClasses of this driver but is none of them; None for those and
+    for names unlike them (other drivers' classes)."""
+    if name in DRIVER_DEVICE_CLASSES:
+        return None
+    close = closest_name(name, DRIVER_DEVICE_CLASSES)
+    if close is None:
+        return None
+    return f"no DeviceClass {name!r}, and this driver installs none (did you mean {close!r}?)"
