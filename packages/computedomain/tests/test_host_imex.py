@@ -16,6 +16,9 @@ GATE = {"HostManagedIMEXDaemon": True}
 def test_modes_isolations_and_the_gate_as_nvidia_checks_them() -> None:
     assert check_imex_mode("driverManaged", "domain", {}) is False
     assert check_imex_mode("hostManaged", "domain", GATE) is True
+    # NVIDIA: an empty isolation is the default, domain.
+    assert check_imex_mode("driverManaged", "", {}) is False
+    assert check_imex_mode("hostManaged", "", GATE) is True
     cases = [
         ("hostManaged", "domain", {}, "--imex-mode", "HostManagedIMEXDaemon=true"),
         ("host", "domain", GATE, "--imex-mode", "driverManaged or hostManaged"),

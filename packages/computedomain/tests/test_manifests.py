@@ -23,6 +23,13 @@ def _domain(**kwargs: object) -> ComputeDomain:
     return ComputeDomain.from_dict(body)
 
 
+def test_host_managed_imex_forces_single_channel_mode() -> None:
+    # NVIDIA's channelAllocationModeFor: hostManaged -> Single, even when the domain asks All.
+    rct = workload_claim_template(_domain(mode="All"), host_managed_imex=True)
+    config = rct["spec"]["spec"]["devices"]["config"][0]["opaque"]["parameters"]
+    assert config["allocationMode"] == "Single"
+
+
 @pytest.mark.parametrize(("mode", "expected"), [(None, "Single"), ("All", "All")])
 def test_workload_template_carries_channel_config(mode: str | None, expected: str) -> None:
     rct = workload_claim_template(_domain(mode=mode))

@@ -40,7 +40,8 @@ DRIVER_MANAGED: Final = "driverManaged"
 HOST_MANAGED: Final = "hostManaged"
 #: The feature gate that unlocks ``hostManaged`` (NVIDIA's, alpha, off by default).
 IMEX_GATE: Final = "HostManagedIMEXDaemon"
-_ISOLATIONS: Final = ("domain",)
+# An empty isolation means "domain", as in NVIDIA's imex.Config.Validate.
+_ISOLATIONS: Final = ("", "domain")
 
 
 def check_imex_mode(mode: str, isolation: str, gates: Mapping[str, bool]) -> bool:

@@ -123,11 +123,20 @@ def _template(
     }
 
 
-def workload_claim_template(domain: ComputeDomain) -> dict[str, Any]:
-    """The workload ResourceClaimTemplate: one channel with the domain's allocation mode."""
+def workload_claim_template(
+    domain: ComputeDomain, *, host_managed_imex: bool = False
+) -> dict[str, Any]:
+    """The workload ResourceClaimTemplate: one channel with the domain's allocation mode.
+
+    With host-managed IMEX the mode is always ``Single`` whatever the domain asks, as
+    NVIDIA's controller does: the hosts' IMEX service, not a daemon of the domain, owns the
+    channels, so a claim may not take all of them.
+    """
     uid = _uid(domain)
     channel = domain.spec.channel
     mode = (channel.allocation_mode if channel is not None else None) or "Single"
+    if host_managed_imex:
+        mode = "Single"
     return _template(
         name=workload_template_name(domain),
         namespace=domain.metadata.namespace or "default",

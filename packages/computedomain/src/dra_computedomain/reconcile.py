@@ -230,7 +230,12 @@ def _ensure(domain: ComputeDomain, observed: Observed, settings: DaemonSettings)
     if FINALIZER not in (domain.metadata.finalizers or []):
         actions.append(AddFinalizer(ns, name))
     try:
-        wanted = [("ResourceClaimTemplate", workload_claim_template(domain))]
+        wanted = [
+            (
+                "ResourceClaimTemplate",
+                workload_claim_template(domain, host_managed_imex=settings.host_managed_imex),
+            )
+        ]
         if not settings.host_managed_imex:
             wanted[:0] = [
                 ("DaemonSet", daemon_set(domain, settings)),
