@@ -14,6 +14,7 @@ Built from the Go module proxy (``dra_e2e.cdi_oracle``), like the toolkit-parity
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,6 @@ from dra_sharing import (
     TimeSlicer,
 )
 from kubelet_core_support import make_claim
-from kubelet_plugin_support import gpu_config, write_claim
 
 pytestmark = pytest.mark.slow
 
@@ -63,6 +63,25 @@ CD_DRIVER = "compute-domain.nvidia.com"
 API = "resource.nvidia.com/v1beta1"
 NODE = "n1"
 DRIVER_NS = "dra-driver"
+
+
+def gpu_config(parameters: dict[str, Any], *, requests: list[str] | None = None) -> dict[str, Any]:
+    """An allocation config entry carrying ``parameters`` for the GPU driver."""
+    entry: dict[str, Any] = {
+        "source": "FromClaim",
+        "opaque": {"driver": GPU_DRIVER, "parameters": parameters},
+    }
+    if requests:
+        entry["requests"] = requests
+    return entry
+
+
+def write_claim(claims_dir: Path, claim: dict[str, Any]) -> None:
+    """Store a claim where the directory claim source finds it."""
+    meta = claim["metadata"]
+    path = claims_dir / meta["namespace"] / f"{meta['name']}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(claim))
 
 
 @pytest.fixture(scope="module")

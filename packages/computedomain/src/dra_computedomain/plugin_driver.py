@@ -226,7 +226,7 @@ class ComputeDomainDriver:
                 )
             config = _decode(device, ref)
             state: dict[str, Any] = {"domainUID": config.domain_id}
-            cdi_ids = (CDI_KIND.device_id(ref.uid, device.device_name),)
+            cdi_ids: tuple[str, ...] = (CDI_KIND.device_id(ref.uid, device.device_name),)
             if isinstance(config, ComputeDomainChannelConfig):
                 state.update(kind=_CHANNEL, allocationMode=config.allocation_mode or "Single")
                 if not self.clique_id:
