@@ -18,6 +18,12 @@ CONTAINERD_VERSION = "v2.3.7"
 PROMETHEUS_VERSION = "v0.316.0"
 # nvidia-ctk and nvidia-cdi-hook for the CDI parity tests (not part of a cluster).
 NVIDIA_CONTAINER_TOOLKIT_VERSION = "v1.19.1"
+# tags.cncf.io/container-device-interface: the CDI library containerd and CRI-O load specs
+# with (its spec cache, for the CDI validity tests). Its JSON schema package left the library
+# module after v0.8.1 for a module of its own that the Go module proxy does not serve; the
+# schema is taken from v0.8.1, the last release that ships it inside the library module.
+CDI_VERSION = "v1.1.2"
+CDI_SCHEMA_VERSION = "v0.8.1"
 
 # Names under which locally built images are imported. The pause image carries
 # the name containerd's CRI plugin pins as its sandbox image, so nothing is pulled.

@@ -450,3 +450,41 @@ def test_host_managed_imex_waits_for_the_hosts_daemon_and_labels_nothing(
     assert compute_domain_slices(NODE, None, 1, daemons=False)[0]["spec"]["devices"] == [
         {"name": "channel-0", "attributes": {"type": {"string": "channel"}, "id": {"int": 0}}}
     ]
+
+
+def test_channel_on_a_node_without_a_clique_names_no_cdi_device(
+    api: MemoryApi, tmp_path: Path
+) -> None:
+    """NVIDIA's behaviour: without an NVLink clique a channel gets no IMEX channel nodes and
+    the claim prepares with no CDI device (a device without edits makes the CDI library refuse
+    the spec, so the container would never start); the daemon claim still gets its spec."""
+    body = domain_body()
+    body["status"] = {
+        "status": "Ready",
+        "nodes": [{"name": NODE, "ipAddress": "10.0.0.1", "cliqueID": "", "status": "Ready"}],
+    }
+    uid = str(
+        api.put_object(object_path("ComputeDomain", "team-a", "cd1"), body)["metadata"]["uid"]
+    )
+    api.put_object(node_path(NODE), {"metadata": {"name": NODE, "labels": {}}})
+    (tmp_path / "cdi").mkdir()
+    plugin = Plugin(api, tmp_path, clique_id="")
+    try:
+        plugin.run(plugin.engine.start())
+        channel = plugin.add(_claim(uid))
+        devices = plugin.run(plugin.engine.prepare(channel))
+        assert [(d.device_name, d.cdi_device_ids) for d in devices] == [("channel-0", ())]
+        assert not (tmp_path / "cdi" / CDI_KIND.spec_file_name("claim-1")).exists()
+        assert _label(api) == uid
+        daemon = plugin.run(
+            plugin.engine.prepare(plugin.add(_claim(uid, device="daemon-0", uid="d-1")))
+        )
+        assert [d.cdi_device_ids for d in daemon] == [(CDI_KIND.device_id("d-1", "daemon-0"),)]
+        assert "CLIQUE_ID=" in _spec(plugin, "d-1")["devices"][0]["containerEdits"]["env"]
+        # A restarted plugin still knows the prepared channel claim; its unprepare is clean.
+        plugin.start()
+        plugin.run(plugin.engine.start())
+        plugin.run(plugin.engine.unprepare(channel))
+        assert _label(api) is None
+    finally:
+        plugin.close()

@@ -23,7 +23,7 @@ from dra_kubelet_core.allocated import AllocatedDevice
 from dra_kubelet_core.cdi import CDIKind, ContainerEdits
 from dra_kubelet_core.checkpoint import PreparedClaim, PreparedDevice, decode_checkpoint
 from dra_kubelet_core.driver import ClaimEdits, ClaimPlan, DriverIdentity, PrepareContext
-from dra_kubelet_core.errors import ClaimNotReadyError, ClaimRef
+from dra_kubelet_core.errors import ClaimNotReadyError, ClaimRef, EmptyDeviceEditsError
 from dra_kubelet_core.health import HealthHub
 from dra_kubelet_core.runner import PluginRunner
 from dra_kubelet_core.settings import CommonSettings
@@ -304,3 +304,25 @@ def test_a_driver_on_the_core_registers_prepares_unprepares_recovers_and_publish
         assert decode_checkpoint(checkpoint.read_bytes()).claims == {}
     finally:
         plugin.stop()
+
+
+def _prepared(name: str, *, cdi: bool) -> PreparedDevice:
+    ids = (IDENTITY.cdi.device_id("u1", name),) if cdi else ()
+    return PreparedDevice(
+        request_names=("r",), pool_name="n1", device_name=name, cdi_device_ids=ids
+    )
+
+
+def test_spec_devices_are_those_with_a_cdi_id_and_a_device_without_edits_is_refused() -> None:
+    """The CDI library refuses a device without edits ("invalid device, empty device edits"):
+    a device that names no CDI device stays out of the spec; one that names one must have
+    edits, else the claim fails naming the device instead of the container later."""
+    ref = ClaimRef(namespace="ns", name="c", uid="u1")
+    node = ContainerEdits(env=("A=1",))
+    edits = ClaimEdits(devices=(("dev-0", node), ("dev-1", ContainerEdits())))
+    planned = [_prepared("dev-0", cdi=True), _prepared("dev-1", cdi=False)]
+    assert edits.injected(ref, planned) == (("dev-0", node),)
+    with pytest.raises(EmptyDeviceEditsError) as err:
+        edits.injected(ref, [_prepared("dev-0", cdi=True), _prepared("dev-1", cdi=True)])
+    assert "ns/c" in str(err.value)
+    assert "device dev-1 has no container edits" in str(err.value)

@@ -226,8 +226,13 @@ class ComputeDomainDriver:
                 )
             config = _decode(device, ref)
             state: dict[str, Any] = {"domainUID": config.domain_id}
+            cdi_ids: tuple[str, ...] = (CDI_KIND.device_id(ref.uid, device.device_name),)
             if isinstance(config, ComputeDomainChannelConfig):
                 state.update(kind=_CHANNEL, allocationMode=config.allocation_mode or "Single")
+                if not self.clique_id:
+                    # As NVIDIA's: no clique, no IMEX channel nodes, so nothing to inject; a
+                    # CDI device without edits would make the runtime refuse the container.
+                    cdi_ids = ()
             else:
                 state["kind"] = _DAEMON
             devices.append(
@@ -235,7 +240,7 @@ class ComputeDomainDriver:
                     request_names=(device.request,),
                     pool_name=device.pool_name,
                     device_name=device.device_name,
-                    cdi_device_ids=(CDI_KIND.device_id(ref.uid, device.device_name),),
+                    cdi_device_ids=cdi_ids,
                     admin_access=device.admin_access,
                     share_id=device.share_id,
                     driver_state=state,
@@ -294,6 +299,11 @@ class ComputeDomainDriver:
         self._check(ref, generation)
         self.waiting.pop(ref.uid, None)
         self.prepared[ref.uid] = domain_uid
+        if not self.clique_id:
+            log.info(
+                "node has no NVLink clique: the channel claim gets no IMEX channel device",
+                extra={"event": "channel_without_clique", "domain_uid": domain_uid},
+            )
         return channel_edits(claim.allocation_mode, self.clique_id, host=self._channel_nodes.host)
 
     async def _host_channel(

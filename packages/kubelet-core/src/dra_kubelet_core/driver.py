@@ -41,7 +41,7 @@ from dra_api_types import ResourceClaim
 from dra_kubelet_core.allocated import AllocatedDevice
 from dra_kubelet_core.cdi import CDIKind, ContainerEdits
 from dra_kubelet_core.checkpoint import PreparedClaim, PreparedDevice
-from dra_kubelet_core.errors import ClaimError, ClaimRef, DeviceInUseError
+from dra_kubelet_core.errors import ClaimError, ClaimRef, DeviceInUseError, EmptyDeviceEditsError
 
 __all__ = [
     "ClaimEdits",
@@ -104,6 +104,33 @@ class ClaimEdits:
 
     devices: tuple[tuple[str, ContainerEdits], ...]
     common: tuple[ContainerEdits, ...] = ()
+
+    def injected(
+        self, ref: ClaimRef, planned: Sequence[PreparedDevice]
+    ) -> tuple[tuple[str, ContainerEdits], ...]:
+        """The devices of the claim's CDI spec: those the plan names a CDI device ID for.
+
+        A device the plan gives no CDI device ID (nothing to inject, as NVIDIA's channel on a
+        node without an NVLink clique) has no spec entry; with none left the claim has no
+        spec at all (the CDI library refuses a spec without devices).
+
+        Raises:
+            EmptyDeviceEditsError: a device with a CDI device ID has no edits; the CDI library
+                would refuse the whole spec and the container fail to start.
+        """
+        named = {d.device_name for d in planned if d.cdi_device_ids}
+        out: list[tuple[str, ContainerEdits]] = []
+        for name, edits in self.devices:
+            if name not in named:
+                continue
+            if edits.is_empty():
+                raise EmptyDeviceEditsError(
+                    ref,
+                    f"device {name} has no container edits: the CDI library refuses such a "
+                    "device ('invalid device, empty device edits')",
+                )
+            out.append((name, edits))
+        return tuple(out)
 
 
 class PrepareContext:

@@ -12,7 +12,8 @@ Tree::
     │   ├── UnknownDeviceError    the allocation names a device this node does not have
     │   ├── DeviceInUseError      a device is already prepared for another claim
     │   ├── DeviceNodeMissingError  a required /dev node is absent (real backend)
-    │   └── StalePrepareError     the claim was unprepared while its prepare was pending
+    │   ├── StalePrepareError     the claim was unprepared while its prepare was pending
+    │   └── EmptyDeviceEditsError  a device to inject has no container edits (CDI refuses it)
     ├── CheckpointError           checkpoint cannot be read or written
     │   └── CheckpointCorruptError  stored bytes fail the integrity check or do not parse
     ├── CDIError                  a CDI spec cannot be rendered, validated or written
@@ -107,6 +108,12 @@ class DeviceNodeMissingError(ClaimError):
 
 class StalePrepareError(ClaimError):
     """The claim was unprepared while this prepare was pending (NVIDIA #1162)."""
+
+
+class EmptyDeviceEditsError(ClaimError):
+    """A device the kubelet would hand to the runtime has no container edits: the CDI library
+    refuses such a spec ("invalid device, empty device edits") and the container would fail
+    with "unresolvable CDI devices"; a device with nothing to inject names no CDI device."""
 
 
 class CheckpointError(PluginError):

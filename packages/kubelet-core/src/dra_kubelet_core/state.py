@@ -449,9 +449,11 @@ class ClaimEngine(Generic[PlanT]):
         ctx = PrepareContext(checkpoint.claims[uid], save)
         edits = await self.driver.prepare(item.ref, item.plan, ctx)
         checkpoint.claims[uid] = ctx.entry
-        spec = self._cdi.kind.render_claim_spec(
-            claim_uid=uid, devices=edits.devices, common=edits.common
-        )
+        devices = edits.injected(item.ref, item.plan.devices)
+        if not devices:
+            self._cdi.remove(uid)
+            return
+        spec = self._cdi.kind.render_claim_spec(claim_uid=uid, devices=devices, common=edits.common)
         self._cdi.write(uid, spec)
 
     async def _undo_failed(self, checkpoint: Checkpoint, uid: str) -> None:
