@@ -101,7 +101,7 @@ class Informer:
         items: list[RawObject] = []
         cont = ""
         while True:
-            query = {"limit": str(self.page_size)}
+            query = {**self.resource.selectors, "limit": str(self.page_size)}
             if cont:
                 query["continue"] = cont
             try:
@@ -130,8 +130,9 @@ class Informer:
         )
         return self.resource_version
 
-    def watch_once(self, resource_version: str) -> str:
-        """Apply one watch stream's events; return the last version seen.
+    def watch_once(self, resource_version: str, stop: threading.Event | None = None) -> str:
+        """Apply one watch stream's events; return the last version seen. A set ``stop``
+        ends the stream at its next event.
 
         Raises:
             WatchExpiredError: the version is too old; list again.
@@ -139,11 +140,17 @@ class Informer:
         """
         # A randomized timeout spreads the informers' reconnects (client-go does too).
         timeout = self.watch_timeout_s * (1 + random.random())
-        query = {"resourceVersion": resource_version, "allowWatchBookmarks": "true"}
+        query = {
+            **self.resource.selectors,
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+        }
         try:
             for event in self.transport.watch_lines(
                 self.resource.path, query=query, timeout_s=timeout
             ):
+                if stop is not None and stop.is_set():
+                    break
                 resource_version = self._apply(event, resource_version)
         except KubeApiError as exc:
             if exc.status == 410:
@@ -184,7 +191,7 @@ class Informer:
             try:
                 if version is None:
                     version = self.list_once()
-                version = self.watch_once(version)
+                version = self.watch_once(version, stop)
                 self.backoff.reset()
                 self.stats.watch_restarts += 1
             except WatchExpiredError as exc:
