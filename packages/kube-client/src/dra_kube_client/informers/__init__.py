@@ -15,13 +15,14 @@ from ..backoff import Backoff
 from .informer import Informer, InformerStats, WatchExpiredError
 from .resources import ALL_RESOURCES, Resource, metadata_only, trim_pod
 from .shared import SharedInformers
-from .store import Store, object_key
+from .store import Listener, Store, object_key
 
 __all__ = [
     "ALL_RESOURCES",
     "Backoff",
     "Informer",
     "InformerStats",
+    "Listener",
     "Resource",
     "SharedInformers",
     "Store",
