@@ -372,3 +372,31 @@ def test_metadata_only_keeps_what_names_the_object_and_its_version() -> None:
         "kind": "Node",
         "metadata": {"name": "n1", "uid": "uid-n1", "resourceVersion": "7"},
     }
+
+
+class _RecordingStop(threading.Event):
+    """A stop event that records how long the informer waits on it, and waits no time."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[float | None] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(timeout)
+        return self.is_set()
+
+
+def test_a_stream_that_brings_nothing_pauses_before_the_next_watch() -> None:
+    stop = _RecordingStop()
+    bookmark = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "2"}}}
+    api = Script(
+        lists={"/claims": [page([], "1")]},
+        watches={"/claims": [[], [bookmark]]},
+        on_exhausted=stop.set,
+    ).transport()
+    inf = Informer(api, CLAIMS, backoff=Backoff(initial_s=0.25, max_s=1.0, jitter=0.0))
+    inf.run(stop)
+    assert [q["resourceVersion"] for q in _queries(api, "WATCH")] == ["1", "1", "2"]
+    # A pause after the empty stream, none after the bookmark; then the broken third watch's
+    # backoff.
+    assert stop.waits == [0.25, 0.25]

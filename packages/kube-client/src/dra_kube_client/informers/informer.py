@@ -2,7 +2,8 @@
 
 A full list (paged) gives the cache and a resourceVersion; a watch from that version
 streams changes (bookmarks only move the version on). A watch that ends is resumed from
-the last version seen; ``410 Gone`` (the version was compacted away) means a fresh list.
+the last version seen (after a pause when it brought nothing); ``410 Gone`` (the version was
+compacted away) means a fresh list.
 Failures wait a bounded, jittered backoff. An object that cannot be read is left out of
 the cache with one logged error, never a crash.
 """
@@ -191,9 +192,15 @@ class Informer:
             try:
                 if version is None:
                     version = self.list_once()
+                resumed_from = version
                 version = self.watch_once(version, stop)
                 self.backoff.reset()
                 self.stats.watch_restarts += 1
+                if version == resumed_from:
+                    # The stream ended without moving the version on (not even a bookmark):
+                    # pause before the next one, as client-go does after a "very short
+                    # watch", rather than spin on a server or proxy that closes idle watches.
+                    stop.wait(self.backoff.delay(1))
             except WatchExpiredError as exc:
                 self.stats.relists_gone += 1
                 self.stats.watch_restarts += 1
