@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from dra_api_types import testing as builders
+
 DRIVER = "gpu.example.com"
 DEFAULT_CLASS = {"name": "gpu", "selectors": [f'device.driver == "{DRIVER}"']}
 
@@ -35,42 +37,28 @@ def device(spec: Mapping[str, Any]) -> dict[str, Any]:
 
 def resource_slice(spec: Mapping[str, Any]) -> dict[str, Any]:
     """Compact slice -> v1 ResourceSlice."""
-    body: dict[str, Any] = {
-        "driver": spec.get("driver", DRIVER),
-        "pool": {
-            "name": spec.get("pool", spec.get("node", spec["name"])),
-            "generation": spec.get("generation", 1),
-            "resourceSliceCount": spec.get("count", 1),
-        },
+    extra = {
+        k: spec[k]
+        for k in ("allNodes", "nodeSelector", "perDeviceNodeSelection", "sharedCounters")
+        if k in spec
     }
-    for key in ("allNodes", "nodeSelector", "perDeviceNodeSelection", "sharedCounters"):
-        if key in spec:
-            body[key] = spec[key]
-    if "node" in spec:
-        body["nodeName"] = spec["node"]
-    if "devices" in spec:
-        body["devices"] = [device(d) for d in spec["devices"]]
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": spec["name"]},
-        "spec": body,
-    }
+    return builders.resource_slice(
+        spec["name"],
+        driver=spec.get("driver", DRIVER),
+        pool=spec.get("pool", spec.get("node", spec["name"])),
+        generation=spec.get("generation", 1),
+        slice_count=spec.get("count", 1),
+        node_name=spec.get("node"),
+        devices=[device(d) for d in spec["devices"]] if "devices" in spec else None,
+        spec=extra,
+    )
 
 
 def device_class(spec: Mapping[str, Any]) -> dict[str, Any]:
     """Compact class -> v1 DeviceClass."""
-    body: dict[str, Any] = {
-        "selectors": [{"cel": {"expression": e}} for e in spec.get("selectors", [])]
-    }
-    if "config" in spec:
-        body["config"] = spec["config"]
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "DeviceClass",
-        "metadata": {"name": spec["name"]},
-        "spec": body,
-    }
+    return builders.device_class(
+        spec["name"], selectors=spec.get("selectors", []), config=spec.get("config")
+    )
 
 
 def _request_body(spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -104,22 +92,16 @@ def resource_claim(spec: Mapping[str, Any]) -> dict[str, Any]:
             )
         else:
             requests.append({"name": req["name"], "exactly": _request_body(req)})
-    devices: dict[str, Any] = {"requests": requests}
-    if "constraints" in spec:
-        devices["constraints"] = spec["constraints"]
-    if "config" in spec:
-        devices["config"] = spec["config"]
-    name = spec["name"]
-    namespace, _, short = name.rpartition("/")
-    obj: dict[str, Any] = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": short, "namespace": namespace or "default", "uid": f"uid-{short}"},
-        "spec": {"devices": devices},
-    }
-    if "allocation" in spec:
-        obj["status"] = {"allocation": spec["allocation"]}
-    return obj
+    namespace, _, short = spec["name"].rpartition("/")
+    return builders.resource_claim(
+        short,
+        namespace=namespace or "default",
+        uid=f"uid-{short}",
+        requests=requests,
+        constraints=spec.get("constraints"),
+        config=spec.get("config"),
+        allocation=spec.get("allocation"),
+    )
 
 
 def node(spec: Mapping[str, Any]) -> dict[str, Any]:

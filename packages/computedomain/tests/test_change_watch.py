@@ -1,16 +1,18 @@
-"""The controller's list+watch trigger: versions, bookmarks, relists, and passes on change."""
+"""The controller's informer trigger: versions, bookmarks, relists, and passes on change."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from typing import Any
 
 from computedomain_support import DRIVER_NS
-from dra_computedomain.change_watch import ChangeWatch, Watched, resource_version_after
+from dra_computedomain.change_watch import ChangeWatch
 from dra_computedomain.controller import ComputeDomainController
 from dra_computedomain.manifests import DaemonSettings
-from dra_kube_client import KubeApiError
+from dra_kube_client import Backoff, KubeApiError
+from dra_kube_client.informers import Resource
 from dra_kube_client.testing import Answer, Call, MemoryApi, MockTransport
 
 
@@ -36,43 +38,62 @@ def _lists(transport: MockTransport) -> int:
 
 
 def _event(kind: str, version: str) -> dict[str, Any]:
-    return {"type": kind, "object": {"metadata": {"resourceVersion": version}}}
+    return {"type": kind, "object": {"metadata": {"name": "n", "resourceVersion": version}}}
 
 
-def test_version_follows_events_and_an_error_means_relist() -> None:
-    assert resource_version_after(_event("MODIFIED", "7"), "5") == "7"
-    assert resource_version_after(_event("BOOKMARK", "9"), "7") == "9"
-    assert resource_version_after({"type": "ADDED", "object": {}}, "7") == "7"
-    gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410}}
-    assert resource_version_after(gone, "7") is None
+NODES = Resource("Node", "v1", "/api/v1/nodes")
 
 
 def test_watch_starts_at_the_listed_version_and_bookmarks_do_not_wake() -> None:
     transport = _scripted([[_event("BOOKMARK", "6")], [_event("ADDED", "8")]])
-    watch = ChangeWatch(transport, [Watched("/api/v1/nodes", {"labelSelector": "x"})])
-    stop = threading.Event()
-    watch.watch_once(Watched("/api/v1/nodes", {"labelSelector": "x"}), stop)
-    assert not watch.changed.is_set()
+    watch = ChangeWatch(transport, [dataclasses.replace(NODES, label_selector="x")])
+    (informer,) = watch.informers
+    version = informer.watch_once(informer.list_once())
+    assert not watch.changed.is_set()  # neither the first list nor a bookmark
     path, query = _watches(transport)[0]
     assert path == "/api/v1/nodes"
     assert query == {"labelSelector": "x", "resourceVersion": "5", "allowWatchBookmarks": "true"}
-    watch.watch_once(Watched("/api/v1/nodes"), stop)
+    assert version == "6"
+    informer.watch_once(version)
     assert watch.changed.is_set()
+    assert informer.store.get("n") == {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "n", "resourceVersion": "8"},
+    }  # only metadata is kept
 
 
-def test_a_broken_watch_relists_and_wakes_the_controller() -> None:
-    transport = _scripted([])  # every watch fails
-    watch = ChangeWatch(transport, [Watched("/api/v1/nodes")], retry_s=0.01)
+def test_an_expired_watch_relists_and_wakes_the_controller() -> None:
+    gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}}
+    transport = _scripted([[gone]])  # then every watch fails
+    watch = ChangeWatch(transport, [NODES], backoff=lambda: Backoff(initial_s=0.01, max_s=0.01))
     stop = threading.Event()
     (thread,) = watch.start(stop)
     assert watch.changed.wait(5)
+    stop.set()
+    thread.join(5)
+    assert _lists(transport) == 2  # relisted after the 410
+    assert not thread.is_alive()
+
+
+def test_a_broken_watch_resumes_from_its_version_without_a_relist() -> None:
+    stop = threading.Event()
+    transport = _scripted([])  # every watch fails
+
+    def backoff() -> Backoff:
+        return Backoff(initial_s=0.0, max_s=0.0, jitter=0.0)
+
+    watch = ChangeWatch(transport, [NODES], backoff=backoff)
+    (thread,) = watch.start(stop)
     deadline = time.monotonic() + 30
-    while _lists(transport) < 2 and time.monotonic() < deadline:
+    while len(_watches(transport)) < 3 and time.monotonic() < deadline:
         time.sleep(0.01)
     stop.set()
     thread.join(5)
-    assert _lists(transport) >= 2  # relisted after the failure
     assert not thread.is_alive()
+    assert {q["resourceVersion"] for _, q in _watches(transport)} == {"5"}
+    assert _lists(transport) == 1
+    assert not watch.changed.is_set()
 
 
 def test_controller_runs_a_pass_on_a_change_not_only_on_resync(api: MemoryApi) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import threading
 from typing import Any
 
 import pytest
@@ -302,9 +301,8 @@ def test_every_request_is_a_declared_permission(api: MemoryApi) -> None:
     elector = LeaderElector(api, namespace=DRIVER_NS, name="l", identity="a")
     assert elector.step()
     assert elector.step()
-    changes = ChangeWatch(api, controller.watched())
-    for watched in controller.watched():
-        changes.watch_once(watched, threading.Event())
+    for informer in ChangeWatch(api, controller.watched()).informers:
+        informer.watch_once(informer.list_once())
     used = {request_permission(m, p) for m, p in api.requests if p != CD_PATH or m != "DELETE"}
     declared = CLUSTER_REQUESTS | NAMESPACE_REQUESTS
     assert used <= declared, sorted(used - declared)

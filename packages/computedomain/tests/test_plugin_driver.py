@@ -15,7 +15,14 @@ from typing import Any
 
 import pytest
 from computedomain_support import DRIVER_NS, domain_body
-from dra_api_types import ResourceClaim
+from dra_api_types import COMPUTE_DOMAIN_DRIVER, ResourceClaim
+from dra_api_types.testing import (
+    allocation,
+    device_result,
+    exactly,
+    opaque_config,
+    resource_claim,
+)
 from dra_computedomain.api_paths import node_path, object_path, request_permission
 from dra_computedomain.channel_nodes import ChannelNodes
 from dra_computedomain.host_imex import FakeHostImex, HostImex
@@ -55,39 +62,22 @@ def _claim(
     domain_uid: str, *, device: str = "channel-0", namespace: str = "team-a", uid: str = "claim-1"
 ) -> ResourceClaim:
     kind = "ComputeDomainChannelConfig" if device == "channel-0" else "ComputeDomainDaemonConfig"
+    parameters = {"apiVersion": "resource.nvidia.com/v1beta1", "kind": kind, "domainID": domain_uid}
     return ResourceClaim.from_dict(
-        {
-            "metadata": {"name": f"c-{uid}", "namespace": namespace, "uid": uid},
-            "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "x"}}]}},
-            "status": {
-                "allocation": {
-                    "devices": {
-                        "results": [
-                            {
-                                "request": "r",
-                                "driver": "compute-domain.nvidia.com",
-                                "pool": NODE,
-                                "device": device,
-                            }
-                        ],
-                        "config": [
-                            {
-                                "source": "FromClaim",
-                                "requests": ["r"],
-                                "opaque": {
-                                    "driver": "compute-domain.nvidia.com",
-                                    "parameters": {
-                                        "apiVersion": "resource.nvidia.com/v1beta1",
-                                        "kind": kind,
-                                        "domainID": domain_uid,
-                                    },
-                                },
-                            }
-                        ],
-                    }
-                }
-            },
-        }
+        resource_claim(
+            f"c-{uid}",
+            namespace=namespace,
+            uid=uid,
+            requests=[exactly("r", device_class="x")],
+            allocation=allocation(
+                [device_result(device, request="r", driver=COMPUTE_DOMAIN_DRIVER, pool=NODE)],
+                config=[
+                    opaque_config(
+                        COMPUTE_DOMAIN_DRIVER, parameters, requests=["r"], source="FromClaim"
+                    )
+                ],
+            ),
+        )
     )
 
 

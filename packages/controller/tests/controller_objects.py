@@ -4,6 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from dra_api_types import testing as builders
+from dra_api_types.testing import (
+    allocation,
+    device_result,
+    exactly,
+    resource_claim,
+    resource_slice,
+)
 from dra_kube_client.informers import Store
 
 DRIVER = "gpu.nvidia.com"
@@ -35,28 +43,20 @@ def mig(name: str, profile: str, **extra: Any) -> dict[str, Any]:
 
 def slice_(node: str, devices: list[dict[str, Any]], rv: str = "1", **spec: Any) -> dict[str, Any]:
     """A node-local slice of one-slice pool ``node``."""
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-slice", "resourceVersion": rv},
-        "spec": {
-            "driver": DRIVER,
-            "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices,
-            **spec,
-        },
-    }
+    return resource_slice(
+        f"{node}-slice",
+        pool=node,
+        driver=DRIVER,
+        node_name=node,
+        devices=devices,
+        resource_version=rv,
+        spec=spec,
+    )
 
 
 def device_class(name: str, expr: str, rv: str = "1") -> dict[str, Any]:
     """A DeviceClass with one selector."""
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "DeviceClass",
-        "metadata": {"name": name, "resourceVersion": rv},
-        "spec": {"selectors": [{"cel": {"expression": expr}}]},
-    }
+    return builders.device_class(name, selectors=[expr], resource_version=rv)
 
 
 GPU_CLASS = device_class(
@@ -77,34 +77,18 @@ def claim(
     rv: str = "1",
 ) -> dict[str, Any]:
     """A one-request claim (``gpu``), optionally allocated to (node, device)."""
-    exactly: dict[str, Any] = {"deviceClassName": cls}
-    if selector:
-        exactly["selectors"] = [{"cel": {"expression": selector}}]
-    obj: dict[str, Any] = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}", "resourceVersion": rv},
-        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
-    }
+    placed = None
     if allocated_on:
-        node, dev = allocated_on
-        obj["status"] = {
-            "allocation": {
-                "devices": {
-                    "results": [{"request": "gpu", "driver": DRIVER, "pool": node, "device": dev}]
-                },
-                "nodeSelector": {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchFields": [
-                                {"key": "metadata.name", "operator": "In", "values": [node]}
-                            ]
-                        }
-                    ]
-                },
-            }
-        }
-    return obj
+        node_name, dev = allocated_on
+        placed = allocation([device_result(dev, pool=node_name, driver=DRIVER)], node=node_name)
+    return resource_claim(
+        name,
+        namespace=ns,
+        uid=f"uid-{name}",
+        resource_version=rv,
+        requests=[exactly("gpu", device_class=cls, selectors=[selector] if selector else ())],
+        allocation=placed,
+    )
 
 
 def pod(
@@ -114,21 +98,14 @@ def pod(
     conditions = []
     if unschedulable:
         conditions.append({"type": "PodScheduled", "status": "False", "reason": "Unschedulable"})
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": ns,
-            "uid": f"uid-pod-{name}",
-            "resourceVersion": "1",
-        },
-        "spec": {
-            "resourceClaims": [{"name": "gpu", "resourceClaimName": claim_name}],
-            "containers": [{"name": "c"}],
-        },
-        "status": {"phase": "Pending", "conditions": conditions},
-    }
+    return builders.pod(
+        name,
+        namespace=ns,
+        uid=f"uid-pod-{name}",
+        resource_version="1",
+        claims={"gpu": claim_name},
+        status={"phase": "Pending", "conditions": conditions},
+    )
 
 
 def node(name: str) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from dra_api_types.testing import exactly, resource_claim
 from dra_controller.webhook import AdmissionReviewError, judge_object, review
 
 NV = "resource.nvidia.com/v1beta1"
@@ -24,12 +25,13 @@ def _devices(*configs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _claim(*configs: dict[str, Any], version: str = "v1") -> dict[str, Any]:
-    return {
-        "apiVersion": f"resource.k8s.io/{version}",
-        "kind": "ResourceClaim",
-        "metadata": {"name": "c", "namespace": "ns"},
-        "spec": {"devices": _devices(*configs)},
-    }
+    return resource_claim(
+        "c",
+        namespace="ns",
+        requests=[exactly("gpu")],
+        config=configs,
+        api_version=f"resource.k8s.io/{version}",
+    )
 
 
 def _template(*configs: dict[str, Any], version: str = "v1") -> dict[str, Any]:

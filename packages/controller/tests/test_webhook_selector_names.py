@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dra_api_types.testing import exactly, resource_claim
 from dra_cel.selector_names import selector_warnings
 from dra_controller.webhook import judge_object, review
 
@@ -12,22 +13,11 @@ C = 'device.capacity["gpu.nvidia.com"]'
 
 
 def _request(*expressions: str) -> dict[str, Any]:
-    return {
-        "name": "gpu",
-        "exactly": {
-            "deviceClassName": "gpu.nvidia.com",
-            "selectors": [{"cel": {"expression": e}} for e in expressions],
-        },
-    }
+    return exactly("gpu", selectors=expressions)
 
 
 def _claim(*requests: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": "c", "namespace": "ns"},
-        "spec": {"devices": {"requests": list(requests)}},
-    }
+    return resource_claim("c", namespace="ns", requests=requests)
 
 
 def test_a_typo_in_an_attribute_name_is_a_warning_with_the_field_path() -> None:

@@ -17,6 +17,7 @@ from dra_allocator.extended_resources import (
 from dra_allocator.model import parse_class
 from dra_allocator.nodes import NodeInfo
 from dra_api_types import DeviceClass
+from dra_api_types import testing as builders
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EXT = FIXTURES / "extended"
@@ -34,35 +35,26 @@ def kubectl_dra(*args: str) -> subprocess.CompletedProcess[str]:
 
 def device_class(name: str, extended: str | None = None, stamp: str = "") -> Any:
     """A parsed DeviceClass."""
-    spec: dict[str, Any] = {"selectors": [{"cel": {"expression": "true"}}]}
-    if extended:
-        spec["extendedResourceName"] = extended
-    meta: dict[str, Any] = {"name": name}
-    if stamp:
-        meta["creationTimestamp"] = stamp
     return parse_class(
         DeviceClass.from_dict(
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "DeviceClass",
-                "metadata": meta,
-                "spec": spec,
-            }
+            builders.device_class(
+                name,
+                selectors=["true"],
+                extended_resource_name=extended or None,
+                creation_timestamp=stamp or None,
+            )
         )
     )
 
 
 def gpu_pod(limits: dict[str, Any], *, init: bool = False) -> dict[str, Any]:
     """A device-plugin style pod."""
-    spec: dict[str, Any] = {"containers": [{"name": "main", "resources": {"limits": limits}}]}
+    obj = builders.pod(
+        "p", namespace="ns", containers=[{"name": "main", "resources": {"limits": limits}}]
+    )
     if init:
-        spec["initContainers"] = [{"name": "setup"}]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "p", "namespace": "ns"},
-        "spec": spec,
-    }
+        obj["spec"]["initContainers"] = [{"name": "setup"}]
+    return obj
 
 
 def test_mapping_has_implicit_names_and_the_newest_explicit_class_wins() -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from dra_api_types.testing import allocation, device_result, exactly, resource_claim
 from dra_kube_client.testing import HttpFront, MemoryApi, serve_http
 from dra_kubelet_core.sockets import SocketPaths
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -139,36 +140,19 @@ def make_claim(
     results = []
     for item in devices:
         request, device = ("gpu", item) if isinstance(item, str) else item
-        result: dict[str, Any] = {
-            "request": request,
-            "driver": driver,
-            "pool": pool,
-            "device": device,
-        }
-        if admin_access:
-            result["adminAccess"] = True
-        results.append(result)
-    claim: dict[str, Any] = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": uid or str(uuid.uuid4()),
-            "resourceVersion": "1",
-        },
-        "spec": {
-            "devices": {
-                "requests": [
-                    {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 1}}
-                ]
-            }
-        },
-        "status": {},
-    }
-    if allocated:
-        claim["status"]["allocation"] = {"devices": {"results": results, "config": list(configs)}}
-    return claim
+        results.append(
+            device_result(
+                device, request=request, driver=driver, pool=pool, admin_access=admin_access
+            )
+        )
+    return resource_claim(
+        name,
+        namespace=namespace,
+        uid=uid or str(uuid.uuid4()),
+        resource_version="1",
+        requests=[exactly("gpu", device_class="gpu.nvidia.com", count=1)],
+        status={"allocation": allocation(results, config=configs)} if allocated else {},
+    )
 
 
 @dataclass

@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import Final
 
 from dra_kube_client import path_segment
+from dra_kube_client.informers import Resource
 
 __all__ = [
     "KIND_PATHS",
     "Permission",
     "collection_path",
+    "collection_resource",
     "node_path",
     "object_path",
     "request_permission",
@@ -25,6 +27,7 @@ KIND_PATHS: Final[dict[str, tuple[str, str]]] = {
     "Pod": ("/api/v1", "pods"),
     "Event": ("/api/v1", "events"),
     "Lease": ("/apis/coordination.k8s.io/v1", "leases"),
+    "Node": ("/api/v1", "nodes"),
 }
 
 
@@ -34,6 +37,17 @@ def collection_path(kind: str, namespace: str | None = None) -> str:
     if namespace is None:
         return f"{prefix}/{plural}"
     return f"{prefix}/namespaces/{path_segment(namespace)}/{plural}"
+
+
+def collection_resource(
+    kind: str, namespace: str | None = None, *, label_selector: str = ""
+) -> Resource:
+    """The collection of ``kind`` as an informer watches it (see :func:`collection_path`)."""
+    prefix, _ = KIND_PATHS[kind]
+    api_version = prefix.removeprefix("/apis/").removeprefix("/api/")
+    return Resource(
+        kind, api_version, collection_path(kind, namespace), label_selector=label_selector
+    )
 
 
 def object_path(kind: str, namespace: str, name: str) -> str:

@@ -1,42 +1,24 @@
-"""Wake the controller when something it reconciles changes: list, then watch from there.
+"""Wake the controller when something it reconciles changes: an informer per collection.
 
 The controller's plan is recomputed from a fresh observation every pass, so it needs no cache
-of the watched objects, only to know *when* to run: one thread per watched collection lists
-it (for the resourceVersion), watches from that version and sets :attr:`ChangeWatch.changed`
-on every event. An expired version (``410``/``ERROR`` event) or a broken stream means a relist,
-which sets it too (something may have been missed). The periodic resync stays the safety net.
+of the watched objects, only to know *when* to run: one
+:class:`~dra_kube_client.informers.Informer` per watched collection (keeping only each
+object's metadata) lists it, watches from the listed version and sets
+:attr:`ChangeWatch.changed` on every change. Bookmarks do not wake it; an expired version
+(``410``/``ERROR`` event) means a relist, which does (something may have been missed). The
+periodic resync stays the safety net.
 """
 
 from __future__ import annotations
 
-import logging
+import dataclasses
 import threading
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Sequence
 
-from dra_kube_client import JsonTransport, KubeApiError
+from dra_kube_client import Backoff, JsonTransport
+from dra_kube_client.informers import Informer, Listener, Resource, metadata_only
 
-__all__ = ["ChangeWatch", "Watched", "resource_version_after"]
-
-log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Watched:
-    """One collection to watch: its path and query (e.g. a label selector)."""
-
-    path: str
-    query: Mapping[str, str] = field(default_factory=dict)
-
-
-def resource_version_after(event: Mapping[str, Any], current: str) -> str | None:
-    """The version to resume from after ``event``; None when the watch must relist."""
-    if event.get("type") == "ERROR":
-        return None
-    obj = event.get("object") or {}
-    version = (obj.get("metadata") or {}).get("resourceVersion")
-    return str(version) if version else current
+__all__ = ["ChangeWatch"]
 
 
 class ChangeWatch:
@@ -45,56 +27,43 @@ class ChangeWatch:
     def __init__(
         self,
         transport: JsonTransport,
-        watched: Sequence[Watched],
+        watched: Sequence[Resource],
         *,
         watch_timeout_s: float = 300.0,
-        retry_s: float = 1.0,
+        backoff: Callable[[], Backoff] = Backoff,
     ) -> None:
-        """``watch_timeout_s``: how long one watch request lasts before it is renewed."""
-        self._transport = transport
-        self._watched = tuple(watched)
-        self._timeout_s = watch_timeout_s
-        self._retry_s = retry_s
+        """``watch_timeout_s``: how long one watch request lasts before it is renewed;
+        ``backoff`` makes each informer's retry delays."""
         self.changed = threading.Event()
+        self.informers = tuple(
+            Informer(
+                transport,
+                dataclasses.replace(w, transform=metadata_only),
+                backoff=backoff(),
+                watch_timeout_s=watch_timeout_s,
+            )
+            for w in watched
+        )
+        for informer in self.informers:
+            informer.store.subscribe(self._listener(informer))
+
+    def _listener(self, informer: Informer) -> Listener:
+        def changed(_kind: str, key: str) -> None:
+            # The first list is no change: the controller makes a pass at start anyway.
+            # A relist is: the events between the two versions are unknown.
+            if key != "*" or informer.synced.is_set():
+                self.changed.set()
+
+        return changed
 
     def start(self, stop: threading.Event) -> list[threading.Thread]:
         """One daemon thread per watched collection, until ``stop`` is set."""
         threads = [
-            threading.Thread(target=self._loop, args=(w, stop), daemon=True, name=w.path)
-            for w in self._watched
+            threading.Thread(
+                target=i.run, args=(stop,), daemon=True, name=f"watch-{i.resource.path}"
+            )
+            for i in self.informers
         ]
         for thread in threads:
             thread.start()
         return threads
-
-    def _loop(self, watched: Watched, stop: threading.Event) -> None:
-        while not stop.is_set():
-            try:
-                self.watch_once(watched, stop)
-            except KubeApiError as exc:
-                log.info(
-                    "watch ended",
-                    extra={"event": "watch_ended", "path": watched.path, "error": str(exc)},
-                )
-            # A relist follows: what happened meanwhile must not be missed.
-            self.changed.set()
-            stop.wait(self._retry_s)
-
-    def watch_once(self, watched: Watched, stop: threading.Event) -> None:
-        """List ``watched`` for its version, then watch from it until the stream ends."""
-        listing = self._transport.request(
-            "GET", watched.path, query={**watched.query, "limit": "1"}
-        )
-        version = str((listing.get("metadata") or {}).get("resourceVersion", ""))
-        query = {**watched.query, "resourceVersion": version, "allowWatchBookmarks": "true"}
-        for event in self._transport.watch_lines(
-            watched.path, query=query, timeout_s=self._timeout_s
-        ):
-            if stop.is_set():
-                return
-            after = resource_version_after(event, version)
-            if after is None:
-                return
-            version = after
-            if event.get("type") != "BOOKMARK":
-                self.changed.set()

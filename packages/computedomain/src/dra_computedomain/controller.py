@@ -14,9 +14,15 @@ from typing import Any, Final
 
 from dra_api_types import ComputeDomain, ComputeDomainClique
 from dra_kube_client import JsonTransport, KubeApiError
+from dra_kube_client.informers import Resource
 
-from .api_paths import Permission, collection_path, node_path, object_path
-from .change_watch import Watched
+from .api_paths import (
+    Permission,
+    collection_path,
+    collection_resource,
+    node_path,
+    object_path,
+)
 from .manifests import DaemonSettings
 from .names import COMPUTE_DOMAIN_LABEL, FINALIZER
 from .reconcile import (
@@ -185,14 +191,14 @@ class ComputeDomainController:
                 # A follower only waits to become leader (no API requests meanwhile).
                 stop.wait(min(interval_s, _FOLLOWER_POLL_S))
 
-    def watched(self) -> tuple[Watched, ...]:
+    def watched(self) -> tuple[Resource, ...]:
         """What a :class:`~.change_watch.ChangeWatch` watches for this controller."""
         ns = self._settings.namespace
         return (
-            Watched(collection_path("ComputeDomain")),
-            Watched(collection_path("ComputeDomainClique", ns)),
-            Watched(collection_path("Pod", ns), _SELECTOR),
-            Watched("/api/v1/nodes"),
+            collection_resource("ComputeDomain"),
+            collection_resource("ComputeDomainClique", ns),
+            collection_resource("Pod", ns, label_selector=COMPUTE_DOMAIN_LABEL),
+            collection_resource("Node"),
         )
 
     # --------------------------------------------------------------------- apply

@@ -5,8 +5,9 @@ plugin's :func:`~dra_kubelet_plugin.slices.gpu_slice_source`) with what the API 
 for this node and driver: creates, updates and deletes slices,
 bumping the pool generation on every change. A watch on the node's slices triggers a
 reconcile within seconds when they are deleted (the kubelet wipes a node's slices at its
-start and 30 s after the driver disconnects) or changed; health changes do too, and a
-periodic resync covers a broken watch.
+start and 30 s after the driver disconnects) or changed (a
+:class:`~dra_kube_client.informers.Informer`: list, watch, relist on 410, jittered backoff);
+health changes do too, and a periodic resync covers a broken watch.
 
 The API server may store less than we send: with the ``DRADeviceTaints`` gate off it drops
 device ``taints``. Comparing the desired slices with the stored ones would then find a
@@ -32,6 +33,7 @@ from typing import Any
 
 from dra_api_types import ResourceSlice, ValidationError
 from dra_kube_client import Backoff, JsonTransport, KubeApiError, path_segment
+from dra_kube_client.informers import Informer, Listener, Resource, Store, metadata_only
 
 from dra_kubelet_core.health import HealthHub
 from dra_kubelet_core.metrics import PluginMetrics
@@ -291,8 +293,10 @@ class SlicePublisher:
     async def run(self) -> None:
         """Reconcile now, on every trigger, health change, watch event and resync period."""
         loop = asyncio.get_running_loop()
+        informer = self.slice_informer()
+        informer.store.subscribe(self._on_slice_change(loop, informer.store))
         watcher = threading.Thread(
-            target=self._watch_forever, args=(loop,), name="slice-watch", daemon=True
+            target=informer.run, args=(self._stop,), name="slice-watch", daemon=True
         )
         watcher.start()
         health_task = loop.create_task(self._follow_health())
@@ -327,28 +331,24 @@ class SlicePublisher:
             version = await self._health.wait_for_change(version)
             self.trigger()
 
-    def _watch_forever(self, loop: asyncio.AbstractEventLoop) -> None:
-        while not self._stop.is_set():
-            try:
-                for event in self._transport.watch_lines(
-                    f"/apis/resource.k8s.io/{self._api.version}/resourceslices",
-                    query=self._selector(),
-                    timeout_s=300,
-                ):
-                    if self._stop.is_set():
-                        return
-                    kind = event.get("type")
-                    if kind in ("DELETED", "MODIFIED", "ADDED"):
-                        if kind == "DELETED":
-                            log.info(
-                                "ResourceSlice deleted; republishing",
-                                extra={"event": "slice_deleted"},
-                            )
-                        loop.call_soon_threadsafe(self._trigger.set)
-            except KubeApiError as exc:
-                log.debug(
-                    "slice watch ended", extra={"event": "slice_watch_error", "error": str(exc)}
-                )
-            except RuntimeError:
-                return  # the event loop is closed: we are shutting down
-            self._stop.wait(1.0)
+    def slice_informer(self) -> Informer:
+        """The informer of this node's slices of this driver (metadata only: it only wakes
+        the reconcile, which reads the slices itself)."""
+        resource = Resource(
+            "ResourceSlice",
+            f"resource.k8s.io/{self._api.version}",
+            f"/apis/resource.k8s.io/{self._api.version}/resourceslices",
+            transform=metadata_only,
+            field_selector=self._selector()["fieldSelector"],
+        )
+        return Informer(self._transport, resource, backoff=Backoff(initial_s=1.0, max_s=30.0))
+
+    def _on_slice_change(self, loop: asyncio.AbstractEventLoop, store: Store) -> Listener:
+        def changed(_kind: str, key: str) -> None:
+            if key != "*" and store.get(key) is None:
+                log.info("ResourceSlice deleted; republishing", extra={"event": "slice_deleted"})
+            # The event loop is closed once we are shutting down: nothing to wake then.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._trigger.set)
+
+        return changed

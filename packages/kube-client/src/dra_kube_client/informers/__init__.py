@@ -13,19 +13,21 @@ claims = informers.store("ResourceClaim").items()   # {"ns/name": raw v1 JSON}
 
 from ..backoff import Backoff
 from .informer import Informer, InformerStats, WatchExpiredError
-from .resources import ALL_RESOURCES, Resource, trim_pod
+from .resources import ALL_RESOURCES, Resource, metadata_only, trim_pod
 from .shared import SharedInformers
-from .store import Store, object_key
+from .store import Listener, Store, object_key
 
 __all__ = [
     "ALL_RESOURCES",
     "Backoff",
     "Informer",
     "InformerStats",
+    "Listener",
     "Resource",
     "SharedInformers",
     "Store",
     "WatchExpiredError",
+    "metadata_only",
     "object_key",
     "trim_pod",
 ]

@@ -2,7 +2,8 @@
 
 A full list (paged) gives the cache and a resourceVersion; a watch from that version
 streams changes (bookmarks only move the version on). A watch that ends is resumed from
-the last version seen; ``410 Gone`` (the version was compacted away) means a fresh list.
+the last version seen (after a pause when it brought nothing); ``410 Gone`` (the version was
+compacted away) means a fresh list.
 Failures wait a bounded, jittered backoff. An object that cannot be read is left out of
 the cache with one logged error, never a crash.
 """
@@ -101,7 +102,7 @@ class Informer:
         items: list[RawObject] = []
         cont = ""
         while True:
-            query = {"limit": str(self.page_size)}
+            query = {**self.resource.selectors, "limit": str(self.page_size)}
             if cont:
                 query["continue"] = cont
             try:
@@ -130,8 +131,9 @@ class Informer:
         )
         return self.resource_version
 
-    def watch_once(self, resource_version: str) -> str:
-        """Apply one watch stream's events; return the last version seen.
+    def watch_once(self, resource_version: str, stop: threading.Event | None = None) -> str:
+        """Apply one watch stream's events; return the last version seen. A set ``stop``
+        ends the stream at its next event.
 
         Raises:
             WatchExpiredError: the version is too old; list again.
@@ -139,11 +141,17 @@ class Informer:
         """
         # A randomized timeout spreads the informers' reconnects (client-go does too).
         timeout = self.watch_timeout_s * (1 + random.random())
-        query = {"resourceVersion": resource_version, "allowWatchBookmarks": "true"}
+        query = {
+            **self.resource.selectors,
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+        }
         try:
             for event in self.transport.watch_lines(
                 self.resource.path, query=query, timeout_s=timeout
             ):
+                if stop is not None and stop.is_set():
+                    break
                 resource_version = self._apply(event, resource_version)
         except KubeApiError as exc:
             if exc.status == 410:
@@ -184,9 +192,15 @@ class Informer:
             try:
                 if version is None:
                     version = self.list_once()
-                version = self.watch_once(version)
+                resumed_from = version
+                version = self.watch_once(version, stop)
                 self.backoff.reset()
                 self.stats.watch_restarts += 1
+                if version == resumed_from:
+                    # The stream ended without moving the version on (not even a bookmark):
+                    # pause before the next one, as client-go does after a "very short
+                    # watch", rather than spin on a server or proxy that closes idle watches.
+                    stop.wait(self.backoff.delay(1))
             except WatchExpiredError as exc:
                 self.stats.relists_gone += 1
                 self.stats.watch_restarts += 1

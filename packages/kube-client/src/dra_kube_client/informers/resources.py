@@ -20,6 +20,14 @@ def strip_managed_fields(obj: RawObject) -> RawObject:
     return obj
 
 
+def metadata_only(obj: RawObject) -> RawObject:
+    """Only what identifies the object and its version: for informers that only wake
+    someone on a change (client-go's metadata informers), so their cache stays small."""
+    meta = obj.get("metadata") or {}
+    kept = {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in meta}
+    return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept}
+
+
 _POD_SPEC_KEEP = (
     "nodeName",
     "nodeSelector",
@@ -59,7 +67,11 @@ def trim_pod(obj: RawObject) -> RawObject:
 
 @dataclass(frozen=True, slots=True)
 class Resource:
-    """One watched collection: its list path and the kind its items get."""
+    """One watched collection: its list path and the kind its items get.
+
+    ``label_selector`` and ``field_selector`` (API server syntax, e.g. ``app=x`` or
+    ``spec.nodeName=n1``) narrow the collection; both the list and the watch send them.
+    """
 
     kind: str
     api_version: str
@@ -67,11 +79,23 @@ class Resource:
     transform: Callable[[RawObject], RawObject] = strip_managed_fields
     # Served only by some API servers: a 404 means "none", not "not synced yet".
     optional: bool = False
+    label_selector: str = ""
+    field_selector: str = ""
 
     @property
     def plural(self) -> str:
         """The last path segment (``resourceclaims``), the label of its metrics."""
         return self.path.rsplit("/", 1)[-1]
+
+    @property
+    def selectors(self) -> dict[str, str]:
+        """The selector part of a list or watch query (empty when none is set)."""
+        query: dict[str, str] = {}
+        if self.label_selector:
+            query["labelSelector"] = self.label_selector
+        if self.field_selector:
+            query["fieldSelector"] = self.field_selector
+        return query
 
 
 RESOURCE_CLAIMS = Resource(
