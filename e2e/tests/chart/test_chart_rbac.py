@@ -1,8 +1,9 @@
 """The kubelet plugin's ClusterRole grants exactly the API requests the plugin's code makes.
 
 The requests are read from the plugin's source: every call of its JSON transport
-(``.request(METHOD, PATH)``, also through ``asyncio.to_thread``) and every ``.watch_lines(PATH)``,
-with PATH resolved from string literals, f-strings and the names assigned to them. A request
+(``.request(METHOD, PATH)``, also through ``asyncio.to_thread``), every ``.watch_lines(PATH)``
+and every informer's ``Resource(KIND, API_VERSION, PATH)`` (a list, then a watch), with PATH
+resolved from string literals, f-strings and the names assigned to them. A request
 that cannot be resolved fails the test, so a new kind of call cannot slip past it.
 """
 
@@ -87,9 +88,20 @@ def plugin_calls() -> Iterator[Call]:
         tree = ast.parse(module.read_text(), str(module))
         names = _string_assignments(tree)
         for node in ast.walk(tree):
-            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            if not isinstance(node, ast.Call):
                 continue
             where = f"{module.relative_to(REPO)}:{node.lineno}"
+            if isinstance(node.func, ast.Name) and node.func.id == "Resource":
+                # dra_kube_client.informers.Resource: the informer lists, then watches, PATH.
+                path = node.args[2] if len(node.args) > 2 else None
+                path = path or next((k.value for k in node.keywords if k.arg == "path"), None)
+                if path is None:
+                    raise AssertionError(f"{where}: informer Resource without a path")
+                yield Call(where, "GET", _text(path, names, where))
+                yield Call(where, "WATCH", _text(path, names, where))
+                continue
+            if not isinstance(node.func, ast.Attribute):
+                continue
             args = list(node.args)
             attr = node.func.attr
             if attr == "to_thread" and args and isinstance(args[0], ast.Attribute):
