@@ -11,7 +11,7 @@ from dra_api_types import ResourceClaim
 from dra_kubelet_core.allocated import AllocatedDevice
 from dra_kubelet_core.cdi import CDIKind, ContainerEdits
 from dra_kubelet_core.cdi_store import CDIStore
-from dra_kubelet_core.checkpoint import ClaimState, PreparedClaim, PreparedDevice
+from dra_kubelet_core.checkpoint import CheckpointStore, ClaimState, PreparedClaim, PreparedDevice
 from dra_kubelet_core.driver import ClaimEdits, ClaimPlan, DriverIdentity, PrepareContext
 from dra_kubelet_core.errors import ClaimRef, RecoveryError
 from dra_kubelet_core.events import LogEventRecorder
@@ -64,9 +64,21 @@ def _entry(uid: str, *, rebuilt: bool = False) -> PreparedClaim:
     )
 
 
-def test_failed_recovery_is_evented_once_per_failure_and_due_until_it_works() -> None:
+def _recovery(tmp_path: Path, events: LogEventRecorder) -> Recovery:
+    return Recovery(
+        driver_name="test.example.com",
+        events=events,
+        store=CheckpointStore(tmp_path / "checkpoint.json"),
+        cdi=CDIStore(tmp_path / "cdi", kind=KIND),
+        pool_name="n1",
+    )
+
+
+def test_failed_recovery_is_evented_once_per_failure_and_due_until_it_works(
+    tmp_path: Path,
+) -> None:
     events = LogEventRecorder("n1")
-    recovery = Recovery(driver_name="test.example.com", events=events)
+    recovery = _recovery(tmp_path, events)
     driver = FlakyRecovery(
         [
             RecoveryError("MIG device MIG-1 busy"),
@@ -89,8 +101,8 @@ def test_failed_recovery_is_evented_once_per_failure_and_due_until_it_works() ->
     assert len(driver.calls) == 4
 
 
-def test_recovery_stays_due_while_rebuilt_entries_exist() -> None:
-    recovery = Recovery(driver_name="test.example.com", events=LogEventRecorder("n1"))
+def test_recovery_stays_due_while_rebuilt_entries_exist(tmp_path: Path) -> None:
+    recovery = _recovery(tmp_path, LogEventRecorder("n1"))
     driver = FlakyRecovery([])
 
     async def go() -> None:

@@ -23,9 +23,16 @@ import logging
 from collections.abc import Mapping
 
 from dra_kubelet_core.cdi_store import CDIStore
-from dra_kubelet_core.checkpoint import ClaimState, LoadResult, PreparedClaim, PreparedDevice
+from dra_kubelet_core.checkpoint import (
+    Checkpoint,
+    CheckpointStore,
+    ClaimState,
+    LoadResult,
+    PreparedClaim,
+    PreparedDevice,
+)
 from dra_kubelet_core.driver import Driver, PlanT
-from dra_kubelet_core.errors import PluginError
+from dra_kubelet_core.errors import CheckpointError, PluginError
 from dra_kubelet_core.events import EventRecorder
 
 __all__ = ["Recovery", "checkpoint_problem_event", "rebuild_from_specs"]
@@ -82,15 +89,45 @@ def checkpoint_problem_event(
 
 
 class Recovery:
-    """Runs the driver's recovery and remembers whether it must run again."""
+    """Replaces a lost checkpoint, runs the driver's recovery and remembers whether it must
+    run again."""
 
-    def __init__(self, *, driver_name: str, events: EventRecorder) -> None:
-        """Events about failures go to ``events``, naming ``driver_name``."""
+    def __init__(
+        self,
+        *,
+        driver_name: str,
+        events: EventRecorder,
+        store: CheckpointStore,
+        cdi: CDIStore,
+        pool_name: str,
+    ) -> None:
+        """Events go to ``events``, naming ``driver_name``; ``store`` is the checkpoint,
+        ``cdi`` the claim specs of the node's pool ``pool_name``."""
         self._driver_name = driver_name
         self._events = events
+        self._store = store
+        self._cdi = cdi
+        self._pool_name = pool_name
         self._last_error: str | None = None
         #: Whether the next stale-claim cleanup must run recovery again.
         self.due = False
+
+    async def replace_lost(self, result: LoadResult, *, boot_id: str) -> Checkpoint:
+        """The checkpoint could not be used (``result``, already moved aside): report it and
+        return, saved if possible, an entry rebuilt from each CDI spec (the caller holds the
+        node lock)."""
+        claims = rebuild_from_specs(self._cdi, pool_name=self._pool_name)
+        reason, message = checkpoint_problem_event(
+            result, driver_name=self._driver_name, path=str(self._store.path), rebuilt=len(claims)
+        )
+        await self._events.node_warning(reason=reason, message=message)
+        rebuilt = Checkpoint(boot_id=boot_id, claims=claims)
+        try:
+            self._store.save(rebuilt)
+        except CheckpointError as exc:
+            # Keep serving: the next mutation retries the write and fails only its claims.
+            log.error(str(exc), extra={"event": "checkpoint_rebuild_unsaved"})
+        return rebuilt
 
     async def run(self, driver: Driver[PlanT], entries: Mapping[str, PreparedClaim]) -> bool:
         """Call ``driver.recover`` (the caller holds the node lock); never raises. Returns

@@ -57,7 +57,6 @@ from dra_kubelet_core.driver import (
     RetryPolicy,
 )
 from dra_kubelet_core.errors import (
-    CheckpointError,
     ClaimError,
     ClaimNotFoundError,
     ClaimRef,
@@ -69,7 +68,7 @@ from dra_kubelet_core.events import EventRecorder
 from dra_kubelet_core.logs import bind
 from dra_kubelet_core.metrics import PluginMetrics
 from dra_kubelet_core.node_lock import NodeLock
-from dra_kubelet_core.recovery import Recovery, checkpoint_problem_event, rebuild_from_specs
+from dra_kubelet_core.recovery import Recovery
 
 __all__ = ["ClaimEngine"]
 
@@ -125,7 +124,13 @@ class ClaimEngine(Generic[PlanT]):
         self._metrics = metrics
         self._pending: list[_PendingPrepare[PlanT]] = []
         self._committer: asyncio.Task[None] | None = None
-        self._recovery = Recovery(driver_name=self.driver_name, events=events)
+        self._recovery = Recovery(
+            driver_name=self.driver_name,
+            events=events,
+            store=checkpoints,
+            cdi=cdi,
+            pool_name=pool_name,
+        )
 
     @property
     def recovery_due(self) -> bool:
@@ -134,25 +139,13 @@ class ClaimEngine(Generic[PlanT]):
 
     # ------------------------------------------------------------------ checkpoint access
     async def _load(self) -> Checkpoint:
-        """Read the checkpoint (under the lock); a bad or newer file is moved aside and
-        reported, and the state is rebuilt from the CDI specs on disk, marked rebuilt so that
-        recovery keeps what those claims use."""
+        """Read the checkpoint (under the lock); a bad or newer file is replaced by entries
+        rebuilt from the CDI specs (:meth:`Recovery.replace_lost`)."""
         result = self._store.load()
         if result.problem is None:
             return result.checkpoint or Checkpoint(boot_id=self._boot_id)
         self._metrics.checkpoint_problems.inc()
-        claims = rebuild_from_specs(self._cdi, pool_name=self.pool_name)
-        reason, message = checkpoint_problem_event(
-            result, driver_name=self.driver_name, path=str(self._store.path), rebuilt=len(claims)
-        )
-        await self._events.node_warning(reason=reason, message=message)
-        rebuilt = Checkpoint(boot_id=self._boot_id, claims=claims)
-        try:
-            self._store.save(rebuilt)
-        except CheckpointError as exc:
-            # Keep serving: the next mutation retries the write and fails only its claims.
-            log.error(str(exc), extra={"event": "checkpoint_rebuild_unsaved"})
-        return rebuilt
+        return await self._recovery.replace_lost(result, boot_id=self._boot_id)
 
     async def _save(self, checkpoint: Checkpoint, *, sync: bool = True) -> None:
         """Write the checkpoint; a durable write runs in a thread so that, while it waits for
