@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -16,7 +17,11 @@ from dra_kubelet_core.checkpoint import (
     decode_checkpoint,
     encode_checkpoint,
 )
-from dra_kubelet_core.errors import CheckpointCorruptError, CheckpointError
+from dra_kubelet_core.errors import (
+    CheckpointCorruptError,
+    CheckpointError,
+    CheckpointTooNewError,
+)
 
 
 def sample() -> Checkpoint:
@@ -116,3 +121,48 @@ def test_failed_save_keeps_the_previous_file(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="write failed"):
         store.save(bad)
     assert store.path.read_bytes() == before
+
+
+def _with_version(raw: bytes, version: int) -> bytes:
+    """``raw`` claiming another format version, with a valid checksum (a newer writer)."""
+    doc = json.loads(raw)
+    doc["version"] = version
+    doc["checksum"] = "sha256:" + "0" * 64
+    body = (json.dumps(doc, indent=2) + "\n").encode()
+    digest = "sha256:" + hashlib.sha256(body).hexdigest()
+    return body.replace(("sha256:" + "0" * 64).encode(), digest.encode(), 1)
+
+
+def test_newer_version_is_refused_as_too_new_and_moved_aside(tmp_path: Path) -> None:
+    raw = _with_version(encode_checkpoint(sample()), 2)
+    with pytest.raises(CheckpointTooNewError, match="version 2 is newer than this plugin"):
+        decode_checkpoint(raw, path="cp")
+    store = CheckpointStore(tmp_path / "checkpoint.json")
+    store.path.write_bytes(raw)
+    result = store.load()
+    assert result.too_new
+    assert result.checkpoint is None
+    assert result.moved_to is not None
+    assert result.moved_to.name.startswith("checkpoint.json.newer-")
+    assert result.moved_to.read_bytes() == raw, "moved, never rewritten"
+    assert not store.path.exists()
+
+
+def test_rebuilt_mark_round_trips_and_keeps_version_1() -> None:
+    cp = sample()
+    cp.claims["u1"] = PreparedClaim(
+        uid="u1",
+        namespace="",
+        name="",
+        state=ClaimState.PREPARE_STARTED,
+        devices=(),
+        rebuilt=True,
+    )
+    raw = encode_checkpoint(cp)
+    doc = json.loads(raw)
+    assert doc["version"] == 1, "readable by the previous release (rollback)"
+    assert doc["claims"]["u1"]["rebuiltFromSpec"] is True
+    decoded = decode_checkpoint(raw)
+    assert decoded.claims["u1"].rebuilt
+    assert decoded.claims["u1"].extra == {}
+    assert "rebuiltFromSpec" not in json.loads(encode_checkpoint(sample()))["claims"]["u1"]

@@ -92,7 +92,7 @@ class ToyDriver:
             devices=tuple((d.device_name, ContainerEdits(env=env)) for d in plan.devices)
         )
 
-    async def unprepare(self, entry: PreparedClaim) -> None:
+    async def unprepare(self, entry: PreparedClaim, *, claims: Mapping[str, PreparedClaim]) -> None:
         self.unprepared.append(entry)
         marker = entry.driver_state.get("marker")
         if isinstance(marker, str):

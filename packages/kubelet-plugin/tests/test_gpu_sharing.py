@@ -110,13 +110,15 @@ def test_time_slicing_shared_by_two_claims_reset_by_the_last(
     ]
 
     async def scenario() -> None:
-        first = await sharing.prepare(REF_A, sharing.plan(REF_A, planned), [device])
+        first = await sharing.prepare(REF_A, sharing.plan(REF_A, planned), [device], others=[])
         assert "NVIDIA_FAKE_SMI_POLICY_0=Default|Medium" in first.edits.env
-        second = await sharing.prepare(REF_B, sharing.plan(REF_B, planned), [device])
+        second = await sharing.prepare(
+            REF_B, sharing.plan(REF_B, planned), [device], others=[first.state]
+        )
         assert lib.gpu(device.uuid).time_slice is TimeSliceLevel.MEDIUM
-        await sharing.unprepare(REF_A.uid, first.state)
+        await sharing.unprepare(REF_A.uid, first.state, others=[second.state])
         assert lib.gpu(device.uuid).time_slice is TimeSliceLevel.MEDIUM
-        await sharing.unprepare(REF_B.uid, second.state)
+        await sharing.unprepare(REF_B.uid, second.state, others=[])
         assert lib.gpu(device.uuid).time_slice is TimeSliceLevel.DEFAULT
 
     asyncio.run(scenario())
@@ -129,7 +131,7 @@ def test_mps_edits_and_teardown(lib: FakeDeviceLib, tmp_path: Path) -> None:
 
     async def scenario() -> None:
         result = await sharing.prepare(
-            REF_A, sharing.plan(REF_A, [_planned(device, mps)]), [device]
+            REF_A, sharing.plan(REF_A, [_planned(device, mps)]), [device], others=[]
         )
         env = dict(e.split("=", 1) for e in result.edits.env)
         assert env["CUDA_MPS_PIPE_DIRECTORY"] == "/tmp/nvidia-mps"
@@ -139,7 +141,7 @@ def test_mps_edits_and_teardown(lib: FakeDeviceLib, tmp_path: Path) -> None:
         # What the plugin checkpoints, and reads back after a restart.
         stored = {"sharing": result.state.to_json()}
         assert state_of(stored) == result.state
-        await sharing.unprepare(REF_A.uid, state_of(stored))
+        await sharing.unprepare(REF_A.uid, state_of(stored), others=[])
         assert lib.gpu(device.uuid).compute_mode is ComputeMode.DEFAULT
 
     asyncio.run(scenario())
@@ -162,13 +164,13 @@ def test_dynamic_mig_placement_becomes_a_real_mig_device(tmp_path: Path) -> None
 
         async def scenario() -> None:
             step = sharing.plan(REF_A, [_planned(offer, None)])
-            result = await sharing.prepare(REF_A, step, [offer])
+            result = await sharing.prepare(REF_A, step, [offer], others=[])
             (concrete,) = result.devices
             assert concrete.mig is not None
             assert concrete.uuid.startswith("MIG-")
             assert concrete.name == offer.name
             assert lib.gpu(offer.gpu.uuid).mig_mode.current
-            await sharing.unprepare(REF_A.uid, result.state)
+            await sharing.unprepare(REF_A.uid, result.state, others=[])
             assert lib.gpu(offer.gpu.uuid).mig_devices == ()
 
         asyncio.run(scenario())
@@ -188,9 +190,16 @@ def test_overlapping_placement_fails_the_claim_not_the_node(tmp_path: Path) -> N
         big, small = devices["gpu-0-mig-4g40gb-5-0"], devices["gpu-0-mig-1g10gb-19-0"]
 
         async def scenario() -> None:
-            await sharing.prepare(REF_A, sharing.plan(REF_A, [_planned(big, None)]), [big])
+            first = await sharing.prepare(
+                REF_A, sharing.plan(REF_A, [_planned(big, None)]), [big], others=[]
+            )
             with pytest.raises(SharingFailedError) as info:
-                await sharing.prepare(REF_B, sharing.plan(REF_B, [_planned(small, None)]), [small])
+                await sharing.prepare(
+                    REF_B,
+                    sharing.plan(REF_B, [_planned(small, None)]),
+                    [small],
+                    others=[first.state],
+                )
             assert isinstance(info.value, ClaimError)
             assert "overlaps" in str(info.value)
 
@@ -206,12 +215,13 @@ def test_recover_undoes_half_prepared_and_keeps_completed(
 
     async def scenario() -> ClaimSharingState:
         done = await sharing.prepare(
-            REF_A, sharing.plan(REF_A, [_planned(inventory[0], ts)]), [inventory[0]]
+            REF_A, sharing.plan(REF_A, [_planned(inventory[0], ts)]), [inventory[0]], others=[]
         )
         half = await sharing.prepare(
             REF_B,
             sharing.plan(REF_B, [_planned(inventory[1], {"strategy": "MPS"})]),
             [inventory[1]],
+            others=[done.state],
         )
         restarted = _sharing(lib, tmp_path, time_slicing=True, mps=True)
         await restarted.recover({REF_A.uid: done.state}, {REF_B.uid: half.state})
@@ -260,11 +270,11 @@ def test_mps_on_a_static_mig_device(tmp_path: Path) -> None:
         )
 
         async def scenario() -> None:
-            result = await sharing.prepare(REF_A, sharing.plan(REF_A, [planned]), [mig])
+            result = await sharing.prepare(REF_A, sharing.plan(REF_A, [planned]), [mig], others=[])
             (daemon,) = result.state.mps_daemons
             assert daemon.device_uuids == (mig.uuid,)
             assert any(m.container_path == "/tmp/nvidia-mps" for m in result.edits.mounts)
-            await sharing.unprepare(REF_A.uid, result.state)
+            await sharing.unprepare(REF_A.uid, result.state, others=[])
             assert lib.gpu(mig.gpu.uuid).compute_mode is ComputeMode.DEFAULT
 
         asyncio.run(scenario())

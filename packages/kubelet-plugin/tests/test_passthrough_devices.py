@@ -142,15 +142,10 @@ def test_metadata_file_and_mount(tmp_path: Path) -> None:
             )
         ],
     )
-    mount = files.write(claim_namespace="vm", claim_name="gpu-claim", request="gpu", doc=doc)
+    mount = files.write(claim_uid="uid-1", claim_name="gpu-claim", request="gpu", doc=doc)
     host = Path(mount.host_path)
     assert host == (
-        tmp_path
-        / "gpu.nvidia.com"
-        / "dra-device-metadata"
-        / "vm_gpu-claim"
-        / "gpu"
-        / "metadata.json"
+        tmp_path / "gpu.nvidia.com" / "dra-device-metadata" / "uid-1" / "gpu" / "metadata.json"
     )
     assert mount.container_path == (
         "/var/run/dra-device-attributes/gpu-claim/gpu/gpu.nvidia.com-metadata.json"
@@ -162,9 +157,11 @@ def test_metadata_file_and_mount(tmp_path: Path) -> None:
     assert written["metadata"] == {"name": "gpu-claim", "namespace": "vm", "uid": "uid-1"}
     device = written["requests"][0]["devices"][0]
     assert device["attributes"]["resource.kubernetes.io/pciBusID"] == {"string": "0000:07:00.0"}
-    assert files.known_claims() == {"vm_gpu-claim"}
-    files.release("vm", "gpu-claim")
+    assert files.known_claims() == {"uid-1"}
+    files.release("uid-1")
     assert files.known_claims() == set()
+    with pytest.raises(ValueError, match=r"claim UID '\.\./x'"):
+        files.write(claim_uid="../x", claim_name="gpu-claim", request="gpu", doc=doc)
 
 
 REF = ClaimRef(namespace="vm", name="gpu-claim", uid="uid-1")

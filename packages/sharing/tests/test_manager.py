@@ -150,3 +150,27 @@ def test_shared_mig_placement_is_created_once_and_destroyed_by_its_last_claim(
     assert len(lib.gpu(h100).mig_devices) == 1
     manager.unprepare(second, others=[])
     assert lib.gpu(h100).mig_devices == ()
+
+
+def test_recover_keeps_what_claims_with_lost_state_may_use(make_node: Any, tmp_path: Path) -> None:
+    lib = make_node("1xH100-80GB,1xL4")
+    h100 = lib.gpus()[0].uuid
+    manager = _manager(lib, tmp_path / "mps")
+    # A claim whose checkpointed state was lost (its CDI spec still serves), and a leftover
+    # daemon of a claim nothing knows any more.
+    lost = manager.prepare(
+        "uid-lost",
+        resolve_sharing("ns/l", _devices(lib, {"strategy": "MPS"}, 1), GATES),
+        others=[],
+        mig_requests=[MigRequest("gpu-0-mig-1g10gb-19-0", h100, 19, 0)],
+    )
+    restarted = _manager(lib, tmp_path / "mps")
+    report = restarted.recover({}, unknown=["uid-lost"])
+    assert report.mps_daemons == []
+    assert report.mig_devices == [], "a MIG device does not name its claim: all are kept"
+    assert [m.uuid for m in lib.gpu(h100).mig_devices] == [lost.created_migs[0].mig_uuid]
+    assert {p.name for p in (tmp_path / "mps").iterdir()} == {lost.mps_daemons[0].daemon_id}
+    # Once the claim is gone, the next recovery removes both.
+    report = restarted.recover({})
+    assert report.mps_daemons == [lost.mps_daemons[0].daemon_id]
+    assert report.mig_devices == [lost.created_migs[0].mig_uuid]

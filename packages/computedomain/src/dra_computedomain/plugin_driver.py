@@ -366,12 +366,14 @@ class ComputeDomainDriver:
         if self.host_imex is None and not self._users(domain_uid):
             await asyncio.to_thread(self.api.remove_label, domain_uid)
 
-    async def unprepare(self, entry: PreparedClaim) -> None:
-        """Forget a channel claim; the last one of its domain takes the node label off.
+    async def unprepare(self, entry: PreparedClaim, *, claims: Mapping[str, PreparedClaim]) -> None:
+        """Forget a channel claim; the last one of its domain takes the node label off
+        (``claims``, the checkpoint's, are not needed: the label's users are tracked here).
 
         A prepare that failed because the daemon is not ready is undone too, but its label
         stays (the daemon is on its way); :meth:`forget` takes it off if the claim goes.
         """
+        del claims
         domains = {
             str(d.driver_state.get("domainUID"))
             for d in entry.devices
@@ -397,7 +399,8 @@ class ComputeDomainDriver:
             await self._release(domain_uid)
 
     async def recover(self, entries: Mapping[str, PreparedClaim]) -> None:
-        """Rebuild the channel bookkeeping; a label no checkpointed claim explains goes."""
+        """Rebuild the channel bookkeeping; a label no checkpointed claim explains goes,
+        unless an entry was rebuilt from its spec (its domain is unknown: the label stays)."""
         for uid, entry in entries.items():
             for device in entry.devices:
                 if device.driver_state.get("kind") != _CHANNEL:
@@ -408,7 +411,8 @@ class ComputeDomainDriver:
                 else:
                     self.waiting[uid] = domain_uid
         label, _ = await asyncio.to_thread(self.api.node_label)
-        if label is not None and not self._users(label):
+        unknown = any(e.rebuilt for e in entries.values())
+        if label is not None and not self._users(label) and not unknown:
             log.info(
                 "removing a node label no claim holds",
                 extra={"event": "stale_label", "domain_uid": label},

@@ -7,11 +7,15 @@ File format (JSON, one object)::
       "version": 1,
       "bootID": "<kernel boot id when written>",
       "claims": {"<uid>": {"state": "PrepareStarted|PrepareCompleted", "namespace": ...,
-                           "name": ..., "devices": [...], "driverState": {...}}}
+                           "name": ..., "devices": [...], "driverState": {...},
+                           "rebuiltFromSpec": true}}
     }
 
 ``driverState`` (per claim, and per device in ``devices``) is the driver's own JSON object
 (see :mod:`.driver`); it is optional, so files written before it existed decode unchanged.
+``rebuiltFromSpec`` (optional, only ``true``) marks an entry rebuilt from its CDI spec after
+the file was lost: its driver state is unknown, so recovery keeps whatever may be its. Older
+readers keep it as an unknown field, so the format version stays 1 and a rollback reads it.
 
 The checksum covers the stored bytes, with the checksum's own value replaced by zeros, so
 the check never depends on how this version would serialize the data: a newer writer may add
@@ -19,7 +23,9 @@ fields and an older reader still accepts the file (unknown fields are kept and w
 
 Writes are atomic: temporary file in the same directory, fsync, rename over the old file,
 fsync of the directory. A file that fails to decode or to verify is moved aside (never
-deleted) and reported; the caller continues with the state it can rebuild.
+deleted) and reported; the caller continues with the state it can rebuild. A file of a newer
+version is moved aside the same way (``LoadResult.too_new``): this reader cannot know what its
+entries mean.
 """
 
 from __future__ import annotations
@@ -36,7 +42,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from dra_kubelet_core.errors import CheckpointCorruptError, CheckpointError
+from dra_kubelet_core.errors import (
+    CheckpointCorruptError,
+    CheckpointError,
+    CheckpointTooNewError,
+)
 
 __all__ = [
     "CHECKPOINT_VERSION",
@@ -126,6 +136,8 @@ class PreparedClaim:
     extra: JSONObject = field(default_factory=dict)
     #: The driver's JSON-serialisable state of this claim (empty: none).
     driver_state: JSONObject = field(default_factory=dict)
+    #: Rebuilt from the claim's CDI spec after the checkpoint was lost: state unknown.
+    rebuilt: bool = False
 
     def to_json(self) -> JSONObject:
         """Return the checkpoint representation."""
@@ -140,6 +152,8 @@ class PreparedClaim:
         )
         if self.driver_state:
             out["driverState"] = self.driver_state
+        if self.rebuilt:
+            out["rebuiltFromSpec"] = True
         return out
 
     @classmethod
@@ -155,7 +169,7 @@ class PreparedClaim:
         devices_raw = obj.get("devices", [])
         if not isinstance(devices_raw, list):
             raise ValueError(f"{where}.devices: expected a list")
-        known = {"state", "namespace", "name", "devices", "driverState"}
+        known = {"state", "namespace", "name", "devices", "driverState", "rebuiltFromSpec"}
         return cls(
             uid=uid,
             namespace=_as_str(obj.get("namespace"), f"{where}.namespace"),
@@ -167,6 +181,7 @@ class PreparedClaim:
             ),
             extra={k: v for k, v in obj.items() if k not in known},
             driver_state=_as_object(obj.get("driverState", {}), f"{where}.driverState"),
+            rebuilt=obj.get("rebuiltFromSpec") is True,
         )
 
 
@@ -213,7 +228,13 @@ def decode_checkpoint(raw: bytes, *, path: str = "<memory>") -> Checkpoint:
     try:
         obj = _as_object(doc, "checkpoint")
         version = obj.get("version")
-        if not isinstance(version, int) or version < 1 or version > CHECKPOINT_VERSION:
+        if isinstance(version, int) and version > CHECKPOINT_VERSION:
+            raise CheckpointTooNewError(
+                path,
+                f"version {version} is newer than this plugin reads ({CHECKPOINT_VERSION}); "
+                "written by a newer release",
+            )
+        if not isinstance(version, int) or version < 1:
             raise ValueError(f"version: unsupported value {version!r} (this reader: 1)")
         claims_raw = _as_object(obj.get("claims", {}), "claims")
         claims = {uid: PreparedClaim.from_json(uid, c) for uid, c in claims_raw.items()}
@@ -230,12 +251,14 @@ class LoadResult:
     """What :meth:`CheckpointStore.load` found.
 
     ``problem`` is set when the file existed but could not be used; ``moved_to`` is where the
-    bad file was moved (``None`` if moving failed too).
+    bad file was moved (``None`` if moving failed too); ``too_new``: the file was written by a
+    newer release (its version is past this reader's).
     """
 
     checkpoint: Checkpoint | None
     problem: str | None = None
     moved_to: Path | None = None
+    too_new: bool = False
 
 
 class CheckpointStore:
@@ -256,6 +279,8 @@ class CheckpointStore:
             return self._move_aside(f"unreadable: {exc}")
         try:
             return LoadResult(checkpoint=decode_checkpoint(raw, path=str(self.path)))
+        except CheckpointTooNewError as exc:
+            return self._move_aside(str(exc), too_new=True)
         except CheckpointCorruptError as exc:
             return self._move_aside(str(exc))
 
@@ -298,8 +323,9 @@ class CheckpointStore:
                 tmp.unlink()
             raise CheckpointError(str(self.path), f"write failed: {exc}") from exc
 
-    def _move_aside(self, problem: str) -> LoadResult:
-        target = self.path.with_name(f"{self.path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}")
+    def _move_aside(self, problem: str, *, too_new: bool = False) -> LoadResult:
+        label = "newer" if too_new else "corrupt"
+        target = self.path.with_name(f"{self.path.name}.{label}-{time.strftime('%Y%m%dT%H%M%S')}")
         n = 0
         while target.exists():
             n += 1
@@ -317,8 +343,8 @@ class CheckpointStore:
                     "error": str(exc),
                 },
             )
-            return LoadResult(checkpoint=None, problem=problem, moved_to=None)
-        return LoadResult(checkpoint=None, problem=problem, moved_to=target)
+            return LoadResult(checkpoint=None, problem=problem, too_new=too_new)
+        return LoadResult(checkpoint=None, problem=problem, moved_to=target, too_new=too_new)
 
 
 def read_boot_id(path: Path = Path("/proc/sys/kernel/random/boot_id")) -> str:

@@ -23,6 +23,11 @@ with the checkpointed entry and drops it. Unprepare removes the spec, calls
 drops the entry. At start :meth:`Driver.recover` gets every checkpointed entry, including the
 ``PrepareStarted`` ones a crash left, to repair or destroy leftovers of claims it does not see.
 
+Two plugin instances may serve the node at once (a surge rollout), so a driver keeps no
+reference counts of its own between calls: whatever a prepare or unprepare decides from
+(other claims' sharing, devices held) comes from the checkpoint the core re-read under the node
+lock for that call (:attr:`PrepareContext.claims`, the ``claims`` of :meth:`Driver.unprepare`).
+
 A driver is composed with the engine, never subclassed from it: what differs between drivers
 is passed in. A :class:`RetryPolicy` makes the engine retry a claim whose prepare failed with
 a retryable error (each attempt from step 1, a separate commit, so the node lock is free in
@@ -134,15 +139,29 @@ class ClaimEdits:
 
 
 class PrepareContext:
-    """Handed to :meth:`Driver.prepare`: the claim's checkpointed entry, and a way to record
-    the driver's progress durably before the next side effect."""
+    """Handed to :meth:`Driver.prepare`: the claim's checkpointed entry, every claim of the
+    checkpoint as read under the node lock, and a way to record the driver's progress durably
+    before the next side effect."""
 
     def __init__(
-        self, entry: PreparedClaim, save: Callable[[PreparedClaim], Awaitable[None]]
+        self,
+        entry: PreparedClaim,
+        save: Callable[[PreparedClaim], Awaitable[None]],
+        *,
+        claims: Mapping[str, PreparedClaim],
     ) -> None:
-        """Wrap ``entry``; ``save`` writes a replaced entry to the checkpoint durably."""
+        """Wrap ``entry``; ``save`` writes a replaced entry to the checkpoint durably;
+        ``claims`` is the checkpoint's claims by UID (a live view: it follows the records of
+        this claim and of the claims prepared before it in the same group)."""
         self._entry = entry
         self._save = save
+        self._claims = claims
+
+    @property
+    def claims(self) -> Mapping[str, PreparedClaim]:
+        """Every checkpointed claim by UID (this one included), read under the node lock:
+        what another plugin instance prepared is here too."""
+        return self._claims
 
     @property
     def entry(self) -> PreparedClaim:
@@ -259,9 +278,10 @@ class Driver(Protocol[PlanT]):
         """
         ...
 
-    async def unprepare(self, entry: PreparedClaim) -> None:
+    async def unprepare(self, entry: PreparedClaim, *, claims: Mapping[str, PreparedClaim]) -> None:
         """Undo the side effects of a checkpointed entry (idempotent; the entry may be
-        ``PrepareStarted`` with partial ``driver_state``).
+        ``PrepareStarted`` with partial ``driver_state``). ``claims`` are the checkpoint's
+        claims by UID read under the node lock (``entry`` included), for reference counts.
 
         Raises:
             PluginError: the undo failed; the entry is kept and the kubelet retries.
@@ -269,8 +289,16 @@ class Driver(Protocol[PlanT]):
         ...
 
     async def recover(self, entries: Mapping[str, PreparedClaim]) -> None:
-        """At start, after the reboot check: ``entries`` are every checkpointed claim by UID
-        (``PrepareStarted`` ones included); repair or destroy leftovers of other claims."""
+        """After the reboot check at start, and again under the node lock while serving until
+        it succeeds: ``entries`` are every checkpointed claim by UID (``PrepareStarted`` ones
+        included); repair or destroy leftovers of other claims. Never destroy what an entry
+        marked :attr:`~PreparedClaim.rebuilt` may use (its state is unknown; its spec still
+        serves). Each leftover is tried even when an earlier one failed.
+
+        Raises:
+            RecoveryError: leftovers that could not be removed (named); the core logs it,
+                records an event and calls again later while the plugin serves.
+        """
         ...
 
     def device_type(self, device: PreparedDevice) -> str:

@@ -16,7 +16,9 @@ Tree::
     │   └── EmptyDeviceEditsError  a device to inject has no container edits (CDI refuses it)
     ├── CheckpointError           checkpoint cannot be read or written
     │   └── CheckpointCorruptError  stored bytes fail the integrity check or do not parse
+    │       └── CheckpointTooNewError  written by a newer plugin in a format this one lacks
     ├── CDIError                  a CDI spec cannot be rendered, validated or written
+    ├── RecoveryError             recovery left leftovers it could not remove (retried later)
     └── LockTimeoutError          the node-wide prepare lock was not acquired in time
 
 API-server failures are :class:`dra_kube_client.KubeApiError` (not a PluginError: the one
@@ -128,8 +130,17 @@ class CheckpointCorruptError(CheckpointError):
     """The checkpoint's stored bytes fail the integrity check or cannot be decoded."""
 
 
+class CheckpointTooNewError(CheckpointCorruptError):
+    """The checkpoint carries a format version newer than this plugin reads (a rollback)."""
+
+
 class CDIError(PluginError):
     """A CDI spec could not be rendered, validated or written."""
+
+
+class RecoveryError(PluginError):
+    """Recovery could not remove some leftovers (a busy MIG device, a GPU the ``nvidia``
+    driver does not take back); the message names each. The engine retries while serving."""
 
 
 class LockTimeoutError(PluginError):

@@ -12,7 +12,9 @@ side effects (:meth:`Driver.unprepare`), then removes the entry. So at every ins
 spec implies a checkpoint entry, and a completed entry implies its spec; a crash anywhere is
 repaired by the kubelet's retry. The checkpoint is
 re-read under the lock for every operation, because during a rolling update another plugin
-instance shares it.
+instance shares it; the driver gets what it read (:attr:`PrepareContext.claims`, the
+``claims`` of :meth:`Driver.unprepare`) instead of keeping counts of its own. A lost
+checkpoint and leftovers recovery cannot remove are :mod:`~dra_kubelet_core.recovery`'s.
 
 Claims arriving together are group-committed: their ``PrepareStarted`` entries are written in
 one durable checkpoint write and their ``PrepareCompleted`` entries in another.
@@ -26,7 +28,6 @@ within a deadline, each attempt a separate commit) and optional
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -56,7 +57,6 @@ from dra_kubelet_core.driver import (
     RetryPolicy,
 )
 from dra_kubelet_core.errors import (
-    CheckpointError,
     ClaimError,
     ClaimNotFoundError,
     ClaimRef,
@@ -68,6 +68,7 @@ from dra_kubelet_core.events import EventRecorder
 from dra_kubelet_core.logs import bind
 from dra_kubelet_core.metrics import PluginMetrics
 from dra_kubelet_core.node_lock import NodeLock
+from dra_kubelet_core.recovery import Recovery
 
 __all__ = ["ClaimEngine"]
 
@@ -123,55 +124,28 @@ class ClaimEngine(Generic[PlanT]):
         self._metrics = metrics
         self._pending: list[_PendingPrepare[PlanT]] = []
         self._committer: asyncio.Task[None] | None = None
+        self._recovery = Recovery(
+            driver_name=self.driver_name,
+            events=events,
+            store=checkpoints,
+            cdi=cdi,
+            pool_name=pool_name,
+        )
+
+    @property
+    def recovery_due(self) -> bool:
+        """Whether the driver's recovery runs again at the next stale-claim cleanup."""
+        return self._recovery.due
 
     # ------------------------------------------------------------------ checkpoint access
     async def _load(self) -> Checkpoint:
-        """Read the checkpoint (under the lock); a bad file is moved aside and reported, and
-        the state is rebuilt from the CDI specs on disk so no prepared device is forgotten."""
+        """Read the checkpoint (under the lock); a bad or newer file is replaced by entries
+        rebuilt from the CDI specs (:meth:`Recovery.replace_lost`)."""
         result = self._store.load()
         if result.problem is None:
             return result.checkpoint or Checkpoint(boot_id=self._boot_id)
         self._metrics.checkpoint_problems.inc()
-        moved = f"moved to {result.moved_to}" if result.moved_to else "could not be moved aside"
-        await self._events.node_warning(
-            reason="CheckpointCorrupt",
-            message=(
-                f"{self.driver_name} kubelet plugin: checkpoint {self._store.path} is unusable "
-                f"({result.problem}); {moved}; state rebuilt from CDI specs"
-            ),
-        )
-        rebuilt = Checkpoint(boot_id=self._boot_id, claims=self._rebuild_from_cdi())
-        try:
-            self._store.save(rebuilt)
-        except CheckpointError as exc:
-            # Keep serving: the next mutation retries the write and fails only its claims.
-            log.error(str(exc), extra={"event": "checkpoint_rebuild_unsaved"})
-        return rebuilt
-
-    def _rebuild_from_cdi(self) -> dict[str, PreparedClaim]:
-        claims: dict[str, PreparedClaim] = {}
-        for uid in sorted(self._cdi.claim_uids()):
-            try:
-                doc = json.loads(self._cdi.path_for(uid).read_bytes())
-                names = [str(d["name"]) for d in doc.get("devices", [])]
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
-            prefix = f"{uid}-"
-            devices = tuple(
-                PreparedDevice(
-                    request_names=(),
-                    pool_name=self.pool_name,
-                    device_name=n[len(prefix) :],
-                    cdi_device_ids=(self._cdi.kind.device_id(uid, n[len(prefix) :]),),
-                )
-                for n in names
-                if n.startswith(prefix)
-            )
-            # Started, not Completed: the kubelet's next prepare redoes it with full data.
-            claims[uid] = PreparedClaim(
-                uid=uid, namespace="", name="", state=ClaimState.PREPARE_STARTED, devices=devices
-            )
-        return claims
+        return await self._recovery.replace_lost(result, boot_id=self._boot_id)
 
     async def _save(self, checkpoint: Checkpoint, *, sync: bool = True) -> None:
         """Write the checkpoint; a durable write runs in a thread so that, while it waits for
@@ -196,13 +170,15 @@ class ClaimEngine(Generic[PlanT]):
         self._cdi.remove(uid)
         entry = checkpoint.claims.get(uid)
         if entry is not None:
-            await self.driver.unprepare(entry)
+            await self.driver.unprepare(entry, claims=checkpoint.claims)
+            # A rebuilt entry has no recorded state: recovery removes what was kept for it.
+            self._recovery.due = self._recovery.due or entry.rebuilt
         checkpoint.claims.pop(uid, None)
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
         """Recover at start: reboot check, leftover CDI specs, the driver's recovery (every
-        checkpointed entry handed over), stale claims."""
+        checkpointed entry handed over; a failure is retried while serving), stale claims."""
         async with self._lock.hold():
             checkpoint = await self._load()
             if checkpoint.boot_id and checkpoint.boot_id != self._boot_id:
@@ -215,10 +191,9 @@ class ClaimEngine(Generic[PlanT]):
                     },
                 )
                 for uid in list(checkpoint.claims):
-                    await self._drop(checkpoint, uid)
-            keep = set(checkpoint.claims)
-            removed = self._cdi.remove_stale(keep)
-            await self.driver.recover(dict(checkpoint.claims))
+                    await self._drop_after_reboot(checkpoint, uid)
+            removed = self._cdi.remove_stale(set(checkpoint.claims))
+            await self._recovery.run(self.driver, checkpoint.claims)
             if removed:
                 log.info(
                     "removed CDI specs of unknown claims",
@@ -227,8 +202,24 @@ class ClaimEngine(Generic[PlanT]):
             await self._save(checkpoint)
         await self.cleanup_stale()
 
+    async def _drop_after_reboot(self, checkpoint: Checkpoint, uid: str) -> None:
+        """Drop an entry of the previous boot; if its undo fails the entry goes anyway (the
+        reboot reset what it held) and recovery removes what is left."""
+        try:
+            await self._drop(checkpoint, uid)
+        except Exception as exc:
+            log.warning(
+                "undo of a claim of the previous boot failed; recovery removes its leftovers",
+                extra={"event": "reboot_undo_failed", "claim_uid": uid, "error": str(exc)},
+            )
+            checkpoint.claims.pop(uid, None)
+
     async def cleanup_stale(self) -> list[str]:
-        """Drop ``PrepareStarted`` claims whose ResourceClaim is gone or has a new UID."""
+        """Run recovery again if it is due (it failed, or rebuilt entries existed), then
+        drop ``PrepareStarted`` claims whose ResourceClaim is gone or has a new UID."""
+        if self._recovery.due:
+            async with self._lock.hold():
+                await self._recovery.run(self.driver, (await self._load()).claims)
         async with self._lock.hold():
             started = [
                 c
@@ -446,7 +437,7 @@ class ClaimEngine(Generic[PlanT]):
             checkpoint.claims[uid] = entry
             await self._save(checkpoint)
 
-        ctx = PrepareContext(checkpoint.claims[uid], save)
+        ctx = PrepareContext(checkpoint.claims[uid], save, claims=checkpoint.claims)
         edits = await self.driver.prepare(item.ref, item.plan, ctx)
         checkpoint.claims[uid] = ctx.entry
         devices = edits.injected(item.ref, item.plan.devices)

@@ -5,8 +5,10 @@ The kubelet's DRA gRPC API (``dra-v1.proto``) has no metadata field: in KEP-5304
 plugin framework writes the file and mounts it with CDI, and this plugin is its own framework.
 Paths and schema are the KEP's:
 
-- host: ``<plugins dir>/gpu.nvidia.com/dra-device-metadata/<claimNs>_<claimName>/<request>/``
-  ``metadata.json``
+- host: ``<plugins dir>/gpu.nvidia.com/dra-device-metadata/<claimUID>/<request>/metadata.json``
+  (keyed by UID: a claim deleted and recreated under the same name while the old one is
+  still unprepared keeps its own files; releases before this one used ``<claimNs>_<claimName>``,
+  which :meth:`MetadataFiles.legacy_key` names so those directories are cleaned up too)
 - container: ``/var/run/dra-device-attributes/<claimName>/<request>/gpu.nvidia.com-metadata.json``
 - document: ``apiVersion: metadata.resource.k8s.io/v1alpha1``, ``kind: DeviceMetadata``, the
   claim's name/namespace/uid, ``requests[].devices[]`` with name, driver, pool and
@@ -86,7 +88,8 @@ def container_path(*, driver: str, claim_name: str, request: str) -> str:
 
 
 class MetadataFiles:
-    """The metadata files below ``<plugin dir>/dra-device-metadata``."""
+    """The metadata files below ``<plugin dir>/dra-device-metadata``, one directory per claim
+    UID."""
 
     def __init__(self, plugin_dir: Path, *, driver: str) -> None:
         """Keep files below ``plugin_dir`` (the same path on the host: the runtime mounts it)."""
@@ -94,15 +97,24 @@ class MetadataFiles:
         self._driver = driver
 
     @staticmethod
-    def claim_key(namespace: str, name: str) -> str:
-        """The per-claim directory name, ``<namespace>_<name>``."""
+    def legacy_key(namespace: str, name: str) -> str:
+        """The per-claim directory name of earlier releases, ``<namespace>_<name>``."""
         return f"{namespace}_{name}"
 
+    def _claim_dir(self, claim_uid: str) -> Path:
+        if not claim_uid or "/" in claim_uid or claim_uid in (".", ".."):
+            raise ValueError(f"claim UID {claim_uid!r}: not usable as a directory name")
+        return self.root / claim_uid
+
     def write(
-        self, *, claim_namespace: str, claim_name: str, request: str, doc: Mapping[str, object]
+        self, *, claim_uid: str, claim_name: str, request: str, doc: Mapping[str, object]
     ) -> Mount:
-        """Write one request's document atomically and return its read-only bind mount."""
-        directory = self.root / self.claim_key(claim_namespace, claim_name) / request
+        """Write one request's document atomically and return its read-only bind mount.
+
+        Raises:
+            ValueError: ``claim_uid`` cannot name a directory (a ``/``, or empty).
+        """
+        directory = self._claim_dir(claim_uid) / request
         directory.mkdir(parents=True, exist_ok=True)
         target = directory / "metadata.json"
         tmp = directory / ".metadata.json.tmp"
@@ -117,17 +129,19 @@ class MetadataFiles:
             options=("ro", "nosuid", "nodev", "bind"),
         )
 
-    def release(self, claim_namespace: str, claim_name: str) -> None:
+    def release(self, claim_uid: str) -> None:
         """Remove the claim's files (idempotent)."""
-        shutil.rmtree(self.root / self.claim_key(claim_namespace, claim_name), ignore_errors=True)
+        self.remove(claim_uid)
 
     def known_claims(self) -> set[str]:
-        """``<namespace>_<name>`` of every claim with files (for cleanup of leftovers)."""
+        """Every claim directory (UIDs, and ``<namespace>_<name>`` of earlier releases)."""
         try:
             return {p.name for p in self.root.iterdir() if p.is_dir()}
         except FileNotFoundError:
             return set()
 
     def remove(self, key: str) -> None:
-        """Remove the files of the claim directory ``key`` (a leftover)."""
+        """Remove the claim directory ``key`` (a leftover; idempotent)."""
+        if not key or "/" in key or key in (".", ".."):
+            return
         shutil.rmtree(self.root / key, ignore_errors=True)

@@ -26,7 +26,7 @@ from dra_kubelet_core.checkpoint import (
     count_prepared_devices,
 )
 from dra_kubelet_core.driver import ClaimEdits, ClaimPlan, DriverIdentity, PrepareContext
-from dra_kubelet_core.errors import ClaimRef
+from dra_kubelet_core.errors import CheckpointError, ClaimRef, PluginError, RecoveryError
 from dra_sharing import ClaimSharingState, SharingGates, StateDecodeError
 
 from dra_kubelet_plugin.allocation import PlannedDevice, plan_claim
@@ -141,11 +141,17 @@ class GpuDriver:
                 await ctx.record(
                     driver_state={**ctx.entry.driver_state, STATE_KEY: intended.to_json()}
                 )
-            result = await self._sharing.prepare(ref, step, used)
-            # A crash after this leaves the state for recover() and unprepare().
-            await ctx.record(
-                driver_state={**ctx.entry.driver_state, STATE_KEY: result.state.to_json()}
-            )
+            others = self._others(ctx.claims, ref.uid)
+            result = await self._sharing.prepare(ref, step, used, others=others)
+            try:
+                # A crash after this leaves the state for recover() and unprepare().
+                await ctx.record(
+                    driver_state={**ctx.entry.driver_state, STATE_KEY: result.state.to_json()}
+                )
+            except CheckpointError:
+                # Unrecorded, the daemons and MIG devices would wait for the next recovery.
+                await self._sharing.unprepare(ref.uid, result.state, others=others)
+                raise
             used = list(result.devices)
             common.append(result.edits)
         devices = tuple((d.name, self._edits.device_edits(ref, d)) for d in used)
@@ -154,37 +160,57 @@ class GpuDriver:
             common.insert(0, self._edits.claim_edits(ref, used))
         return ClaimEdits(devices=devices, common=tuple(c for c in common if not c.is_empty()))
 
-    async def unprepare(self, entry: PreparedClaim) -> None:
+    async def unprepare(self, entry: PreparedClaim, *, claims: Mapping[str, PreparedClaim]) -> None:
         """See :meth:`Driver.unprepare`: gives the claim's passthrough GPUs back to
-        ``nvidia``, undoes its sharing (reference-counted across claims), then removes its host
-        files."""
+        ``nvidia``, undoes its sharing (reference-counted against the other ``claims``), then
+        removes its host files."""
         if self.passthrough is not None:
-            await self.passthrough.unprepare(entry)
+            await self.passthrough.unprepare(entry, claims=claims)
         if self._sharing is not None:
-            await self._sharing.unprepare(entry.uid, self._state(entry))
+            await self._sharing.unprepare(
+                entry.uid, self._state(entry), others=self._others(claims, entry.uid)
+            )
         self._edits.release(entry.uid)
 
     async def recover(self, entries: Mapping[str, PreparedClaim]) -> None:
         """See :meth:`Driver.recover`: host files of claims not checkpointed are removed;
         GPUs left on ``vfio-pci`` or on no driver are repaired; sharing of half-prepared claims
-        is undone and daemons and MIG devices no completed claim records are removed."""
+        is undone and daemons and MIG devices no completed claim records are removed. What an
+        entry rebuilt from its spec may use is kept. Every step runs even if one fails.
+
+        Raises:
+            RecoveryError: the leftovers that could not be removed (named).
+        """
+        failures: list[str] = []
         if self.passthrough is not None:
-            await self.passthrough.recover(entries)
+            try:
+                await self.passthrough.recover(entries)
+            except PluginError as exc:
+                failures.append(str(exc))
         for uid in self._edits.known_claims() - set(entries):
             self._edits.release(uid)
-        if self._sharing is None:
-            return
-        completed = {
-            uid: self._state(e)
-            for uid, e in entries.items()
-            if e.state is ClaimState.PREPARE_COMPLETED
-        }
-        started = {
-            uid: self._state(e)
-            for uid, e in entries.items()
-            if e.state is not ClaimState.PREPARE_COMPLETED
-        }
-        await self._sharing.recover(completed, started)
+        if self._sharing is not None:
+            completed = {
+                uid: self._state(e)
+                for uid, e in entries.items()
+                if e.state is ClaimState.PREPARE_COMPLETED
+            }
+            started = {
+                uid: self._state(e)
+                for uid, e in entries.items()
+                if e.state is not ClaimState.PREPARE_COMPLETED
+            }
+            unknown = sorted(uid for uid, e in entries.items() if e.rebuilt)
+            try:
+                await self._sharing.recover(completed, started, unknown=unknown)
+            except PluginError as exc:
+                failures.append(str(exc))
+        if failures:
+            raise RecoveryError("; ".join(failures))
+
+    def _others(self, claims: Mapping[str, PreparedClaim], uid: str) -> list[ClaimSharingState]:
+        """The sharing states of every checkpointed claim but ``uid``."""
+        return [self._state(e) for u, e in sorted(claims.items()) if u != uid]
 
     def _state(self, entry: PreparedClaim) -> ClaimSharingState:
         try:

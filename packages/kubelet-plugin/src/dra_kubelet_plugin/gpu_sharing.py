@@ -12,14 +12,15 @@ Pure adapters around the sharing package, so the prepare path stays one call eac
   entries; nothing on real GPUs);
 - :func:`concrete_device` turns a dynamic MIG placement into the MIG device created for it;
 - :class:`GpuSharing` runs the step for the driver: resolution at plan time, the side effects
-  at prepare and unprepare (reference-counted across the node's claims), recovery at start.
+  at prepare and unprepare (reference-counted against the other claims of the checkpoint read
+  under the node lock), recovery at start.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from dra_kubelet_core.cdi import ContainerEdits, Mount
@@ -28,6 +29,7 @@ from dra_kubelet_core.errors import (
     ClaimRef,
     DeviceConfigError,
     PluginError,
+    RecoveryError,
     UnsupportedConfigError,
 )
 from dra_nvlib import DeviceError, DeviceLib, GpuInfo
@@ -248,9 +250,10 @@ def plan_sharing(
 
 class GpuSharing:
     """The GPU driver's sharing: resolution at plan time, side effects at prepare and
-    unprepare, recovery at start. Keeps the sharing state of every prepared claim of this
-    node (the core serializes all calls under its node lock), so time-slices, MPS daemons
-    and shared MIG devices are reference-counted across claims."""
+    unprepare, recovery at start. Keeps no state between calls: time-slices, MPS daemons and
+    shared MIG devices are reference-counted against the sharing states of the other claims
+    that the caller read from the checkpoint under the node lock (``others``), so a second
+    plugin instance's claims count too."""
 
     def __init__(
         self,
@@ -266,19 +269,21 @@ class GpuSharing:
         self._manager = manager
         self._gates = gates
         self._edits = edits
-        self._states: dict[str, ClaimSharingState] = {}
 
     def plan(self, ref: ClaimRef, planned: Sequence[PlannedDevice]) -> SharingStep:
         """Resolve the claim's sharing (pure); see :func:`plan_sharing`."""
         return plan_sharing(ref, planned, self._gates)
 
-    def _others(self, uid: str) -> list[ClaimSharingState]:
-        return [s for u, s in self._states.items() if u != uid]
-
     async def prepare(
-        self, ref: ClaimRef, step: SharingStep, devices: Sequence[NodeDevice]
+        self,
+        ref: ClaimRef,
+        step: SharingStep,
+        devices: Sequence[NodeDevice],
+        *,
+        others: Sequence[ClaimSharingState],
     ) -> SharingResult:
-        """Apply the claim's sharing; all or nothing.
+        """Apply the claim's sharing; all or nothing. ``others``: the sharing states of the
+        node's other prepared claims.
 
         Raises:
             ClaimError: sharing could not be applied (names the GPU and the reason).
@@ -288,67 +293,81 @@ class GpuSharing:
                 self._manager.prepare,
                 ref.uid,
                 step.plan,
-                others=self._others(ref.uid),
+                others=others,
                 mig_requests=step.mig_requests,
             )
         except SharingError as exc:
             raise claim_error(ref, exc) from exc
-        if not state.empty:
-            self._states[ref.uid] = state
         try:
             gpus_now = {g.uuid: g for g in await asyncio.to_thread(self._lib.gpus)}
             concrete = tuple(
                 concrete_device(d, state, gpus_now.get(d.gpu.uuid, d.gpu)) for d in devices
             )
         except (SharingError, DeviceError) as exc:
-            await self.unprepare(ref.uid, state)
+            await self.unprepare(ref.uid, state, others=others)
             raise SharingFailedError(ref, str(exc)) from exc
         edits = sharing_edits(
             concrete, self._manager.mps_edits(state), gpus_now, gpu_env=self._edits.sharing_env
         )
         return SharingResult(state=state, devices=concrete, edits=edits)
 
-    async def unprepare(self, uid: str, state: ClaimSharingState) -> None:
-        """Undo a claim's sharing (idempotent), counted against the other claims.
+    async def unprepare(
+        self, uid: str, state: ClaimSharingState, *, others: Sequence[ClaimSharingState]
+    ) -> None:
+        """Undo a claim's sharing (idempotent), counted against ``others`` (the sharing
+        states of the node's other prepared claims).
 
         Raises:
-            SharingFailedError: a step failed; the kubelet retries.
+            PluginError: a step failed; the kubelet retries.
         """
-        state = self._states.get(uid, state)
         if state.empty:
-            self._states.pop(uid, None)
             return
         try:
-            await asyncio.to_thread(self._manager.unprepare, state, others=self._others(uid))
+            await asyncio.to_thread(self._manager.unprepare, state, others=others)
         except SharingError as exc:
             raise PluginError(f"claim {uid}: undo sharing: {exc}") from exc
-        self._states.pop(uid, None)
 
     async def recover(
-        self, completed: Mapping[str, ClaimSharingState], started: Mapping[str, ClaimSharingState]
+        self,
+        completed: Mapping[str, ClaimSharingState],
+        started: Mapping[str, ClaimSharingState],
+        *,
+        unknown: Collection[str] = (),
     ) -> None:
-        """At start: undo the sharing of half-prepared claims (the kubelet prepares them
-        again), then remove daemons and MIG devices no completed claim records."""
-        self._states = {u: s for u, s in completed.items() if not s.empty}
+        """Undo the sharing of half-prepared claims (the kubelet prepares them again), then
+        remove daemons and MIG devices no completed claim records; what may belong to the
+        ``unknown`` claims (state lost, spec still serving) is kept. Every step is tried.
+
+        Raises:
+            RecoveryError: what could not be undone or removed (named).
+        """
+        kept = [s for s in completed.values() if not s.empty]
+        failures: list[str] = []
         for uid, state in started.items():
             if state.empty:
                 continue
             try:
-                await asyncio.to_thread(
-                    self._manager.unprepare, state, others=list(self._states.values())
-                )
+                await asyncio.to_thread(self._manager.unprepare, state, others=kept)
             except SharingError as exc:
-                log.error(
-                    str(exc),
-                    extra={"event": "sharing_recovery_failed", "claim_uid": uid},
-                )
-        report = await asyncio.to_thread(self._manager.recover, self._states)
-        if report.mps_daemons or report.mig_devices:
-            log.info(
-                "sharing leftovers removed at start",
-                extra={
-                    "event": "sharing_recovered",
-                    "mps_daemons": report.mps_daemons,
-                    "mig_devices": report.mig_devices,
-                },
+                log.error(str(exc), extra={"event": "sharing_recovery_failed", "claim_uid": uid})
+                failures.append(f"claim {uid}: undo sharing: {exc}")
+        try:
+            report = await asyncio.to_thread(
+                self._manager.recover,
+                {u: s for u, s in completed.items() if not s.empty},
+                unknown=unknown,
             )
+        except SharingError as exc:
+            failures.append(f"sharing leftovers: {exc}")
+        else:
+            if report.mps_daemons or report.mig_devices:
+                log.info(
+                    "sharing leftovers removed",
+                    extra={
+                        "event": "sharing_recovered",
+                        "mps_daemons": report.mps_daemons,
+                        "mig_devices": report.mig_devices,
+                    },
+                )
+        if failures:
+            raise RecoveryError("; ".join(failures))

@@ -8,9 +8,11 @@ reboot discards the checkpoint (new boot ID) and the kubelet prepares the claims
 binds again. With ``DeviceMetadata`` the KEP-5304 file of each request naming the GPU's PCI
 address and IOMMU facts is written and mounted (:mod:`dra_kubelet_plugin.device_metadata`).
 
-The set of prepared devices kept here (device name -> claim UIDs) drives the slice: the twin of
-a prepared device is left out (:func:`~dra_kubelet_plugin.inventory.hidden_siblings`), and
-``on_change`` republishes when it changes.
+Which devices are prepared (device name -> claim UIDs) is taken from the checkpoint the engine
+read under the node lock for each call, so a second plugin instance's claims count too. The
+last set seen drives the slice: the twin of a prepared device is left out
+(:func:`~dra_kubelet_plugin.inventory.hidden_siblings`), and ``on_change`` republishes when it
+changes.
 """
 
 from __future__ import annotations
@@ -54,13 +56,29 @@ class PassthroughClaims:
         self._driver = driver_name
         self._metadata = metadata
         self.on_change = on_change
-        # Device name -> UIDs of the claims it is prepared for (shared devices: several).
+        # Device name -> UIDs of the claims it is prepared for (shared devices: several), as
+        # of the last checkpoint seen.
         self._held: dict[str, set[str]] = {}
 
     # ------------------------------------------------------------------ slice
     def held(self) -> dict[str, set[str]]:
-        """Prepared device name -> UIDs of the claims holding it."""
+        """Prepared device name -> UIDs of the claims holding it (last checkpoint seen)."""
         return {name: set(uids) for name, uids in self._held.items()}
+
+    def _observe(
+        self, claims: Mapping[str, PreparedClaim], *, without: str = "", always: bool = False
+    ) -> None:
+        """Take the held set from the checkpoint's ``claims`` (``without``: a claim being
+        dropped) and republish when it changed (``always``: in any case)."""
+        held: dict[str, set[str]] = {}
+        for uid, entry in claims.items():
+            if uid == without:
+                continue
+            for d in entry.devices:
+                held.setdefault(d.device_name, set()).add(uid)
+        if always or held != self._held:
+            self._held = held
+            self._changed()
 
     def visible(self, devices: Sequence[NodeDevice]) -> list[NodeDevice]:
         """``devices`` without the twins of prepared ones."""
@@ -88,13 +106,12 @@ class PassthroughClaims:
         """
         unique = {p.device.name: p for p in planned}
         published = list(devices)
+        # The claim's own entry is in the checkpoint already (started): its devices are held
+        # from now, and a twin held by another claim, of either instance, is refused.
+        self._observe(ctx.claims)
         for p in unique.values():
             Passthrough.check_sibling(ref, p.device, self._held, published)
         vfio = [p for p in unique.values() if p.device.type is DeviceType.VFIO]
-        # Held before anything changes: a concurrent claim of the twin is refused from now.
-        for name in unique:
-            self._held.setdefault(name, set()).add(ref.uid)
-        self._changed()
         if not vfio:
             return {}
         states = {
@@ -145,7 +162,7 @@ class PassthroughClaims:
                 ],
             )
             mount = self._metadata.write(
-                claim_namespace=ref.namespace, claim_name=ref.name, request=request, doc=doc
+                claim_uid=ref.uid, claim_name=ref.name, request=request, doc=doc
             )
             for p, _ in members:
                 current = out[p.device.name]
@@ -153,9 +170,9 @@ class PassthroughClaims:
         return out
 
     # ------------------------------------------------------------------ unprepare
-    async def unprepare(self, entry: PreparedClaim) -> None:
+    async def unprepare(self, entry: PreparedClaim, *, claims: Mapping[str, PreparedClaim]) -> None:
         """Give the entry's switched GPUs back to ``nvidia`` and remove its metadata files
-        (idempotent).
+        (idempotent); ``claims`` are the checkpoint's, read under the node lock.
 
         Raises:
             PluginError: a GPU could not be given back (the kubelet retries).
@@ -163,41 +180,47 @@ class PassthroughClaims:
         for device in entry.devices:
             if Passthrough.bus_id_of(device.driver_state) is not None:
                 await asyncio.to_thread(self.passthrough.restore, device.driver_state)
-        if self._metadata is not None and entry.name:
-            self._metadata.release(entry.namespace, entry.name)
-        before = set(self._held)
-        for uids in self._held.values():
-            uids.discard(entry.uid)
-        self._held = {name: uids for name, uids in self._held.items() if uids}
-        if set(self._held) != before:
-            self._changed()
+        if self._metadata is not None:
+            self._metadata.release(entry.uid)
+            legacy = MetadataFiles.legacy_key(entry.namespace, entry.name)
+            if entry.name and not any(
+                MetadataFiles.legacy_key(e.namespace, e.name) == legacy
+                for uid, e in claims.items()
+                if uid != entry.uid
+            ):
+                self._metadata.remove(legacy)
+        self._observe(claims, without=entry.uid)
 
     # ------------------------------------------------------------------ recover
     async def recover(self, entries: Mapping[str, PreparedClaim]) -> None:
-        """At start: GPUs no entry holds go back to ``nvidia`` (a crash between unbind and
-        bind included); metadata files of unknown claims go; the held set is rebuilt."""
+        """GPUs no entry holds go back to ``nvidia`` (a crash between unbind and bind
+        included), unless an entry was rebuilt from its spec (its GPUs are unknown: every GPU
+        on ``vfio-pci`` stays); metadata files of unknown claims go; the held set is rebuilt.
+
+        Raises:
+            PluginError: GPUs ``nvidia`` did not take back (named; the rest was done).
+        """
+        # Started entries too: the kubelet's retry completes them on the same devices.
+        self._observe(entries, always=True)
+        if self._metadata is not None:
+            keep = set(entries) | {
+                MetadataFiles.legacy_key(e.namespace, e.name) for e in entries.values() if e.name
+            }
+            for key in self._metadata.known_claims() - keep:
+                self._metadata.remove(key)
         held_buses = {
             bus
             for entry in entries.values()
             for d in entry.devices
             if (bus := Passthrough.bus_id_of(d.driver_state)) is not None
         }
-        given = await asyncio.to_thread(self.passthrough.recover, held_buses)
+        unknown = any(e.rebuilt for e in entries.values())
+        given = await asyncio.to_thread(self.passthrough.recover, held_buses, keep_bound=unknown)
         if given:
             log.warning(
-                "GPUs given back to nvidia at start",
+                "GPUs given back to nvidia at recovery",
                 extra={"event": "vfio_recovered", "pci_bus_ids": given},
             )
-        if self._metadata is not None:
-            keep = {MetadataFiles.claim_key(e.namespace, e.name) for e in entries.values()}
-            for key in self._metadata.known_claims() - keep:
-                self._metadata.remove(key)
-        # Started entries too: the kubelet's retry completes them on the same devices.
-        self._held = {}
-        for uid, entry in entries.items():
-            for d in entry.devices:
-                self._held.setdefault(d.device_name, set()).add(uid)
-        self._changed()
 
 
 def _state_of(entry: PreparedClaim, device_name: str) -> dict[str, object]:

@@ -257,20 +257,36 @@ class Passthrough:
         value = state.get(STATE_PCI_BUS_ID)
         return value if isinstance(value, str) else None
 
-    def recover(self, held: Collection[str]) -> list[str]:
-        """At start: every GPU with no driver, and every GPU on ``vfio-pci`` whose address is
-        not in ``held`` (the addresses of checkpointed passthrough devices), goes back to
-        ``nvidia``; returns the addresses given back."""
-        ours = self.bus.gpu_bus_ids()
-        given = repair_unbound(self.bus, ours)
-        for bus_id in ours:
-            if bus_id in held or bus_id in given:
-                continue
-            if self.bus.facts(bus_id).driver == VFIO_DRIVER:
+    def recover(self, held: Collection[str], *, keep_bound: bool = False) -> list[str]:
+        """Every GPU with no driver, and every GPU on ``vfio-pci`` whose address is not in
+        ``held`` (the addresses of checkpointed passthrough devices), goes back to ``nvidia``;
+        returns the addresses given back. ``keep_bound``: GPUs on ``vfio-pci`` all stay
+        (claims whose state was lost may hold them). Each GPU is tried.
+
+        Raises:
+            PluginError: GPUs ``nvidia`` did not take back (each named).
+        """
+        given: list[str] = []
+        failed: list[str] = []
+        for bus_id in sorted(self.bus.gpu_bus_ids()):
+            try:
+                if repair_unbound(self.bus, [bus_id]):
+                    given.append(bus_id)
+                    continue
+                if bus_id in held or keep_bound:
+                    continue
+                if self.bus.facts(bus_id).driver != VFIO_DRIVER:
+                    continue
                 self.release(bus_id)
-                log.warning(
-                    "GPU on vfio-pci held by no claim; given back to nvidia",
-                    extra={"event": "vfio_leftover_released", "pci_bus_id": bus_id},
-                )
-                given.append(bus_id)
+            except (DeviceError, PluginError) as exc:
+                log.error(str(exc), extra={"event": "vfio_recovery_failed", "pci_bus_id": bus_id})
+                failed.append(f"GPU {bus_id}: {exc}")
+                continue
+            log.warning(
+                "GPU on vfio-pci held by no claim; given back to nvidia",
+                extra={"event": "vfio_leftover_released", "pci_bus_id": bus_id},
+            )
+            given.append(bus_id)
+        if failed:
+            raise PluginError("; ".join(failed))
         return given

@@ -113,21 +113,25 @@ class DynamicMig:
         Hopper+ GPUs left without MIG devices.
 
         Raises:
-            SharingApplyError: a device could not be destroyed (e.g. still in use); the
-                kubelet's retry tries again.
+            SharingApplyError: the first device that could not be destroyed (e.g. still in
+                use; the others were still tried); the kubelet's retry tries again.
         """
         gpus: set[str] = set()
+        first: SharingApplyError | None = None
         for mig in created:
             try:
                 self._lib.destroy_mig_device(mig.mig_uuid)
             except GpuNotFoundError:
                 pass
             except DeviceError as exc:
-                raise SharingApplyError(
+                failed = SharingApplyError(
                     gpu=mig.gpu_uuid,
                     operation=f"destroy MIG device {mig.mig_uuid}",
                     message=str(exc),
-                ) from exc
+                )
+                failed.__cause__ = exc
+                first = first or failed
+                continue
             gpus.add(mig.gpu_uuid)
             log.info(
                 "MIG device destroyed",
@@ -135,6 +139,8 @@ class DynamicMig:
             )
         for gpu in sorted(gpus):
             self._disable_if_empty(gpu)
+        if first is not None:
+            raise first
 
     def _disable_if_empty(self, gpu_uuid: str) -> None:
         try:

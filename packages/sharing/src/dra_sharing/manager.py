@@ -13,7 +13,7 @@ removes MPS daemons and MIG devices that no prepared claim records (left by a cr
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dra_sharing.claim_state import (
@@ -157,16 +157,40 @@ class SharingManager:
         if first is not None:
             raise first
 
-    def recover(self, prepared: Mapping[str, ClaimSharingState]) -> RecoveryReport:
-        """Remove daemons and MIG devices no prepared claim records (start-up)."""
+    def recover(
+        self, prepared: Mapping[str, ClaimSharingState], *, unknown: Collection[str] = ()
+    ) -> RecoveryReport:
+        """Remove daemons and MIG devices no prepared claim records (at start, and again
+        while serving until it succeeds). ``unknown`` are claims whose state was lost but
+        whose CDI spec still serves: their daemons (named after the claim) are kept, and so is
+        every MIG device, since a MIG device does not say which claim created it.
+
+        Raises:
+            SharingApplyError: the first leftover that could not be removed (the others were
+                still tried).
+        """
         daemons: list[str] = []
         migs: list[str] = []
+        first: SharingApplyError | None = None
         if self._mps is not None:
             keep = {d.daemon_id for s in prepared.values() for d in s.mps_daemons}
-            daemons = self._mps.stop_unknown(keep)
-        if self._mig is not None:
+            lost = set(unknown)
+            keep |= {d for d in self._mps.known() if d.rsplit("-", 1)[0] in lost}
+            try:
+                daemons = self._mps.stop_unknown(keep)
+            except SharingApplyError as exc:
+                first = exc
+        if self._mig is not None and unknown:
+            log.warning(
+                "MIG devices no claim records are kept: claims with lost state still serve",
+                extra={"event": "mig_leftovers_kept", "claims": sorted(unknown)},
+            )
+        elif self._mig is not None:
             keep_migs = {m.mig_uuid for s in prepared.values() for m in s.created_migs}
-            migs = self._mig.destroy_unknown(keep_migs)
+            try:
+                migs = self._mig.destroy_unknown(keep_migs)
+            except SharingApplyError as exc:
+                first = first or exc
         if daemons or migs:
             log.warning(
                 "removed sharing left by a crash",
@@ -176,6 +200,8 @@ class SharingManager:
                     "mig_devices": migs,
                 },
             )
+        if first is not None:
+            raise first
         return RecoveryReport(mps_daemons=daemons, mig_devices=migs)
 
     def mps_edits(self, state: ClaimSharingState) -> dict[str, MpsEdits]:

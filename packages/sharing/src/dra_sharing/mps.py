@@ -425,11 +425,23 @@ class MpsDaemonManager:
             return set()
 
     def stop_unknown(self, keep: set[str]) -> list[str]:
-        """Stop every daemon on disk whose ID is not in ``keep`` (start-up recovery)."""
+        """Stop every daemon on disk whose ID is not in ``keep`` (recovery).
+
+        Raises:
+            SharingApplyError: the first daemon that could not be stopped (the others were
+                still tried).
+        """
         stopped = []
+        first: SharingApplyError | None = None
         for daemon_id in sorted(self.known() - keep):
-            self.stop(daemon_id)
+            try:
+                self.stop(daemon_id)
+            except SharingApplyError as exc:
+                first = first or exc
+                continue
             stopped.append(daemon_id)
+        if first is not None:
+            raise first
         return stopped
 
     def edits(self, daemon_id: str) -> MpsEdits:
