@@ -23,7 +23,7 @@ lint: install ## ruff lint and format check; the architecture: import contracts,
 	$(UV) run --frozen python scripts/module_size.py
 
 typecheck: install ## mypy --strict over every package's sources and tests
-	@set -e; for p in $(PACKAGES); do echo "mypy $$p"; MYPYPATH=packages/kubelet-core/tests $(UV) run --frozen mypy $$p/src $$p/tests; done
+	@set -e; for p in $(PACKAGES); do echo "mypy $$p"; MYPYPATH=packages/kubelet-core/tests:packages/api-types/tests $(UV) run --frozen mypy $$p/src $$p/tests; done
 	$(UV) run --frozen mypy bench images deployments/demo_walkthrough.py scripts/demo.py scripts/import_cycles.py scripts/module_size.py
 	$(UV) run --frozen mypy packages/*/bench
 	MYPYPATH=packages/allocator/bench $(UV) run --frozen mypy e2e/bench

@@ -26,7 +26,7 @@ Steps, each printed with the command a user would type and its output:
    chart's default kubelet and CDI paths, which every node of the harness has);
 3. ``kubectl get resourceslices`` / ``deviceclass`` (section 2.4 of the article);
 4. the ResourceClaimTemplate ``single-gpu`` and pod ``gpu-test-pod`` of section 3 (read from the
-   chart's ``files/seed/``, the one copy), then
+   chart's ``files/seed/``), then
    ``kubectl get pod -o wide``, ``get resourceclaim``, ``describe resourceclaim``, ``logs``.
 
 Exit status 0 when the pod's log ends with ``GPU allocation successful.`` and its claim reads

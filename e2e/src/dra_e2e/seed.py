@@ -1,8 +1,8 @@
 """The seed article's walkthrough objects: the ResourceClaimTemplate ``single-gpu`` and the pod
 ``gpu-test-pod``, as the article writes them.
 
-They are kept once, in the chart (``files/seed/``), so that its NOTES print them; the demo, the
-e2e tests and the API fixtures (links) read that copy.
+They are kept in the chart (``files/seed/``), so that its NOTES print them; the demo and the e2e
+tests read that copy. The API fixtures hold byte-equal copies (a packaging test compares them).
 """
 
 from __future__ import annotations

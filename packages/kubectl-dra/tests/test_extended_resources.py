@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from api_types_fixtures import DEMO_SPECS
 from dra_allocator.extended_resources import (
     class_mapping,
     is_extended_resource,
@@ -21,7 +22,6 @@ from dra_api_types import testing as builders
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EXT = FIXTURES / "extended"
-DEMO_SPECS = Path(__file__).parents[2] / "api-types" / "tests" / "fixtures" / "nvidia-demo-specs"
 SCRIPT = Path(sys.executable).with_name("kubectl-dra")
 CLUSTER = [str(EXT / "classes.yaml"), str(EXT / "slices-8xh100.yaml")]
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
+from api_types_fixtures import DEMO_SPECS
 from dra_allocator.inputs import Document, read_documents
 from dra_api_types.codec import load_documents, parse_object, to_plain
 from kubectl_dra.migrate import migrate_documents
@@ -18,8 +19,6 @@ from kubectl_dra.migrate.time_slicing import DurationError, nearest_interval, pa
 FIXTURES = Path(__file__).parent / "fixtures"
 SEED = FIXTURES / "seed000"
 SLICES = FIXTURES / "fake-slices"
-#: NVIDIA's demo specs, as the api-types tests keep them (copied from shared/reference).
-DEMO_SPECS = Path(__file__).parents[2] / "api-types" / "tests" / "fixtures" / "nvidia-demo-specs"
 SCRIPT = Path(sys.executable).with_name("kubectl-dra")
 
 
