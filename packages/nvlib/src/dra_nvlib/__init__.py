@@ -77,6 +77,7 @@ from dra_nvlib.nvidia_smi import (
     render_nvidia_smi_list,
     render_nvidia_smi_script,
 )
+from dra_nvlib.nvswitch import has_nvswitch_fabric
 from dra_nvlib.passthrough import (
     NVIDIA_DRIVER,
     VFIO_DRIVER,
@@ -166,6 +167,7 @@ __all__ = [
     "bind_vfio",
     "find_model",
     "group_refusal",
+    "has_nvswitch_fabric",
     "iommu_enabled",
     "iommufd_available",
     "load_fleet_spec",
