@@ -61,3 +61,39 @@ def test_errors_are_reported_not_raised(tmp_path: Path, capsys: pytest.CaptureFi
     code = run([*_args(tmp_path / "s.json"), "lose-gpu", "GPU-nope"])
     assert code == 1
     assert "GPU GPU-nope: mark_gpu_lost: no such GPU" in capsys.readouterr().err
+
+
+def test_set_fabric_models_an_unregistered_and_a_non_mnnvl_fabric(tmp_path: Path) -> None:
+    state = tmp_path / "gb.json"
+    args = ["--backend", "fake", "--node", "gb", "--fleet", "2xGB200", "--state", str(state)]
+    config = DeviceLibConfig(
+        backend="fake", node_name="gb", fake_fleet="2xGB200", fake_state_path=state
+    )
+    with open_device_lib(config) as lib:
+        first, second = (g.uuid for g in lib.gpus())
+    assert run([*args, "set-fabric", first, "IN_PROGRESS"]) == 0
+    zero = "00000000-0000-0000-0000-000000000000"
+    assert (
+        run([*args, "set-fabric", second, "COMPLETED", "--status", "3", "--cluster-uuid", zero])
+        == 0
+    )
+    with open_device_lib(config) as lib:
+        a, b = (g.fabric for g in lib.gpus())
+    assert a is not None
+    assert a.state.name == "IN_PROGRESS"
+    assert b is not None
+    assert (b.state.name, b.status, b.cluster_uuid) == ("COMPLETED", 3, zero)
+
+
+def test_set_fabric_refuses_a_bad_cluster_uuid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "gb.json"
+    args = ["--backend", "fake", "--node", "gb", "--fleet", "1xGB200", "--state", str(state)]
+    config = DeviceLibConfig(
+        backend="fake", node_name="gb", fake_fleet="1xGB200", fake_state_path=state
+    )
+    with open_device_lib(config) as lib:
+        gpu = lib.gpus()[0].uuid
+    assert run([*args, "set-fabric", gpu, "COMPLETED", "--cluster-uuid", "nope"]) == 1
+    assert "cluster UUID 'nope' is not a UUID" in capsys.readouterr().err

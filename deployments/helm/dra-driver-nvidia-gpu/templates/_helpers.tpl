@@ -119,7 +119,7 @@ a chart test keeps all three equal.
   "NVMLDeviceHealthCheck": {"default": false, "maturity": "alpha", "implemented": false},
   "DynamicMIG": {"default": false, "maturity": "alpha", "implemented": true},
   "ComputeDomainCliques": {"default": true, "maturity": "beta", "implemented": true, "offImplemented": false},
-  "CrashOnNVLinkFabricErrors": {"default": true, "maturity": "beta", "implemented": false},
+  "CrashOnNVLinkFabricErrors": {"default": true, "maturity": "beta", "implemented": true},
   "DeviceMetadata": {"default": false, "maturity": "alpha", "implemented": true},
   "FabricManagerPartitioning": {"default": false, "maturity": "alpha", "implemented": false},
   "HostManagedIMEXDaemon": {"default": false, "maturity": "alpha", "implemented": true},

@@ -62,6 +62,7 @@ def open_backend(settings: PluginSettings, plugin_dir: Path) -> ComputeDomainBac
     devices = DeviceLibConfig(
         backend=backend,
         driver_root=settings.driver_root,
+        proc_root=settings.proc_root,
         node_name=settings.common.node_name,
         fake_fleet=settings.fake_gpus or None,
         fake_state_path=state,

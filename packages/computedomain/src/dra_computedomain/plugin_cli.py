@@ -32,10 +32,10 @@ from dra_kubelet_core.settings import (
     common_flags,
     common_settings_from_args,
 )
-from dra_nvlib import DeviceLibConfig, NvlibError, open_device_lib
+from dra_nvlib import DeviceLibConfig, NvlibError, has_nvswitch_fabric, open_device_lib
 
 from .channel_nodes import ChannelNodes
-from .clique_id import node_clique_id
+from .clique_id import FabricPolicy, node_clique_id
 from .errors import CliqueIdError
 from .gate_log import log_unbuilt_gates
 from .host_imex import DRIVER_MANAGED, HostImex, check_imex_mode
@@ -49,7 +49,14 @@ from .plugin_driver import (
 )
 from .plugin_settings import PluginSettings
 
-__all__ = ["PluginSettings", "build_parser", "main", "settings_from_args"]
+__all__ = [
+    "PluginSettings",
+    "build_parser",
+    "fabric_policy",
+    "main",
+    "read_clique_id",
+    "settings_from_args",
+]
 
 log = logging.getLogger("dra_computedomain")
 _DOMAIN_DIR_CLEANUP_S = 600.0
@@ -124,13 +131,41 @@ def settings_from_args(args: argparse.Namespace) -> PluginSettings:
         alt_proc_devices=Path(alt) if alt else None,
         gpu_clique_label=label == "true",
         host_imex=host_imex,
+        crash_on_fabric_errors=gates["CrashOnNVLinkFabricErrors"],
+        fabric_manager_partitioning=gates["FabricManagerPartitioning"],
     )
 
 
-def read_clique_id(devices: DeviceLibConfig, node_name: str) -> str:
-    """The node's clique ID from its GPUs' fabric info ("" without NVLink fabric)."""
+def fabric_policy(settings: PluginSettings, devices: DeviceLibConfig) -> FabricPolicy:
+    """How fabric errors are read on this node: the gates, and whether it has an NVSwitch
+    fabric (only looked for with ``FabricManagerPartitioning``, as NVIDIA's plugin does).
+
+    Raises:
+        CliqueIdError: the NVSwitch devices cannot be read.
+    """
+    pending = False
+    if settings.fabric_manager_partitioning:
+        try:
+            pending = has_nvswitch_fabric(
+                proc_root=devices.proc_root, sysfs_root=devices.sysfs_root
+            )
+        except OSError as exc:
+            raise CliqueIdError(
+                settings.common.node_name, f"checking for an NVSwitch fabric: {exc}"
+            ) from exc
+    return FabricPolicy(crash_on_errors=settings.crash_on_fabric_errors, pending_partition=pending)
+
+
+def read_clique_id(
+    devices: DeviceLibConfig, node_name: str, policy: FabricPolicy | None = None
+) -> str:
+    """The node's clique ID from its GPUs' fabric info ("" without NVLink fabric).
+
+    Raises:
+        CliqueIdError: GPUs disagree, or (``CrashOnNVLinkFabricErrors``) a fabric error.
+    """
     with open_device_lib(devices) as lib:
-        return node_clique_id(node_name, lib.gpus())
+        return node_clique_id(node_name, lib.gpus(), policy)
 
 
 async def _clean_domain_dirs(api: NodeApi, domains_dir: Path) -> None:
@@ -156,7 +191,8 @@ async def run(settings: PluginSettings, stop: asyncio.Event) -> None:
     s = settings.common
     async with PluginRunner(s, compute_domain_identity()) as runner:
         backend = await asyncio.to_thread(open_backend, settings, runner.plugin_dir)
-        clique_id = await asyncio.to_thread(read_clique_id, backend.devices, s.node_name)
+        policy = await asyncio.to_thread(fabric_policy, settings, backend.devices)
+        clique_id = await asyncio.to_thread(read_clique_id, backend.devices, s.node_name, policy)
         log.info("clique", extra={"event": "clique_id", "clique_id": clique_id})
         await runner.connect()
         assert runner.transport is not None  # no --claims-directory (checked)

@@ -30,3 +30,7 @@ class PluginSettings:
     gpu_clique_label: bool = False
     #: host-managed IMEX (``--imex-mode=hostManaged``): the host's daemon, else None
     host_imex: HostImex | None = None
+    #: ``CrashOnNVLinkFabricErrors``: refuse to start on an NVLink fabric error (NVIDIA's default)
+    crash_on_fabric_errors: bool = True
+    #: ``FabricManagerPartitioning``: on an NVSwitch node, unregistered GPUs await a partition
+    fabric_manager_partitioning: bool = False

@@ -78,7 +78,12 @@ GATES: Sequence[FeatureGate] = (
         off_built=False,
     ),
     FeatureGate(
-        "CrashOnNVLinkFabricErrors", True, _B, _NV, False, "refuse to start on fabric errors"
+        "CrashOnNVLinkFabricErrors",
+        True,
+        _B,
+        _NV,
+        True,
+        "refuse to start on NVLink fabric errors; false: fall back to no clique",
     ),
     FeatureGate("DeviceMetadata", False, _A, _NV, True, "KEP-5304 device metadata"),
     FeatureGate("FabricManagerPartitioning", False, _A, _NV, False, "Fabric Manager partitions"),

@@ -29,6 +29,7 @@ from dra_nvlib.errors import (
     ConfigError,
     DeviceError,
     DriverBindError,
+    FabricManagerError,
     FakeStateError,
     FleetSpecError,
     GpuLostError,
@@ -47,6 +48,12 @@ from dra_nvlib.errors import (
     PassthroughError,
     PlacementConflictError,
     ResetRequiredError,
+)
+from dra_nvlib.fabric_partitions import (
+    FabricManager,
+    FabricPartition,
+    PartitionTable,
+    hgx_partitions,
 )
 from dra_nvlib.facts import (
     AddressingMode,
@@ -67,6 +74,7 @@ from dra_nvlib.facts import (
     TimeSliceLevel,
 )
 from dra_nvlib.fake_backend import FakeDeviceLib, FakeHealthWatch
+from dra_nvlib.fake_fabric_manager import FakeFabricManager
 from dra_nvlib.fake_node import FaultKind
 from dra_nvlib.fake_pci_bus import FakePciBus
 from dra_nvlib.fleet import FleetEntry, FleetSpec, load_fleet_spec, parse_fleet_string
@@ -77,6 +85,7 @@ from dra_nvlib.nvidia_smi import (
     render_nvidia_smi_list,
     render_nvidia_smi_script,
 )
+from dra_nvlib.nvswitch import has_nvswitch_fabric
 from dra_nvlib.passthrough import (
     NVIDIA_DRIVER,
     VFIO_DRIVER,
@@ -122,8 +131,12 @@ __all__ = [
     "DriverBindError",
     "DriverInfo",
     "FabricInfo",
+    "FabricManager",
+    "FabricManagerError",
+    "FabricPartition",
     "FabricState",
     "FakeDeviceLib",
+    "FakeFabricManager",
     "FakeHealthWatch",
     "FakePciBus",
     "FakeStateError",
@@ -154,6 +167,7 @@ __all__ = [
     "NotSupportedError",
     "NvlibError",
     "NvmlCallError",
+    "PartitionTable",
     "PassthroughError",
     "PassthroughTarget",
     "PciBus",
@@ -166,6 +180,8 @@ __all__ = [
     "bind_vfio",
     "find_model",
     "group_refusal",
+    "has_nvswitch_fabric",
+    "hgx_partitions",
     "iommu_enabled",
     "iommufd_available",
     "load_fleet_spec",

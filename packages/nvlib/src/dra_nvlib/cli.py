@@ -7,6 +7,7 @@ Wiring only; the work is in the backends. Examples::
     dra-nvlib --backend fake --node n1 --state /tmp/n1.json inject-xid GPU-... 79
     dra-nvlib --backend fake --node n1 --state /tmp/n1.json lose-gpu GPU-...
     dra-nvlib --backend fake --node n1 --state /tmp/n1.json fail-next create_mig_device
+    dra-nvlib --backend fake --node n1 --state /tmp/n1.json set-fabric GPU-... IN_PROGRESS
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dra_nvlib.backends import open_device_lib
 from dra_nvlib.config import BACKENDS, DeviceLibConfig
 from dra_nvlib.devicelib import DeviceLib
 from dra_nvlib.errors import NvlibError
+from dra_nvlib.facts import FabricState
 from dra_nvlib.fake_backend import FakeDeviceLib
 from dra_nvlib.fake_node import OPERATIONS, FaultKind
 from dra_nvlib.nvidia_smi import render_nvidia_smi_list, render_nvidia_smi_script
@@ -65,6 +67,11 @@ def _parser() -> argparse.ArgumentParser:
     fail.add_argument("--error", choices=[k.value for k in FaultKind], default="unknown")
     fail.add_argument("--gpu")
     fail.add_argument("--times", type=int, default=1)
+    fabric = sub.add_parser("set-fabric", help="fake: set a GPU's NVLink fabric registration")
+    fabric.add_argument("gpu")
+    fabric.add_argument("fabric_state", metavar="STATE", choices=[s.name for s in FabricState])
+    fabric.add_argument("--status", type=int, default=0, help="NVML return code (COMPLETED)")
+    fabric.add_argument("--cluster-uuid", help="e.g. all zeros: NVLink without multi-node")
     return parser
 
 
@@ -112,6 +119,13 @@ def run(argv: Sequence[str] | None = None) -> int:
             elif args.command == "fail-next":
                 _fake(lib).fail_next(
                     args.operation, error=FaultKind(args.error), gpu_uuid=args.gpu, times=args.times
+                )
+            elif args.command == "set-fabric":
+                _fake(lib).set_fabric_state(
+                    args.gpu,
+                    FabricState[args.fabric_state],
+                    status=args.status,
+                    cluster_uuid=args.cluster_uuid,
                 )
     except NvlibError as exc:
         print(f"dra-nvlib: {exc}", file=sys.stderr)

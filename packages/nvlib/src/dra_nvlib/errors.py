@@ -10,6 +10,7 @@ Exception tree::
     ├── FleetSpecError              unparsable fake fleet spec or profile YAML (names the item)
     ├── FakeStateError              unreadable/incompatible fake state file
     ├── LibraryLoadError            libnvidia-ml.so.1 not found / not loadable under driverRoot
+    ├── FabricManagerError          a Fabric Manager partition is unknown, busy or malformed
     └── DeviceError                 an operation on one GPU failed (gpu, operation)
         ├── NotSupportedError       the GPU or driver does not support the operation/query
         ├── GpuNotFoundError        no GPU with that UUID/index/MIG UUID
@@ -57,6 +58,16 @@ class FakeStateError(NvlibError):
     def __init__(self, path: str, message: str) -> None:
         self.path = path
         super().__init__(f"fake GPU state {path}: {message}")
+
+
+class FabricManagerError(NvlibError):
+    """Fabric Manager refused or cannot serve a partition request (names the partition)."""
+
+    def __init__(self, partition: int | None, operation: str, message: str) -> None:
+        self.partition = partition
+        self.operation = operation
+        where = f"partition {partition}" if partition is not None else "partitions"
+        super().__init__(f"Fabric Manager {where}: {operation}: {message}")
 
 
 class LibraryLoadError(NvlibError):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import time
+import uuid as uuidlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -409,14 +410,32 @@ class FakeDeviceLib(DeviceLib):
         with self._store.transaction() as tx:
             tx.node()["faults"].append(fault)
 
-    def set_fabric_state(self, gpu_uuid: str, state: FabricState, *, status: int = 0) -> None:
-        """Change a GPU's fabric registration state (e.g. IN_PROGRESS during bring-up)."""
+    def set_fabric_state(
+        self,
+        gpu_uuid: str,
+        state: FabricState,
+        *,
+        status: int = 0,
+        cluster_uuid: str | None = None,
+    ) -> None:
+        """Change a GPU's fabric registration: ``state`` (e.g. IN_PROGRESS during bring-up),
+        ``status`` (the NVML return code of a COMPLETED registration) and, when given,
+        ``cluster_uuid`` (all zeros: NVLink without multi-node NVLink)."""
+        if cluster_uuid is not None:
+            try:
+                cluster_uuid = str(uuidlib.UUID(cluster_uuid))
+            except ValueError:
+                raise InvalidArgumentError(
+                    gpu_uuid, "set_fabric_state", f"cluster UUID {cluster_uuid!r} is not a UUID"
+                ) from None
         with self._store.transaction() as tx:
             gpu = find_gpu(tx.node(), gpu_uuid, operation="set_fabric_state")
             if gpu["fabric"] is None:
                 raise NotSupportedError(gpu_uuid, "set_fabric_state", "GPU has no NVLink fabric")
             gpu["fabric"]["state"] = int(state)
             gpu["fabric"]["status"] = status
+            if cluster_uuid is not None:
+                gpu["fabric"]["cluster_uuid"] = cluster_uuid
 
 
 class FakeHealthWatch(HealthWatch):
