@@ -21,6 +21,7 @@ from controller_objects import (
 )
 from dra_allocator.cel_engine import CelEngine
 from dra_allocator.features import Features
+from dra_allocator.gaps import capacity_bounds
 from dra_controller.allocation_controller import (
     AllocationController,
     AvailableSeries,
@@ -31,7 +32,6 @@ from dra_controller.allocation_controller import (
     free_devices,
 )
 from dra_controller.allocation_controller.diagnosis import make_cluster
-from dra_controller.allocation_controller.event_text import capacity_bounds
 from dra_controller.allocation_controller.events import EventPublisher, TokenBucket
 from dra_controller.allocation_controller.http import serve
 from dra_controller.allocation_controller.view import ClusterView

@@ -279,7 +279,7 @@ spec:
 
 def test_explain_pod_offline_names_holders() -> None:
     proc = run("explain", "pod/trainer", "-n", "team-a", "-f", "cluster.yaml", "held.yaml")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr
     assert "ResourceClaim team-a/waiting: pending" in proc.stdout
     assert "fits on no node" in proc.stdout
     assert "held by claim(s) team-b/holder-1 on 2 devices" in proc.stdout
@@ -309,7 +309,7 @@ spec:
         "explain", "pod/pinned", "-n", "team-a", "-f", "cluster.yaml", "claims.yaml", "-",
         stdin=pod,
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
     assert "Pod team-a/pinned: its own constraints rule out 1 node(s):" in lines
     assert (
@@ -363,7 +363,7 @@ def test_explain_pod_rules_out_the_nodes_its_allocated_claim_excludes() -> None:
         "explain", "pod/second", "-n", "team-a", "-f", "cluster.yaml", "claims.yaml", "-",
         stdin=objects,
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
     assert "ResourceClaim team-a/on-a: allocated (gpu: gpu.nvidia.com/node-a/gpu-0)" in lines
     assert (

@@ -193,7 +193,7 @@ def test_more_gpus_than_a_node_has_stay_pending_and_explain_says_why() -> None:
         ],
     }
     text = kubectl_dra("explain", "pod/nine-gpus", "-n", "team-a", "-f", *files)
-    assert text.returncode == 0, text.stderr
+    assert text.returncode == 1, text.stderr
     assert text.stdout.splitlines() == [
         "Pod team-a/nine-gpus: pending; extended resources:",
         "  container main: nvidia.com/gpu: 9 -> DeviceClass gpu.nvidia.com, request "
@@ -203,6 +203,8 @@ def test_more_gpus_than_a_node_has_stay_pending_and_explain_says_why() -> None:
         "of node node-plugin has 4 of 4 free, the pod needs 9",
         "ResourceClaim team-a/nine-gpus-extended-resources: pending",
         "  fits on no node",
+        "  request container-0-request-0: needs 9 device(s) of class gpu.nvidia.com; "
+        "best node node-dra has 8 usable",
         "  does not fit on 1 node(s) (node-dra):",
         "    - request container-0-request-0: needs 9 device(s) of class gpu.nvidia.com, 8 usable",
     ]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from dataclasses import dataclass
 from fractions import Fraction
 
 from dra_api_types import Amount, Quantity, QuantityFormat, QuantityIdentity, parsed_identity
@@ -172,6 +173,32 @@ def violates_policy(
     return False
 
 
+@dataclass(frozen=True, slots=True)
+class CapacityMiss:
+    """A capacity of a device that cannot take a request: what it would take, what is left."""
+
+    name: str
+    consumed: Amount
+    left: Amount
+    total: Amount
+    outside_policy: bool
+
+
+def format_amount(value: Amount) -> str:
+    """An amount as Kubernetes writes a binary quantity (``81559Mi``, ``4``, ``500m``)."""
+    return str(Quantity(value, QuantityFormat.BINARY_SI))
+
+
+def missing_capacity(
+    dev: DeviceInfo, requests: Mapping[str, tuple[Amount, object]] | None
+) -> str | None:
+    """The first requested capacity the device does not have, or None."""
+    for name in requests or ():
+        if name not in dev.capacity:
+            return name
+    return None
+
+
 def fits(
     dev: DeviceInfo,
     requests: Mapping[str, tuple[Amount, object]] | None,
@@ -180,15 +207,29 @@ def fits(
     allocating: Mapping[str, Amount] | None,
     fractional: bool = False,
 ) -> bool | None:
-    """CmpRequestOverCapacity: ``None`` if a requested capacity does not exist on the device.
+    """CmpRequestOverCapacity: ``None`` if a requested capacity does not exist on the device."""
+    if missing_capacity(dev, requests) is not None:
+        return None
+    miss = first_miss(
+        dev, requests, allocated=allocated, allocating=allocating, fractional=fractional
+    )
+    return miss is None
+
+
+def first_miss(
+    dev: DeviceInfo,
+    requests: Mapping[str, tuple[Amount, object]] | None,
+    *,
+    allocated: Mapping[str, Amount] | None,
+    allocating: Mapping[str, Amount] | None,
+    fractional: bool = False,
+) -> CapacityMiss | None:
+    """The first capacity (in the device's order) that cannot take the request, or None.
 
     Every capacity is rounded before any is checked, so an unrepresentable request is an
-    error whichever capacity comes first.
+    error whichever capacity comes first. The device must have every requested capacity
+    (:func:`missing_capacity`).
     """
-    if requests:
-        for name in requests:
-            if name not in dev.capacity:
-                return None
     consumed = {
         name: _consume(requests.get(name) if requests else None, cap, fractional=fractional)
         for name, cap in dev.capacity.items()
@@ -202,16 +243,12 @@ def fits(
             )
     for name, cap in dev.capacity.items():
         value, _, ident = consumed[name]
+        used = (allocated or {}).get(name, 0) + (allocating or {}).get(name, 0)
         if violates_policy(value, cap, fractional=fractional, identity=ident):
-            return False
-        total = value
-        if allocated and name in allocated:
-            total += allocated[name]
-        if allocating and name in allocating:
-            total += allocating[name]
-        if total > cap.value:
-            return False
-    return True
+            return CapacityMiss(name, value, cap.value - used, cap.value, outside_policy=True)
+        if value + used > cap.value:
+            return CapacityMiss(name, value, cap.value - used, cap.value, outside_policy=False)
+    return None
 
 
 def consumption(

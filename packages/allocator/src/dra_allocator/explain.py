@@ -49,6 +49,8 @@ class RequestShortfall:
     false_selectors: Counter[str] = field(default_factory=Counter)
     # The devices those selectors rejected (to report the closest one's values).
     rejected: list[DeviceInfo] = field(default_factory=list)
+    # Why the node's devices are not usable, one line per reason (as in ``reasons``).
+    details: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -185,6 +187,7 @@ def claim_findings(
             if len(usable) < need:
                 short = True
                 shortfall.need, shortfall.usable = need, len(usable)
+                shortfall.details = list(lines)
                 shortfalls.append(shortfall)
                 reasons.append(
                     f"request {spec.full_name}: needs {need} device(s) of class "
@@ -241,23 +244,39 @@ def _request_reasons(
                 tally.add(f"tainted {taint.key}={taint.value}:{taint.effect}, not tolerated", name)
                 continue
             if feats.consumable_capacity and (dev.capacity or spec.capacity_requests):
-                fit = cap.fits(
+                missing = cap.missing_capacity(dev, spec.capacity_requests)
+                if missing is not None:
+                    tally.add(f"lacks the requested capacity {missing}", name)
+                    continue
+                miss = cap.first_miss(
                     dev,
                     spec.capacity_requests,
                     allocated=cluster.state.capacity.get(dev.id),
                     allocating=None,
                     fractional=cluster.features.fractional_range,
                 )
-                if fit is None:
-                    tally.add("lacks a requested capacity", name)
-                    continue
-                if not fit:
-                    tally.add("not enough capacity left (or request outside the policy)", name)
+                if miss is not None:
+                    reason, example = _capacity_text(miss)
+                    tally.add(reason, f"{name}: {example}")
                     continue
             usable.append(dev)
     if not usable and not tally.counts:
         return usable, ["no device of the class on this node"]
     return usable, tally.render()
+
+
+def _capacity_text(miss: cap.CapacityMiss) -> tuple[str, str]:
+    """(reason, per-device detail): the capacity, what the request takes, what is left."""
+    taken = cap.format_amount(miss.consumed)
+    if miss.outside_policy:
+        return (
+            f"capacity {miss.name}: request of {taken} is outside the device's request policy",
+            f"{cap.format_amount(miss.total)} in all",
+        )
+    return (
+        f"not enough {miss.name} left (requested {taken})",
+        f"{cap.format_amount(miss.left)} of {cap.format_amount(miss.total)} left",
+    )
 
 
 def _first_failing_selector(

@@ -16,6 +16,7 @@ from .extended_resources import (
     special_claim_name,
 )
 from .features import Features
+from .gaps import request_summaries
 from .model import ClaimInfo
 from .pod_extended import diagnose_plans, node_plans
 from .pod_placement import PodPlacement, claim_not_on_node
@@ -23,6 +24,14 @@ from .selectors import SelectorEngine
 from .snapshot import Snapshot
 
 MAX_NODES_NAMED = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """The report's text, and whether the target fits on some node (``explain`` exits 1 if not)."""
+
+    text: str
+    fits: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +110,26 @@ def find_pod(snapshot: Snapshot, name: str, namespace: str) -> Mapping[str, Any]
         None,
     )
     if pod is None:
-        raise AllocationError("not found", object_ref=f"Pod {namespace}/{name}")
+        elsewhere = [
+            (p.get("metadata") or {}).get("namespace") or "default"
+            for p in snapshot.pods
+            if (p.get("metadata") or {}).get("name") == name
+        ]
+        raise AllocationError(not_found(elsewhere), object_ref=f"Pod {namespace}/{name}")
     return pod
+
+
+def not_found(namespaces: Sequence[str]) -> str:
+    """``not found`` and, when the name exists elsewhere, the namespaces that have it."""
+    if not namespaces:
+        return "not found"
+    listed = ", ".join(sorted(set(namespaces)))
+    return f"not found; that name exists in namespace(s) {listed} (use -n)"
+
+
+def claim_namespaces(snapshot: Snapshot, name: str) -> list[str]:
+    """The namespaces that have a ResourceClaim called ``name``."""
+    return [c.key.partition("/")[0] for c in snapshot.claims if c.key.partition("/")[2] == name]
 
 
 def target_pod(snapshot: Snapshot, target: ExplainTarget) -> Mapping[str, Any] | None:
@@ -119,7 +146,10 @@ def target_claims(snapshot: Snapshot, target: ExplainTarget) -> list[ClaimInfo]:
     if pod is None:
         claim = snapshot.claim(f"{namespace}/{name}")
         if claim is None:
-            raise AllocationError("not found", object_ref=f"ResourceClaim {namespace}/{name}")
+            raise AllocationError(
+                not_found(claim_namespaces(snapshot, name)),
+                object_ref=f"ResourceClaim {namespace}/{name}",
+            )
         return [claim]
     claims = own_claims(snapshot, pod, namespace)
     if not claims:
@@ -139,7 +169,7 @@ def explain(
     features: Features,
     node: str | None = None,
     placement: PodPlacement | None = None,
-) -> str:
+) -> Explanation:
     """The human-readable explanation for the claims (pending ones diagnosed together).
 
     ``placement`` (the pod's nodeSelector, affinity, tolerations) rules nodes out first, as
@@ -158,14 +188,11 @@ def explain(
             lines.append(f"ResourceClaim {claim.key}: allocated ({picked or 'no devices'})")
     pending = [c for c in claims if c.allocation is None]
     if not pending:
-        return "\n".join(lines) + "\n"
+        return Explanation(_text(lines), fits=True)
     nodes = [node] if node else cluster.node_names()
     if not nodes:
-        lines.append(
-            "no nodes known: the input has no Node objects and no node-local "
-            "ResourceSlices (pass --node NAME)"
-        )
-        return "\n".join(lines) + "\n"
+        lines.append(NO_NODES)
+        return Explanation(_text(lines), fits=False)
     if placement is not None:
         done = [c for c in claims if c.allocation is not None]
         ruled_out = [
@@ -178,9 +205,28 @@ def explain(
             lines.extend(f"  does not fit on node {n}: {why}" for n, why in ruled_out)
             out = {n for n, _ in ruled_out}
             nodes = [n for n in nodes if n not in out]
-    for diag in diagnose(cluster, pending, nodes=nodes):
+    diagnoses = diagnose(cluster, pending, nodes=nodes)
+    for diag in diagnoses:
         lines.extend(render(diag))
+    return Explanation(_text(lines), fits=_fits_somewhere(diagnoses))
+
+
+NO_NODES = (
+    "no nodes known: the input has no Node objects and no node-local "
+    "ResourceSlices (pass --node NAME)"
+)
+
+
+def _text(lines: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
+
+
+def _fits_somewhere(diagnoses: Sequence[ClaimDiagnosis]) -> bool:
+    """Claims diagnosed together fit where every one of them is allocatable on one node."""
+    if not diagnoses:
+        return True
+    fitting = [{d.node for d in diag.nodes if d.allocatable} for diag in diagnoses]
+    return bool(set.intersection(*fitting))
 
 
 def render(diag: ClaimDiagnosis) -> list[str]:
@@ -194,6 +240,7 @@ def render(diag: ClaimDiagnosis) -> list[str]:
         lines.extend(f"    {p}" for p in first.picks)
     else:
         lines.append("  fits on no node")
+        lines.extend(f"  {summary}" for summary in request_summaries(diag))
     for names, node_diag in diag.grouped():
         if node_diag.allocatable:
             continue
@@ -227,7 +274,7 @@ def explain_pod(
     engine: SelectorEngine,
     features: Features,
     node: str | None = None,
-) -> str:
+) -> Explanation:
     """Why a pending pod with extended resources (``nvidia.com/gpu: N``) fits where it does.
 
     Per node: served by a device plugin (node allocatable), not servable at all, or by DRA
@@ -248,11 +295,8 @@ def explain_pod(
         lines.append(f"  container {req.container}: {req.resource}: {req.count} -> {served}")
     nodes = [node] if node else cluster.node_names()
     if not nodes:
-        lines.append(
-            "no nodes known: the input has no Node objects and no node-local "
-            "ResourceSlices (pass --node NAME)"
-        )
-        return "\n".join(lines) + "\n"
+        lines.append(NO_NODES)
+        return Explanation(_text(lines), fits=False)
     own = [c for c in own_claims(snapshot, pod, namespace) if c.allocation is None]
     _, plans = node_plans(snapshot, cluster, pod, nodes)
     for plan in plans:
@@ -265,6 +309,9 @@ def explain_pod(
             )
         if not plan.unfit and not plan.dra and not own:
             lines.append(f"  fits on node {plan.node}")
-    for diag in diagnose_plans(cluster, pod, own, plans):
+    fits = any(not plan.unfit and not plan.dra and not own for plan in plans)
+    diagnoses = diagnose_plans(cluster, pod, own, plans)
+    for diag in diagnoses:
         lines.extend(render(diag))
-    return "\n".join(lines) + "\n"
+    fits = fits or any(d.allocatable for diag in diagnoses for d in diag.nodes)
+    return Explanation(_text(lines), fits=fits)

@@ -105,6 +105,11 @@ class KubeTransport:
         """Release the connection pool."""
         self._api.close()  # type: ignore[no-untyped-call]
 
+    @property
+    def server(self) -> str:
+        """The API server's address, as the configuration names it (for error messages)."""
+        return cast(str, self._api.configuration.host)
+
     def _url(self, path: str, query: Mapping[str, str] | None) -> str:
         url = cast(str, self._api.configuration.host) + path
         return url + "?" + urlencode(query) if query else url

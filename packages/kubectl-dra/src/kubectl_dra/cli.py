@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -26,37 +27,44 @@ from dra_allocator.snapshot import build_snapshot
 from dra_api_types.codec import dump_all
 
 from .allocate_report import EXIT_ERROR, run_allocate
+from .findings import findings_report
 from .gates import cel_environment, features_from_flags
 from .live import LiveClusterError, fetch_documents
 from .migrate import migrate_documents
+from .parser import (
+    Command,
+    add_files,
+    add_output,
+    build_parser,
+    files_of,
+    namespace_of,
+    reclaim_positional,
+    with_defaults,
+)
 from .validation import check_selector, validate_documents
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 
+DESCRIPTION = (
+    "Dynamic Resource Allocation tools: allocate offline, explain pending claims, validate "
+    "and migrate manifests. Installed as kubectl-dra on PATH, kubectl finds it as a plugin: "
+    "kubectl dra COMMAND."
+)
+EPILOG = """examples:
+  kubectl dra validate -f manifests/
+  kubectl dra allocate -f cluster/ -f claims.yaml -o json
+  kubectl dra explain pod/trainer -n team-a
+  kubectl dra migrate -f classic.yaml > migrated.yaml
 
-def _files(groups: Sequence[Sequence[str]] | None) -> list[str]:
-    return [f for group in groups or [] for f in group]
+'kubectl dra COMMAND --help' shows each command's flags and examples."""
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="kubectl dra",
-        description="Dynamic Resource Allocation tools: allocate offline, explain pending "
-        "claims, validate and migrate manifests.",
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    alloc = sub.add_parser("allocate", help="allocate claims offline, like the kube-scheduler")
-    alloc.add_argument(
-        "-f",
-        "--filename",
-        action="append",
-        nargs="+",
+def _allocate_arguments(alloc: argparse.ArgumentParser) -> None:
+    add_files(
+        alloc,
         required=True,
-        metavar="FILE_OR_DIR",
-        help="manifests (DeviceClasses, ResourceSlices, "
-        "ResourceClaims, Nodes); directories are read recursively; - is stdin",
+        help_text="manifests (DeviceClasses, ResourceSlices, ResourceClaims, Nodes, Pods)",
     )
     alloc.add_argument(
         "--node", help="allocate on this node (default: first that fits, nodes in name order)"
@@ -65,68 +73,53 @@ def _parser() -> argparse.ArgumentParser:
         "--claim",
         action="append",
         nargs="+",
-        metavar="NS/NAME",
-        help="claims to allocate together (default: every unallocated claim)",
+        metavar="[NS/]NAME",
+        help="claims to allocate together (default: every unallocated claim); "
+        "a NAME without NS/ is in -n's namespace",
     )
-    alloc.add_argument(
-        "--features",
-        default=None,
-        metavar="GATE[,GATE=false...]",
-        help="feature gates that are on (default: all DRA features)",
-    )
-    alloc.add_argument(
-        "--kube-version",
-        default=None,
-        metavar="1.MINOR",
-        help="reproduce the kube-scheduler of this release where releases differ "
-        f"(known: {', '.join(f'1.{m}' for m in KUBE_MINORS)}; default: the newest)",
-    )
-    alloc.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
+    _add_gates(alloc, "feature gates that are on (default: all DRA features)")
+    add_output(alloc, ["yaml", "json"], "yaml")
 
-    expl = sub.add_parser("explain", help="why a pod's or claim's devices cannot be allocated")
-    expl.add_argument("target", metavar="pod/NAME|resourceclaim/NAME")
-    expl.add_argument("-n", "--namespace", default="default")
-    expl.add_argument(
-        "-f",
-        "--filename",
-        action="append",
-        nargs="+",
-        metavar="FILE_OR_DIR",
-        help="explain offline from manifests instead of the live cluster",
+
+def _explain_arguments(expl: argparse.ArgumentParser) -> None:
+    expl.add_argument("target", nargs="?", metavar="pod/NAME|resourceclaim/NAME")
+    add_files(
+        expl, required=False, help_text="explain offline from manifests, not the live cluster"
     )
     expl.add_argument("--node", help="only this node")
-    expl.add_argument("--features", default=None, metavar="GATE[,GATE=false...]")
-    expl.add_argument("--kube-version", default=None, metavar="1.MINOR")
-    expl.add_argument("--context", help="kubeconfig context (live mode)")
+    _add_gates(expl, "feature gates that are on (default: all DRA features)")
 
-    val = sub.add_parser("validate", help="check manifests: schema, CEL, opaque configs")
-    val.add_argument(
-        "-f", "--filename", action="append", nargs="+", required=True, metavar="FILE_OR_DIR"
-    )
-    val.add_argument(
-        "--features",
-        default=None,
-        metavar="GATE[,GATE=false...]",
-        help="the API server's DRA gates (listed on, others off; default: the release's): "
+
+def _validate_arguments(val: argparse.ArgumentParser) -> None:
+    add_files(val, required=True, help_text="manifests to check")
+    _add_gates(
+        val,
+        "the API server's DRA gates (listed on, others off; default: the release's): "
         "DRAConsumableCapacity and DRAListTypeAttributes shape its CEL environment",
     )
-    val.add_argument("--kube-version", default=None, metavar="1.MINOR")
+    add_output(val, ["json", "yaml"], None)
 
-    mig = sub.add_parser(
-        "migrate",
-        help="classic DRA and device-plugin manifests to resource.k8s.io/v1 (notes on stderr)",
-    )
-    mig.add_argument(
-        "-f", "--filename", action="append", nargs="+", required=True, metavar="FILE_OR_DIR"
-    )
-    mig.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
+
+def _migrate_arguments(mig: argparse.ArgumentParser) -> None:
+    add_files(mig, required=True, help_text="classic DRA or device-plugin manifests")
+    add_output(mig, ["yaml", "json"], "yaml")
     mig.add_argument(
         "--to-claims",
         action="store_true",
         help="rewrite device-plugin requests (nvidia.com/gpu: N) to ResourceClaimTemplates "
         "instead of leaving them to the scheduler's extended-resource mapping",
     )
-    return parser
+
+
+def _add_gates(parser: argparse.ArgumentParser, help_text: str) -> None:
+    parser.add_argument("--features", default=None, metavar="GATE[,GATE=false...]", help=help_text)
+    parser.add_argument(
+        "--kube-version",
+        default=None,
+        metavar="1.MINOR",
+        help="reproduce this Kubernetes release where releases differ "
+        f"(known: {', '.join(f'1.{m}' for m in KUBE_MINORS)}; default: the newest)",
+    )
 
 
 def _dump(report: dict[str, Any], output: str) -> str:
@@ -136,70 +129,82 @@ def _dump(report: dict[str, Any], output: str) -> str:
 
 
 def _cmd_allocate(args: argparse.Namespace) -> int:
-    snapshot = build_snapshot(read_documents(_files(args.filename)))
+    snapshot = build_snapshot(read_documents(files_of(args)))
+    namespace = namespace_of(args)
+    keys = [k if "/" in k else f"{namespace}/{k}" for group in args.claim or [] for k in group]
     result = run_allocate(
         snapshot,
         engine=CelEngine(),
         features=features_from_flags(args.features, args.kube_version),
         node=args.node,
-        claim_keys=_files(args.claim),
+        claim_keys=keys,
     )
     sys.stdout.write(_dump(result.report, args.output))
     return result.exit_code
 
 
+def _looks_like_target(value: str) -> bool:
+    try:
+        parse_target(value, "default")
+    except AllocationError:
+        return False
+    return True
+
+
 def _cmd_explain(args: argparse.Namespace) -> int:
-    target = parse_target(args.target, args.namespace)
+    reclaim_positional(args, "target", _looks_like_target)
+    if args.target is None:
+        raise AllocationError("missing: give pod/NAME or resourceclaim/NAME", field="TARGET")
+    target = parse_target(args.target, namespace_of(args))
     if args.filename:
-        docs = read_documents(_files(args.filename))
+        docs = read_documents(files_of(args))
     else:
         docs = fetch_documents(
-            namespace=target.namespace, context=args.context, pod=target.pod_name
+            namespace=target.namespace,
+            pod=target.pod_name,
+            kubeconfig=args.kubeconfig,
+            context=args.context,
         )
     snapshot = build_snapshot(docs)
+    features = features_from_flags(args.features, args.kube_version)
     pod = target_pod(snapshot, target)
     if pod is not None and needs_pod_explain(snapshot, pod):
-        sys.stdout.write(
-            explain_pod(
-                snapshot,
-                pod,
-                target.namespace,
-                engine=CelEngine(),
-                features=features_from_flags(args.features),
-                node=args.node,
-            )
+        report = explain_pod(
+            snapshot, pod, target.namespace, engine=CelEngine(), features=features, node=args.node
         )
-        return EXIT_OK
-    claims = target_claims(snapshot, target)
-    placement = PodPlacement.from_pod(pod) if pod is not None else None
-    sys.stdout.write(
-        explain(
+    else:
+        claims = target_claims(snapshot, target)
+        placement = PodPlacement.from_pod(pod) if pod is not None else None
+        report = explain(
             snapshot,
             claims,
             engine=CelEngine(),
-            features=features_from_flags(args.features, args.kube_version),
+            features=features,
             node=args.node,
             placement=placement,
         )
-    )
-    return EXIT_OK
+    sys.stdout.write(report.text)
+    return EXIT_OK if report.fits else EXIT_FINDINGS
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     env = cel_environment(args.features, args.kube_version)
     # A broken file is a finding like any other: the other files are still judged.
-    docs, broken = read_sources(_files(args.filename))
+    docs, broken = read_sources(files_of(args))
     result = validate_documents(
         docs, compile_check=lambda expr: check_selector(expr, env), broken=broken
     )
-    for finding in result.findings:
-        sys.stdout.write(f"{finding}\n")
-    sys.stdout.write(f"{result.summary(len(docs))}\n")
+    if args.output:
+        sys.stdout.write(_dump(findings_report(result, len(docs)), args.output))
+    else:
+        for finding in result.findings:
+            sys.stdout.write(f"{finding}\n")
+        sys.stdout.write(f"{result.summary(len(docs))}\n")
     return EXIT_OK if result.ok else EXIT_FINDINGS
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
-    result = migrate_documents(read_documents(_files(args.filename)), claims=args.to_claims)
+    result = migrate_documents(read_documents(files_of(args)), claims=args.to_claims)
     for where, error in result.errors:
         sys.stderr.write(f"error: {where}: {error}\n")
     if result.errors:
@@ -215,15 +220,59 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+COMMANDS = [
+    Command(
+        "allocate",
+        "allocate claims offline, like the kube-scheduler",
+        "  kubectl dra allocate -f cluster/ -f claims.yaml -o json\n"
+        "  kubectl dra allocate -f cluster.yaml -f claims.yaml --claim team-a/h100 --node node-b\n"
+        "  kubectl dra allocate -f cluster.yaml --claim h100 -n team-a --kube-version 1.36",
+        _allocate_arguments,
+        _cmd_allocate,
+    ),
+    Command(
+        "explain",
+        "why a pod's or claim's devices cannot be allocated (exit 1 when nothing fits)",
+        "  kubectl dra explain pod/trainer -n team-a                 # live cluster\n"
+        "  kubectl dra explain pod/trainer -n team-a --context prod --kubeconfig ~/.kube/prod\n"
+        "  kubectl dra explain resourceclaim/h100 -n team-a -f cluster.yaml -f claims.yaml",
+        _explain_arguments,
+        _cmd_explain,
+    ),
+    Command(
+        "validate",
+        "check manifests as the API server would: schema, CEL, opaque configs",
+        "  kubectl dra validate -f manifests/\n"
+        "  kubectl dra validate -f claim.yaml -o json\n"
+        "  kubectl get resourceclaims -A -o yaml | kubectl dra validate -f -",
+        _validate_arguments,
+        _cmd_validate,
+    ),
+    Command(
+        "migrate",
+        "classic DRA and device-plugin manifests to resource.k8s.io/v1 (notes on stderr)",
+        "  kubectl dra migrate -f classic.yaml > migrated.yaml\n"
+        "  kubectl dra migrate -f deployments/ --to-claims -o json",
+        _migrate_arguments,
+        _cmd_migrate,
+    ),
+]
+
+
+def _configure_logging(verbosity: int) -> None:
+    """Errors only by default; the client's retry warnings (urllib3) only from ``-v 4``."""
+    level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity < 4 else logging.DEBUG
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("urllib3").setLevel(logging.DEBUG if verbosity >= 4 else logging.CRITICAL)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``kubectl-dra``; returns the exit code."""
-    args = _parser().parse_args(argv)
-    handlers = {
-        "allocate": _cmd_allocate,
-        "explain": _cmd_explain,
-        "migrate": _cmd_migrate,
-        "validate": _cmd_validate,
-    }
+    args = with_defaults(
+        build_parser(COMMANDS, description=DESCRIPTION, epilog=EPILOG).parse_args(argv)
+    )
+    _configure_logging(args.verbosity)
+    handlers = {c.name: c.run for c in COMMANDS}
     try:
         return handlers[args.command](args)
     except (AllocationError, InputError, LiveClusterError) as exc:

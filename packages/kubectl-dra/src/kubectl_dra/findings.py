@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,3 +56,21 @@ class Validation:
         if counted:
             return f"{', '.join(counted)} in {total} object(s){skipped}"
         return f"{total - len(self.unchecked)} object(s) valid{skipped}"
+
+
+def findings_report(result: Validation, total: int) -> dict[str, Any]:
+    """``validate -o json|yaml``: the findings as data, and the summary line."""
+    return {
+        "findings": [
+            {
+                "where": f.where,
+                "object": f.object_ref,
+                "field": f.path,
+                "message": f.message,
+                "severity": "warning" if f.warning else "error",
+            }
+            for f in result.findings
+        ],
+        "summary": result.summary(total),
+        "ok": result.ok,
+    }

@@ -7,8 +7,16 @@ its generated models reject fields newer than the client.
 
 from __future__ import annotations
 
+import logging
+import os
+import re
+from pathlib import Path
+
+from dra_allocator.explain_report import not_found
 from dra_allocator.inputs import Document
 from dra_kube_client import JsonTransport, KubeApiError, KubeConfigError, KubeTransport
+
+log = logging.getLogger(__name__)
 
 _LISTS = [
     ("/apis/resource.k8s.io/v1/deviceclasses", "resource.k8s.io/v1", "DeviceClass"),
@@ -21,21 +29,64 @@ _LISTS = [
 _OPTIONAL = {"DeviceTaintRule"}
 
 
+_ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\")\]]+)")
+
+
 class LiveClusterError(Exception):
-    """The cluster could not be reached or refused a request."""
+    """The cluster could not be reached or refused a request (one line, for stderr)."""
 
 
-def fetch_documents(*, namespace: str, pod: str | None, context: str | None) -> list[Document]:
-    """Classes, slices, all claims, DeviceTaintRules, nodes, and the pod if asked."""
+def fetch_documents(
+    *, namespace: str, pod: str | None, kubeconfig: str | None, context: str | None
+) -> list[Document]:
+    """Classes, slices, all claims, DeviceTaintRules, nodes, and the pod if asked.
+
+    Raises:
+        LiveClusterError: no usable kubeconfig, the server unreachable, or a request refused.
+    """
+    _check_kubeconfig(kubeconfig)
     try:
-        transport = KubeTransport.from_kubeconfig(context=context, in_cluster=False)
+        transport = KubeTransport.from_kubeconfig(kubeconfig, context=context, in_cluster=False)
     except KubeConfigError as exc:
-        raise LiveClusterError(f"cannot load kubeconfig: {exc.message}") from exc
-    return fetch_with(transport, namespace=namespace, pod=pod)
+        reason = exc.message.removeprefix("cannot load: ")
+        raise LiveClusterError(f"cannot load kubeconfig {exc.source}: {reason}") from exc
+    return fetch_with(transport, namespace=namespace, pod=pod, server=transport.server)
 
 
-def fetch_with(transport: JsonTransport, *, namespace: str, pod: str | None) -> list[Document]:
-    """:func:`fetch_documents` through a given transport."""
+def _check_kubeconfig(kubeconfig: str | None) -> None:
+    """A missing kubeconfig named as such (the client says "Invalid kube-config file")."""
+    if kubeconfig is not None:
+        if not Path(kubeconfig).is_file():
+            raise LiveClusterError(f"kubeconfig {kubeconfig} does not exist")
+        return
+    env = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    if env:
+        if not any(Path(p).is_file() for p in env):
+            raise LiveClusterError(
+                f"no kubeconfig: $KUBECONFIG names {', '.join(env)}, which does not exist; "
+                "pass --kubeconfig FILE, or -f FILE to work offline"
+            )
+        return
+    if not (Path.home() / ".kube" / "config").is_file():
+        raise LiveClusterError(
+            "no kubeconfig: --kubeconfig not given, $KUBECONFIG not set and ~/.kube/config "
+            "does not exist; pass --kubeconfig FILE, or -f FILE to work offline"
+        )
+
+
+def _one_line(exc: KubeApiError, server: str) -> LiveClusterError:
+    """A request's failure in one line: unreachable servers by their address and cause."""
+    if exc.status == 0:
+        m = _ERRNO.search(exc.message)
+        cause = m.group(1).strip() if m else exc.message.splitlines()[0][:200]
+        return LiveClusterError(f"cannot reach the API server {server}: {cause}")
+    return LiveClusterError(str(exc).splitlines()[0])
+
+
+def fetch_with(
+    transport: JsonTransport, *, namespace: str, pod: str | None, server: str = ""
+) -> list[Document]:
+    """:func:`fetch_documents` through a given transport (``server`` names it in errors)."""
     docs: list[Document] = []
     for path, api_version, kind in _LISTS:
         try:
@@ -43,7 +94,8 @@ def fetch_with(transport: JsonTransport, *, namespace: str, pod: str | None) -> 
         except KubeApiError as exc:
             if exc.status == 404 and kind in _OPTIONAL:
                 continue
-            raise LiveClusterError(str(exc)) from exc
+            raise _one_line(exc, server or "(from the kubeconfig)") from exc
+        log.info("fetched path=%s items=%d", path, len(body.get("items") or []))
         for i, item in enumerate(body.get("items") or []):
             item.setdefault("apiVersion", api_version)
             item.setdefault("kind", kind)
@@ -52,8 +104,26 @@ def fetch_with(transport: JsonTransport, *, namespace: str, pod: str | None) -> 
         try:
             body = transport.request("GET", f"/api/v1/namespaces/{namespace}/pods/{pod}")
         except KubeApiError as exc:
-            raise LiveClusterError(str(exc)) from exc
+            if exc.status == 404:
+                where = _pod_namespaces(transport, pod)
+                raise LiveClusterError(f"Pod {namespace}/{pod}: {not_found(where)}") from exc
+            raise _one_line(exc, server or "(from the kubeconfig)") from exc
         body.setdefault("apiVersion", "v1")
         body.setdefault("kind", "Pod")
         docs.append(Document(source=f"pod {namespace}/{pod}", index=0, data=body))
     return docs
+
+
+def _pod_namespaces(transport: JsonTransport, name: str) -> list[str]:
+    """The namespaces that have a pod called ``name`` ([] when they cannot be listed)."""
+    try:
+        body = transport.request(
+            "GET", "/api/v1/pods", query={"fieldSelector": f"metadata.name={name}"}
+        )
+    except KubeApiError as exc:  # e.g. not allowed to list pods cluster-wide: say no more
+        log.info("cannot list pods named %s: %s", name, exc)
+        return []
+    return [
+        (item.get("metadata") or {}).get("namespace") or "default"
+        for item in body.get("items") or []
+    ]
