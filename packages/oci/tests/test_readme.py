@@ -16,7 +16,8 @@ def test_readme_usage_example_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     text = (PACKAGE / "README.md").read_text(encoding="utf-8")
     assert text.split("\n")[2:4] == [
         "```bash",
-        "pip install ./packages/oci              # from the repository root; pure Python, no dependencies",
+        "pip install ./packages/oci              "
+        "# from the repository root; pure Python, no dependencies",
     ]
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     assert blocks, "README has no python example"
