@@ -7,11 +7,14 @@ File format (JSON, one object)::
       "version": 1,
       "bootID": "<kernel boot id when written>",
       "claims": {"<uid>": {"state": "PrepareStarted|PrepareCompleted", "namespace": ...,
-                           "name": ..., "devices": [...], "driverState": {...}}}
+                           "name": ..., "devices": [...], "driverState": {...},
+                           "pods": [{"name": ..., "uid": ...}]}}
     }
 
 ``driverState`` (per claim, and per device in ``devices``) is the driver's own JSON object
 (see :mod:`.driver`); it is optional, so files written before it existed decode unchanged.
+``pods`` (optional too) are the pods the claim was reserved for when it was prepared
+(``status.reservedFor``), kept for the per-pod allocation metric after a restart.
 
 The checksum covers the stored bytes, with the checksum's own value replaced by zeros, so
 the check never depends on how this version would serialize the data: a newer writer may add
@@ -44,6 +47,7 @@ __all__ = [
     "CheckpointStore",
     "ClaimState",
     "LoadResult",
+    "PodRef",
     "PreparedClaim",
     "PreparedDevice",
     "count_prepared_devices",
@@ -115,6 +119,27 @@ class PreparedDevice:
 
 
 @dataclass(frozen=True)
+class PodRef:
+    """A pod a claim is reserved for (an entry of ``status.reservedFor``)."""
+
+    name: str
+    uid: str
+
+    def to_json(self) -> JSONObject:
+        """Return the checkpoint representation."""
+        return {"name": self.name, "uid": self.uid}
+
+    @classmethod
+    def from_json(cls, data: object, *, where: str) -> PodRef:
+        """Decode a checkpoint pod entry; ``where`` names it in errors."""
+        obj = _as_object(data, where)
+        return cls(
+            name=_as_str(obj.get("name"), f"{where}.name"),
+            uid=_as_str(obj.get("uid"), f"{where}.uid"),
+        )
+
+
+@dataclass(frozen=True)
 class PreparedClaim:
     """A claim recorded in the checkpoint. ``extra`` keeps fields written by newer versions."""
 
@@ -126,6 +151,8 @@ class PreparedClaim:
     extra: JSONObject = field(default_factory=dict)
     #: The driver's JSON-serialisable state of this claim (empty: none).
     driver_state: JSONObject = field(default_factory=dict)
+    #: The pods the claim was reserved for when it was prepared.
+    pods: tuple[PodRef, ...] = ()
 
     def to_json(self) -> JSONObject:
         """Return the checkpoint representation."""
@@ -140,6 +167,8 @@ class PreparedClaim:
         )
         if self.driver_state:
             out["driverState"] = self.driver_state
+        if self.pods:
+            out["pods"] = [p.to_json() for p in self.pods]
         return out
 
     @classmethod
@@ -155,7 +184,10 @@ class PreparedClaim:
         devices_raw = obj.get("devices", [])
         if not isinstance(devices_raw, list):
             raise ValueError(f"{where}.devices: expected a list")
-        known = {"state", "namespace", "name", "devices", "driverState"}
+        pods_raw = obj.get("pods", [])
+        if not isinstance(pods_raw, list):
+            raise ValueError(f"{where}.pods: expected a list")
+        known = {"state", "namespace", "name", "devices", "driverState", "pods"}
         return cls(
             uid=uid,
             namespace=_as_str(obj.get("namespace"), f"{where}.namespace"),
@@ -167,6 +199,9 @@ class PreparedClaim:
             ),
             extra={k: v for k, v in obj.items() if k not in known},
             driver_state=_as_object(obj.get("driverState", {}), f"{where}.driverState"),
+            pods=tuple(
+                PodRef.from_json(p, where=f"{where}.pods[{i}]") for i, p in enumerate(pods_raw)
+            ),
         )
 
 
