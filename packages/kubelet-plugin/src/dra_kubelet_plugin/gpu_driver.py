@@ -223,9 +223,8 @@ class GpuDriver:
             )
         if published.dynamic:
             created = [
-                m for m in self._state(claim).created_migs
-                if m.device_name == device.device_name
-            ]  # fmt: skip
+                m for m in self._state(claim).created_migs if m.device_name == device.device_name
+            ]
             mig_uuid = created[0].mig_uuid if created else ""
             return DeviceIdentity(uuid=gpu.uuid, index=str(gpu.index), mig_uuid=mig_uuid)
         return DeviceIdentity(uuid=gpu.uuid, index=str(gpu.index))
