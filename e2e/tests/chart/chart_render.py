@@ -20,11 +20,16 @@ NVIDIA_VALUES = Path(__file__).parent / "fixtures" / "nvidia-values-0.5.0-dev.ya
 
 
 def _args(
-    sets: Mapping[str, str] | None, values: Sequence[Path], namespace: str, base: bool
+    sets: Mapping[str, str] | None,
+    values: Sequence[Path],
+    namespace: str,
+    base: bool,
+    api_versions: Sequence[str] = (),
 ) -> list[str]:
     merged = {**(BASE_SETS if base else {}), **(sets or {})}
     files = [arg for path in values for arg in ("-f", str(path))]
-    return ["--namespace", namespace, *files, *set_args(merged)]
+    apis = [arg for api in api_versions for arg in ("--api-versions", api)]
+    return ["--namespace", namespace, *files, *apis, *set_args(merged)]
 
 
 def render_objects(
@@ -34,9 +39,13 @@ def render_objects(
     values: Sequence[Path] = (),
     namespace: str = NAMESPACE,
     base: bool = True,
+    api_versions: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
-    """``helm template`` of the chart: the manifest objects in order (raises HelmFailed)."""
-    out = run_helm(helm, "template", "dra", str(CHART), *_args(sets, values, namespace, base))
+    """``helm template`` of the chart: the manifest objects in order (raises HelmFailed);
+    ``api_versions`` are the APIs the cluster is said to serve (``--api-versions``)."""
+    out = run_helm(
+        helm, "template", "dra", str(CHART), *_args(sets, values, namespace, base, api_versions)
+    )
     return [doc for doc in yaml.safe_load_all(out) if doc]
 
 
@@ -47,6 +56,7 @@ def render_notes(
     values: Sequence[Path] = (),
     namespace: str = NAMESPACE,
     base: bool = True,
+    api_versions: Sequence[str] = (),
 ) -> str:
     """The NOTES text ``helm install`` would print, rendered offline.
 
@@ -72,6 +82,6 @@ def render_notes(
             str(chart),
             "--show-only",
             "templates/chart-test-notes.yaml",
-            *_args(sets, values, namespace, base),
+            *_args(sets, values, namespace, base, api_versions),
         )
     return str(yaml.safe_load(out)["notes"])

@@ -21,9 +21,10 @@ from dra_e2e.prometheus import ensure_prometheus
 RULES_FILE = "dra-allocation-controller.rules.yaml"
 SUMMARY = "{} resources exhausted: {} claims waiting for allocation"
 DESCRIPTION = (
-    "More than 10 ResourceClaims of DeviceClass {} have been pending for 5m; kubectl dra "
-    "explain pod/NAME says why, and the pods carry DRAUnsatisfiable events."
+    "More than 10 ResourceClaims of DeviceClass {} that pods wait for have fit on no node "
+    "for 5m; kubectl dra explain pod/NAME says why, and the pods carry DRAUnsatisfiable events."
 )
+RUNBOOK = "docs/runbooks/DRAResourceExhausted.md"
 
 
 @pytest.fixture(scope="module")
@@ -47,11 +48,13 @@ def rules(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _pending(cls: str, count: int, values: str) -> list[dict[str, str]]:
+def _pending(
+    cls: str, count: int, values: str, *, metric: str = "kube_resourceclaim_unsatisfiable"
+) -> list[dict[str, str]]:
+    """``count`` claims' series (by default: claims a pod waits for that fit nowhere)."""
     return [
         {
-            "series": "kube_resourceclaim_pending"
-            f'{{namespace="team",name="c{i}",resource_class="{cls}"}}',
+            "series": f'{metric}{{namespace="team",name="c{i}",resource_class="{cls}"}}',
             "values": values,
         }
         for i in range(count)
@@ -64,6 +67,7 @@ def _alert(cls: str, count: int) -> dict[str, Any]:
         "exp_annotations": {
             "summary": SUMMARY.format(cls, count),
             "description": DESCRIPTION.format(cls),
+            "runbook_url": RUNBOOK,
         },
     }
 
@@ -146,6 +150,47 @@ def test_claims_allocated_in_time_stop_the_alert(promtool: Path, rules: Path) ->
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_pending_claims_no_pod_waits_for_do_not_fire(promtool: Path, rules: Path) -> None:
+    """13 claims created ahead of their jobs (pending, not unsatisfiable) while GPUs are free."""
+    tests = [
+        {
+            "interval": "1m",
+            "input_series": _pending(
+                "gpu.nvidia.com", 13, "1x15", metric="kube_resourceclaim_pending"
+            ),
+            "alert_rule_test": [
+                {"eval_time": "10m", "alertname": "DRAResourceExhausted", "exp_alerts": []}
+            ],
+        }
+    ]
+    proc = _run(promtool, rules, tests)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_a_claim_scraped_from_two_replicas_counts_once(promtool: Path, rules: Path) -> None:
+    series = _pending("gpu.nvidia.com", 11, "1x15")
+    twice = [
+        {"series": s["series"].replace("{", f'{{instance="{r}",'), "values": s["values"]}
+        for s in series
+        for r in ("ctl-0", "ctl-1")
+    ]
+    tests = [
+        {
+            "interval": "1m",
+            "input_series": twice,
+            "alert_rule_test": [
+                {
+                    "eval_time": "6m",
+                    "alertname": "DRAResourceExhausted",
+                    "exp_alerts": [_alert("gpu.nvidia.com", 11)],
+                }
+            ],
+        }
+    ]
+    proc = _run(promtool, rules, tests)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def test_a_test_that_expects_the_wrong_count_fails(promtool: Path, rules: Path) -> None:
     """The harness itself: promtool reports a mismatch (the tests above are not vacuous)."""
     tests = [
@@ -178,7 +223,11 @@ def _render_with_monitoring_api() -> list[dict[str, Any]]:
 
 def test_prometheus_operator_objects_when_its_api_exists(rules: Path) -> None:
     objects = _render_with_monitoring_api()
-    (rule,) = [o for o in objects if o["kind"] == "PrometheusRule"]
+    (rule,) = [
+        o
+        for o in objects
+        if o["kind"] == "PrometheusRule" and o["metadata"]["name"].endswith("allocation-controller")
+    ]
     assert rule["spec"] == yaml.safe_load(rules.read_text())
     assert not [o for o in objects if o["kind"] == "ConfigMap" and RULES_FILE in o.get("data", {})]
     (monitor,) = [o for o in objects if o["kind"] == "ServiceMonitor"]
@@ -207,6 +256,10 @@ def test_dashboard_config_map_for_the_grafana_sidecar() -> None:
     for metric in (
         "kube_resourceclaim_pending",
         "kube_resourceclaim_allocated",
+        "kube_resourceclaim_unsatisfiable",
         "node_dra_resource_available",
+        "nvidia_dra_device_allocation_info",
+        "namespace_pod:DCGM_FI_DEV_GPU_UTIL:max",
+        "namespace_pod:DCGM_FI_DEV_FB_USED:max",
     ):
         assert metric in exprs

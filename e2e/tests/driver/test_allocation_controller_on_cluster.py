@@ -77,7 +77,10 @@ def _manifest() -> str:
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
     ]
     objects += [_claim(f"big-{i}", BIG) for i in range(UNSATISFIABLE)]
-    objects += [_claim("small", None), _pod("trainer", "big-0"), _pod("fits", "small")]
+    # DRAResourceExhausted counts claims a pod waits for: every big claim has its pod.
+    objects += [_pod("trainer", "big-0")]
+    objects += [_pod(f"trainer-{i}", f"big-{i}") for i in range(1, UNSATISFIABLE)]
+    objects += [_claim("small", None), _pod("fits", "small")]
     return yaml.safe_dump_all(objects)
 
 

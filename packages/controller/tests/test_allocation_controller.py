@@ -381,3 +381,57 @@ def test_availability_cache_recomputes_only_changed_nodes() -> None:
     assert cache._nodes["n2"].counts is n2  # nothing on n2 changed
     key = AvailableSeries("n1", "gpu.nvidia.com", "NVIDIA A100")
     assert (before[key], after[key]) == (2, 1)
+
+
+def test_unsatisfiable_series_counts_only_claims_a_waiting_pod_cannot_get() -> None:
+    objs = [
+        *_fleet(),
+        claim("big", selector=MEM_40),
+        pod("trainer", "big"),
+        claim("ahead", selector=MEM_40),  # created before its job: pending, no pod waits
+        claim("small"),
+        pod("fits", "small"),  # unschedulable for another reason: the claim fits somewhere
+    ]
+    ctl, metrics = _controller(objs, MemoryApi())
+    series, _ = ctl.reconcile()
+    assert series.unsatisfiable == [ClaimSeries("team", "big", "gpu.nvidia.com")]
+    assert {s.name for s in series.pending} == {"big", "ahead", "small"}
+    text = generate_latest(metrics.registry).decode()
+    assert (
+        _sample(
+            text,
+            "kube_resourceclaim_unsatisfiable",
+            name="big",
+            namespace="team",
+            resource_class="gpu.nvidia.com",
+        )
+        == 1.0
+    )
+    names = {
+        s.labels["name"]
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "kube_resourceclaim_unsatisfiable"
+    }
+    assert names == {"big"}
+
+
+def test_unsatisfiable_series_without_events_and_not_on_followers() -> None:
+    objs = [*_fleet(), claim("big", selector=MEM_40), pod("trainer", "big")]
+    quiet = AllocationController(stores(objs), metrics=ControllerMetrics(), publisher=None)
+    series, _ = quiet.reconcile()
+    assert [s.name for s in series.unsatisfiable] == ["big"]
+    follower, _ = _controller(objs, MemoryApi(), leader=False)
+    series, _ = follower.reconcile()
+    assert series.unsatisfiable == []
+
+
+def test_unsatisfiable_series_ends_when_the_pod_goes() -> None:
+    objs = [*_fleet(), claim("big", selector=MEM_40), pod("trainer", "big")]
+    stores_by_kind = stores(objs)
+    ctl = AllocationController(stores_by_kind, metrics=ControllerMetrics())
+    assert [s.name for s in ctl.reconcile()[0].unsatisfiable] == ["big"]
+    pods = stores_by_kind["Pod"]
+    for key in list(pods.items()):
+        pods.delete(key)
+    assert ctl.reconcile()[0].unsatisfiable == []

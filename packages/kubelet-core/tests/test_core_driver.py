@@ -20,6 +20,7 @@ import pytest
 from dra_api_types import ResourceClaim
 from dra_kube_client.testing import HttpFront
 from dra_kubelet_core.allocated import AllocatedDevice
+from dra_kubelet_core.allocation_info import DeviceIdentity
 from dra_kubelet_core.cdi import CDIKind, ContainerEdits
 from dra_kubelet_core.checkpoint import PreparedClaim, PreparedDevice, decode_checkpoint
 from dra_kubelet_core.driver import ClaimEdits, ClaimPlan, DriverIdentity, PrepareContext
@@ -103,6 +104,11 @@ class ToyDriver:
 
     def device_type(self, device: PreparedDevice) -> str:
         return "toy"
+
+    def device_identity(
+        self, claim: PreparedClaim, device: PreparedDevice
+    ) -> DeviceIdentity | None:
+        return DeviceIdentity(uuid=f"GPU-{device.device_name}", index=device.device_name[-1])
 
 
 def toy_slices(node_name: str) -> Callable[[int], list[dict[str, Any]]]:

@@ -23,8 +23,11 @@ app.kubernetes.io/component: allocation-controller
 
 {{/*
 The rule groups, shared by the PrometheusRule and the plain rules file. The seed article's
-expression compared each claim's 0/1 series with the threshold and could never fire: pending
-claims are summed per DeviceClass first.
+alert ("pods wait for GPUs") counted every pending claim, so claims created ahead of their
+jobs fired it while GPUs were free: it counts the claims that an unschedulable pod waits
+for and that no node can satisfy (kube_resourceclaim_unsatisfiable, exported by the leader;
+max by claim keeps a claim once if several replicas were scraped during a hand-over),
+summed per DeviceClass.
 */}}
 {{- define "dra-driver-nvidia-gpu.allocationControllerRuleGroups" -}}
 {{- $alerts := .Values.allocationController.alerts -}}
@@ -32,7 +35,7 @@ groups:
 - name: dra-allocation-controller
   rules:
   - alert: DRAResourceExhausted
-    expr: sum by (resource_class) (kube_resourceclaim_pending) > {{ int $alerts.exhaustedThreshold }}
+    expr: sum by (resource_class) (max by (namespace, name, resource_class) (kube_resourceclaim_unsatisfiable)) > {{ int $alerts.exhaustedThreshold }}
     for: {{ $alerts.for }}
     {{- with $alerts.labels }}
     labels:
@@ -40,5 +43,8 @@ groups:
     {{- end }}
     annotations:
       summary: "{{ "{{" }} $labels.resource_class {{ "}}" }} resources exhausted: {{ "{{" }} $value {{ "}}" }} claims waiting for allocation"
-      description: "More than {{ int $alerts.exhaustedThreshold }} ResourceClaims of DeviceClass {{ "{{" }} $labels.resource_class {{ "}}" }} have been pending for {{ $alerts.for }}; kubectl dra explain pod/NAME says why, and the pods carry DRAUnsatisfiable events."
+      description: "More than {{ int $alerts.exhaustedThreshold }} ResourceClaims of DeviceClass {{ "{{" }} $labels.resource_class {{ "}}" }} that pods wait for have fit on no node for {{ $alerts.for }}; kubectl dra explain pod/NAME says why, and the pods carry DRAUnsatisfiable events."
+      {{- with $alerts.runbookUrl }}
+      runbook_url: {{ . | quote }}
+      {{- end }}
 {{- end }}

@@ -39,6 +39,7 @@ from dra_api_types import (
     decode_opaque_config,
 )
 from dra_kubelet_core.allocated import AllocatedDevice
+from dra_kubelet_core.allocation_info import DeviceIdentity
 from dra_kubelet_core.cdi import CDIKind, ContainerEdits
 from dra_kubelet_core.checkpoint import ClaimState, PreparedClaim, PreparedDevice
 from dra_kubelet_core.driver import (
@@ -422,3 +423,11 @@ class ComputeDomainDriver:
     def device_type(self, device: PreparedDevice) -> str:
         """``channel`` or ``daemon`` (the metrics label)."""
         return str(device.driver_state.get("kind", "unknown"))
+
+    def device_identity(
+        self,
+        claim: PreparedClaim,  # noqa: ARG002 -- the core's API
+        device: PreparedDevice,  # noqa: ARG002
+    ) -> DeviceIdentity | None:
+        """None: channels and daemons are no GPUs (no per-pod GPU series)."""
+        return None

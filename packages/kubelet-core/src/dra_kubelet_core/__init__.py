@@ -2,7 +2,7 @@
 plugin.
 
 A driver implements :class:`Driver` (identity, ``plan``, ``prepare``, ``unprepare``,
-``recover``, ``device_type``) with its own plan type, and runs it with
+``recover``, ``device_type``, ``device_identity``) with its own plan type, and runs it with
 :class:`PluginRunner`, which composes it with the :class:`ClaimEngine` (and, where the
 driver needs them, a :class:`RetryPolicy` and :class:`ClaimHooks`); the core owns
 registration, the DRA and health gRPC services, the checkpoint (with the driver's
@@ -17,7 +17,7 @@ Public API (the modules hold the rest)::
         RetryPolicy, ClaimHooks,                 # what a driver passes to the engine
         ClaimEngine, PluginRunner, CommonSettings,
         CDIKind, ContainerEdits, DeviceNode, Mount, Hook,
-        AllocatedDevice, PreparedClaim, PreparedDevice, ClaimState,
+        AllocatedDevice, PreparedClaim, PreparedDevice, ClaimState, DeviceIdentity,
         ClaimRef, PluginError, ClaimError, ConfigurationError,
         HealthHub, configure_logging,
     )
@@ -26,6 +26,7 @@ Public API (the modules hold the rest)::
 from __future__ import annotations
 
 from dra_kubelet_core.allocated import AllocatedDevice
+from dra_kubelet_core.allocation_info import DeviceIdentity
 from dra_kubelet_core.cdi import CDIKind, ContainerEdits, DeviceNode, Hook, Mount
 from dra_kubelet_core.checkpoint import ClaimState, PreparedClaim, PreparedDevice
 from dra_kubelet_core.driver import (
@@ -57,6 +58,7 @@ __all__ = [
     "CommonSettings",
     "ConfigurationError",
     "ContainerEdits",
+    "DeviceIdentity",
     "DeviceNode",
     "Driver",
     "DriverIdentity",

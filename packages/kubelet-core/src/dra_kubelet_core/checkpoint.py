@@ -8,7 +8,7 @@ File format (JSON, one object)::
       "bootID": "<kernel boot id when written>",
       "claims": {"<uid>": {"state": "PrepareStarted|PrepareCompleted", "namespace": ...,
                            "name": ..., "devices": [...], "driverState": {...},
-                           "rebuiltFromSpec": true}}
+                           "rebuiltFromSpec": true, "pods": [{"name": ..., "uid": ...}]}}
     }
 
 ``driverState`` (per claim, and per device in ``devices``) is the driver's own JSON object
@@ -16,6 +16,8 @@ File format (JSON, one object)::
 ``rebuiltFromSpec`` (optional, only ``true``) marks an entry rebuilt from its CDI spec after
 the file was lost: its driver state is unknown, so recovery keeps whatever may be its. Older
 readers keep it as an unknown field, so the format version stays 1 and a rollback reads it.
+``pods`` (optional too) are the pods the claim was reserved for when it was prepared
+(``status.reservedFor``), kept for the per-pod allocation metric after a restart.
 
 The checksum covers the stored bytes, with the checksum's own value replaced by zeros, so
 the check never depends on how this version would serialize the data: a newer writer may add
@@ -54,6 +56,7 @@ __all__ = [
     "CheckpointStore",
     "ClaimState",
     "LoadResult",
+    "PodRef",
     "PreparedClaim",
     "PreparedDevice",
     "count_prepared_devices",
@@ -125,6 +128,27 @@ class PreparedDevice:
 
 
 @dataclass(frozen=True)
+class PodRef:
+    """A pod a claim is reserved for (an entry of ``status.reservedFor``)."""
+
+    name: str
+    uid: str
+
+    def to_json(self) -> JSONObject:
+        """Return the checkpoint representation."""
+        return {"name": self.name, "uid": self.uid}
+
+    @classmethod
+    def from_json(cls, data: object, *, where: str) -> PodRef:
+        """Decode a checkpoint pod entry; ``where`` names it in errors."""
+        obj = _as_object(data, where)
+        return cls(
+            name=_as_str(obj.get("name"), f"{where}.name"),
+            uid=_as_str(obj.get("uid"), f"{where}.uid"),
+        )
+
+
+@dataclass(frozen=True)
 class PreparedClaim:
     """A claim recorded in the checkpoint. ``extra`` keeps fields written by newer versions."""
 
@@ -138,6 +162,8 @@ class PreparedClaim:
     driver_state: JSONObject = field(default_factory=dict)
     #: Rebuilt from the claim's CDI spec after the checkpoint was lost: state unknown.
     rebuilt: bool = False
+    #: The pods the claim was reserved for when it was prepared.
+    pods: tuple[PodRef, ...] = ()
 
     def to_json(self) -> JSONObject:
         """Return the checkpoint representation."""
@@ -154,6 +180,8 @@ class PreparedClaim:
             out["driverState"] = self.driver_state
         if self.rebuilt:
             out["rebuiltFromSpec"] = True
+        if self.pods:
+            out["pods"] = [p.to_json() for p in self.pods]
         return out
 
     @classmethod
@@ -169,7 +197,10 @@ class PreparedClaim:
         devices_raw = obj.get("devices", [])
         if not isinstance(devices_raw, list):
             raise ValueError(f"{where}.devices: expected a list")
-        known = {"state", "namespace", "name", "devices", "driverState", "rebuiltFromSpec"}
+        pods_raw = obj.get("pods", [])
+        if not isinstance(pods_raw, list):
+            raise ValueError(f"{where}.pods: expected a list")
+        known = {"state", "namespace", "name", "devices", "driverState", "rebuiltFromSpec", "pods"}
         return cls(
             uid=uid,
             namespace=_as_str(obj.get("namespace"), f"{where}.namespace"),
@@ -182,6 +213,9 @@ class PreparedClaim:
             extra={k: v for k, v in obj.items() if k not in known},
             driver_state=_as_object(obj.get("driverState", {}), f"{where}.driverState"),
             rebuilt=obj.get("rebuiltFromSpec") is True,
+            pods=tuple(
+                PodRef.from_json(p, where=f"{where}.pods[{i}]") for i, p in enumerate(pods_raw)
+            ),
         )
 
 

@@ -44,6 +44,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from dra_api_types import ResourceClaim
 
 from dra_kubelet_core.allocated import AllocatedDevice
+from dra_kubelet_core.allocation_info import DeviceIdentity
 from dra_kubelet_core.cdi import CDIKind, ContainerEdits
 from dra_kubelet_core.checkpoint import PreparedClaim, PreparedDevice
 from dra_kubelet_core.errors import ClaimError, ClaimRef, DeviceInUseError, EmptyDeviceEditsError
@@ -303,4 +304,11 @@ class Driver(Protocol[PlanT]):
 
     def device_type(self, device: PreparedDevice) -> str:
         """The ``device_type`` label of a prepared device in ``nvidia_dra_prepared_devices``."""
+        ...
+
+    def device_identity(
+        self, claim: PreparedClaim, device: PreparedDevice
+    ) -> DeviceIdentity | None:
+        """The GPU (and MIG instance) a prepared device is, for
+        ``nvidia_dra_device_allocation_info``; ``None``: not a GPU (no series)."""
         ...

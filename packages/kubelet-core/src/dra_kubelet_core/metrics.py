@@ -7,7 +7,9 @@ Two families, both always exported:
   per-claim prepare/unprepare counts, durations and in-flight gauges by ``driver`` and
   ``operation``; prepared devices by ``node``, ``driver`` and ``device_type``; prepare and
   unprepare failures by ``driver`` and ``error_type``. As there, a claim is counted in
-  ``nvidia_dra_requests_total`` (and its duration observed) when it succeeded.
+  ``nvidia_dra_requests_total`` (and its duration observed) when it succeeded. Beyond
+  NVIDIA's: ``nvidia_dra_device_allocation_info`` (value 1), one series per prepared device
+  and pod, labelled to join dcgm-exporter's series (:mod:`.allocation_info`).
 * This plugin's own (``dra_kubelet_plugin_*``): per gRPC call, with our failure reasons, slice
   writes and checkpoint problems.
 """
@@ -15,16 +17,21 @@ Two families, both always exported:
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from http import HTTPStatus
 from http.server import ThreadingHTTPServer
 from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import MetricsHandler
+from prometheus_client.registry import Collector
+
+from dra_kubelet_core.allocation_info import ALLOCATION_INFO_LABELS, AllocationInfo
 
 __all__ = [
+    "ALLOCATION_INFO",
     "NVIDIA_DEVICE_TYPES",
     "NVIDIA_OPERATIONS",
     "NVIDIA_REQUEST_BUCKETS",
@@ -43,6 +50,9 @@ NVIDIA_DEVICE_TYPES: Final = ("gpu", "mig", "vfio", "unknown")
 #: NVIDIA's ``ExponentialBuckets(0.05, 2, 9)``: 50 ms to 12.8 s.
 NVIDIA_REQUEST_BUCKETS: Final = tuple(0.05 * 2**i for i in range(9))
 
+#: The per-pod device series (``{ALLOCATION_INFO_LABELS} 1``).
+ALLOCATION_INFO: Final = "nvidia_dra_device_allocation_info"
+
 #: Our failure reasons that NVIDIA's driver reports under an error type of their own.
 _NVIDIA_ERROR_TYPES: Final = {"LockTimeout": "lock_acquire"}
 
@@ -53,6 +63,27 @@ def nvidia_error_type(operation: str, reason: str) -> str:
     return _NVIDIA_ERROR_TYPES.get(reason, f"{operation}_devices")
 
 
+class _AllocationCollector(Collector):
+    """Serves the rows swapped in whole by the last checkpoint write (never half of two)."""
+
+    def __init__(self) -> None:
+        self.rows: tuple[AllocationInfo, ...] = ()
+        self.lock = threading.Lock()
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        with self.lock:
+            rows = self.rows
+        family = GaugeMetricFamily(
+            ALLOCATION_INFO,
+            "1 per prepared device and pod the claim is reserved for; UUID and GPU_I_ID "
+            "join dcgm-exporter's series",
+            labels=list(ALLOCATION_INFO_LABELS),
+        )
+        for row in rows:
+            family.add_metric(row.values(), 1)
+        return [family]
+
+
 class PluginMetrics:
     """The plugin's metrics: kubelet requests, durations, in-flight calls, devices, errors."""
 
@@ -60,6 +91,8 @@ class PluginMetrics:
         """Register the metrics on ``registry`` (a fresh one by default)."""
         self.registry = registry if registry is not None else CollectorRegistry()
         self._register_nvidia()
+        self._allocations = _AllocationCollector()
+        self.registry.register(self._allocations)
         self.requests = Counter(
             "dra_kubelet_plugin_requests",
             "gRPC requests served, by method and API version",
@@ -181,6 +214,11 @@ class PluginMetrics:
             self.nvidia_prepared_devices.labels(
                 node=node, driver=driver, device_type=device_type
             ).set(counts.get(device_type, 0))
+
+    def set_allocation_info(self, rows: Sequence[AllocationInfo]) -> None:
+        """Replace every ``nvidia_dra_device_allocation_info`` series with ``rows``."""
+        with self._allocations.lock:
+            self._allocations.rows = tuple(rows)
 
 
 def serve_metrics(

@@ -37,15 +37,17 @@ from typing import Generic
 from dra_kube_client import Backoff, KubeApiError
 
 from dra_kubelet_core.allocated import allocated_devices
+from dra_kubelet_core.allocation_info import reserved_pods
 from dra_kubelet_core.cdi_store import CDIStore
 from dra_kubelet_core.checkpoint import (
     Checkpoint,
     CheckpointStore,
     ClaimState,
+    PodRef,
     PreparedClaim,
     PreparedDevice,
-    count_prepared_devices,
 )
+from dra_kubelet_core.checkpoint_metrics import publish_checkpoint
 from dra_kubelet_core.claim_source import ClaimParseError, ClaimSource
 from dra_kubelet_core.claims import PrepareOutcome, UnprepareOutcome
 from dra_kubelet_core.driver import (
@@ -81,6 +83,7 @@ class _PendingPrepare(Generic[PlanT]):
 
     ref: ClaimRef
     plan: ClaimPlan[PlanT]
+    pods: tuple[PodRef, ...]
     future: asyncio.Future[tuple[PreparedDevice, ...]] = field(init=False)
 
 
@@ -155,14 +158,7 @@ class ClaimEngine(Generic[PlanT]):
             await asyncio.to_thread(self._store.save, checkpoint, sync=True)
         else:
             self._store.save(checkpoint, sync=False)
-        self._metrics.prepared_claims.set(len(checkpoint.claims))
-        self._metrics.prepared_devices.set(sum(len(c.devices) for c in checkpoint.claims.values()))
-        self._metrics.set_prepared_devices(
-            # The pool is the node: one pool per node, named after it.
-            self.pool_name,
-            self.driver_name,
-            count_prepared_devices(checkpoint, self.driver.device_type),
-        )
+        publish_checkpoint(self._metrics, checkpoint, self.driver, pool_name=self.pool_name)
 
     async def _drop(self, checkpoint: Checkpoint, uid: str) -> None:
         """Remove a claim's spec, undo the driver's side effects, then remove its entry
@@ -354,7 +350,7 @@ class ClaimEngine(Generic[PlanT]):
             claim, ref, driver_name=self.driver_name, pool_name=self.pool_name
         )
         plan = self.driver.plan(ref, claim, allocated)
-        return await self._commit(_PendingPrepare(ref=ref, plan=plan))
+        return await self._commit(_PendingPrepare(ref=ref, plan=plan, pods=reserved_pods(claim)))
 
     async def _commit(self, item: _PendingPrepare[PlanT]) -> tuple[PreparedDevice, ...]:
         """Queue one claim for the next group commit and wait for its outcome.
@@ -407,6 +403,7 @@ class ClaimEngine(Generic[PlanT]):
                 state=ClaimState.PREPARE_STARTED,
                 devices=item.plan.devices,
                 driver_state=dict(item.plan.driver_state),
+                pods=item.pods,
             )
             accepted.append(item)
         if not accepted:

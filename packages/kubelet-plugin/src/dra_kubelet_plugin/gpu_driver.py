@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from dra_api_types import ResourceClaim
 from dra_kubelet_core.allocated import AllocatedDevice
+from dra_kubelet_core.allocation_info import DeviceIdentity
 from dra_kubelet_core.cdi import ContainerEdits
 from dra_kubelet_core.checkpoint import (
     Checkpoint,
@@ -41,7 +42,7 @@ from dra_kubelet_plugin.gpu_sharing import (
     plan_sharing,
     state_of,
 )
-from dra_kubelet_plugin.inventory import NodeDevice
+from dra_kubelet_plugin.inventory import DeviceType, NodeDevice
 from dra_kubelet_plugin.passthrough_claims import PassthroughClaims
 
 __all__ = ["GpuDriver", "GpuPlan", "gpu_identity", "prepared_device_types"]
@@ -226,6 +227,33 @@ class GpuDriver:
         """``gpu`` or ``mig``; ``unknown`` for a device this node no longer publishes."""
         published = self._devices.get(device.device_name)
         return str(published.type) if published is not None else "unknown"
+
+    def device_identity(
+        self, claim: PreparedClaim, device: PreparedDevice
+    ) -> DeviceIdentity | None:
+        """The GPU a device is, in dcgm-exporter's labels: a MIG device by its parent GPU
+        and GPU instance. A passthrough GPU (no dcgm series: vfio-pci holds it) or a device
+        this node no longer publishes has none. A dynamic MIG device's GPU instance id is
+        not recorded at prepare, so it carries only its MIG UUID."""
+        published = self._devices.get(device.device_name)
+        if published is None or published.type is DeviceType.VFIO:
+            return None
+        gpu = published.gpu
+        if published.mig is not None:
+            mig = published.mig
+            return DeviceIdentity(
+                uuid=gpu.uuid,
+                index=str(gpu.index),
+                gpu_instance_id=str(mig.gi_id),
+                mig_uuid=mig.uuid,
+            )
+        if published.dynamic:
+            created = [
+                m for m in self._state(claim).created_migs if m.device_name == device.device_name
+            ]
+            mig_uuid = created[0].mig_uuid if created else ""
+            return DeviceIdentity(uuid=gpu.uuid, index=str(gpu.index), mig_uuid=mig_uuid)
+        return DeviceIdentity(uuid=gpu.uuid, index=str(gpu.index))
 
 
 def prepared_device_types(

@@ -1,5 +1,10 @@
 """The reconcile loop: informer caches -> metrics, and Events for unschedulable pods.
 
+The leader diagnoses unschedulable pods (with or without Events to post); the claims its
+last diagnosis of each still-unschedulable pod found unsatisfiable, while still pending, are
+``kube_resourceclaim_unsatisfiable`` (followers export none, so a sum over replicas counts
+each claim once).
+
 Every change to a cache marks the controller dirty; changes arriving together (a burst of
 watch events) are folded into one reconcile after ``debounce_s``. A resync every
 ``resync_s`` re-diagnoses pods still pending. Only the leader posts Events; every replica
@@ -17,12 +22,13 @@ from dataclasses import dataclass
 from dra_allocator.cel_engine import CelEngine
 from dra_allocator.cluster import Cluster
 from dra_allocator.features import Features
+from dra_allocator.model import ClaimInfo
 from dra_allocator.selectors import SelectorEngine
 from dra_allocator.snapshot import Snapshot
 from dra_kube_client.informers.store import Store
 
 from .availability import AvailabilityCache, free_devices
-from .claim_series import SeriesCache, claim_series
+from .claim_series import ClaimSeries, SeriesCache, claim_series
 from .diagnosis import Finding, diagnose_pod, is_unschedulable, make_cluster, pod_uid
 from .events import EventPublisher, InvolvedObject
 from .metrics import ClusterSeries, ControllerMetrics
@@ -71,6 +77,8 @@ class AllocationController:
         self.reconciled = threading.Event()
         self._diagnosed: dict[str, float] = {}
         self._series_cache = SeriesCache()
+        # pod UID -> its claims the last diagnosis found unsatisfiable
+        self._unsatisfiable: dict[str, list[ClaimInfo]] = {}
         self._availability_cache = AvailabilityCache()
         for store in stores.values():
             store.subscribe(lambda *_: self.dirty.set())
@@ -88,21 +96,34 @@ class AllocationController:
         cluster = make_cluster(snapshot, engine=self.engine, features=self.features)
         allocated, pending = claim_series(snapshot.claims, self._series_cache)
         available = free_devices(cluster, self._availability_cache)
-        series = ClusterSeries(allocated=allocated, pending=pending, available=available)
-        self.metrics.publish(series)
         findings: list[Finding] = []
-        if self.publisher is not None and self.is_leader():
+        if self.is_leader():
             findings = self._diagnose(cluster, snapshot)
+        else:
+            self._unsatisfiable = {}
+        series = ClusterSeries(
+            allocated=allocated,
+            pending=pending,
+            unsatisfiable=self._unsatisfiable_series(pending),
+            available=available,
+        )
+        self.metrics.publish(series)
         self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
         self.metrics.reconciles.labels(result="ok").inc()
         self.reconciled.set()
         return series, findings
+
+    def _unsatisfiable_series(self, pending: list[ClaimSeries]) -> list[ClaimSeries]:
+        """The pending series of the claims the last diagnoses found unsatisfiable."""
+        found = {(c.namespace, c.name) for claims in self._unsatisfiable.values() for c in claims}
+        return [s for s in pending if (s.namespace, s.name) in found]
 
     def _diagnose(self, cluster: Cluster, snapshot: Snapshot) -> list[Finding]:
         now = self.clock()
         unschedulable = [p for p in snapshot.pods if is_unschedulable(p)]
         live = {pod_uid(p) for p in unschedulable}
         self._diagnosed = {uid: t for uid, t in self._diagnosed.items() if uid in live}
+        self._unsatisfiable = {u: c for u, c in self._unsatisfiable.items() if u in live}
         due = [
             p
             for p in unschedulable
@@ -120,6 +141,7 @@ class AllocationController:
                 )
                 continue
             findings.extend(found)
+            self._unsatisfiable[pod_uid(pod)] = [f.claim for f in found]
             for finding in found:
                 self._publish(finding)
         if self.publisher is not None:
@@ -128,7 +150,8 @@ class AllocationController:
         return findings
 
     def _publish(self, finding: Finding) -> None:
-        assert self.publisher is not None
+        if self.publisher is None:
+            return
         meta = finding.pod.get("metadata") or {}
         pod_ns = str(meta.get("namespace") or "default")
         self.publisher.warn(

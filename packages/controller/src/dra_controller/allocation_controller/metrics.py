@@ -2,6 +2,9 @@
 
 * ``kube_resourceclaim_allocated{namespace,name,resource_class}``: 1 per allocated claim,
 * ``kube_resourceclaim_pending{namespace,name,resource_class}``: 1 per claim waiting,
+* ``kube_resourceclaim_unsatisfiable{namespace,name,resource_class}``: 1 per pending claim
+  that an unschedulable pod waits for and that no node can satisfy (the leader's last
+  diagnosis of the pod; what ``DRAResourceExhausted`` counts),
 * ``node_dra_resource_available{node,resource_class,attribute}``: free devices,
 * ``dra_allocation_controller_*``: reconcile latency, cache sizes, watch restarts, events,
   objects rejected, leadership.
@@ -33,6 +36,7 @@ class ClusterSeries:
 
     allocated: list[ClaimSeries] = field(default_factory=list)
     pending: list[ClaimSeries] = field(default_factory=list)
+    unsatisfiable: list[ClaimSeries] = field(default_factory=list)
     available: Mapping[AvailableSeries, int] = field(default_factory=dict)
 
 
@@ -58,6 +62,14 @@ class _SeedCollector(Collector):
         )
         for s in series.pending:
             pending.add_metric([s.namespace, s.name, s.resource_class], 1)
+        unsatisfiable = GaugeMetricFamily(
+            "kube_resourceclaim_unsatisfiable",
+            "1 for each pending ResourceClaim that an unschedulable pod waits for and that no "
+            "node can satisfy, by the DeviceClass of its requests",
+            labels=["namespace", "name", "resource_class"],
+        )
+        for s in series.unsatisfiable:
+            unsatisfiable.add_metric([s.namespace, s.name, s.resource_class], 1)
         available = GaugeMetricFamily(
             "node_dra_resource_available",
             "Free devices per node matching each DeviceClass, by product name or MIG profile",
@@ -68,7 +80,7 @@ class _SeedCollector(Collector):
             key=lambda kv: (kv[0].node, kv[0].resource_class, kv[0].attribute),
         ):
             available.add_metric([key.node, key.resource_class, key.attribute], count)
-        return [allocated, pending, available]
+        return [allocated, pending, unsatisfiable, available]
 
 
 class _InformerCollector(Collector):

@@ -1,0 +1,98 @@
+"""``nvidia_dra_device_allocation_info`` from the real plugin process: a full GPU and a MIG
+device labelled with the UUIDs and GPU instance that dcgm-exporter reports for them."""
+
+from __future__ import annotations
+
+import socket
+import urllib.request
+
+from dra_nvlib import DeviceLibConfig, open_device_lib
+from kubelet_plugin_support import (
+    PluginDirs,
+    PluginProcess,
+    ReferenceProtos,
+    make_claim,
+    write_claim,
+)
+from prometheus_client.parser import text_string_to_metric_families
+
+DRIVER = "gpu.nvidia.com"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _info_series(port: int) -> list[dict[str, str]]:
+    """The scraped series' label sets (each with value 1)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text: str = r.read().decode()
+    out = []
+    for family in text_string_to_metric_families(text):
+        if family.name == "nvidia_dra_device_allocation_info":
+            for sample in family.samples:
+                assert sample.value == 1
+                out.append(dict(sample.labels))
+    return sorted(out, key=lambda labels: labels["device"])
+
+
+def test_gpu_and_mig_devices_of_a_pod_carry_dcgm_join_labels(
+    plugin_dirs: PluginDirs, reference: ReferenceProtos
+) -> None:
+    config = DeviceLibConfig(
+        backend="fake", node_name="n1", fake_state_path=plugin_dirs.plugin_dir / "fake-gpus.json"
+    )
+    port = _free_port()
+    proc = PluginProcess(
+        plugin_dirs,
+        fake_gpus="1xA100-40GB:mig,1xA100-40GB",
+        extra=["--http-endpoint", f"127.0.0.1:{port}"],
+    )
+    proc.start()
+    proc.stop()  # the first start wrote the fake GPUs' state; now add a MIG device to it
+    with open_device_lib(config) as lib:
+        parent, other = lib.gpus()
+        mig = lib.create_mig_device(parent.uuid, profile_id=19, placement_start=0)
+    proc.start()
+    try:
+        claim = make_claim(
+            name="train", namespace="team-a", devices=["gpu-1", "gpu-0-mig-1g5gb-19-0"]
+        )
+        claim["status"]["reservedFor"] = [{"resource": "pods", "name": "job-0", "uid": "p-0"}]
+        write_claim(plugin_dirs.claims, claim)
+        uid = claim["metadata"]["uid"]
+        with proc.channel() as ch:
+            assert reference.prepare(ch, [("team-a", "train", uid)]).claims[uid].error == ""
+            during = _info_series(port)
+            assert reference.unprepare(ch, [("team-a", "train", uid)]).claims[uid].error == ""
+        after = _info_series(port)
+    finally:
+        proc.stop()
+    common = {
+        "node": "n1",
+        "driver": DRIVER,
+        "namespace": "team-a",
+        "pod": "job-0",
+        "pod_uid": "p-0",
+        "claim": "train",
+        "claim_uid": uid,
+        "request": "gpu",
+    }
+    mig_labels = {
+        "device": "gpu-0-mig-1g5gb-19-0",
+        "UUID": parent.uuid,
+        "gpu": str(parent.index),
+        "GPU_I_ID": str(mig.gi_id),
+        "mig_uuid": mig.uuid,
+    }
+    gpu_labels = {
+        "device": "gpu-1",
+        "UUID": other.uuid,
+        "gpu": str(other.index),
+        "GPU_I_ID": "",
+        "mig_uuid": "",
+    }
+    assert during == [common | mig_labels, common | gpu_labels]
+    assert after == []
