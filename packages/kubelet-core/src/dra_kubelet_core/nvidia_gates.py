@@ -99,7 +99,14 @@ GATES: Sequence[FeatureGate] = (
         False,
         "single-node IMEX channel on nodes without an NVLink clique",
     ),
-    FeatureGate("DRAListTypeAttributes", False, _A, _NV, False, "list-valued device attributes"),
+    FeatureGate(
+        "DRAListTypeAttributes",
+        False,
+        _A,
+        _NV,
+        True,
+        "numaNode published as a list (ints), as NVIDIA; needs the Kubernetes gate of that name",
+    ),
     FeatureGate(
         "ConsumableShares", False, _A, _NV, True, "consumable capacity (--consumable-shares)"
     ),
