@@ -8,6 +8,7 @@ import dataclasses
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -50,11 +51,11 @@ def _every_kind(tmp_path: Path) -> list[NodeDevice]:
     return devices
 
 
-def _numa_of(slices: list[dict[str, object]]) -> dict[str, object]:
+def _numa_of(slices: list[dict[str, Any]]) -> dict[str, object]:
     return {
-        d["name"]: d["attributes"][NUMA_NODE_ATTRIBUTE]  # type: ignore[index]
+        d["name"]: d["attributes"][NUMA_NODE_ATTRIBUTE]
         for s in slices
-        for d in s["spec"]["devices"]  # type: ignore[index]
+        for d in s["spec"]["devices"]
     }
 
 
