@@ -23,6 +23,8 @@ from chart_helpers import (
 )
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from dra_controller.webhook import judge_object
+from dra_kubelet_core.nvidia_gates import parse_feature_gates
 
 WEBHOOK = "dra-dra-driver-nvidia-gpu-webhook"
 NVIDIA_VALUES = Path(__file__).parent / "fixtures" / "nvidia-values-0.5.0-dev.yaml"
@@ -455,3 +457,65 @@ def test_nvidias_values_keep_their_replicas_and_strategy(helm: Path) -> None:
 def test_schema_rejects_bad_availability_values(helm: Path, key: str, value: str) -> None:
     with pytest.raises(HelmFailed, match="values don't meet the specifications of the schema"):
         _render(helm, {key: value})
+
+
+# --- Feature gates: the plugin's value, so admission and prepare agree ---------------------
+
+
+def _args(objects: list[dict[str, Any]], kind: str, name: str) -> list[str]:
+    (container,) = [
+        c
+        for o in objects
+        if o["kind"] == kind and o["metadata"]["name"] == name
+        for c in o["spec"]["template"]["spec"]["containers"]
+        if c["name"] in ("webhook", "gpus")
+    ]
+    return list(container["args"])
+
+
+def _gates_flag(args: list[str]) -> list[str]:
+    return [a for a in args if a.startswith("--feature-gates=")]
+
+
+def test_webhook_gets_the_feature_gates_the_plugin_gets_as_nvidias_chart_passes_them(
+    helm: Path,
+) -> None:
+    sets = {**ENABLED, "featureGates.MPSSupport": "true", "featureGates.DeviceTaints": "false"}
+    objects = _render(helm, sets)
+    webhook = _gates_flag(_args(objects, "Deployment", WEBHOOK))
+    plugin = _gates_flag(_args(objects, "DaemonSet", "dra-dra-driver-nvidia-gpu-kubelet-plugin"))
+    assert webhook == plugin == ["--feature-gates=DeviceTaints=false,MPSSupport=true"]
+    # What the webhook judges by with that value: MPS admitted, TimeSlicing refused (gate off).
+    gates, _ = parse_feature_gates(webhook[0].removeprefix("--feature-gates="))
+    mps, time_slicing = (
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "c", "namespace": "ns"},
+            "spec": {
+                "devices": {
+                    "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}],
+                    "config": [
+                        {
+                            "opaque": {
+                                "driver": "gpu.nvidia.com",
+                                "parameters": {
+                                    "apiVersion": "resource.nvidia.com/v1beta1",
+                                    "kind": "GpuConfig",
+                                    "sharing": {"strategy": strategy},
+                                },
+                            }
+                        }
+                    ],
+                }
+            },
+        }
+        for strategy in ("MPS", "TimeSlicing")
+    )
+    assert judge_object(mps, "resourceclaims", gates=gates).allowed
+    refused = judge_object(time_slicing, "resourceclaims", gates=gates)
+    assert '"TimeSlicingSettings" feature gate is not enabled' in refused.message
+
+
+def test_webhook_without_feature_gates_runs_on_nvidias_defaults(helm: Path) -> None:
+    assert _gates_flag(_args(_render(helm, ENABLED), "Deployment", WEBHOOK)) == []

@@ -1,5 +1,6 @@
 """The validating admission webhook on the harness cluster: the chart installed with
-``webhook.enabled=true`` (TLS from the chart-made secret), bad opaque configs refused at
+``webhook.enabled=true`` (TLS from the chart-made secret) and ``TimeSlicingSettings`` on,
+bad opaque configs (and sharing configs whose gate is off) refused at
 ``kubectl apply`` with the field path, good ones admitted, for ResourceClaims and
 ResourceClaimTemplates in every ``resource.k8s.io`` version the cluster serves.
 
@@ -45,6 +46,9 @@ def _set_webhook(driver: Driver, enabled: bool) -> str:
     if enabled:
         # No cert-manager on the harness: the chart makes the CA and the certificate.
         sets.append("webhook.tls.mode=secret")
+        # The webhook judges by the plugin's gates: GOOD_CONFIG (TimeSlicing) needs its gate;
+        # MPSSupport stays off, so an MPS config is refused naming it.
+        sets.append("featureGates.TimeSlicingSettings=true")
     args = [a for s in sets for a in ("--set", s)]
     return run_helm(
         helm_path(),
@@ -162,6 +166,18 @@ def test_good_gpu_config_in_a_claim_is_admitted(driver: Driver, e2e_namespace: s
     claim = driver.cluster.kubectl_json("get", "resourceclaim", "good", "-n", e2e_namespace)
     config = claim["spec"]["devices"]["config"][0]["opaque"]["parameters"]
     assert config == GOOD_CONFIG
+
+
+def test_a_sharing_config_whose_gate_is_off_is_refused_naming_the_gate_as_nvidia(
+    driver: Driver, e2e_namespace: str
+) -> None:
+    mps = {"apiVersion": NV, "kind": "GpuConfig", "sharing": {"strategy": "MPS"}}
+    stderr = _refused(driver.cluster, _claim("mps", e2e_namespace, "v1", mps))
+    assert (
+        'spec.devices.config[0].opaque.parameters.sharing.strategy: "MPS" is selected as the '
+        'GPU sharing strategy, but the "MPSSupport" feature gate is not enabled'
+    ) in stderr
+    assert not exists(driver.cluster, "resourceclaim", "mps", "-n", e2e_namespace)
 
 
 def test_templates_are_checked_too(driver: Driver, e2e_namespace: str) -> None:

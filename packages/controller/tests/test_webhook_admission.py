@@ -7,10 +7,13 @@ from typing import Any
 import pytest
 from dra_api_types.testing import exactly, resource_claim
 from dra_controller.webhook import AdmissionReviewError, judge_object, review
+from dra_controller.webhook.admission import DEFAULT_GATES
 
 NV = "resource.nvidia.com/v1beta1"
 GPU = "gpu.nvidia.com"
 CD = "compute-domain.nvidia.com"
+#: Both sharing gates on: the configs are judged on their own rules.
+SHARING_ON = {**DEFAULT_GATES, "TimeSlicingSettings": True, "MPSSupport": True}
 
 
 def _config(driver: str, parameters: Any) -> dict[str, Any]:
@@ -184,7 +187,7 @@ def test_good_configs_are_admitted(driver: str, params: dict[str, Any], version:
         ("resourceclaims", _claim(_config(driver, params), version=version)),
         ("resourceclaimtemplates", _template(_config(driver, params), version=version)),
     ):
-        answer = review(_review(obj, resource, version))
+        answer = review(_review(obj, resource, version), gates=SHARING_ON)
         assert answer["apiVersion"] == "admission.k8s.io/v1"
         assert answer["kind"] == "AdmissionReview"
         assert answer["response"] == {"uid": "u-1", "allowed": True}
@@ -211,7 +214,7 @@ def test_bad_configs_are_refused_with_the_field_path(
         ),
     )
     for resource, obj, prefix, who in cases:
-        response = review(_review(obj, resource, version))["response"]
+        response = review(_review(obj, resource, version), gates=SHARING_ON)["response"]
         path = f"{prefix}.{field}" if field else prefix
         assert response["allowed"] is False
         status = response["status"]
@@ -248,7 +251,7 @@ def test_every_bad_config_is_reported() -> None:
 def test_defaults_filled_in_must_hold_too() -> None:
     # MPS without mpsConfig gets an empty MpsConfig: still valid.
     ok = _config(GPU, {"apiVersion": NV, "kind": "GpuConfig", "sharing": {"strategy": "MPS"}})
-    assert judge_object(_claim(ok), "resourceclaims").allowed
+    assert judge_object(_claim(ok), "resourceclaims", gates=SHARING_ON).allowed
 
 
 def test_missing_parameters_of_our_driver_are_refused() -> None:

@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dra_controller.webhook.admission import DEFAULT_GATES
 from dra_controller.webhook.cli import main
 from dra_controller.webhook.server import WebhookServer
 from dra_controller.webhook.tls import ReloadingCertificate
 from webhook_certs import write_self_signed
 
 NV = "resource.nvidia.com/v1beta1"
+SHARING_ON = {**DEFAULT_GATES, "TimeSlicingSettings": True, "MPSSupport": True}
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +34,7 @@ def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 @pytest.fixture
 def server(cert: tuple[Path, Path]) -> Iterator[WebhookServer]:
-    srv = WebhookServer(("127.0.0.1", 0), tls=ReloadingCertificate(*cert))
+    srv = WebhookServer(("127.0.0.1", 0), tls=ReloadingCertificate(*cert), gates=SHARING_ON)
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
     yield srv
@@ -167,6 +169,33 @@ def test_cli_rejects_unreadable_certificates(tmp_path: Path) -> None:
     assert info.value.code == 2
 
 
+@pytest.mark.parametrize(
+    ("argv", "env", "named"),
+    [
+        (["--feature-gates=Nope=true"], {}, "unknown feature gate 'Nope'"),
+        (["--feature-gates=MPSSupport=maybe"], {}, "'MPSSupport=maybe' is not Gate=true|false"),
+        # NVIDIA's rule: DynamicMIG excludes PassthroughSupport (AllAlpha sets both).
+        ([], {"FEATURE_GATES": "AllAlpha=true"}, "DynamicMIG and PassthroughSupport"),
+    ],
+)
+def test_cli_refuses_bad_feature_gates_naming_the_flag_as_the_plugin_does(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    env: dict[str, str],
+    named: str,
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SystemExit) as info:
+        main(["--tls-cert-file", "x.crt", "--tls-private-key-file", "x.key", *argv])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--feature-gates: " in err
+    assert named in err
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -186,7 +215,8 @@ def test_console_script_serves_until_sigterm(cert: tuple[Path, Path]) -> None:
         ],
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        # The chart's form: FEATURE_GATES, the value the plugin gets.
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "FEATURE_GATES": "MPSSupport=true"},
     )
     try:
         deadline = time.monotonic() + 30
@@ -198,9 +228,20 @@ def test_console_script_serves_until_sigterm(cert: tuple[Path, Path]) -> None:
                 assert proc.poll() is None, proc.communicate()[1]
                 assert time.monotonic() < deadline, "dra-webhook did not start serving"
                 time.sleep(0.2)
+        path = "/validate-resource-claim-parameters"
+        verdicts = {}
+        for strategy in ("MPS", "TimeSlicing"):
+            body = json.dumps(_review(strategy)).encode()
+            verdicts[strategy] = json.loads(_request(cert, port, "POST", path, body)[1])
+        assert verdicts["MPS"]["response"]["allowed"] is True
+        denied = verdicts["TimeSlicing"]["response"]
+        assert denied["allowed"] is False
+        assert '"TimeSlicingSettings" feature gate is not enabled' in denied["status"]["message"]
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=15) == 0
-        assert f"on https://127.0.0.1:{port}" in proc.communicate()[1]
+        err = proc.communicate()[1]
+        assert f"on https://127.0.0.1:{port}" in err
+        assert "sharing gates TimeSlicingSettings=false, MPSSupport=true" in err
     finally:
         if proc.poll() is None:
             proc.kill()

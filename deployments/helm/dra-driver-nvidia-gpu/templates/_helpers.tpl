@@ -124,7 +124,7 @@ a chart test keeps all three equal.
   "FabricManagerPartitioning": {"default": false, "maturity": "alpha", "implemented": false},
   "HostManagedIMEXDaemon": {"default": false, "maturity": "alpha", "implemented": true},
   "NodeLocalFabricIPC": {"default": false, "maturity": "alpha", "implemented": false},
-  "DRAListTypeAttributes": {"default": false, "maturity": "alpha", "implemented": false},
+  "DRAListTypeAttributes": {"default": false, "maturity": "alpha", "implemented": true},
   "ConsumableShares": {"default": false, "maturity": "alpha", "implemented": true},
   "ContextualLogging": {"default": true, "maturity": "beta", "implemented": false},
   "LoggingAlphaOptions": {"default": false, "maturity": "alpha", "implemented": false},

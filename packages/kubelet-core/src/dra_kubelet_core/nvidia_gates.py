@@ -2,7 +2,8 @@
 
 The table holds NVIDIA's 14 driver gates with NVIDIA's defaults, the Kubernetes logging gates
 NVIDIA's chart documents, and this project's own gates. Every component of the driver (the
-GPU and the compute-domain kubelet plugins, the compute-domain controller) takes the same
+GPU and the compute-domain kubelet plugins, the compute-domain controller, the admission
+webhook, which refuses a sharing config whose gate is off) takes the same
 ``--feature-gates`` from the chart, so they share this table. A values file written for
 NVIDIA's chart therefore starts this plugin: a gate that is accepted but not built yet only
 changes a log line (see :func:`unimplemented`). NVIDIA's dependency rules are enforced as
@@ -103,7 +104,14 @@ GATES: Sequence[FeatureGate] = (
         False,
         "single-node IMEX channel on nodes without an NVLink clique",
     ),
-    FeatureGate("DRAListTypeAttributes", False, _A, _NV, False, "list-valued device attributes"),
+    FeatureGate(
+        "DRAListTypeAttributes",
+        False,
+        _A,
+        _NV,
+        True,
+        "numaNode published as a list (ints), as NVIDIA; needs the Kubernetes gate of that name",
+    ),
     FeatureGate(
         "ConsumableShares", False, _A, _NV, True, "consumable capacity (--consumable-shares)"
     ),

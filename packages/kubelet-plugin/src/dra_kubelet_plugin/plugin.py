@@ -74,7 +74,11 @@ def publishable(devices: Sequence[NodeDevice], *, taints: bool) -> list[NodeDevi
 
 def publication_of(settings: Settings, *, split_counters: bool = True) -> SlicePublication:
     """How the settings share devices in the slices (``split_counters``: Kubernetes 1.35+)."""
-    return SlicePublication(consumable=settings.consumable_shares, split_counters=split_counters)
+    return SlicePublication(
+        consumable=settings.consumable_shares,
+        split_counters=split_counters,
+        list_attributes=settings.gate("DRAListTypeAttributes"),
+    )
 
 
 def open_sharing(settings: Settings, backend: GpuBackend) -> GpuSharing:

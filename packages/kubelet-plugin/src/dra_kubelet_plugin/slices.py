@@ -8,7 +8,10 @@ carries the pool's generation and ``resourceSliceCount``.
 (``allowMultipleAllocations`` and request policies on every device) and dynamic MIG (one
 counter set per partitionable GPU, placements and the full GPU consuming its counters;
 counter sets in a slice of their own on Kubernetes 1.35+, next to their GPU's devices on
-1.34, one device slice per GPU).
+1.34, one device slice per GPU). With NVIDIA's ``DRAListTypeAttributes`` gate the standard
+``resource.kubernetes.io/numaNode`` is published in its list form (``ints: [n]``), as NVIDIA
+publishes it (KEP-5491/6072); a slice holding list attributes takes at most 64 devices, the
+API's limit for such slices.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from dra_kubelet_plugin.inventory import DeviceType, NodeDevice, brand_name
 __all__ = [
     "MAX_DEVICES_PER_SLICE",
     "MAX_DEVICES_PER_SLICE_WITH_TAINTS",
+    "NUMA_NODE_ATTRIBUTE",
     "SlicePublication",
     "SliceSpec",
     "binary_quantity",
@@ -45,7 +49,9 @@ __all__ = [
 ]
 
 MAX_DEVICES_PER_SLICE = 128
+#: The API's limit for a slice whose devices carry taints, counters or list attributes.
 MAX_DEVICES_PER_SLICE_WITH_TAINTS = 64
+NUMA_NODE_ATTRIBUTE = "resource.kubernetes.io/numaNode"
 # A lost GPU evicts its pods; an unmonitored one only informs (NVIDIA's effect ``None``);
 # every other health taint keeps new pods away.
 _TAINT_EFFECTS: dict[str | None, str] = {TAINT_GPU_LOST: "NoExecute", TAINT_UNMONITORED: "None"}
@@ -71,6 +77,9 @@ class SlicePublication:
     consumable: ConsumableShares = field(default_factory=ConsumableShares)
     #: Kubernetes 1.35+: counter sets in their own slice (NVIDIA's split layout).
     split_counters: bool = True
+    #: NVIDIA's ``DRAListTypeAttributes``: list-valued attributes where NVIDIA publishes them
+    #: (the cluster needs the Kubernetes gate of the same name).
+    list_attributes: bool = False
 
 
 def binary_quantity(n_bytes: int) -> str:
@@ -104,11 +113,15 @@ def _ver(value: str) -> dict[str, object]:
     return {"version": semver_of(value)}
 
 
-def _int(value: int) -> dict[str, object]:
-    return {"int": value}
+def _numa_node(value: int, *, as_list: bool) -> dict[str, object]:
+    # NVIDIA publishes the physical node as a one-element list with the gate on, until it
+    # computes the same-socket nodes at minimum distance (KEP-6072's preferred form).
+    return {"ints": [value]} if as_list else {"int": value}
 
 
-def _vfio_json(device: NodeDevice) -> tuple[dict[str, object], dict[str, object]]:
+def _vfio_json(
+    device: NodeDevice, *, list_attributes: bool
+) -> tuple[dict[str, object], dict[str, object]]:
     """Attributes and capacity of a passthrough GPU (NVIDIA's ``type=vfio`` device)."""
     gpu, pci = device.gpu, device.pci
     attrs: dict[str, object] = {
@@ -124,7 +137,7 @@ def _vfio_json(device: NodeDevice) -> tuple[dict[str, object], dict[str, object]
     if gpu.pcie_root:
         attrs["resource.kubernetes.io/pcieRoot"] = _str(gpu.pcie_root)
     if gpu.numa_node is not None:
-        attrs["resource.kubernetes.io/numaNode"] = _int(gpu.numa_node)
+        attrs[NUMA_NODE_ATTRIBUTE] = _numa_node(gpu.numa_node, as_list=list_attributes)
     capacity: dict[str, object] = {}
     if gpu.memory_bytes is not None:
         capacity["addressableMemory"] = {"value": binary_quantity(gpu.memory_bytes)}
@@ -136,10 +149,12 @@ def device_json(
     health: DeviceHealth | None = None,
     *,
     consumable: ConsumableShares | None = None,
+    list_attributes: bool = False,
 ) -> dict[str, object]:
-    """One ``Device`` of the slice, with the attributes and capacity the driver publishes."""
+    """One ``Device`` of the slice, with the attributes and capacity the driver publishes
+    (``list_attributes``: NVIDIA's ``DRAListTypeAttributes`` forms)."""
     if device.type is DeviceType.VFIO:
-        vfio_attrs, vfio_capacity = _vfio_json(device)
+        vfio_attrs, vfio_capacity = _vfio_json(device, list_attributes=list_attributes)
         vfio: dict[str, object] = {
             "name": device.name,
             "attributes": dict(sorted(vfio_attrs.items())),
@@ -165,7 +180,7 @@ def device_json(
     if gpu.numa_node is not None:
         # The standard attribute (NVIDIA v0.5 published it): matchAttribute keeps GPUs and
         # NICs of one claim on one NUMA node.
-        attrs["resource.kubernetes.io/numaNode"] = _int(gpu.numa_node)
+        attrs[NUMA_NODE_ATTRIBUTE] = _numa_node(gpu.numa_node, as_list=list_attributes)
     if gpu.addressing_mode is not None and gpu.addressing_mode.name != "NONE":
         attrs["addressingMode"] = _str(gpu.addressing_mode.name)
     capacity: dict[str, object] = {}
@@ -233,13 +248,18 @@ def build_resource_slices(
     """
     health = health or {}
     pub = publication or SlicePublication()
-    rendered = [device_json(d, health.get(d.name), consumable=pub.consumable) for d in devices]
+    rendered = [
+        device_json(
+            d, health.get(d.name), consumable=pub.consumable, list_attributes=pub.list_attributes
+        )
+        for d in devices
+    ]
     bodies: list[dict[str, Any]]
     if any(d.partitionable for d in devices):
         bodies = _partitioned_bodies(devices, rendered, split=pub.split_counters)
     else:
-        tainted = any("taints" in d for d in rendered)
-        per_slice = MAX_DEVICES_PER_SLICE_WITH_TAINTS if tainted else MAX_DEVICES_PER_SLICE
+        limited = any("taints" in d or _has_list_attribute(d) for d in rendered)
+        per_slice = MAX_DEVICES_PER_SLICE_WITH_TAINTS if limited else MAX_DEVICES_PER_SLICE
         chunks = [rendered[i : i + per_slice] for i in range(0, len(rendered), per_slice)]
         bodies = [{"devices": chunk} for chunk in chunks] or [{"devices": []}]
     metadata: dict[str, object] = {"generateName": f"{spec.node_name}-{spec.driver_name}-"}
@@ -271,6 +291,15 @@ def build_resource_slices(
         }
         for body in bodies
     ]
+
+
+def _has_list_attribute(device: Mapping[str, Any]) -> bool:
+    attributes = device.get("attributes") or {}
+    return any(
+        key in value
+        for value in attributes.values()
+        for key in ("ints", "bools", "strings", "versions")
+    )
 
 
 def _partitioned_bodies(

@@ -8,6 +8,12 @@ after the driver's defaults are filled in: what the kubelet plugin would reject 
 time is refused at ``kubectl apply``, with the field path of the offending value. Configs of
 other drivers are not ours to judge.
 
+As NVIDIA's webhook, the verdict follows the driver's feature gates (``dra-webhook
+--feature-gates``, the same value the chart gives the plugin): a ``TimeSlicing`` sharing
+strategy is refused while ``TimeSlicingSettings`` is off and ``MPS`` while ``MPSSupport`` is
+off, naming the gate, before the strategy's own settings are looked at (NVIDIA checks the
+strategy's gate first). The gates default to NVIDIA's defaults, both off.
+
 The device config list has the same shape in ``resource.k8s.io`` v1, v1beta1 and v1beta2
 (``spec.devices.config`` of a claim, ``spec.spec.devices.config`` of a template), so no
 conversion between versions is needed to find it.
@@ -17,17 +23,29 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Final
 
 from dra_api_types import ObjectRef, ValidationError, decode_opaque_config
-from dra_api_types.nvidia_v1beta1 import COMPUTE_DOMAIN_DRIVER, GPU_DRIVER
+from dra_api_types.nvidia_v1beta1 import (
+    COMPUTE_DOMAIN_DRIVER,
+    GPU_DRIVER,
+    MPS,
+    TIME_SLICING,
+    GpuConfig,
+    MigDeviceConfig,
+    OpaqueConfig,
+)
 from dra_cel.selector_names import selector_warnings
+from dra_kubelet_core.nvidia_gates import defaults as default_gates
 
 __all__ = [
     "ADMISSION_API_VERSION",
+    "DEFAULT_GATES",
     "OUR_DRIVERS",
     "RESOURCE_GROUP",
     "RESOURCE_VERSIONS",
+    "SHARING_GATES",
     "AdmissionReviewError",
     "ConfigProblem",
     "Verdict",
@@ -39,6 +57,13 @@ ADMISSION_API_VERSION: Final = "admission.k8s.io/v1"
 RESOURCE_GROUP: Final = "resource.k8s.io"
 RESOURCE_VERSIONS: Final = ("v1", "v1beta1", "v1beta2")
 OUR_DRIVERS: Final = (GPU_DRIVER, COMPUTE_DOMAIN_DRIVER)
+
+#: NVIDIA's gate defaults: what ``dra-webhook`` judges by without ``--feature-gates``.
+DEFAULT_GATES: Final[Mapping[str, bool]] = MappingProxyType(default_gates())
+#: The feature gate each sharing strategy needs, as NVIDIA's config validation has it.
+SHARING_GATES: Final[Mapping[str, str]] = MappingProxyType(
+    {TIME_SLICING: "TimeSlicingSettings", MPS: "MPSSupport"}
+)
 
 #: resource (plural) -> (kind, path of the DeviceClaim inside the object).
 _RESOURCES: Final = {
@@ -114,8 +139,10 @@ class Verdict:
         return body
 
 
-def review(body: Mapping[str, Any]) -> dict[str, Any]:
+def review(body: Mapping[str, Any], *, gates: Mapping[str, bool] = DEFAULT_GATES) -> dict[str, Any]:
     """Answer an AdmissionReview: the same review with ``response`` filled in.
+
+    ``gates`` are the driver's effective feature gates (``parse_feature_gates``).
 
     Raises :class:`AdmissionReviewError` when ``body`` is not an ``admission.k8s.io/v1``
     AdmissionReview with a request and its uid (the server answers HTTP 400 then).
@@ -134,7 +161,7 @@ def review(body: Mapping[str, Any]) -> dict[str, Any]:
     uid = request.get("uid")
     if not isinstance(uid, str) or not uid:
         raise AdmissionReviewError("request.uid", "required value")
-    verdict = _judge_request(request)
+    verdict = _judge_request(request, gates)
     return {
         "apiVersion": ADMISSION_API_VERSION,
         "kind": "AdmissionReview",
@@ -142,7 +169,7 @@ def review(body: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _judge_request(request: Mapping[str, Any]) -> Verdict:
+def _judge_request(request: Mapping[str, Any], gates: Mapping[str, bool]) -> Verdict:
     resource = request.get("resource") or {}
     group, version, plural = (resource.get(k, "") for k in ("group", "version", "resource"))
     obj = request.get("object")
@@ -173,15 +200,20 @@ def _judge_request(request: Mapping[str, Any]) -> Verdict:
         # were written. Refusing now would also block removing the finalizer of a claim
         # stored before the webhook existed, so it could never be deleted.
         return Verdict(allowed=True, object_ref=ref)
-    return judge_object(obj, plural, object_ref=ref)
+    return judge_object(obj, plural, object_ref=ref, gates=gates)
 
 
 def judge_object(
-    obj: Mapping[str, Any], resource: str, *, object_ref: ObjectRef | None = None
+    obj: Mapping[str, Any],
+    resource: str,
+    *,
+    object_ref: ObjectRef | None = None,
+    gates: Mapping[str, bool] = DEFAULT_GATES,
 ) -> Verdict:
     """Judge the opaque configs of one ResourceClaim (``resource="resourceclaims"``) or
     ResourceClaimTemplate (``"resourceclaimtemplates"``) in any served version, and warn
     about selectors naming attributes or capacities ``gpu.nvidia.com`` never publishes.
+    ``gates`` are the driver's effective feature gates (the sharing gates decide).
 
     Raises ``KeyError`` for another resource.
     """
@@ -195,7 +227,7 @@ def judge_object(
     problems = [
         problem
         for index, config in enumerate(configs if isinstance(configs, Sequence) else ())
-        for problem in _judge_config(config, f"{prefix}[{index}]")
+        for problem in _judge_config(config, f"{prefix}[{index}]", gates)
     ]
     warnings = selector_warnings(devices, ".".join(devices_path))
     return Verdict(
@@ -206,7 +238,7 @@ def judge_object(
     )
 
 
-def _judge_config(config: Any, path: str) -> list[ConfigProblem]:
+def _judge_config(config: Any, path: str, gates: Mapping[str, bool]) -> list[ConfigProblem]:
     opaque = config.get("opaque") if isinstance(config, Mapping) else None
     if not isinstance(opaque, Mapping) or opaque.get("driver") not in OUR_DRIVERS:
         return []
@@ -216,7 +248,7 @@ def _judge_config(config: Any, path: str) -> list[ConfigProblem]:
     if parameters is None:
         return [ConfigProblem(params_path, f"required value: configs of {driver} need parameters")]
     try:
-        decoded = decode_opaque_config(parameters)
+        decoded = decode_opaque_config(parameters, validate=False)
         if driver != decoded.DRIVER:
             return [
                 ConfigProblem(
@@ -225,12 +257,33 @@ def _judge_config(config: Any, path: str) -> list[ConfigProblem]:
                     f"not of {path}.opaque.driver {driver}",
                 )
             ]
+        gate_problem = _sharing_gate_problem(decoded, gates)
+        if gate_problem is not None:
+            return [ConfigProblem(f"{params_path}.sharing.strategy", gate_problem)]
+        decoded.validate()
         # The plugin fills in defaults before using a config; they must hold too.
         decoded.normalize().validate()
     except ValidationError as exc:
         located = exc.with_object(ObjectRef(), prefix=params_path)
         return [ConfigProblem(located.path, located.message)]
     return []
+
+
+def _sharing_gate_problem(config: OpaqueConfig, gates: Mapping[str, bool]) -> str | None:
+    """NVIDIA's refusal of a sharing strategy whose feature gate is off, in its words.
+
+    Judged on the config as written: a GpuConfig without ``sharing`` asks for no sharing.
+    """
+    if not isinstance(config, GpuConfig | MigDeviceConfig) or config.sharing is None:
+        return None
+    strategy = config.sharing.strategy
+    gate = SHARING_GATES.get(strategy)
+    if gate is None or gates.get(gate, False):
+        return None
+    return (
+        f'"{strategy}" is selected as the GPU sharing strategy, '
+        f'but the "{gate}" feature gate is not enabled'
+    )
 
 
 def _object_ref(obj: Any, request: Mapping[str, Any], kind: str) -> ObjectRef:

@@ -1,14 +1,18 @@
 """``dra-webhook``: the validating admission webhook's command line. Only wiring here.
 
 Flags follow NVIDIA's webhook binary (``--tls-cert-file``, ``--tls-private-key-file``,
-``--port``), so the same Deployment arguments work with either image. The certificate and
-key are watched and reloaded when they change (``--tls-reload-interval``).
+``--port``, ``--feature-gates`` with its environment twin ``FEATURE_GATES``), so the same
+Deployment arguments work with either image. The feature gates are the driver's (the table
+and semantics of :mod:`dra_kubelet_core.nvidia_gates`, the kubelet plugin's): the sharing
+gates decide which configs are admitted. The certificate and key are watched and reloaded
+when they change (``--tls-reload-interval``).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -16,6 +20,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
+from dra_kubelet_core.errors import ConfigurationError
+from dra_kubelet_core.nvidia_gates import parse_feature_gates
+
+from .admission import SHARING_GATES
 from .server import READYZ_PATH, VALIDATE_PATH, WebhookServer
 from .tls import CertificateLoadError, ReloadingCertificate
 
@@ -44,6 +52,13 @@ def _parser() -> argparse.ArgumentParser:
         "loaded for new connections without a restart (default 10)",
     )
     parser.add_argument(
+        "--feature-gates",
+        default=os.environ.get("FEATURE_GATES", ""),
+        help="comma-separated Gate=true|false, the driver's gates (env FEATURE_GATES; the "
+        "chart passes the plugin's): a TimeSlicing config needs TimeSlicingSettings=true, "
+        "an MPS config MPSSupport=true (default: NVIDIA's defaults, both off)",
+    )
+    parser.add_argument(
         "--bind-address", default="0.0.0.0", help="address to listen on (default 0.0.0.0)"
     )
     parser.add_argument(
@@ -66,6 +81,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.tls_reload_interval > 0:
         parser.error(f"--tls-reload-interval: {args.tls_reload_interval} is not > 0 seconds")
     try:
+        gates, _ = parse_feature_gates(args.feature_gates)
+    except ConfigurationError as exc:
+        parser.error(str(exc))
+    try:
         certificate = ReloadingCertificate(args.tls_cert_file, args.tls_private_key_file)
     except CertificateLoadError as exc:
         parser.error(
@@ -73,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{args.tls_private_key_file}: cannot load: {exc.reason}"
         )
     try:
-        server = WebhookServer((args.bind_address, args.port), tls=certificate)
+        server = WebhookServer((args.bind_address, args.port), tls=certificate, gates=gates)
     except OSError as exc:
         print(
             f"dra-webhook: cannot listen on {args.bind_address}:{args.port}: {exc}", file=sys.stderr
@@ -86,12 +105,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    sharing = {gate: gates[gate] for gate in SHARING_GATES.values()}
     logging.getLogger(__name__).info(
-        "serving %s and %s on https://%s:%d",
+        "serving %s and %s on https://%s:%d; sharing gates %s",
         VALIDATE_PATH,
         READYZ_PATH,
         args.bind_address,
         server.port,
+        ", ".join(f"{gate}={str(on).lower()}" for gate, on in sharing.items()),
     )
     stop_watching = threading.Event()
     watcher = threading.Thread(

@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 import logging
 import ssl
+from collections.abc import Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from socket import socket
 from typing import Any, Final
 
-from .admission import AdmissionReviewError, review
+from .admission import DEFAULT_GATES, AdmissionReviewError, review
 from .tls import ReloadingCertificate
 
 __all__ = ["MAX_BODY_BYTES", "READYZ_PATH", "VALIDATE_PATH", "WebhookServer"]
@@ -60,8 +61,10 @@ class _Handler(BaseHTTPRequestHandler):
         if not 0 <= length <= MAX_BODY_BYTES:
             self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body over {MAX_BODY_BYTES} bytes")
             return
+        server = self.server
+        assert isinstance(server, WebhookServer)
         try:
-            answer = review(json.loads(self.rfile.read(length)))
+            answer = review(json.loads(self.rfile.read(length)), gates=server.gates)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             self._error(HTTPStatus.BAD_REQUEST, f"body is not JSON: {exc}")
             return
@@ -101,7 +104,9 @@ class WebhookServer(ThreadingHTTPServer):
     :class:`~.tls.ReloadingCertificate` that swapped its pair serves the new one from the
     next connection on, while open connections keep the one they shook hands with. The TLS
     handshake runs in the request's thread (not in ``accept``), so a client that stalls it
-    cannot block the others. Port 0 picks a free port (see ``server_address``).
+    cannot block the others. Port 0 picks a free port (see ``server_address``). ``gates``
+    are the driver's effective feature gates every verdict follows (NVIDIA's defaults if
+    not given).
     """
 
     daemon_threads = True
@@ -111,10 +116,12 @@ class WebhookServer(ThreadingHTTPServer):
         address: tuple[str, int],
         *,
         tls: ReloadingCertificate | ssl.SSLContext | None = None,
+        gates: Mapping[str, bool] = DEFAULT_GATES,
     ) -> None:
         """Bind the listening socket; serve TLS with ``tls`` when set."""
         super().__init__(address, _Handler)
         self._tls = tls
+        self.gates = gates
 
     def get_request(self) -> tuple[socket, Any]:
         """Accept one connection, wrapped with the current TLS context (no handshake yet)."""
