@@ -21,7 +21,7 @@ from dra_sharing import (
     mps_daemon_id,
 )
 from dra_sharing.fake_mps_daemon import READY_FILE, render_mps_control_client
-from dra_sharing.mps import _alive
+from dra_sharing.mps_launchers import _alive
 
 
 def _spec(lib: FakeDeviceLib, pct: int | None = 40) -> MpsDaemonSpec:

@@ -176,7 +176,9 @@ class GpuDriver:
     async def recover(self, entries: Mapping[str, PreparedClaim]) -> None:
         """See :meth:`Driver.recover`: host files of claims not checkpointed are removed;
         GPUs left on ``vfio-pci`` or on no driver are repaired; sharing of half-prepared claims
-        is undone and daemons and MIG devices no completed claim records are removed. What an
+        is undone, daemons and MIG devices no completed claim records are removed, and the MPS
+        daemons completed claims record are re-adopted or restarted (this runs before the
+        plugin serves, so no call finds a claim's daemon dead after a plugin restart). What an
         entry rebuilt from its spec may use is kept. Every step runs even if one fails.
 
         Raises:
@@ -202,8 +204,9 @@ class GpuDriver:
                 if e.state is not ClaimState.PREPARE_COMPLETED
             }
             unknown = sorted(uid for uid, e in entries.items() if e.rebuilt)
+            refs = {uid: ClaimRef(e.namespace, e.name, uid) for uid, e in entries.items()}
             try:
-                await self._sharing.recover(completed, started, unknown=unknown)
+                await self._sharing.recover(completed, started, unknown=unknown, refs=refs)
             except PluginError as exc:
                 failures.append(str(exc))
         if failures:

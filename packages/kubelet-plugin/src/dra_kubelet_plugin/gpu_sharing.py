@@ -37,6 +37,7 @@ from dra_sharing import (
     ClaimSharingState,
     MigRequest,
     MpsEdits,
+    RecoveryReport,
     SharedDevice,
     SharingApplyError,
     SharingConfigError,
@@ -333,14 +334,19 @@ class GpuSharing:
         started: Mapping[str, ClaimSharingState],
         *,
         unknown: Collection[str] = (),
+        refs: Mapping[str, ClaimRef] | None = None,
     ) -> None:
-        """Undo the sharing of half-prepared claims (the kubelet prepares them again), then
-        remove daemons and MIG devices no completed claim records; what may belong to the
-        ``unknown`` claims (state lost, spec still serving) is kept. Every step is tried.
+        """Undo the sharing of half-prepared claims (the kubelet prepares them again), remove
+        daemons and MIG devices no completed claim records, and check each daemon a completed
+        claim records: re-adopted if it answers, restarted with its recorded settings if it
+        died with the plugin's container. What may belong to the ``unknown`` claims (state
+        lost, spec still serving) is kept, and their daemons are checked too. ``refs`` name
+        the claims in logs and errors. Every step is tried.
 
         Raises:
-            RecoveryError: what could not be undone or removed (named).
+            RecoveryError: what could not be undone, removed or restarted (each claim named).
         """
+        refs = refs or {}
         kept = [s for s in completed.values() if not s.empty]
         failures: list[str] = []
         for uid, state in started.items():
@@ -360,14 +366,41 @@ class GpuSharing:
         except SharingError as exc:
             failures.append(f"sharing leftovers: {exc}")
         else:
-            if report.mps_daemons or report.mig_devices:
-                log.info(
-                    "sharing leftovers removed",
+            _log_report(report)
+            for uid, problem in sorted(report.failed_claims.items()):
+                ref = refs.get(uid, ClaimRef(namespace="", name="", uid=uid))
+                log.error(
+                    "MPS control daemon of a prepared claim is down; its pods lose MPS until "
+                    "it is restarted (retried while the plugin serves)",
                     extra={
-                        "event": "sharing_recovered",
-                        "mps_daemons": report.mps_daemons,
-                        "mig_devices": report.mig_devices,
+                        "event": "mps_daemon_down",
+                        "claim_uid": uid,
+                        "claim_namespace": ref.namespace,
+                        "claim_name": ref.name,
+                        "error": problem,
                     },
                 )
+                failures.append(f"{ref}: MPS control daemon not restarted: {problem}")
         if failures:
             raise RecoveryError("; ".join(failures))
+
+
+def _log_report(report: RecoveryReport) -> None:
+    if report.mps_daemons or report.mig_devices:
+        log.info(
+            "sharing leftovers removed",
+            extra={
+                "event": "sharing_recovered",
+                "mps_daemons": report.mps_daemons,
+                "mig_devices": report.mig_devices,
+            },
+        )
+    if report.mps_adopted or report.mps_restarted:
+        log.info(
+            "MPS control daemons of prepared claims checked",
+            extra={
+                "event": "mps_daemons_checked",
+                "adopted": report.mps_adopted,
+                "restarted": report.mps_restarted,
+            },
+        )

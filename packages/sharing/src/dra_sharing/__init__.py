@@ -44,6 +44,7 @@ from dra_sharing.mps import (
     MpsDirs,
     MpsEdits,
     MpsLauncher,
+    MpsSpecError,
     NvidiaMpsLauncher,
     mps_daemon_id,
 )
@@ -88,6 +89,7 @@ __all__ = [
     "MpsEdits",
     "MpsLauncher",
     "MpsSettings",
+    "MpsSpecError",
     "NvidiaMpsLauncher",
     "RecoveryReport",
     "SharedDevice",

@@ -4,9 +4,12 @@
 [--active-thread-percentage N] [--pinned-mem-limit UUID=1024M ...]`` behaves like
 ``nvidia-cuda-mps-control -d`` as far as a pod can tell: it owns ``P`` (the directory
 containers see as ``CUDA_MPS_PIPE_DIRECTORY``), writes its pid to ``P/nvidia-mps.pid``, logs
-to ``L/control.log``, publishes its settings in ``P/control.settings`` and marks readiness
-with ``P/ready``. SIGTERM makes it remove those files and exit (the driver stops it at
-unprepare, as it sends ``quit`` to the real one).
+to ``L/control.log``, publishes its settings in ``P/control.settings``, answers on the unix
+socket ``P/control`` (the real daemon's control pipe: one command a connection, one answer
+line; :func:`query` is its client) and marks readiness with ``P/ready``. SIGTERM makes it
+remove those files and exit (the driver stops it at unprepare, as it sends ``quit`` to the
+real one). Only the control socket tells a live daemon from the files a killed one left:
+a SIGKILLed daemon leaves ``ready`` behind, but nothing answers on its socket.
 
 Crash tests hold a daemon before it is ready with ``DRA_FAKE_MPS_HOLD_READY=DIR``: it writes
 its pid file, then waits for ``DIR/mps-ready.release`` before marking itself ready, so the
@@ -21,19 +24,33 @@ mount into the pod: it answers ``get_default_active_thread_percentage``,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import select
 import signal
+import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 
-__all__ = ["READY_FILE", "SETTINGS_FILE", "main", "render_mps_control_client", "render_settings"]
+__all__ = [
+    "CONTROL_SOCKET",
+    "READY_FILE",
+    "SETTINGS_FILE",
+    "answer",
+    "main",
+    "query",
+    "render_mps_control_client",
+    "render_settings",
+]
 
 READY_FILE = "ready"
 SETTINGS_FILE = "control.settings"
 PID_FILE = "nvidia-mps.pid"
+#: The control pipe: a unix socket in the pipe directory.
+CONTROL_SOCKET = "control"
 #: Test hook: a directory; the daemon is not ready until ``mps-ready.release`` is in it.
 ENV_HOLD_READY = "DRA_FAKE_MPS_HOLD_READY"
 
@@ -50,6 +67,74 @@ def render_settings(
     ]
     lines += [f"device_pinned_mem_limit {uuid} {limit}" for uuid, limit in sorted(limits.items())]
     return "\n".join(lines) + "\n"
+
+
+def answer(command: str, settings: str) -> str:
+    """The daemon's answer to one control command, from its settings file's text (pure);
+    an unknown command gets a line starting ``error``."""
+    name, _, arg = command.strip().partition(" ")
+    table = {
+        "get_server_list": ("pid", ""),
+        "get_default_active_thread_percentage": ("default_active_thread_percentage", ""),
+        "get_device_client_list": ("devices", ""),
+        "get_default_device_pinned_mem_limit": ("device_pinned_mem_limit", arg),
+    }
+    if name not in table:
+        return f"error unsupported command {name!r}"
+    key, want = table[name]
+    for line in settings.splitlines():
+        got, _, rest = line.partition(" ")
+        if got != key:
+            continue
+        if not want:
+            return rest
+        first, _, value = rest.partition(" ")
+        if first == want:
+            return value
+    return "0M" if want else "error no such setting"
+
+
+@contextlib.contextmanager
+def _in_dir(directory: Path) -> Iterator[str]:
+    """A short path to ``directory``: a unix socket path is limited to 107 bytes, and the
+    daemon directories of a kubelet plugin (or a test) can be longer."""
+    fd = os.open(directory, os.O_PATH | os.O_DIRECTORY)
+    try:
+        yield f"/proc/self/fd/{fd}"
+    finally:
+        os.close(fd)
+
+
+def query(pipe_dir: Path, command: str, *, timeout_s: float = 2.0) -> str:
+    """Send one command to the daemon of ``pipe_dir`` and return its answer line.
+
+    Raises:
+        OSError: nothing answers (no daemon, or a dead one's socket file) or it timed out.
+    """
+    with _in_dir(pipe_dir) as short, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout_s)
+        sock.connect(f"{short}/{CONTROL_SOCKET}")
+        sock.sendall(command.encode() + b"\n")
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+    if not data:
+        raise OSError(f"MPS control daemon of {pipe_dir} closed the connection")
+    return data.decode().strip()
+
+
+def _serve_one(server: socket.socket, settings: Path) -> None:
+    conn, _ = server.accept()
+    with conn:
+        conn.settimeout(2.0)
+        try:
+            line = conn.recv(4096).decode(errors="replace")
+            conn.sendall(answer(line, settings.read_text()).encode() + b"\n")
+        except OSError:
+            pass  # a client that went away is its own problem
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -116,10 +201,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 limits=limits,
             ),
         )
-        _write_atomic(pipe / READY_FILE, "ready\n")
-        while not stopping:
-            time.sleep(0.05)
-        for name in (READY_FILE, SETTINGS_FILE, PID_FILE):
+        (pipe / CONTROL_SOCKET).unlink(missing_ok=True)
+        with (
+            _in_dir(pipe) as short,
+            socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server,
+        ):
+            server.bind(f"{short}/{CONTROL_SOCKET}")
+            server.listen(16)
+            _write_atomic(pipe / READY_FILE, "ready\n")
+            while not stopping:
+                with contextlib.suppress(InterruptedError):
+                    readable, _, _ = select.select([server], [], [], 0.05)
+                    if readable:
+                        _serve_one(server, pipe / SETTINGS_FILE)
+        for name in (READY_FILE, SETTINGS_FILE, PID_FILE, CONTROL_SOCKET):
             (pipe / name).unlink(missing_ok=True)
         logf.write("[fake-mps] control daemon exiting\n")
     return 0

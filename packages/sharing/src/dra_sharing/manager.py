@@ -7,7 +7,8 @@ the plugin checkpoints with the claim; when a step fails, the steps before it ar
 the error (naming GPU and reason) is raised for that claim only. :meth:`unprepare` undoes a
 state, reference-counted against the other prepared claims (a GPU shared by consumable
 shares keeps its time-slice until its last claim goes). :meth:`recover` runs at start and
-removes MPS daemons and MIG devices that no prepared claim records (left by a crash).
+removes MPS daemons and MIG devices that no prepared claim records (left by a crash), and
+checks every daemon a prepared claim records: re-adopted if it answers, restarted if not.
 """
 
 from __future__ import annotations
@@ -39,6 +40,12 @@ class RecoveryReport:
 
     mps_daemons: list[str] = field(default_factory=list)
     mig_devices: list[str] = field(default_factory=list)
+    #: daemons of prepared claims that were running and are kept as they are
+    mps_adopted: list[str] = field(default_factory=list)
+    #: daemons of prepared claims that were dead and were started again
+    mps_restarted: list[str] = field(default_factory=list)
+    #: claim UID -> why a daemon of that claim could not be started again
+    failed_claims: dict[str, str] = field(default_factory=dict)
 
 
 class SharingManager:
@@ -172,14 +179,17 @@ class SharingManager:
         daemons: list[str] = []
         migs: list[str] = []
         first: SharingApplyError | None = None
+        checked = _DaemonCheck()
         if self._mps is not None:
-            keep = {d.daemon_id for s in prepared.values() for d in s.mps_daemons}
+            recorded = {d.daemon_id: uid for uid, s in prepared.items() for d in s.mps_daemons}
             lost = set(unknown)
-            keep |= {d for d in self._mps.known() if d.rsplit("-", 1)[0] in lost}
+            on_disk = {d: d.rsplit("-", 1)[0] for d in self._mps.known()}
+            kept_lost = {d: uid for d, uid in on_disk.items() if uid in lost}
             try:
-                daemons = self._mps.stop_unknown(keep)
+                daemons = self._mps.stop_unknown(set(recorded) | set(kept_lost))
             except SharingApplyError as exc:
                 first = exc
+            checked = _check_daemons(self._mps, {**kept_lost, **recorded})
         if self._mig is not None and unknown:
             log.warning(
                 "MIG devices no claim records are kept: claims with lost state still serve",
@@ -202,7 +212,13 @@ class SharingManager:
             )
         if first is not None:
             raise first
-        return RecoveryReport(mps_daemons=daemons, mig_devices=migs)
+        return RecoveryReport(
+            mps_daemons=daemons,
+            mig_devices=migs,
+            mps_adopted=checked.adopted,
+            mps_restarted=checked.restarted,
+            failed_claims=checked.failed,
+        )
 
     def mps_edits(self, state: ClaimSharingState) -> dict[str, MpsEdits]:
         """Device UUID -> the container edits of the MPS daemon serving it."""
@@ -214,6 +230,36 @@ class SharingManager:
             for uuid in daemon.device_uuids:
                 out[uuid] = edits
         return out
+
+
+@dataclass
+class _DaemonCheck:
+    adopted: list[str] = field(default_factory=list)
+    restarted: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+def _check_daemons(mps: MpsDaemonManager, owners: Mapping[str, str]) -> _DaemonCheck:
+    """Re-adopt or restart each daemon of ``owners`` (daemon ID -> claim UID); a failure
+    is that claim's and the others are still checked."""
+    out = _DaemonCheck()
+    for daemon_id in sorted(owners):
+        uid = owners[daemon_id]
+        try:
+            outcome = mps.ensure(daemon_id)
+        except SharingApplyError as exc:
+            log.error(
+                f"MPS control daemon of a prepared claim could not be restarted: {exc}",
+                extra={
+                    "event": "mps_daemon_restart_failed",
+                    "claim_uid": uid,
+                    "daemon_id": daemon_id,
+                },
+            )
+            out.failed.setdefault(uid, str(exc))
+            continue
+        (out.adopted if outcome == "adopted" else out.restarted).append(daemon_id)
+    return out
 
 
 def _check_cross_claim(plan: SharingPlan, others: Sequence[ClaimSharingState]) -> None:

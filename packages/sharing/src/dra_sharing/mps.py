@@ -5,7 +5,8 @@ Layout on the host, below the manager's root (the plugin's ``mps/`` directory)::
     <root>/<daemonID>/pipe   CUDA_MPS_PIPE_DIRECTORY (bind-mounted at /tmp/nvidia-mps)
     <root>/<daemonID>/log    CUDA_MPS_LOG_DIRECTORY
     <root>/<daemonID>/shm    the daemon's /dev/shm (a tmpfs on real nodes)
-    <root>/<daemonID>/spec.json   what was started (so a restarted plugin can stop it)
+    <root>/<daemonID>/spec.json   what was started (so a restarted plugin can check it,
+                                  restart it with the same settings, or stop it)
 
 The daemon ID is ``<claimUID>-<5 hex of sha256 of the sorted device UUIDs>``, NVIDIA's form,
 so the same group always maps to the same directory and a restarted plugin finds it again.
@@ -16,31 +17,29 @@ driver root and pipes the settings into it; :class:`FakeMpsLauncher` runs our ow
 the settings there for a client in the pod to read back. The manager sets compute mode
 EXCLUSIVE_PROCESS on the group's GPUs before the daemon starts and back to DEFAULT after it
 stops.
+
+A daemon's lifetime is its claim's, not the plugin's: :meth:`MpsDaemonManager.ensure` runs
+for every daemon a prepared claim records before a restarted plugin serves, and re-adopts a
+daemon that still answers on its control pipe or restarts a dead one from its ``spec.json``
+(the packages's README says where daemons run so that a plugin crash does not kill them).
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import logging
-import os
 import shutil
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Literal
 
 from dra_nvlib import ComputeMode, DeviceError, DeviceLib
 
-from dra_sharing import fake_mps_daemon
 from dra_sharing.errors import SharingApplyError
-from dra_sharing.fake_mps_daemon import READY_FILE, SETTINGS_FILE, render_mps_control_client
-from dra_sharing.resolve import MpsSettings
+from dra_sharing.fake_mps_daemon import SETTINGS_FILE, render_mps_control_client
+from dra_sharing.mps_launchers import FakeMpsLauncher, MpsLauncher, NvidiaMpsLauncher
+from dra_sharing.mps_spec import MpsDaemonSpec, MpsDirs, MpsSpecError, mps_daemon_id
 
 __all__ = [
     "CONTAINER_PIPE_DIR",
@@ -50,6 +49,7 @@ __all__ = [
     "MpsDirs",
     "MpsEdits",
     "MpsLauncher",
+    "MpsSpecError",
     "NvidiaMpsLauncher",
     "mps_daemon_id",
 ]
@@ -63,285 +63,12 @@ CONTAINER_CLIENT = "/usr/bin/nvidia-cuda-mps-control"
 _SPEC_FILE = "spec.json"
 
 
-def mps_daemon_id(claim_uid: str, device_uuids: Sequence[str]) -> str:
-    """``<claimUID>-<first 5 hex of sha256(sorted UUIDs joined by ",")>``."""
-    digest = hashlib.sha256(",".join(sorted(device_uuids)).encode()).hexdigest()
-    return f"{claim_uid}-{digest[:5]}"
-
-
-@dataclass(frozen=True)
-class MpsDaemonSpec:
-    """What to start: the daemon's ID, the GPUs whose compute mode it needs, the devices it
-    serves (``CUDA_VISIBLE_DEVICES``) and its settings."""
-
-    daemon_id: str
-    gpu_uuids: tuple[str, ...]
-    device_uuids: tuple[str, ...]
-    settings: MpsSettings
-
-    def to_json(self) -> dict[str, object]:
-        """The spec as stored next to the daemon."""
-        return {
-            "id": self.daemon_id,
-            "gpuUUIDs": list(self.gpu_uuids),
-            "deviceUUIDs": list(self.device_uuids),
-            "activeThreadPercentage": self.settings.active_thread_percentage,
-            "pinnedMemoryLimits": dict(self.settings.pinned_memory_limits),
-            "multiUser": self.settings.multi_user,
-        }
-
-
-@dataclass(frozen=True)
-class MpsDirs:
-    """The host directories of one daemon."""
-
-    root: Path
-
-    @property
-    def pipe(self) -> Path:
-        """CUDA_MPS_PIPE_DIRECTORY."""
-        return self.root / "pipe"
-
-    @property
-    def log(self) -> Path:
-        """CUDA_MPS_LOG_DIRECTORY."""
-        return self.root / "log"
-
-    @property
-    def shm(self) -> Path:
-        """The daemon's shared memory directory."""
-        return self.root / "shm"
-
-    @property
-    def client(self) -> Path:
-        """The fake ``nvidia-cuda-mps-control`` client script (fake launcher only)."""
-        return self.root / "nvidia-cuda-mps-control"
-
-
 @dataclass(frozen=True)
 class MpsEdits:
     """What a container of the group needs: env and (host, container) bind mounts."""
 
     env: tuple[str, ...]
     mounts: tuple[tuple[str, str], ...]
-
-
-class MpsLauncher(Protocol):
-    """Starts and stops the daemon process of one group."""
-
-    #: Whether containers get our fake ``nvidia-cuda-mps-control`` client.
-    provides_client: bool
-
-    def start(self, spec: MpsDaemonSpec, dirs: MpsDirs, *, timeout_s: float) -> None:
-        """Start the daemon and return once it answers; raise SharingApplyError if not."""
-        ...
-
-    def stop(self, dirs: MpsDirs, *, timeout_s: float) -> None:
-        """Stop the daemon (idempotent; a daemon that is gone is fine)."""
-        ...
-
-
-def _gpu_of(spec: MpsDaemonSpec) -> str:
-    return ",".join(spec.gpu_uuids) or spec.daemon_id
-
-
-class NvidiaMpsLauncher:
-    """``nvidia-cuda-mps-control -d`` from the driver, with a tmpfs on the shm directory."""
-
-    provides_client = False
-
-    def __init__(self, control: Path, *, mount_shm: bool = True, shm_size: str = "65536k") -> None:
-        """``control`` is the ``nvidia-cuda-mps-control`` binary (below the driver root)."""
-        self._control = control
-        self._mount_shm = mount_shm
-        self._shm_size = shm_size
-
-    def _env(self, spec: MpsDaemonSpec | None, dirs: MpsDirs) -> dict[str, str]:
-        env = dict(os.environ)
-        env["CUDA_MPS_PIPE_DIRECTORY"] = str(dirs.pipe)
-        env["CUDA_MPS_LOG_DIRECTORY"] = str(dirs.log)
-        if spec is not None:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(spec.device_uuids)
-        return env
-
-    def _control_cmd(self, dirs: MpsDirs, command: str, *, timeout_s: float) -> str:
-        proc = subprocess.run(
-            [str(self._control)],
-            input=command + "\n",
-            env=self._env(None, dirs),
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise RuntimeError((proc.stderr or proc.stdout).strip() or f"exit {proc.returncode}")
-        return proc.stdout.strip()
-
-    def start(self, spec: MpsDaemonSpec, dirs: MpsDirs, *, timeout_s: float) -> None:
-        """Mount the shm tmpfs, start the daemon, send the settings, wait until it answers."""
-        op = "start_mps_daemon"
-        try:
-            if self._mount_shm:
-                subprocess.run(
-                    [
-                        "mount",
-                        "-t",
-                        "tmpfs",
-                        "-o",
-                        f"rw,nosuid,nodev,size={self._shm_size}",
-                        "tmpfs",
-                        str(dirs.shm),
-                    ],
-                    capture_output=True,
-                    text=True,
-                    timeout=timeout_s,
-                    check=True,
-                )
-            subprocess.run(
-                [str(self._control), "-d", *(["-M"] if spec.settings.multi_user else [])],
-                env=self._env(spec, dirs),
-                capture_output=True,
-                text=True,
-                timeout=timeout_s,
-                check=True,
-            )
-            commands = []
-            pct = spec.settings.active_thread_percentage
-            if pct is not None:
-                commands.append(f"set_default_active_thread_percentage {pct}")
-            for uuid, limit in sorted(spec.settings.pinned_memory_limits.items()):
-                commands.append(f"set_default_device_pinned_mem_limit {uuid} {limit}")
-            for command in commands:
-                self._control_cmd(dirs, command, timeout_s=timeout_s)
-            deadline = time.monotonic() + timeout_s
-            while True:
-                try:
-                    self._control_cmd(dirs, "get_default_active_thread_percentage", timeout_s=5)
-                    return
-                except (RuntimeError, subprocess.TimeoutExpired):
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.1)
-        except FileNotFoundError as exc:
-            raise SharingApplyError(gpu=_gpu_of(spec), operation=op, message=f"{exc}") from exc
-        except subprocess.CalledProcessError as exc:
-            detail = (exc.stderr or exc.stdout or "").strip()
-            raise SharingApplyError(
-                gpu=_gpu_of(spec), operation=op, message=f"{exc.cmd[0]} failed: {detail}"
-            ) from exc
-        except (RuntimeError, subprocess.TimeoutExpired) as exc:
-            raise SharingApplyError(
-                gpu=_gpu_of(spec), operation=op, message=f"daemon not ready: {exc}"
-            ) from exc
-
-    def stop(self, dirs: MpsDirs, *, timeout_s: float) -> None:
-        """``quit`` to the daemon, then unmount the shm tmpfs."""
-        if dirs.pipe.exists():
-            with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired, FileNotFoundError):
-                self._control_cmd(dirs, "quit", timeout_s=timeout_s)
-        if self._mount_shm and os.path.ismount(dirs.shm):
-            subprocess.run(["umount", str(dirs.shm)], capture_output=True, check=False)
-
-
-class FakeMpsLauncher:
-    """Our own daemon process for the fake backend (same pipe directory, same settings)."""
-
-    provides_client = True
-
-    def __init__(self, python: str = sys.executable) -> None:
-        """``python`` runs :mod:`dra_sharing.fake_mps_daemon`."""
-        self._python = python
-
-    def start(self, spec: MpsDaemonSpec, dirs: MpsDirs, *, timeout_s: float) -> None:
-        """Spawn the daemon in its own session (it outlives a plugin crash, as the real one
-        does) and wait for its ready marker."""
-        argv = [
-            self._python,
-            # The file, not ``-m``: the daemon needs only the standard library, and running
-            # it as a script skips importing this package (pydantic, NVML) at every start.
-            str(Path(fake_mps_daemon.__file__)),
-            "--pipe-dir",
-            str(dirs.pipe),
-            "--log-dir",
-            str(dirs.log),
-            "--devices",
-            ",".join(spec.device_uuids),
-        ]
-        pct = spec.settings.active_thread_percentage
-        if pct is not None:
-            argv += ["--active-thread-percentage", str(pct)]
-        for uuid, limit in sorted(spec.settings.pinned_memory_limits.items()):
-            argv += ["--pinned-mem-limit", f"{uuid}={limit}"]
-        if spec.settings.multi_user:
-            argv.append("--multi-user")
-        argv.append("--background")
-        with open(dirs.log / "daemon.out", "ab") as out:
-            code = subprocess.run(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=out,
-                timeout=timeout_s,
-                check=False,
-            ).returncode
-        if code != 0:
-            raise SharingApplyError(
-                gpu=_gpu_of(spec),
-                operation="start_mps_daemon",
-                message=f"fake MPS daemon exited with {code}; see {dirs.log / 'daemon.out'}",
-            )
-        deadline = time.monotonic() + timeout_s
-        while not (dirs.pipe / READY_FILE).exists():
-            if time.monotonic() > deadline:
-                self.stop(dirs, timeout_s=timeout_s)
-                raise SharingApplyError(
-                    gpu=_gpu_of(spec),
-                    operation="start_mps_daemon",
-                    message=f"fake MPS daemon not ready after {timeout_s:.0f}s",
-                )
-            time.sleep(0.01)
-
-    def stop(self, dirs: MpsDirs, *, timeout_s: float) -> None:
-        """SIGTERM the daemon named by its pid file, SIGKILL if it lingers."""
-        pid = _read_pid(dirs.pipe / "nvidia-mps.pid")
-        if pid is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        while _alive(pid):
-            if time.monotonic() > deadline:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-                break
-            time.sleep(0.01)
-
-
-def _read_pid(path: Path) -> int | None:
-    try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def _alive(pid: int) -> bool:
-    # Reap it where we are its parent or subreaper (the plugin as PID 1 of its container),
-    # so a stopped daemon does not linger as a zombie that signal 0 still finds.
-    with contextlib.suppress(ChildProcessError):
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        if done == pid:
-            return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # An exited daemon waiting for its new parent (init) to reap it has stopped too.
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rpartition(")")[2].split()[:1] != ["Z"]
 
 
 class MpsDaemonManager:
@@ -380,9 +107,7 @@ class MpsDaemonManager:
             dirs.client.write_text(render_mps_control_client())
             dirs.client.chmod(0o755)
         try:
-            for gpu in spec.gpu_uuids:
-                self._set_mode(gpu, ComputeMode.EXCLUSIVE_PROCESS)
-            self._launcher.start(spec, dirs, timeout_s=self._timeout)
+            self._launch(spec, dirs)
         except BaseException:
             self.stop(spec.daemon_id, spec.gpu_uuids)
             raise
@@ -395,6 +120,71 @@ class MpsDaemonManager:
             },
         )
         return dirs
+
+    def _launch(self, spec: MpsDaemonSpec, dirs: MpsDirs) -> None:
+        for gpu in spec.gpu_uuids:
+            self._set_mode(gpu, ComputeMode.EXCLUSIVE_PROCESS)
+        self._launcher.start(spec, dirs, timeout_s=self._timeout)
+
+    def spec(self, daemon_id: str) -> MpsDaemonSpec:
+        """The spec stored next to the daemon when it was started.
+
+        Raises:
+            MpsSpecError: ``spec.json`` is missing, unreadable or malformed (names the field).
+        """
+        path = self.dirs(daemon_id).root / _SPEC_FILE
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise MpsSpecError(
+                gpu=daemon_id, operation="read MPS daemon spec", message=f"{path}: {exc}"
+            ) from exc
+        return MpsDaemonSpec.from_json(doc, daemon_id=daemon_id)
+
+    def ensure(self, daemon_id: str) -> Literal["adopted", "restarted"]:
+        """Make sure a prepared claim's daemon runs (a restarted plugin, before it serves).
+
+        A daemon that answers on its control pipe is re-adopted as it is; a dead one is
+        restarted with the settings of its ``spec.json`` in the same directories (the pipe
+        and shm directories themselves are kept: running containers bind-mount them). Either
+        way its GPUs are left in EXCLUSIVE_PROCESS. On failure the directories and the spec
+        stay, so the next try finds them again.
+
+        Raises:
+            MpsSpecError: the stored spec is missing or malformed.
+            SharingApplyError: compute mode or the restart failed (names GPU and reason).
+        """
+        spec = self.spec(daemon_id)
+        dirs = self.dirs(daemon_id)
+        if self._launcher.alive(dirs):
+            for gpu in spec.gpu_uuids:
+                self._set_mode(gpu, ComputeMode.EXCLUSIVE_PROCESS)
+            log.info(
+                "MPS control daemon re-adopted",
+                extra={"event": "mps_daemon_adopted", "daemon_id": daemon_id},
+            )
+            return "adopted"
+        # A hung daemon (alive, not answering) is stopped; a dead one's files are cleared so
+        # that its leftover ready marker is not taken for the new daemon's.
+        self._launcher.stop(dirs, timeout_s=self._timeout)
+        for d in (dirs.pipe, dirs.log, dirs.shm):
+            d.mkdir(parents=True, exist_ok=True)
+        for leftover in dirs.pipe.iterdir():
+            if not leftover.is_dir():
+                leftover.unlink(missing_ok=True)
+        if self._launcher.provides_client and not dirs.client.exists():
+            dirs.client.write_text(render_mps_control_client())
+            dirs.client.chmod(0o755)
+        self._launch(spec, dirs)
+        log.warning(
+            "MPS control daemon was not running; restarted with its recorded settings",
+            extra={
+                "event": "mps_daemon_restarted",
+                "daemon_id": daemon_id,
+                "devices": list(spec.device_uuids),
+            },
+        )
+        return "restarted"
 
     def stop(self, daemon_id: str, gpu_uuids: Sequence[str] | None = None) -> None:
         """Stop the daemon, reset its GPUs to compute mode DEFAULT, remove its directories.

@@ -1,0 +1,138 @@
+"""MPS control daemons outlive the plugin container (issue #23, item 2).
+
+NVIDIA's gpu-test-mps demo runs; the GPU plugin's container is then SIGKILLed through
+containerd (``ctr tasks kill``: a real PID namespace, as a crash, OOM or liveness kill ends
+it), and the kubelet starts it again. The running pod keeps its MPS server (the daemon's pid,
+as ``get_server_list`` answers it inside the pod, is unchanged), the GPU stays in
+EXCLUSIVE_PROCESS, and a new MPS client pod on the same claim still starts and sees the same
+server and settings."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from dra_e2e.handle import ClusterHandle
+from driver_support import (
+    Driver,
+    applied,
+    as_json,
+    install,
+    pod_claims,
+    uninstall,
+    wait_running,
+)
+from sharing_support import demo, fake_gpu_state, namespaces_of, running_pods
+
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("driver_diagnostics")]
+
+VALUES = {"featureGates.MPSSupport": "true"}
+NS = "gpu-test-mps"
+SERVER = "echo get_server_list | nvidia-cuda-mps-control"
+THREADS = "echo get_default_active_thread_percentage | nvidia-cuda-mps-control"
+
+
+@pytest.fixture(scope="module")
+def driver(
+    e2e_cluster: ClusterHandle, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Driver]:
+    """The chart with the MPS gate on."""
+    installed = install(e2e_cluster, tmp_path_factory.mktemp("driver-images"), VALUES)
+    yield installed
+    uninstall(installed)
+
+
+def _exec(cluster: ClusterHandle, pod: str, container: str, command: str) -> str:
+    return cluster.kubectl("exec", pod, "-n", NS, "-c", container, "--", "sh", "-c", command)
+
+
+def _plugin_container(driver: Driver, node: str) -> tuple[str, str, int]:
+    """(pod name, containerd ID, restart count) of the node's ``gpus`` container."""
+    for item in driver.plugin_pods():
+        if item["spec"].get("nodeName") != node:
+            continue
+        for status in item["status"].get("containerStatuses", []):
+            if status["name"] == "gpus" and status.get("containerID"):
+                cid = str(status["containerID"]).removeprefix("containerd://")
+                return item["metadata"]["name"], cid, int(status["restartCount"])
+    raise AssertionError(f"no running gpus container on {node}")
+
+
+def _kill_through_containerd(cluster: ClusterHandle, node: str, container_id: str) -> None:
+    """SIGKILL the container's task: the kernel ends its whole PID namespace."""
+    local = cluster.local
+    if local is None:
+        pytest.fail("killing a container through containerd needs the local e2e cluster")
+    target = next(n for n in local.state.nodes if n.name == node)
+    subprocess.run(
+        [str(local.bins.ctr), "--address", str(target.paths.containerd_socket),
+         "--namespace", "k8s.io", "tasks", "kill", "--signal", "SIGKILL", container_id],
+        check=True, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def _client_pod(claim: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"namespace": NS, "name": "second-client"},
+        "spec": {
+            "containers": [
+                {
+                    "name": "mps",
+                    "image": "ubuntu:22.04",
+                    "command": ["bash", "-c", "trap 'exit 0' TERM; sleep infinity & wait"],
+                    "resources": {"claims": [{"name": "gpu"}]},
+                }
+            ],
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}],
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+        },
+    }
+
+
+def test_plugin_container_killed_keeps_the_mps_server_and_the_claim_usable(
+    driver: Driver,
+) -> None:
+    cluster, manifest = driver.cluster, demo("quickstart_v1_gpu-test-mps.yaml")
+    with applied(cluster, manifest, namespaces=namespaces_of(manifest)):
+        running_pods(cluster, NS, 1)
+        node = str(cluster.kubectl_json("get", "pod", "test-pod", "-n", NS)["spec"]["nodeName"])
+        server = _exec(cluster, "test-pod", "mps-ctr0", SERVER).strip()
+        assert server.isdigit(), server
+        (claim,) = pod_claims(cluster, "test-pod", NS).values()
+        claim_name = str(claim["metadata"]["name"])
+
+        pod, container_id, restarts = _plugin_container(driver, node)
+        _kill_through_containerd(cluster, node, container_id)
+        cluster.wait_until(
+            "the kubelet to restart the plugin container and the plugin to be ready",
+            lambda: (
+                (now := _plugin_container(driver, node))[2] > restarts
+                and now[1] != container_id
+                and all(
+                    s.get("ready")
+                    for p in driver.plugin_pods()
+                    if p["metadata"]["name"] == pod
+                    for s in p["status"].get("containerStatuses", [])
+                )
+            ),
+            timeout=240,
+            interval=2,
+        )
+
+        # The running pod kept its server: the same daemon, still answering.
+        assert _exec(cluster, "test-pod", "mps-ctr0", SERVER).strip() == server
+        assert _exec(cluster, "test-pod", "mps-ctr1", THREADS).strip() == "50.0"
+        gpus = [g for g in fake_gpu_state(driver, node).values() if g["compute_mode"] == 3]
+        assert len(gpus) == 1, "the claim's GPU is still EXCLUSIVE_PROCESS"
+
+        # A new client on the same claim starts and finds the same server.
+        cluster.apply(as_json(_client_pod(claim_name)))
+        wait_running(cluster, "second-client", NS)
+        assert _exec(cluster, "second-client", "mps", SERVER).strip() == server
+        assert _exec(cluster, "second-client", "mps", THREADS).strip() == "50.0"
+    state = fake_gpu_state(driver, node)
+    assert all(g["compute_mode"] == 0 for g in state.values())
