@@ -53,8 +53,9 @@ def _schema_at(path: str) -> dict[str, Any]:
     for key in path.split("."):
         if "$ref" in sch:
             sch = SCHEMA["definitions"][sch["$ref"].rsplit("/", 1)[-1]]
+        types = sch.get("type")
         if (
-            sch.get("type") == "object"
+            "object" in (types if isinstance(types, list) else [types])
             and "properties" not in sch
             and "additionalProperties" not in sch
         ):
