@@ -396,3 +396,18 @@ def test_dockerfile_app_stage_runs_on_a_plain_python(tmp_path: Path) -> None:
     assert "FROM --platform=$BUILDPLATFORM ${PYTHON_IMAGE} AS build" in dockerfile
     assert '--platform "linux/${TARGETARCH}"' in dockerfile
     assert "COPY --from=build /stage/site-packages /opt/dra/site-packages" in dockerfile
+
+
+@pytest.mark.parametrize("platforms", ["linux/riscv64", "linux/amd64,windows/amd64", ","])
+def test_unknown_platforms_are_refused_before_building(platforms: str, tmp_path: Path) -> None:
+    out = tmp_path / "driver.tar"
+    proc = subprocess.run(
+        [sys.executable, str(BUILD), "driver", "--output", str(out), "--platform", platforms],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "expected a comma-separated list of linux/amd64,linux/arm64" in proc.stderr
+    assert not out.exists()
