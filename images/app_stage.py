@@ -7,8 +7,9 @@ application content:
   writer, which only build and test: ``dra-kubelet-plugin``, ``dra-computedomain``,
   ``dra-controller``, ``kubectl-dra`` and their libraries) built
   as wheels by ``uv build``, and their third-party dependencies at the versions pinned in
-  ``uv.lock`` (``uv export`` constraints), installed for CPython 3.11 (manylinux x86_64 in the
-  registry-free build), compiled to bytecode;
+  ``uv.lock`` (``uv export`` constraints), installed for CPython 3.11 (manylinux x86_64 or
+  aarch64 binary wheels, :data:`WHEEL_PLATFORMS`, when the build is for another machine than
+  the one running it), compiled to bytecode;
 - ``<dest>/bin``: one launcher per console script of the workspace distributions, run by
   whatever ``python3`` is first on PATH (the image's only one).
 
@@ -34,8 +35,9 @@ APP_DISTRIBUTIONS = ("dra-kubelet-plugin", "dra-computedomain", "dra-controller"
 EXCLUDED_WHEELS = ("dra_e2e-", "dra_oci-")
 IMAGE_SITE_PACKAGES = "/opt/dra/site-packages"
 PYTHON_VERSION = "3.11"
-# The registry-free build's target: glibc 2.36 is Debian 12's, the base of both images.
-PYTHON_PLATFORM = "x86_64-manylinux_2_36"
+# uv's --python-platform per image architecture: glibc 2.36 is Debian 12's, the base of both
+# images. Binary wheels (grpcio, pydantic-core, ...) are picked for the image, not the builder.
+WHEEL_PLATFORMS = {"amd64": "x86_64-manylinux_2_36", "arm64": "aarch64-manylinux_2_36"}
 
 
 class StageError(RuntimeError):

@@ -2,13 +2,17 @@
 """Builds the project's container images without a registry, Docker or root.
 
     python images/build_image.py driver   [--output dist/images/driver.tar]
+                                          [--platform linux/amd64,linux/arm64]
     python images/build_image.py workload [--output dist/images/workload.tar]
-    python images/build_image.py app --dest DIR       (the Dockerfile's build step)
+    python images/build_image.py app --dest DIR [--platform linux/arm64]
+                                                      (the Dockerfile's build step)
 
-``driver``: the driver image (``docker.io/library/dra-driver-nvidia-gpu-py:<appVersion>``):
-Debian 12's CPython 3.11 runtime, ``dash`` and busybox from Debian packages, plus the application
-layer that the Dockerfile (``images/Dockerfile``, for users with Docker) also installs: see
-``app_stage.py``.
+``driver``: the driver image (``docker.io/library/dra-driver-nvidia-gpu-py:<appVersion>``) for
+linux/amd64 and linux/arm64 (GB200's Grace CPUs) in one archive, an OCI image index: per
+platform Debian 12's CPython 3.11 runtime, ``dash`` and busybox from that architecture's Debian
+packages, plus the application layer that the Dockerfile (``images/Dockerfile``, for users with
+Docker) also installs, with that architecture's binary wheels at the versions in ``uv.lock``:
+see ``app_stage.py``. ``--platform`` with one platform writes a plain single-platform image.
 
 ``workload``: a stand-in for the public images the walkthrough and NVIDIA's demo manifests run
 (``nvidia/cuda:12.1.0-base-ubuntu22.04``, ``ubuntu:22.04``, the CUDA nbody sample), which no
@@ -31,11 +35,20 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import app_stage as app
 import debian_layer as debian
-from dra_oci import PATH_ENV, ImageConfig, LayerBuilder, write_archive
+from dra_oci import (
+    PATH_ENV,
+    ImageConfig,
+    LayerBuilder,
+    PlatformImage,
+    write_archive,
+    write_index_archive,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 CHART = REPO / "deployments" / "helm" / "dra-driver-nvidia-gpu" / "Chart.yaml"
@@ -70,6 +83,32 @@ DRIVER_PACKAGES = (
 WORKLOAD_PACKAGES = ("bash", "busybox-static", "base-files")
 
 
+@dataclass(frozen=True)
+class Platform:
+    """A platform the driver image is built for. Debian and OCI name these architectures alike."""
+
+    name: str
+    architecture: str
+    variant: str = ""
+
+
+PLATFORMS = {
+    p.name: p for p in (Platform("linux/amd64", "amd64"), Platform("linux/arm64", "arm64", "v8"))
+}
+DEFAULT_PLATFORMS = ",".join(PLATFORMS)
+
+
+def parse_platforms(text: str) -> list[Platform]:
+    """``linux/amd64,linux/arm64`` as platforms, each once, in the order given."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in PLATFORMS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"--platform {text!r}: expected a comma-separated list of {DEFAULT_PLATFORMS}"
+        )
+    return [PLATFORMS[n] for n in dict.fromkeys(names)]
+
+
 def app_version() -> str:
     """The chart's appVersion: the driver image tag the chart deploys by default."""
     m = re.search(r'^appVersion:\s*"?([^"\s]+)"?\s*$', CHART.read_text(), re.MULTILINE)
@@ -83,26 +122,75 @@ def default_cache() -> Path:
     return Path.home() / ".cache" / "dra-images" / "debs"
 
 
-def _debian_layer(packages: tuple[str, ...], cache: Path) -> tuple[LayerBuilder, list[str]]:
-    names = debian.closure(packages)
-    files = debian.fetch(debian.resolve(names), cache)
+def _debian_layer(
+    packages: tuple[str, ...], cache: Path, apt: debian.Apt = debian.HOST_APT
+) -> tuple[LayerBuilder, list[debian.Deb]]:
+    names = debian.closure(packages, apt=apt)
+    debs = debian.resolve(names, apt=apt)
+    files = debian.fetch(debs, cache, apt=apt)
     layer = LayerBuilder()
     debian.add_base_files(layer)
     debian.add_packages(layer, files)
-    return layer, names
+    return layer, debs
 
 
-def build_driver(output: Path, *, name: str, cache: Path) -> list[str]:
-    """Writes the driver image archive; returns its names."""
-    base, packages = _debian_layer(DRIVER_PACKAGES, cache)
-    # What python3-minimal's postinst and dash's alternatives would have created.
-    base.add_symlink("usr/bin/python3", "python3.11")
-    base.add_symlink("usr/bin/sh", "dash")
-    _add_busybox_applets(base)
-    _compile_stdlib(base)
+def apt_state(cache: Path, architecture: str) -> Path:
+    """Where another architecture's apt lists are kept: beside its packages in the cache."""
+    return cache / "apt" / architecture
+
+
+def build_driver(
+    output: Path,
+    *,
+    name: str,
+    cache: Path,
+    platforms: Sequence[Platform] = tuple(PLATFORMS.values()),
+) -> list[str]:
+    """Writes the driver image archive for ``platforms`` (an image index for several, a plain
+    image for one); returns its names."""
+    # busybox's applet list comes from the host's busybox of the same Debian version: a foreign
+    # architecture's binary cannot run here.
+    host_busybox = _busybox(cache)
+    images: list[PlatformImage] = []
+    for platform in platforms:
+        apt = debian.apt_for(platform.architecture, apt_state(cache, platform.architecture))
+        base, debs = _debian_layer(DRIVER_PACKAGES, cache, apt)
+        busybox = next(d for d in debs if d.package == "busybox-static")
+        if _version(busybox) != _version(host_busybox[0]):
+            raise debian.DebianError(
+                f"{busybox.filename}: not the host's busybox-static version "
+                f"({host_busybox[0].filename}); run `apt-get update`"
+            )
+        # What python3-minimal's postinst and dash's alternatives would have created.
+        base.add_symlink("usr/bin/python3", "python3.11")
+        base.add_symlink("usr/bin/sh", "dash")
+        _add_busybox_applets(base, host_busybox[1])
+        _compile_stdlib(base)
+        images.append(_driver_image(platform, base, debs, name))
+    if len(images) == 1:
+        write_archive(
+            output,
+            names=[name],
+            layers=images[0].layers,
+            config=images[0].config,
+            architecture=images[0].architecture,
+        )
+    else:
+        write_index_archive(output, names=[name], images=images)
+    return [name]
+
+
+def _version(deb: debian.Deb) -> str:
+    return deb.filename.split("_")[1]
+
+
+def _driver_image(
+    platform: Platform, base: LayerBuilder, debs: Sequence[debian.Deb], name: str
+) -> PlatformImage:
     with tempfile.TemporaryDirectory(prefix="dra-image-") as tmp:
         staged = Path(tmp) / "app"
-        scripts = app.stage(REPO, staged, python=sys.executable, platform=app.PYTHON_PLATFORM)
+        wheels = app.WHEEL_PLATFORMS[platform.architecture]
+        scripts = app.stage(REPO, staged, python=sys.executable, platform=wheels)
         layer = LayerBuilder()
         layer.add_tree(staged / "site-packages", prefix=app.IMAGE_SITE_PACKAGES)
         layer.add_tree(staged / "bin", prefix="usr/local/bin")
@@ -122,16 +210,16 @@ def build_driver(output: Path, *, name: str, cache: Path) -> list[str]:
             "io.dra-driver-nvidia-gpu-py.console-scripts": ",".join(scripts),
         },
     )
-    write_archive(
-        output,
-        names=[name],
-        layers=[
-            (f"debian packages: {' '.join(packages)}", base),
+    packages = " ".join(d.package for d in debs)
+    return PlatformImage(
+        platform.architecture,
+        [
+            (f"debian packages: {packages}", base),
             ("workspace wheels: " + " ".join(app.APP_DISTRIBUTIONS), layer),
         ],
-        config=config,
+        config,
+        platform.variant,
     )
-    return [name]
 
 
 def _compile_stdlib(layer: LayerBuilder) -> None:
@@ -172,17 +260,25 @@ def _compile_stdlib(layer: LayerBuilder) -> None:
             layer.add_file(pyc.relative_to(root).as_posix(), pyc.read_bytes())
 
 
-def _add_busybox_applets(layer: LayerBuilder) -> None:
-    """Symlinks for busybox's applets (sleep, cat, ls, ...) that no package already provides."""
+def _busybox(cache: Path) -> tuple[debian.Deb, list[str]]:
+    """The host architecture's busybox-static package and its applets (sleep, cat, ls, ...)."""
+    layer, debs = _debian_layer(("busybox-static",), cache)
     busybox = layer.file_data("usr/bin/busybox")
     if busybox is None:
-        raise SystemExit("busybox-static is not in the layer")
+        raise debian.DebianError("busybox-static ships no usr/bin/busybox")
     with tempfile.TemporaryDirectory(prefix="dra-busybox-") as tmp:
         exe = Path(tmp) / "busybox"
         exe.write_bytes(busybox)
         exe.chmod(0o755)
         applets = subprocess.run([str(exe), "--list"], capture_output=True, text=True, check=True)
-    for applet in applets.stdout.split():
+    return next(d for d in debs if d.package == "busybox-static"), applets.stdout.split()
+
+
+def _add_busybox_applets(layer: LayerBuilder, applets: Sequence[str]) -> None:
+    """Symlinks for busybox's applets that no package already provides."""
+    if "usr/bin/busybox" not in layer:
+        raise debian.DebianError("busybox-static is not in the layer")
+    for applet in applets:
         if f"usr/bin/{applet}" not in layer and f"usr/sbin/{applet}" not in layer:
             layer.add_symlink(f"usr/bin/{applet}", "busybox")
 
@@ -205,9 +301,10 @@ while :; do sleep 3600; done
 
 def build_workload(output: Path, *, cache: Path) -> list[str]:
     """Writes the stand-in workload image archive; returns its names."""
-    base, packages = _debian_layer(WORKLOAD_PACKAGES, cache)
+    base, debs = _debian_layer(WORKLOAD_PACKAGES, cache)
+    packages = [d.package for d in debs]
     base.add_symlink("usr/bin/sh", "bash")
-    _add_busybox_applets(base)
+    _add_busybox_applets(base, _busybox(cache)[1])
     base.add_file("tmp/sample", NBODY_STAND_IN.encode(), mode=0o755)
     config = ImageConfig(
         env=(PATH_ENV,),
@@ -237,22 +334,41 @@ def main(argv: list[str] | None = None) -> int:
     p_driver.add_argument(
         "--name", default=None, help=f"image reference (default {DRIVER_REPOSITORY}:<appVersion>)"
     )
+    p_driver.add_argument(
+        "--platform",
+        type=parse_platforms,
+        default=parse_platforms(DEFAULT_PLATFORMS),
+        help=f"comma-separated platforms (default {DEFAULT_PLATFORMS})",
+    )
     p_work = sub.add_parser("workload", help="the stand-in workload image archive")
     p_work.add_argument("--output", type=Path, default=REPO / "dist" / "images" / "workload.tar")
     p_app = sub.add_parser("app", help="stage the application (used by images/Dockerfile)")
     p_app.add_argument("--dest", type=Path, required=True)
     p_app.add_argument("--repo", type=Path, default=REPO)
+    p_app.add_argument(
+        "--platform",
+        choices=sorted(PLATFORMS),
+        default=None,
+        help="install binary wheels for this platform (default: the running interpreter's)",
+    )
     for p in (p_driver, p_work):
         p.add_argument("--deb-cache", type=Path, default=default_cache())
     args = parser.parse_args(argv)
     try:
         if args.command == "driver":
             name = args.name or f"{DRIVER_REPOSITORY}:{app_version()}"
-            names = build_driver(args.output, name=name, cache=args.deb_cache)
+            names = build_driver(
+                args.output, name=name, cache=args.deb_cache, platforms=args.platform
+            )
         elif args.command == "workload":
             names = build_workload(args.output, cache=args.deb_cache)
         else:
-            scripts = app.stage(args.repo, args.dest, python=sys.executable, platform=None)
+            wheels = (
+                app.WHEEL_PLATFORMS[PLATFORMS[args.platform].architecture]
+                if args.platform
+                else None
+            )
+            scripts = app.stage(args.repo, args.dest, python=sys.executable, platform=wheels)
             print("\n".join(scripts))
             return 0
     except (debian.DebianError, app.StageError) as exc:

@@ -7,6 +7,11 @@ reports. The files of each package (``dpkg-deb --fsys-tarfile``) are copied into
 the merged-/usr layout of Debian images (``/bin`` -> ``usr/bin`` ...), without documentation, and
 a ``/var/lib/dpkg/status`` lists what is installed so image scanners see the packages.
 
+Another architecture's packages (arm64 on an amd64 host) come from the same sources through a
+private apt state (:func:`apt_for`): its own package lists under the cache, fetched with
+``apt-get update`` when missing or older than the host's, and ``APT::Architecture`` set to
+that architecture. The host's dpkg configuration is never changed.
+
 No maintainer scripts run. For the packages used here (a Python runtime, a shell, busybox) they
 only register alternatives and compile bytecode, which the image builder does itself.
 """
@@ -72,6 +77,68 @@ class DebianError(RuntimeError):
 
 
 @dataclass(frozen=True)
+class Apt:
+    """How apt runs: the host's own configuration (no options), or a private state for another
+    architecture (``-o`` options naming it)."""
+
+    architecture: str
+    options: tuple[str, ...] = ()
+
+    def command(self, tool: str, *args: str) -> list[str]:
+        """``tool`` (``apt-get``, ``apt-cache``) with this configuration and ``args``."""
+        return [tool, *self.options, *args]
+
+
+#: The host's apt as configured, for the host's own architecture.
+HOST_APT = Apt("")
+
+# The host's lists: a private state is refreshed when these change (after `apt-get update`).
+HOST_LISTS = Path("/var/lib/apt/lists")
+
+
+def host_architecture() -> str:
+    """dpkg's architecture of this machine (``amd64``, ``arm64``)."""
+    return _run(["dpkg", "--print-architecture"]).strip()
+
+
+def apt_for(architecture: str, state: Path, *, host_lists: Path = HOST_LISTS) -> Apt:
+    """apt for ``architecture``: the host's own for its architecture; otherwise a private state
+    in ``state`` with that architecture's package lists from the host's sources, fetched when
+    absent or when the host's lists changed since (so both architectures resolve the same
+    release)."""
+    if architecture == host_architecture():
+        return HOST_APT
+    apt = Apt(
+        architecture,
+        (
+            "-o", f"APT::Architecture={architecture}",
+            "-o", f"APT::Architectures={architecture}",
+            "-o", f"Dir::State={state / 'state'}",
+            "-o", f"Dir::State::status={state / 'status'}",
+            "-o", f"Dir::Cache={state / 'cache'}",
+        ),
+    )  # fmt: skip
+    stamp = state / "host-lists"
+    fingerprint = _lists_fingerprint(host_lists)
+    if stamp.is_file() and stamp.read_text() == fingerprint:
+        return apt
+    for sub in ("state/lists/partial", "cache/archives/partial"):
+        (state / sub).mkdir(parents=True, exist_ok=True)
+    (state / "status").touch()
+    _run(apt.command("apt-get", "update", "-q"))
+    stamp.write_text(fingerprint)
+    return apt
+
+
+def _lists_fingerprint(lists: Path) -> str:
+    """Names, sizes and times of the host's release files: they change at each update."""
+    files = sorted(lists.glob("*Release")) if lists.is_dir() else []
+    if not files:
+        raise DebianError(f"apt has no package lists in {lists}; run `apt-get update`")
+    return "".join(f"{f.name} {f.stat().st_size} {f.stat().st_mtime_ns}\n" for f in files)
+
+
+@dataclass(frozen=True)
 class Deb:
     """One package file as apt describes it."""
 
@@ -82,7 +149,9 @@ class Deb:
     sha256: str
 
 
-def closure(roots: Sequence[str], *, excluded: Iterable[str] = EXCLUDED) -> list[str]:
+def closure(
+    roots: Sequence[str], *, apt: Apt = HOST_APT, excluded: Iterable[str] = EXCLUDED
+) -> list[str]:
     """The root packages and everything they depend on (Depends, Pre-Depends), sorted.
 
     Alternatives (``a | b``) take the first; virtual packages take their first provider.
@@ -97,7 +166,7 @@ def closure(roots: Sequence[str], *, excluded: Iterable[str] = EXCLUDED) -> list
             break
         seen.update(batch)
         out = _run(
-            [
+            apt.command(
                 "apt-cache",
                 "depends",
                 "--no-recommends",
@@ -107,7 +176,7 @@ def closure(roots: Sequence[str], *, excluded: Iterable[str] = EXCLUDED) -> list
                 "--no-replaces",
                 "--no-enhances",
                 *batch,
-            ]
+            )
         )
         todo.extend(p for p in _first_alternatives(out) if p not in skip and p not in seen)
     return sorted(seen)
@@ -138,9 +207,9 @@ def _first_alternatives(apt_cache_output: str) -> list[str]:
     return deps
 
 
-def resolve(packages: Sequence[str]) -> list[Deb]:
+def resolve(packages: Sequence[str], *, apt: Apt = HOST_APT) -> list[Deb]:
     """The candidate ``.deb`` of each package, with its URL and SHA-256."""
-    out = _run(["apt-get", "download", "--print-uris", *packages])
+    out = _run(apt.command("apt-get", "download", "--print-uris", *packages))
     debs: list[Deb] = []
     for line in out.splitlines():
         m = re.match(r"^'(\S+)' (\S+) (\d+) SHA256:([0-9a-f]{64})$", line.strip())
@@ -153,12 +222,14 @@ def resolve(packages: Sequence[str]) -> list[Deb]:
     return sorted(debs, key=lambda d: d.package)
 
 
-def fetch(debs: Sequence[Deb], cache: Path) -> list[Path]:
-    """Each package file from the cache, downloading the missing ones with apt-get."""
+def fetch(debs: Sequence[Deb], cache: Path, *, apt: Apt = HOST_APT) -> list[Path]:
+    """Each package file from the cache (file names hold version and architecture), downloading
+    the missing ones with apt-get."""
     cache.mkdir(parents=True, exist_ok=True)
     missing = [d for d in debs if not _valid(cache / d.filename, d)]
     if missing:
-        _run(["apt-get", "download", *[d.package for d in missing]], cwd=cache)
+        command = apt.command("apt-get", "download", *[d.package for d in missing])
+        _run(command, cwd=cache)
         for d in missing:
             if not _valid(cache / d.filename, d):
                 raise DebianError(f"{d.filename}: downloaded file does not match SHA256 {d.sha256}")

@@ -49,6 +49,9 @@ def archive_aliases(archive: Path) -> list[tuple[str, str]]:
                     continue
                 seen.add(desc["digest"])
                 manifest = _json_member(tar, _blob_path(desc["digest"]))
+                if "manifests" in manifest:
+                    # A multi-platform image: every platform carries the same labels.
+                    manifest = _json_member(tar, _blob_path(manifest["manifests"][0]["digest"]))
                 config = _json_member(tar, _blob_path(manifest["config"]["digest"]))
                 labels = (config.get("config") or {}).get("Labels") or {}
                 for alias in str(labels.get(ALIASES_LABEL, "")).split(","):

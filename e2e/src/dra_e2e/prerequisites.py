@@ -80,6 +80,12 @@ PREREQUISITES: tuple[Prerequisite, ...] = (
     Prerequisite(Tool("cc"), "gcc", Purpose.TEST, "compiles the mock NVML library"),
     Prerequisite(Tool("podman"), "podman", Purpose.TEST, "runs images and CDI edits under runc"),
     Prerequisite(Tool("shellcheck"), "shellcheck", Purpose.TEST, "lints kind/up.sh"),
+    Prerequisite(
+        Tool("qemu-aarch64-static"),
+        "qemu-user-static",
+        Purpose.TEST,
+        "runs the arm64 driver image's programs",
+    ),
 )
 
 

@@ -19,6 +19,7 @@ __all__ = [
     "CHART",
     "HELM_WRAPPER",
     "NAMESPACE",
+    "OWN_IMAGE",
     "REPO",
     "HelmFailed",
     "Render",
@@ -27,7 +28,13 @@ __all__ = [
     "set_args",
 ]
 
-# The values every install of this chart needs; the guards refuse the rest.
-BASE_SETS: dict[str, str] = {"gpuResourcesEnabledOverride": "true"}
+# The values every install of this chart needs; the guards refuse the rest. The default image
+# name is published nowhere: renders say it was imported into the nodes, as the harness does.
+BASE_SETS: dict[str, str] = {
+    "gpuResourcesEnabledOverride": "true",
+    "image.allowUnpublishedDefault": "true",
+}
+# This driver's image in an operator's registry: what an install from NVIDIA's values sets.
+OWN_IMAGE = "registry.example.com/dra-driver-nvidia-gpu-py"
 
 Render = Callable[..., list[dict[str, Any]]]

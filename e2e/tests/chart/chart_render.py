@@ -6,6 +6,7 @@ directory on ``sys.path``.
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -49,6 +50,10 @@ def render_objects(
     return [doc for doc in yaml.safe_load_all(out) if doc]
 
 
+#: What NOTES.txt asks the cluster for; offline ``helm template`` answers it with nothing.
+NODE_LOOKUP = '(lookup "v1" "Node" "" "")'
+
+
 def render_notes(
     helm: Path,
     sets: Mapping[str, str] | None = None,
@@ -57,18 +62,24 @@ def render_notes(
     namespace: str = NAMESPACE,
     base: bool = True,
     api_versions: Sequence[str] = (),
+    nodes: Sequence[Mapping[str, Any]] | None = None,
 ) -> str:
     """The NOTES text ``helm install`` would print, rendered offline.
 
     ``helm template`` skips NOTES.txt and a client-side dry-run install still asks a cluster for
     its version, so a copy of the chart turns NOTES.txt into a named template and renders it
-    into a one-key YAML document.
+    into a one-key YAML document. ``nodes`` (Node objects) stand in for the cluster's nodes that
+    NOTES.txt looks up, which offline rendering never sees.
     """
     with tempfile.TemporaryDirectory(prefix="chart-notes-") as tmp:
         chart = Path(tmp) / CHART.name
         shutil.copytree(CHART, chart)
         templates = chart / "templates"
         notes = (templates / "NOTES.txt").read_text()
+        if nodes is not None:
+            assert NODE_LOOKUP in notes
+            (chart / "chart-test-nodes.json").write_text(json.dumps({"items": list(nodes)}))
+            notes = notes.replace(NODE_LOOKUP, '(.Files.Get "chart-test-nodes.json" | fromJson)')
         (templates / "NOTES.txt").unlink()
         define = '{{- define "chart-test.notes" -}}\n' + notes + "\n{{- end }}\n"
         (templates / "_chart_test_notes.tpl").write_text(define)

@@ -109,7 +109,12 @@ def test_gpus_require_the_device_plugin_override(render: Render) -> None:
         render(base=False)
     # Compute domains alone do not touch nvidia.com/gpu, so they need no override.
     objects = render(
-        {"resources.gpus.enabled": "false", "resources.computeDomains.enabled": "true"}, base=False
+        {
+            "resources.gpus.enabled": "false",
+            "resources.computeDomains.enabled": "true",
+            "image.allowUnpublishedDefault": "true",
+        },
+        base=False,
     )
     assert [o["metadata"]["name"] for o in _kind(objects, "DeviceClass")] == CD_CLASSES
     (plugin,) = _kind(objects, "DaemonSet")

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from chart_helpers import CHART, HelmFailed, helm_path
+from chart_helpers import CHART, OWN_IMAGE, HelmFailed, helm_path
 from chart_render import NVIDIA_VALUES, render_notes, render_objects
 from dra_kubelet_core import nvidia_gates
 from dra_kubelet_core.feature_gates import SPECIAL_GATES
@@ -53,8 +53,9 @@ def _schema_at(path: str) -> dict[str, Any]:
     for key in path.split("."):
         if "$ref" in sch:
             sch = SCHEMA["definitions"][sch["$ref"].rsplit("/", 1)[-1]]
+        types = sch.get("type")
         if (
-            sch.get("type") == "object"
+            "object" in (types if isinstance(types, list) else [types])
             and "properties" not in sch
             and "additionalProperties" not in sch
         ):
@@ -96,7 +97,8 @@ def test_nvidias_values_verbatim_pass_the_schema_and_hit_nvidias_own_guard(helm:
 
 def test_nvidias_values_render_with_nvidias_meaning(helm: Path) -> None:
     nvidia = yaml.safe_load(NVIDIA_VALUES.read_text())
-    objects = render_objects(helm, values=[NVIDIA_VALUES])
+    # Moving from NVIDIA's chart: the same values file, and this driver's image.
+    objects = render_objects(helm, {"image.repository": OWN_IMAGE}, values=[NVIDIA_VALUES])
     classes = sorted(o["metadata"]["name"] for o in objects if o["kind"] == "DeviceClass")
     assert len(classes) == 5, "gpus and computeDomains are both enabled in NVIDIA's values"
     pod = _pod(objects)
@@ -104,7 +106,7 @@ def test_nvidias_values_render_with_nvidias_meaning(helm: Path) -> None:
     assert pod["tolerations"] == nvidia["kubeletPlugin"]["tolerations"]
     assert pod["priorityClassName"] == "system-node-critical"
     gpus = _gpus(objects)
-    assert gpus["image"] == f"{nvidia['image']['repository']}:0.1.0"
+    assert gpus["image"] == f"{OWN_IMAGE}:0.1.0"
     assert gpus["securityContext"] == {"privileged": True}
     assert "--http-endpoint=:8080" in gpus["args"]
     assert "--metrics-path=/metrics" in gpus["args"]
@@ -127,7 +129,7 @@ def test_nvidias_values_render_with_nvidias_meaning(helm: Path) -> None:
         "dra-dra-driver-nvidia-gpu-allocation-controller",
         "dra-dra-driver-nvidia-gpu-compute-domain-controller",
     ]
-    notes = render_notes(helm, values=[NVIDIA_VALUES])
+    notes = render_notes(helm, {"image.repository": OWN_IMAGE}, values=[NVIDIA_VALUES])
     assert NOT_IMPLEMENTED not in notes, "NVIDIA's defaults configure only built parts"
     assert "compute-domain controller" in notes
     assert "webhook" not in notes, "NVIDIA's values leave the webhook off"

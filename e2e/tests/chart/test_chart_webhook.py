@@ -15,6 +15,7 @@ from chart_helpers import (
     BASE_SETS,
     CHART,
     NAMESPACE,
+    OWN_IMAGE,
     REPO,
     HelmFailed,
     helm_path,
@@ -435,7 +436,7 @@ def test_nvidias_values_keep_their_replicas_and_strategy(helm: Path) -> None:
         NAMESPACE,
         "-f",
         str(NVIDIA_VALUES),
-        *set_args({**BASE_SETS, **ENABLED}),
+        *set_args({**BASE_SETS, **ENABLED, "image.repository": OWN_IMAGE}),
     )
     objects = [doc for doc in yaml.safe_load_all(out) if doc]
     deployment = _named(objects, "Deployment")[WEBHOOK]

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -16,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 # --import-mode=importlib gives tests no package: the shared helpers are found by path.
 from chart_helpers import REPO
 from dra_e2e.image_aliases import archive_aliases
+from dra_oci import read_platforms
 
 BUILD = REPO / "images" / "build_image.py"
 PODMAN_RUN = [
@@ -35,6 +39,9 @@ PODMAN_RUN = [
 ]
 
 pytestmark = pytest.mark.slow
+# ELF e_machine of aarch64 binaries (EM_AARCH64).
+EM_AARCH64 = 183
+QEMU = Path("/usr/bin/qemu-aarch64-static")
 
 
 def _build(kind: str, out: Path) -> list[str]:
@@ -202,6 +209,116 @@ def test_driver_image_content(driver_archive: tuple[Path, list[str]]) -> None:
     assert "PYTHONPATH=/opt/dra/site-packages" in config["Env"]
 
 
+def test_driver_archive_is_one_image_index_for_amd64_and_arm64(
+    driver_archive: tuple[Path, list[str]],
+) -> None:
+    archive, names = driver_archive
+    assert read_platforms(archive) == ["linux/amd64", "linux/arm64/v8"]
+    with tarfile.open(archive) as tar:
+        (entry,) = json.loads(_read(tar, "index.json"))["manifests"]
+        assert entry["mediaType"] == "application/vnd.oci.image.index.v1+json"
+        assert entry["annotations"]["io.containerd.image.name"] == names[0]
+        index = json.loads(_read(tar, "blobs/sha256/" + entry["digest"][7:]))
+        configs = {}
+        for desc in index["manifests"]:
+            manifest = json.loads(_read(tar, "blobs/sha256/" + desc["digest"][7:]))
+            config = json.loads(_read(tar, "blobs/sha256/" + manifest["config"]["digest"][7:]))
+            configs[config["architecture"]] = config["config"]
+    # Both platforms run the same way: same environment, command and console scripts.
+    assert configs["amd64"] == configs["arm64"]
+
+
+def _elf_machine(path: Path) -> int:
+    header = path.read_bytes()[:20]
+    assert header[:4] == b"\x7fELF", path
+    return int.from_bytes(header[18:20], "little")
+
+
+@pytest.fixture(scope="session")
+def arm64_rootfs(
+    driver_archive: tuple[Path, list[str]], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, dict[str, str]]:
+    """The arm64 image's root filesystem, unpacked, and its environment (image config Env)."""
+    root = tmp_path_factory.mktemp("arm64") / "rootfs"
+    root.mkdir()
+    with tarfile.open(driver_archive[0]) as tar:
+        entry = json.loads(_read(tar, "index.json"))["manifests"][0]
+        index = json.loads(_read(tar, "blobs/sha256/" + entry["digest"][7:]))
+        (desc,) = [m for m in index["manifests"] if m["platform"]["architecture"] == "arm64"]
+        manifest = json.loads(_read(tar, "blobs/sha256/" + desc["digest"][7:]))
+        config = json.loads(_read(tar, "blobs/sha256/" + manifest["config"]["digest"][7:]))
+        for layer in manifest["layers"]:
+            data = gzip.decompress(_read(tar, "blobs/sha256/" + layer["digest"][7:]))
+            with tarfile.open(fileobj=io.BytesIO(data)) as members:
+                members.extractall(root, filter="tar")
+    env = dict(e.split("=", 1) for e in config["config"]["Env"])
+    return root, env
+
+
+def test_arm64_image_holds_aarch64_python_and_native_extensions(
+    arm64_rootfs: tuple[Path, dict[str, str]],
+) -> None:
+    root, _ = arm64_rootfs
+    assert _elf_machine(root / "usr/bin/python3.11") == EM_AARCH64
+    assert _elf_machine(root / "usr/lib/ld-linux-aarch64.so.1") == EM_AARCH64
+    site = root / "opt/dra/site-packages"
+    for pattern in ("grpc/_cython/cygrpc.cpython-311-*.so", "pydantic_core/_pydantic_core.*.so"):
+        (extension,) = site.glob(pattern)
+        assert "aarch64" in extension.name, extension
+        assert _elf_machine(extension) == EM_AARCH64
+    # No x86-64 code anywhere in the arm64 image.
+    for so in site.rglob("*.so*"):
+        assert _elf_machine(so) == EM_AARCH64, so
+
+
+def _in_arm64_rootfs(
+    root: Path, env: dict[str, str], *argv: str
+) -> subprocess.CompletedProcess[str]:
+    """``argv`` inside the arm64 root filesystem: chroot in a user namespace (no root, no
+    binfmt_misc registration needed), the program started by qemu-user copied into it."""
+    qemu = root / "tmp" / QEMU.name
+    if not qemu.exists():
+        shutil.copy2(QEMU, qemu)
+    return subprocess.run(
+        ["unshare", "--user", "--map-root-user", "chroot", str(root), f"/tmp/{QEMU.name}", *argv],
+        env={**env, "HOME": "/root"},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+
+
+def test_arm64_image_runs_the_plugin_under_qemu_user(
+    arm64_rootfs: tuple[Path, dict[str, str]],
+) -> None:
+    root, env = arm64_rootfs
+    assert QEMU.is_file(), "qemu-user-static is not installed: make prepare"
+    # grpc and pydantic_core import their aarch64 extension modules.
+    check = "import platform, grpc, pydantic_core, dra_kubelet_plugin; print(platform.machine())"
+    proc = _in_arm64_rootfs(root, env, "/usr/bin/python3", "-c", check)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["aarch64"]
+    proc = _in_arm64_rootfs(
+        root,
+        env,
+        "/usr/bin/python3",
+        "/usr/local/bin/dra-kubelet-plugin",
+        "--device-backend",
+        "fake",
+        "--fake-gpus",
+        "2xH100-80GB",
+        "--node-name",
+        "n1",
+        "--print-resource-slices",
+    )
+    assert proc.returncode == 0, proc.stderr
+    slices = [s for s in yaml.safe_load_all(proc.stdout) if s]
+    assert {s["kind"] for s in slices} == {"ResourceSlice"}
+    devices = [d["name"] for s in slices for d in s["spec"].get("devices", [])]
+    assert devices[:2] == ["gpu-0", "gpu-1"]
+
+
 @pytest.fixture
 def loaded(request: pytest.FixtureRequest) -> Iterator[list[str]]:
     """Loads an archive into podman's store for the test and removes it afterwards."""
@@ -275,4 +392,22 @@ def test_dockerfile_app_stage_runs_on_a_plain_python(tmp_path: Path) -> None:
         assert run.returncode == 0, run.stderr
     dockerfile = (REPO / "images" / "Dockerfile").read_text()
     assert "python images/build_image.py app --dest /stage" in dockerfile
+    # docker buildx --platform linux/amd64,linux/arm64: each target's wheels, built natively.
+    assert "FROM --platform=$BUILDPLATFORM ${PYTHON_IMAGE} AS build" in dockerfile
+    assert '--platform "linux/${TARGETARCH}"' in dockerfile
     assert "COPY --from=build /stage/site-packages /opt/dra/site-packages" in dockerfile
+
+
+@pytest.mark.parametrize("platforms", ["linux/riscv64", "linux/amd64,windows/amd64", ","])
+def test_unknown_platforms_are_refused_before_building(platforms: str, tmp_path: Path) -> None:
+    out = tmp_path / "driver.tar"
+    proc = subprocess.run(
+        [sys.executable, str(BUILD), "driver", "--output", str(out), "--platform", platforms],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "expected a comma-separated list of linux/amd64,linux/arm64" in proc.stderr
+    assert not out.exists()

@@ -9,6 +9,7 @@ import re
 import tarfile
 from pathlib import Path
 
+import dra_oci
 import pytest
 from dra_e2e import images
 from dra_e2e.errors import ImageError
@@ -88,3 +89,21 @@ def test_a_broken_archive_is_an_image_error_naming_it(tmp_path: Path) -> None:
         ]}).encode())  # fmt: skip
     with pytest.raises(ImageError, match=re.escape(str(path))):
         archive_aliases(path)
+
+
+def test_a_multi_platform_archive_reads_the_labels_of_its_first_platform(tmp_path: Path) -> None:
+    layer = dra_oci.LayerBuilder()
+    layer.add_file("etc/motd", b"hi\n")
+    config = dra_oci.ImageConfig(labels={ALIASES_LABEL: "docker.io/library/ubuntu:22.04"})
+    archive = tmp_path / "multi.tar"
+    dra_oci.write_index_archive(
+        archive,
+        names=["docker.io/example/standin:1"],
+        images=[
+            dra_oci.PlatformImage("amd64", [("motd", layer)], config),
+            dra_oci.PlatformImage("arm64", [("motd", layer)], config, "v8"),
+        ],
+    )
+    assert archive_aliases(archive) == [
+        ("docker.io/example/standin:1", "docker.io/library/ubuntu:22.04")
+    ]

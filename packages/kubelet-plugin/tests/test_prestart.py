@@ -9,7 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dra_kubelet_plugin.backend import with_nvml_library
+from dra_kubelet_plugin.driver_files import nvml_library_at
 from dra_kubelet_plugin.prestart import diagnose, main
+from dra_nvlib import DeviceLibConfig
+from ld_cache_support import ld_cache
 
 
 def _driver(root: Path, libdir: str = "usr/lib/x86_64-linux-gnu") -> Path:
@@ -103,3 +107,45 @@ def test_main_gives_up_after_its_timeout_with_the_hint(
     lines = _lines(capsys)
     assert len(lines) == 4  # at 0, 10, 20 and 30 s
     assert all("set nvidiaDriverRoot=/run/nvidia/driver" in line["hint"] for line in lines)
+
+
+def _gke_style_root(
+    root: Path, cache_path: str = "/usr/local/nvidia/lib64/libnvidia-ml.so.1"
+) -> None:
+    """A driver in /usr/local/nvidia/lib64, found only through the root's ld.so.cache (as on the
+    H200 host the gpu-check ran on)."""
+    _driver(root, "usr/local/nvidia/lib64")
+    (root / "etc").mkdir(parents=True, exist_ok=True)
+    (root / "etc/ld.so.cache").write_bytes(ld_cache([("libnvidia-ml.so.1", cache_path)]))
+
+
+def test_a_driver_registered_with_ldconfig_is_found_through_the_cache(tmp_path: Path) -> None:
+    _gke_style_root(tmp_path)
+    found = diagnose(tmp_path, "/")
+    assert found.library == "/usr/local/nvidia/lib64/libnvidia-ml.so.1"
+    assert found.message == "NVIDIA driver found"
+    assert nvml_library_at(tmp_path) == tmp_path / "usr/local/nvidia/lib64/libnvidia-ml.so.1"
+
+
+def test_a_cache_naming_a_missing_library_finds_nothing(tmp_path: Path) -> None:
+    _gke_style_root(tmp_path, cache_path="/opt/gone/libnvidia-ml.so.1")
+    assert nvml_library_at(tmp_path) is None
+    assert diagnose(tmp_path, "/").library is None
+
+
+def test_the_toolkits_directories_come_before_the_cache(tmp_path: Path) -> None:
+    _gke_style_root(tmp_path)
+    first = _driver(tmp_path, "usr/lib64")
+    assert nvml_library_at(tmp_path) == first
+
+
+def test_the_nvml_backend_loads_the_library_the_cache_names(tmp_path: Path) -> None:
+    _gke_style_root(tmp_path)
+    config = with_nvml_library(DeviceLibConfig(backend="nvml", driver_root=tmp_path))
+    assert config.nvml_library == tmp_path / "usr/local/nvidia/lib64/libnvidia-ml.so.1"
+    given = DeviceLibConfig(driver_root=tmp_path, nvml_library=Path("/x/libnvidia-ml.so.1"))
+    assert with_nvml_library(given) == given
+    fake = DeviceLibConfig(backend="fake", driver_root=tmp_path, node_name="n1", fake_fleet="1xL4")
+    assert with_nvml_library(fake) == fake
+    empty = DeviceLibConfig(driver_root=tmp_path / "empty")
+    assert with_nvml_library(empty).nvml_library is None

@@ -18,17 +18,24 @@ Nothing below takes a "fake" flag: the parts behave as their backend does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dra_kubelet_core.host_devices import HostDeviceNodes, HostDevices, StandInDeviceNodes
 from dra_nvlib import DeviceLib, DeviceLibConfig, open_device_lib
 from dra_sharing import FakeMpsLauncher, MpsLauncher, NvidiaMpsLauncher
 
 from dra_kubelet_plugin.container_edits import EditsProvider, FakeEdits, NvmlEdits
-from dra_kubelet_plugin.driver_files import driver_tool
+from dra_kubelet_plugin.driver_files import driver_tool, nvml_library_at
 from dra_kubelet_plugin.settings import Settings
 
-__all__ = ["GpuBackend", "backend_parts", "device_lib_config", "open_backend", "open_devices"]
+__all__ = [
+    "GpuBackend",
+    "backend_parts",
+    "device_lib_config",
+    "open_backend",
+    "open_devices",
+    "with_nvml_library",
+]
 
 
 @dataclass(frozen=True)
@@ -72,9 +79,20 @@ def device_lib_config(settings: Settings) -> DeviceLibConfig:
     )
 
 
+def with_nvml_library(config: DeviceLibConfig) -> DeviceLibConfig:
+    """``config`` with the NVML library found below its driver root, through the root's
+    ``ld.so.cache`` too (GKE-style ``/usr/local/nvidia/lib64``). Unchanged for the fake, for a
+    library already given, and when none is found: NVML's own search then fails, naming the
+    directories it tried."""
+    if config.backend != "nvml" or config.nvml_library is not None:
+        return config
+    library = nvml_library_at(config.driver_root)
+    return config if library is None else replace(config, nvml_library=library)
+
+
 def open_devices(settings: Settings) -> DeviceLib:
     """Open the device library the settings select (the fake state's directory is made)."""
-    config = device_lib_config(settings)
+    config = with_nvml_library(device_lib_config(settings))
     if config.fake_state_path is not None:
         config.fake_state_path.parent.mkdir(parents=True, exist_ok=True)
     return open_device_lib(config)

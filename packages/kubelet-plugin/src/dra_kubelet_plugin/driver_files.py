@@ -35,6 +35,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from dra_nvlib.errors import LibraryLoadError
+from dra_nvlib.nvml_binding import LIBRARY_NAME, find_library
+
 from dra_kubelet_plugin.elf_soname import ElfError, soname_of_file
 from dra_kubelet_plugin.ld_cache import LdCacheError, parse_ld_cache
 
@@ -45,6 +48,7 @@ __all__ = [
     "DriverNotFoundError",
     "driver_tool",
     "driver_version_at",
+    "nvml_library_at",
     "scan_driver_root",
 ]
 
@@ -202,6 +206,20 @@ def _locate_driver_library(root: Path) -> tuple[Path, str]:
             if real is not None and real.name.startswith(prefix) and real.name != prefix + "1":
                 return real, real.name.removeprefix(prefix)
     raise DriverNotFoundError(root)
+
+
+def nvml_library_at(root: Path) -> Path | None:
+    """``libnvidia-ml.so.1`` below ``root``: in the toolkit's library directories (NVML's own
+    search), else where the root's ``ld.so.cache`` puts it (a driver registered with ldconfig
+    elsewhere, as GKE-style hosts keep it in ``/usr/local/nvidia/lib64``); None for neither."""
+    try:
+        return find_library(root)
+    except LibraryLoadError:
+        pass
+    for path in _cached_paths(root, LIBRARY_NAME):
+        if _resolve_below(root, path) is not None:
+            return path
+    return None
 
 
 def driver_version_at(root: Path) -> str:

@@ -1,9 +1,10 @@
 """The plugin pod's init check of the driver root: ``python3 -m dra_kubelet_plugin.prestart``.
 
 Waits until ``libnvidia-ml.so.1`` is found below the driver root, as the plugin's NVML backend
-looks it up. The GPU Operator's driver container installs the driver after this pod may have
-started, so a missing library is waited for, not fatal; each wait logs why and, when the driver
-sits elsewhere on the host (a wrong ``nvidiaDriverRoot``), says which value to set.
+looks it up (the toolkit's library directories, then the root's ``ld.so.cache``). The GPU
+Operator's driver container installs the driver after this pod may have started, so a missing
+library is waited for, not fatal; each wait logs why and, when the driver sits elsewhere on the
+host (a wrong ``nvidiaDriverRoot``), says which value to set.
 
 :func:`diagnose` is pure over the file tree it is given; :func:`main` adds the loop and logging.
 """
@@ -20,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dra_kubelet_core.logs import configure_logging
-from dra_nvlib.errors import LibraryLoadError
-from dra_nvlib.nvml_binding import find_library
+
+from dra_kubelet_plugin.driver_files import nvml_library_at
 
 __all__ = ["Diagnosis", "diagnose", "main"]
 
@@ -53,19 +54,14 @@ def diagnose(container_root: Path, host_root: str) -> Diagnosis:
     When ``host_root`` is ``/`` the whole host is visible, so the known driver roots of the GPU
     Operator and GKE are looked at too, to name the value that would work.
     """
-    try:
-        found = find_library(container_root)
-    except LibraryLoadError:
-        found = None
+    found = nvml_library_at(container_root)
     if found is not None:
         relative = found.relative_to(container_root)
         return Diagnosis(_host_path(host_root, relative), "NVIDIA driver found")
     message = f"no libnvidia-ml.so.1 below nvidiaDriverRoot {host_root!r}"
     if host_root == "/":
         for other, whose in _KNOWN_ROOTS:
-            try:
-                find_library(container_root / other.lstrip("/"))
-            except LibraryLoadError:
+            if nvml_library_at(container_root / other.lstrip("/")) is None:
                 continue
             return Diagnosis(
                 None,

@@ -23,20 +23,24 @@ import tarfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 __all__ = [
     "CREATED",
     "EPOCH",
     "MEDIA_CONFIG",
+    "MEDIA_INDEX",
     "MEDIA_LAYER",
     "MEDIA_MANIFEST",
     "PATH_ENV",
     "ImageConfig",
     "LayerBuilder",
+    "PlatformImage",
     "iter_layer_members",
     "read_names",
+    "read_platforms",
     "write_archive",
+    "write_index_archive",
 ]
 
 # 2024-01-01T00:00:00Z: a fixed creation time keeps digests reproducible.
@@ -49,6 +53,7 @@ PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 MEDIA_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 MEDIA_CONFIG = "application/vnd.oci.image.config.v1+json"
 MEDIA_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
+MEDIA_INDEX = "application/vnd.oci.image.index.v1+json"
 
 
 class LayerBuilder:
@@ -172,24 +177,34 @@ def _blob(data: bytes) -> _Blob:
     return _Blob("sha256:" + hashlib.sha256(data).hexdigest(), data)
 
 
-def write_archive(
-    out: Path,
-    *,
-    names: Sequence[str],
-    layers: Sequence[tuple[str, LayerBuilder]],
-    config: ImageConfig,
-) -> str:
-    """Writes an image with the given layers (each with a history comment) to ``out``.
+@dataclass(frozen=True)
+class PlatformImage:
+    """One platform's image in a multi-platform archive (:func:`write_index_archive`).
 
-    ``names`` are full references (``docker.io/library/name:tag``); the first is the primary
-    one. Returns the manifest digest, which is what containerd reports as the image's digest.
+    ``architecture`` is the OCI/Go name (``amd64``, ``arm64``); ``variant`` the CPU variant
+    (``v8`` for arm64), empty for none.
     """
-    if not names:
-        raise ValueError("an image needs at least one name")
+
+    architecture: str
+    layers: Sequence[tuple[str, LayerBuilder]]
+    config: ImageConfig
+    variant: str = ""
+
+
+@dataclass(frozen=True)
+class _Image:
+    """The blobs of one platform's image: layers, then config, then manifest."""
+
+    blobs: list[_Blob]
+    config: _Blob
+    manifest: _Blob
+
+
+def _image(image: PlatformImage) -> _Image:
     blobs: list[_Blob] = []
     diff_ids: list[str] = []
     layer_descs: list[dict[str, object]] = []
-    for _comment, layer in layers:
+    for _comment, layer in image.layers:
         raw = layer.tar_bytes()
         diff_ids.append("sha256:" + hashlib.sha256(raw).hexdigest())
         gz = _blob(gzip.compress(raw, compresslevel=6, mtime=0))
@@ -197,14 +212,15 @@ def write_archive(
         layer_descs.append({"mediaType": MEDIA_LAYER, "digest": gz.digest, "size": len(gz.data)})
     cfg: dict[str, object] = {
         "created": CREATED,
-        "architecture": "amd64",
+        "architecture": image.architecture,
         "os": "linux",
-        "config": _runtime_config(config),
+        "config": _runtime_config(image.config),
         "rootfs": {"type": "layers", "diff_ids": diff_ids},
-        "history": [{"created": CREATED, "created_by": comment} for comment, _ in layers],
+        "history": [{"created": CREATED, "created_by": comment} for comment, _ in image.layers],
     }
+    if image.variant:
+        cfg["variant"] = image.variant
     cfg_blob = _blob(_canonical(cfg))
-    blobs.append(cfg_blob)
     manifest = {
         "schemaVersion": 2,
         "mediaType": MEDIA_MANIFEST,
@@ -215,32 +231,109 @@ def write_archive(
         },
         "layers": layer_descs,
     }
-    man_blob = _blob(_canonical(manifest))
-    blobs.append(man_blob)
-    index = {
-        "schemaVersion": 2,
-        "mediaType": "application/vnd.oci.image.index.v1+json",
-        "manifests": [
-            {
-                "mediaType": MEDIA_MANIFEST,
-                "digest": man_blob.digest,
-                "size": len(man_blob.data),
-                "annotations": {
-                    "io.containerd.image.name": name,
-                    "org.opencontainers.image.ref.name": name.rsplit(":", 1)[-1],
-                },
-            }
-            for name in names
-        ],
-    }
-    docker_manifest = [
+    return _Image(blobs, cfg_blob, _blob(_canonical(manifest)))
+
+
+def _named(media_type: str, blob: _Blob, names: Sequence[str]) -> list[dict[str, object]]:
+    """``index.json`` entries: one per name, all pointing at ``blob``."""
+    return [
         {
-            "Config": _blob_path(cfg_blob.digest),
+            "mediaType": media_type,
+            "digest": blob.digest,
+            "size": len(blob.data),
+            "annotations": {
+                "io.containerd.image.name": name,
+                "org.opencontainers.image.ref.name": name.rsplit(":", 1)[-1],
+            },
+        }
+        for name in names
+    ]
+
+
+def _docker_manifest(image: _Image, names: Sequence[str]) -> list[dict[str, object]]:
+    return [
+        {
+            "Config": _blob_path(image.config.digest),
             # Fully qualified: podman would otherwise put short names under localhost/.
             "RepoTags": list(names),
-            "Layers": [_blob_path(b.digest) for b in blobs[: len(layers)]],
+            "Layers": [_blob_path(b.digest) for b in image.blobs],
         }
     ]
+
+
+def write_archive(
+    out: Path,
+    *,
+    names: Sequence[str],
+    layers: Sequence[tuple[str, LayerBuilder]],
+    config: ImageConfig,
+    architecture: str = "amd64",
+) -> str:
+    """Writes an image with the given layers (each with a history comment) to ``out``.
+
+    ``names`` are full references (``docker.io/library/name:tag``); the first is the primary
+    one. Returns the manifest digest, which is what containerd reports as the image's digest.
+    """
+    if not names:
+        raise ValueError("an image needs at least one name")
+    image = _image(PlatformImage(architecture, layers, config))
+    index = {
+        "schemaVersion": 2,
+        "mediaType": MEDIA_INDEX,
+        "manifests": _named(MEDIA_MANIFEST, image.manifest, names),
+    }
+    _write(out, [*image.blobs, image.config, image.manifest], index, _docker_manifest(image, names))
+    return image.manifest.digest
+
+
+def write_index_archive(out: Path, *, names: Sequence[str], images: Sequence[PlatformImage]) -> str:
+    """Writes one image for several platforms: an OCI image index over one manifest each.
+
+    ``index.json`` names the image index, which lists each platform's manifest, so containerd,
+    podman and Docker's containerd store pick the platform they run on. ``manifest.json`` (the
+    ``docker save`` form, which has no platforms) holds the first image only: Docker's classic
+    store loads that one. Returns the image index's digest (what a registry would report).
+    """
+    if not names:
+        raise ValueError("an image needs at least one name")
+    if not images:
+        raise ValueError("an image index needs at least one platform")
+    platforms = [(i.architecture, i.variant) for i in images]
+    if len(set(platforms)) != len(platforms):
+        raise ValueError(f"platforms repeat: {platforms}")
+    built = [_image(i) for i in images]
+    entries: list[dict[str, object]] = []
+    for spec, image in zip(images, built, strict=True):
+        platform = {"architecture": spec.architecture, "os": "linux"}
+        if spec.variant:
+            platform["variant"] = spec.variant
+        entries.append(
+            {
+                "mediaType": MEDIA_MANIFEST,
+                "digest": image.manifest.digest,
+                "size": len(image.manifest.data),
+                "platform": platform,
+            }
+        )
+    image_index = _blob(
+        _canonical({"schemaVersion": 2, "mediaType": MEDIA_INDEX, "manifests": entries})
+    )
+    blobs: dict[str, _Blob] = {}
+    for image in built:
+        for blob in (*image.blobs, image.config, image.manifest):
+            blobs.setdefault(blob.digest, blob)
+    blobs[image_index.digest] = image_index
+    layout = {
+        "schemaVersion": 2,
+        "mediaType": MEDIA_INDEX,
+        "manifests": _named(MEDIA_INDEX, image_index, names),
+    }
+    _write(out, list(blobs.values()), layout, _docker_manifest(built[0], names))
+    return image_index.digest
+
+
+def _write(out: Path, blobs: Sequence[_Blob], index: object, docker_manifest: object) -> None:
+    """The archive, written beside ``out`` and renamed, so a failed write leaves nothing."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".part")
     with tarfile.open(tmp, mode="w", format=tarfile.PAX_FORMAT) as tar:
@@ -252,7 +345,6 @@ def write_archive(
         _add(tar, "index.json", _canonical(index))
         _add(tar, "manifest.json", _canonical(docker_manifest))
     tmp.replace(out)
-    return man_blob.digest
 
 
 def _runtime_config(config: ImageConfig) -> dict[str, object]:
@@ -294,14 +386,52 @@ def read_names(archive: Path) -> list[str]:
     return [m["annotations"]["io.containerd.image.name"] for m in index["manifests"]]
 
 
-def iter_layer_members(archive: Path) -> Iterable[tarfile.TarInfo]:
-    """Every entry of every layer of the archive's first image, lowest layer first."""
+def iter_layer_members(
+    archive: Path, *, architecture: str | None = None
+) -> Iterable[tarfile.TarInfo]:
+    """Every entry of every layer of the archive's first image, lowest layer first.
+
+    ``architecture`` picks that platform's image of a multi-platform archive (through
+    ``index.json``); None reads the image ``manifest.json`` names (the first platform's).
+    """
     with tarfile.open(archive) as tar:
-        manifest = json.load(_must(tar, "manifest.json"))[0]
-        for layer_path in manifest["Layers"]:
+        if architecture is None:
+            layer_paths = json.load(_must(tar, "manifest.json"))[0]["Layers"]
+        else:
+            manifest = _platform_manifest(tar, archive, architecture)
+            layer_paths = [_blob_path(layer["digest"]) for layer in manifest["layers"]]
+        for layer_path in layer_paths:
             data = gzip.decompress(_must(tar, layer_path).read())
             with tarfile.open(fileobj=io.BytesIO(data)) as layer:
                 yield from layer.getmembers()
+
+
+def read_platforms(archive: Path) -> list[str]:
+    """The platforms (``linux/amd64``, ``linux/arm64/v8``) of the archive's first image."""
+    with tarfile.open(archive) as tar:
+        desc = json.load(_must(tar, "index.json"))["manifests"][0]
+        doc = json.load(_must(tar, _blob_path(desc["digest"])))
+        if doc.get("mediaType") != MEDIA_INDEX:
+            config = json.load(_must(tar, _blob_path(doc["config"]["digest"])))
+            platforms = [config]
+        else:
+            platforms = [m["platform"] for m in doc["manifests"]]
+    return [
+        "/".join(p for p in (pl["os"], pl["architecture"], pl.get("variant", "")) if p)
+        for pl in platforms
+    ]
+
+
+def _platform_manifest(tar: tarfile.TarFile, archive: Path, architecture: str) -> Any:
+    desc = json.load(_must(tar, "index.json"))["manifests"][0]
+    doc = json.load(_must(tar, _blob_path(desc["digest"])))
+    if doc.get("mediaType") == MEDIA_INDEX:
+        for entry in doc["manifests"]:
+            if entry.get("platform", {}).get("architecture") == architecture:
+                return json.load(_must(tar, _blob_path(entry["digest"])))
+    elif json.load(_must(tar, _blob_path(doc["config"]["digest"])))["architecture"] == architecture:
+        return doc
+    raise ValueError(f"{archive}: no image for architecture {architecture}")
 
 
 def _must(tar: tarfile.TarFile, name: str) -> IO[bytes]:
