@@ -356,20 +356,6 @@ def test_flags_follow_the_values(render: Render) -> None:
     assert volumes["cdi"] == "/etc/cdi"
 
 
-def test_per_pod_sockets_whatever_the_update_strategy(render: Render) -> None:
-    def env_names(sets: dict[str, str]) -> set[str]:
-        return {e["name"] for e in _container(render(sets))["env"]}
-
-    assert "POD_UID" in env_names({})
-    (pod_uid,) = [e for e in _container(render({}))["env"] if e["name"] == "POD_UID"]
-    assert pod_uid["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.uid"}}
-    surge = {
-        "kubeletPlugin.updateStrategy.rollingUpdate.maxSurge": "1",
-        "kubeletPlugin.updateStrategy.rollingUpdate.maxUnavailable": "0",
-    }
-    assert "POD_UID" in env_names(surge)
-
-
 def test_negative_healthcheck_port_disables_the_probe(render: Render) -> None:
     container = _container(
         render(

@@ -44,10 +44,13 @@ and prepares daemon and channel claims (dra-compute-domain-kubelet-plugin).
     valueFrom:
       fieldRef:
         fieldPath: metadata.namespace
+  {{- if .Values.kubeletPlugin.perInstanceSockets }}
+  # Per-pod socket names: see the gpus container.
   - name: POD_UID
     valueFrom:
       fieldRef:
         fieldPath: metadata.uid
+  {{- end }}
   {{- include "dra-driver-nvidia-gpu.imexEnv" . | nindent 2 }}
   - name: IMEX_HOST_SOCKET_PATH
     value: {{ .Values.resources.computeDomains.imex.hostSocketPath | quote }}

@@ -207,3 +207,26 @@ the isolation and the feature gates (HostManagedIMEXDaemon unlocks hostManaged).
 - name: FEATURE_GATES
   value: {{ include "dra-driver-nvidia-gpu.featureGatesValue" . | quote }}
 {{- end }}
+
+{{/*
+The kubelet plugin DaemonSet's updateStrategy: kubeletPlugin.updateStrategy, with maxSurge
+dropped when maxUnavailable is non-zero (Kubernetes allows only one of them non-zero, and
+NVIDIA's values file sets maxUnavailable "100%" over this chart's surge default) and
+rollingUpdate dropped for OnDelete. Fails when a surge would run two plugin pods on a node
+with the classic socket names (kubeletPlugin.perInstanceSockets=false).
+*/}}
+{{- define "dra-driver-nvidia-gpu.kubeletPluginUpdateStrategy" -}}
+{{- $strategy := deepCopy (.Values.kubeletPlugin.updateStrategy | default dict) }}
+{{- if eq (toString (get $strategy "type")) "OnDelete" }}
+{{- $_ := unset $strategy "rollingUpdate" }}
+{{- end }}
+{{- $rolling := get $strategy "rollingUpdate" | default dict }}
+{{- $zero := list "" "0" "0%" "<nil>" }}
+{{- if not (has (toString (get $rolling "maxUnavailable")) $zero) }}
+{{- $_ := unset $rolling "maxSurge" }}
+{{- end }}
+{{- if and (not (has (toString (get $rolling "maxSurge")) $zero)) (not .Values.kubeletPlugin.perInstanceSockets) }}
+{{- fail (printf "\nkubeletPlugin.updateStrategy.rollingUpdate.maxSurge=%v runs an old and a new plugin pod on each node at once, which needs kubeletPlugin.perInstanceSockets=true (kubelet 1.33 or newer).\nWith perInstanceSockets=false (older kubelets) set maxSurge=0 and a non-zero maxUnavailable, e.g. --set kubeletPlugin.updateStrategy.rollingUpdate.maxSurge=0,kubeletPlugin.updateStrategy.rollingUpdate.maxUnavailable=1." (get $rolling "maxSurge")) }}
+{{- end }}
+{{- toYaml $strategy }}
+{{- end }}

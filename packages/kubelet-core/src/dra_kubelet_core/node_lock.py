@@ -1,9 +1,17 @@
-"""Node-wide lock serializing prepare/unprepare across plugin instances.
+"""The ``flock`` locks the plugin instances of one node share in the plugin directory.
 
-During a rolling update two plugin pods run on the node at once; both may receive kubelet
-calls, so every prepare and unprepare holds an exclusive ``flock`` on one file in the plugin
-directory. ``flock`` is released by the kernel when the holder dies, so a SIGKILLed instance
-never leaves the node locked.
+During a rolling update two plugin pods run on the node at once:
+
+- both may receive kubelet calls, so every prepare and unprepare holds :class:`NodeLock`, an
+  exclusive ``flock`` on one file, for the duration of the operation;
+- only one may publish the node's ResourceSlices (two publishers whose views differ for a
+  moment, say a health event one has seen and the other not yet, would overwrite each other
+  and bump the pool generation on every write), so the publisher holds :class:`InstanceLease`
+  from when it gets it until its instance stops: the instance that was there first keeps
+  publishing until it exits, and the new one takes over then.
+
+``flock`` is released by the kernel when the holder dies, so a SIGKILLed instance never leaves
+the node locked nor its slices unowned.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ from pathlib import Path
 
 from dra_kubelet_core.errors import LockTimeoutError
 
-__all__ = ["NodeLock"]
+__all__ = ["InstanceLease", "NodeLock"]
 
 
 class NodeLock:
@@ -62,3 +70,44 @@ class NodeLock:
                         "(another plugin instance holds it)"
                     ) from None
                 await asyncio.sleep(self._poll_s)
+
+
+class InstanceLease:
+    """An exclusive, cross-process lease on ``path`` held by one instance until it releases
+    it or dies."""
+
+    def __init__(self, path: Path, *, poll_s: float = 0.5) -> None:
+        """Lease file ``path``; a waiting instance tries again every ``poll_s`` seconds."""
+        self.path = path
+        self._poll_s = poll_s
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        """Whether this instance holds the lease."""
+        return self._fd is not None
+
+    def try_acquire(self) -> bool:
+        """Take the lease if it is free (or already ours); return whether we hold it."""
+        if self._fd is not None:
+            return True
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._fd = fd
+        return True
+
+    async def acquire(self) -> None:
+        """Wait until the lease is ours (polling: a waiting instance can still be stopped)."""
+        while not self.try_acquire():
+            await asyncio.sleep(self._poll_s)
+
+    def release(self) -> None:
+        """Give the lease up (nothing when not held)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)

@@ -16,6 +16,11 @@ remembers, per slice, the resourceVersion the server answered our last write wit
 sent: a slice nobody changed since, for unchanged desired content, is up to date whatever the
 server kept. A plugin restart forgets this and writes at most once more.
 
+Two plugin instances overlap on a node during a surge rollout; only the one holding the
+instance lease (:class:`~dra_kubelet_core.node_lock.InstanceLease`) publishes, so their
+slices never flap between two views. The other waits for the lease and takes over, from
+the slices as the server holds them, when the first stops.
+
 The slices are built and compared as ``resource.k8s.io/v1``; on a server that serves only a
 beta version (Kubernetes 1.32, 1.33) they are written and read in that version
 (:class:`~dra_kubelet_core.resource_api.ResourceApi`, found by discovery).
@@ -37,6 +42,7 @@ from dra_kube_client.informers import Informer, Listener, Resource, Store, metad
 
 from dra_kubelet_core.health import HealthHub
 from dra_kubelet_core.metrics import PluginMetrics
+from dra_kubelet_core.node_lock import InstanceLease
 from dra_kubelet_core.resource_api import ResourceApi
 
 __all__ = ["SlicePublisher", "SliceSource", "slices_equal"]
@@ -123,10 +129,12 @@ class SlicePublisher:
         metrics: PluginMetrics,
         resync_s: float = 30.0,
         api: ResourceApi | None = None,
+        lease: InstanceLease | None = None,
     ) -> None:
         """Publish ``slices(generation)`` as the pool of ``driver_name`` on ``node_name``; a
         change of ``health`` (or :meth:`trigger`) reconciles at once; ``resync_s`` bounds the
-        time without a check; ``api``: the served version (default v1)."""
+        time without a check; ``api``: the served version (default v1); ``lease``: publish
+        only while holding it (``None``: always)."""
         self._transport = transport
         self._api = api or ResourceApi()
         self._driver_name = driver_name
@@ -135,6 +143,7 @@ class SlicePublisher:
         self._health = health
         self._metrics = metrics
         self._resync_s = resync_s
+        self._lease = lease
         self._trigger = asyncio.Event()
         self._stop = threading.Event()
         self.reconciles = 0
@@ -290,8 +299,37 @@ class SlicePublisher:
                 extra={"event": "slice_fields_dropped", "slice": name, "fields": dropped},
             )
 
+    @property
+    def publishing(self) -> bool:
+        """Whether this instance publishes (it holds the lease, or there is none)."""
+        return self._lease is None or self._lease.held
+
     async def run(self) -> None:
-        """Reconcile now, on every trigger, health change, watch event and resync period."""
+        """Take the lease (waiting while another instance holds it), then reconcile now, on
+        every trigger, health change, watch event and resync period; give the lease up when
+        cancelled."""
+        try:
+            await self._take_lease()
+            await self._publish()
+        finally:
+            if self._lease is not None:
+                self._lease.release()
+
+    async def _take_lease(self) -> None:
+        lease = self._lease
+        if lease is None or lease.try_acquire():
+            return
+        log.info(
+            "another plugin instance publishes this node's ResourceSlices; waiting to take over",
+            extra={"event": "slices_waiting_for_lease", "lease": str(lease.path)},
+        )
+        await lease.acquire()
+        log.info(
+            "took over publishing this node's ResourceSlices",
+            extra={"event": "slices_lease_taken", "lease": str(lease.path)},
+        )
+
+    async def _publish(self) -> None:
         loop = asyncio.get_running_loop()
         informer = self.slice_informer()
         informer.store.subscribe(self._on_slice_change(loop, informer.store))

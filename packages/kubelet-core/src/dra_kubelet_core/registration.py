@@ -19,7 +19,13 @@ import grpc.aio
 from dra_kube_client import Backoff
 
 from dra_kubelet_core._proto import pluginregistration_v1_pb2 as pb
-from dra_kubelet_core.sockets import bind_unix, remove_stale_socket
+from dra_kubelet_core.sockets import (
+    SocketIdentity,
+    bind_unix,
+    remove_own_socket,
+    remove_stale_socket,
+    socket_identity,
+)
 
 __all__ = ["DRA_PLUGIN_TYPE", "RegistrationServer", "supported_versions"]
 
@@ -60,6 +66,7 @@ class RegistrationServer:
         self.registered = asyncio.Event()
         self.last_error = ""
         self._server: grpc.aio.Server | None = None
+        self._bound: SocketIdentity | None = None
         self._retry = Backoff(initial_s=retry_initial_s, max_s=retry_max_s, jitter=0.0)
         self._retry_task: asyncio.Task[None] | None = None
 
@@ -70,6 +77,7 @@ class RegistrationServer:
         server = grpc.aio.server()
         server.add_generic_rpc_handlers((self._handler(),))
         bind_unix(server, self.socket_path)
+        self._bound = socket_identity(self.socket_path)
         await server.start()
         self._server = server
         log.info(
@@ -78,7 +86,8 @@ class RegistrationServer:
         )
 
     async def stop(self) -> None:
-        """Stop serving and remove the socket."""
+        """Stop serving and remove the socket (if it is still ours: see
+        :func:`~dra_kubelet_core.sockets.remove_own_socket`)."""
         if self._retry_task is not None:
             self._retry_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -90,8 +99,8 @@ class RegistrationServer:
         if self._server is not None:
             await self._server.stop(grace=1.0)
             self._server = None
-        with contextlib.suppress(FileNotFoundError):
-            self.socket_path.unlink()
+        remove_own_socket(self.socket_path, self._bound)
+        self._bound = None
 
     def _handler(self) -> grpc.GenericRpcHandler[Any, Any]:
         return grpc.method_handlers_generic_handler(

@@ -48,7 +48,7 @@ from dra_kubelet_core.events import EventRecorder, KubeEventRecorder, LogEventRe
 from dra_kubelet_core.health import ADVERTISED_HEALTH_SERVICES, HealthHub, health_handlers
 from dra_kubelet_core.healthcheck import HealthcheckServer
 from dra_kubelet_core.metrics import PluginMetrics, serve_metrics
-from dra_kubelet_core.node_lock import NodeLock
+from dra_kubelet_core.node_lock import InstanceLease, NodeLock
 from dra_kubelet_core.publisher import SlicePublisher, SliceSource
 from dra_kubelet_core.registration import RegistrationServer, supported_versions
 from dra_kubelet_core.resource_api import (
@@ -61,13 +61,20 @@ from dra_kubelet_core.sockets import (
     SocketPaths,
     bind_unix,
     check_kubelet_dialable,
+    remove_own_socket,
     remove_stale_socket,
+    socket_identity,
 )
 from dra_kubelet_core.state import ClaimEngine
 
-__all__ = ["EngineParts", "PluginRunner"]
+__all__ = ["HANDOVER_DRAIN_S", "EngineParts", "PluginRunner"]
 
 log = logging.getLogger(__name__)
+
+#: Seconds an instance with per-instance sockets keeps serving DRA calls after removing its
+#: registration socket: the kubelet sees the removal through inotify and moves to the other
+#: instance, and a call it sent just before must still find this one answering.
+HANDOVER_DRAIN_S = 2.0
 
 #: The keyword arguments of :class:`ClaimEngine` the runner provides (all but ``driver``,
 #: ``retry`` and ``hooks``).
@@ -83,9 +90,13 @@ class PluginRunner:
         settings: CommonSettings,
         identity: DriverIdentity,
         metrics: PluginMetrics | None = None,
+        *,
+        handover_drain_s: float = HANDOVER_DRAIN_S,
     ) -> None:
-        """Run ``identity``'s plugin with ``settings``; ``metrics`` defaults to a new registry."""
+        """Run ``identity``'s plugin with ``settings``; ``metrics`` defaults to a new registry;
+        ``handover_drain_s``: see :data:`HANDOVER_DRAIN_S`."""
         self.settings = settings
+        self.handover_drain_s = handover_drain_s
         self.identity = identity
         self.metrics = metrics or PluginMetrics()
         self.plugin_dir = settings.plugin_dir_of(identity.name)
@@ -208,13 +219,22 @@ class PluginRunner:
         paths.dra.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_socket(paths.dra)
         bind_unix(server, paths.dra.resolve())
+        bound = socket_identity(paths.dra)
         await server.start()
-        self.on_stop(lambda: server.stop(grace=5.0))
+
+        async def stop() -> None:
+            await server.stop(grace=5.0)
+            # Per-instance sockets are left behind by nobody else: a new instance never
+            # removes another's (the kubelet would deregister it).
+            remove_own_socket(paths.dra, bound)
+
+        self.on_stop(stop)
         log.info("DRA services serving", extra={"event": "dra_serving", "socket": str(paths.dra)})
 
     async def register(self) -> None:
         """Register with the kubelet (after :meth:`serve_dra`); unregisters first at stop,
-        so the kubelet stops sending new calls before the services go."""
+        so the kubelet stops sending new calls before the services go (with per-instance
+        sockets, after :attr:`handover_drain_s` more seconds of serving)."""
         paths = self._paths()
         registration = RegistrationServer(
             socket_path=paths.registration,
@@ -223,7 +243,17 @@ class PluginRunner:
             versions=supported_versions(health_services=self._health_services),
         )
         await registration.start()
-        self.on_stop(registration.stop)
+
+        async def unregister() -> None:
+            await registration.stop()
+            if paths.per_instance and self.handover_drain_s > 0:
+                log.info(
+                    "unregistered; serving calls in flight before stopping",
+                    extra={"event": "handover_drain", "seconds": self.handover_drain_s},
+                )
+                await asyncio.sleep(self.handover_drain_s)
+
+        self.on_stop(unregister)
 
     async def serve_endpoints(self) -> None:
         """The TCP health check (``--healthcheck-port``) and metrics (``--http-endpoint``)."""
@@ -244,7 +274,8 @@ class PluginRunner:
 
     def publish(self, slices: SliceSource, *, health: HealthHub) -> SlicePublisher | None:
         """Keep ``slices`` published (``None`` without an API server); a change of ``health``
-        or :meth:`SlicePublisher.trigger` (the driver's devices changed) republishes."""
+        or :meth:`SlicePublisher.trigger` (the driver's devices changed) republishes. Of two
+        instances on the node only the one holding ``publisher.lock`` publishes."""
         if self.transport is None:
             return None
         self.publisher = publisher = SlicePublisher(
@@ -255,6 +286,7 @@ class PluginRunner:
             health=health,
             metrics=self.metrics,
             api=self.resource_api,
+            lease=InstanceLease(self.plugin_dir / "publisher.lock"),
         )
         self.task(publisher.run(), name="publisher")
         return publisher

@@ -28,13 +28,16 @@ __all__ = [
     "MAX_GRPC_BIND_PATH",
     "MAX_SOCKET_PATH",
     "POD_TOKEN_LENGTH",
+    "SocketIdentity",
     "SocketPaths",
     "bind_unix",
     "check_kubelet_dialable",
     "check_socket_path",
     "pod_token",
+    "remove_own_socket",
     "remove_stale_socket",
     "short_socket_path",
+    "socket_identity",
 ]
 
 #: sockaddr_un.sun_path holds 108 bytes including the terminating NUL.
@@ -67,12 +70,13 @@ class SocketPaths:
     Classic names: ``<registrar>/<driver>-reg.sock`` and ``<plugins>/<driver>/dra.sock``.
     Rolling-update mode (a pod UID is given) puts the UID's first group in both names, so the
     sockets of an old and a new plugin pod can coexist while the kubelet moves over, without
-    pushing long kubelet roots past the socket path limit.
+    pushing long kubelet roots past the socket path limit; ``per_instance`` says which.
     """
 
     registration: Path
     dra: Path
     plugin_dir: Path
+    per_instance: bool = False
 
     @classmethod
     def build(
@@ -86,6 +90,7 @@ class SocketPaths:
                 registration=registrar_dir / f"{driver_name}-{token}-reg.sock",
                 dra=plugin_dir / f"dra-{token}.sock",
                 plugin_dir=plugin_dir,
+                per_instance=True,
             )
         return cls(
             registration=registrar_dir / f"{driver_name}-reg.sock",
@@ -170,3 +175,31 @@ def remove_stale_socket(path: Path) -> None:
         if not stat.S_ISSOCK(mode):
             raise FileExistsError(f"{path} exists and is not a socket; refusing to remove it")
         path.unlink()
+
+
+#: What tells one socket file from another that later took its path: device and inode.
+SocketIdentity = tuple[int, int]
+
+
+def socket_identity(path: Path) -> SocketIdentity | None:
+    """The identity of the socket file at ``path`` right after we bound it (``None``: gone)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def remove_own_socket(path: Path, identity: SocketIdentity | None) -> bool:
+    """Remove the socket at ``path`` if it is still the file we bound (``identity``).
+
+    An instance that took the path over since (the classic names have no per-instance part)
+    keeps its socket: removing it would deregister that instance from the kubelet. Returns
+    whether a file was removed.
+    """
+    if identity is None or socket_identity(path) != identity:
+        return False
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+        return True
+    return False
