@@ -23,6 +23,7 @@ from dra_nvlib.config import (
     ENV_SYSFS_ROOT,
     BackendName,
     DeviceLibConfig,
+    FakeStateStoreKind,
 )
 from dra_nvlib.devicelib import DeviceLib, HealthWatch
 from dra_nvlib.errors import (
@@ -119,6 +120,7 @@ __all__ = [
     "DeviceError",
     "DeviceLib",
     "DeviceLibConfig",
+    "FakeStateStoreKind",
     "DriverBindError",
     "DriverInfo",
     "FabricInfo",
