@@ -11,6 +11,7 @@ from typing import Any
 import dra_api_types
 import pytest
 import yaml
+from dra_api_types.driver_classes import driver_device_classes
 
 # --import-mode=importlib gives tests no package: the shared helpers are found by path.
 from chart_helpers import (
@@ -403,6 +404,15 @@ def test_device_classes_are_nvidias(render: Render) -> None:
         assert classes[name]["spec"]["selectors"] == [{"cel": {"expression": expression}}]
     assert classes["gpu.nvidia.com"]["spec"]["extendedResourceName"] == "nvidia.com/gpu"
     assert "extendedResourceName" not in classes["mig.nvidia.com"]["spec"]
+
+
+def test_device_classes_equal_the_ones_offline_tools_know(render: Render) -> None:
+    # kubectl dra uses dra_api_types' list when the input has no class of that name.
+    rendered = [
+        {**o, "metadata": {"name": o["metadata"]["name"]}}
+        for o in _kind(render({"resources.computeDomains.enabled": "true"}), "DeviceClass")
+    ]
+    assert rendered == driver_device_classes()
 
 
 def test_gpu_class_selector_is_the_one_in_the_seed_article(render: Render) -> None:

@@ -22,8 +22,9 @@ from dra_allocator.explain_report import (
 from dra_allocator.features import KUBE_MINORS
 from dra_allocator.inputs import InputError, read_documents, read_sources
 from dra_allocator.pod_placement import PodPlacement
-from dra_allocator.snapshot import build_snapshot
+from dra_allocator.snapshot import Snapshot, add_driver_classes, build_snapshot
 from dra_api_types.codec import dump_all
+from dra_api_types.driver_classes import driver_device_classes
 
 from .allocate_report import EXIT_ERROR, run_allocate
 from .gates import cel_environment, features_from_flags
@@ -126,6 +127,12 @@ def _parser() -> argparse.ArgumentParser:
         help="rewrite device-plugin requests (nvidia.com/gpu: N) to ResourceClaimTemplates "
         "instead of leaving them to the scheduler's extended-resource mapping",
     )
+    classes = sub.add_parser(
+        "classes",
+        help="the DeviceClasses this driver's chart installs (used offline when the input "
+        "has none of that name)",
+    )
+    classes.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
     return parser
 
 
@@ -135,8 +142,22 @@ def _dump(report: dict[str, Any], output: str) -> str:
     return yaml.safe_dump(report, sort_keys=False, default_flow_style=False)
 
 
+def _offline_snapshot(files: Sequence[Sequence[str]]) -> Snapshot:
+    """The snapshot of the files, with the chart's DeviceClasses the input lacks."""
+    snapshot = build_snapshot(read_documents(_files(files)))
+    add_driver_classes(snapshot)
+    return snapshot
+
+
+def _write_notes(snapshot: Snapshot) -> None:
+    # What the input did not say (made-up names, chart classes): stdout stays the report.
+    for note in snapshot.notes:
+        sys.stderr.write(f"note: {note}\n")
+
+
 def _cmd_allocate(args: argparse.Namespace) -> int:
-    snapshot = build_snapshot(read_documents(_files(args.filename)))
+    snapshot = _offline_snapshot(args.filename)
+    _write_notes(snapshot)
     result = run_allocate(
         snapshot,
         engine=CelEngine(),
@@ -151,12 +172,12 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
 def _cmd_explain(args: argparse.Namespace) -> int:
     target = parse_target(args.target, args.namespace)
     if args.filename:
-        docs = read_documents(_files(args.filename))
+        snapshot = _offline_snapshot(args.filename)
     else:
-        docs = fetch_documents(
-            namespace=target.namespace, context=args.context, pod=target.pod_name
+        snapshot = build_snapshot(
+            fetch_documents(namespace=target.namespace, context=args.context, pod=target.pod_name)
         )
-    snapshot = build_snapshot(docs)
+    _write_notes(snapshot)
     pod = target_pod(snapshot, target)
     if pod is not None and needs_pod_explain(snapshot, pod):
         sys.stdout.write(
@@ -198,6 +219,16 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_OK if result.ok else EXIT_FINDINGS
 
 
+def _cmd_classes(args: argparse.Namespace) -> int:
+    items = driver_device_classes()
+    if args.output == "json":
+        listing = {"apiVersion": "v1", "kind": "List", "items": items}
+        sys.stdout.write(json.dumps(listing, indent=2) + "\n")
+    else:
+        sys.stdout.write(dump_all(items))
+    return EXIT_OK
+
+
 def _cmd_migrate(args: argparse.Namespace) -> int:
     result = migrate_documents(read_documents(_files(args.filename)), claims=args.to_claims)
     for where, error in result.errors:
@@ -220,6 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handlers = {
         "allocate": _cmd_allocate,
+        "classes": _cmd_classes,
         "explain": _cmd_explain,
         "migrate": _cmd_migrate,
         "validate": _cmd_validate,
