@@ -11,7 +11,6 @@ from typing import Any
 import dra_api_types
 import pytest
 import yaml
-from dra_api_types.driver_classes import driver_device_classes
 
 # --import-mode=importlib gives tests no package: the shared helpers are found by path.
 from chart_helpers import (
@@ -25,6 +24,7 @@ from chart_helpers import (
     run_helm,
     set_args,
 )
+from dra_api_types.driver_classes import driver_device_classes
 
 SEED = Path("/work/shared/seeds/002_0fec738554e607fc.txt")
 

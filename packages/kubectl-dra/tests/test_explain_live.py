@@ -66,7 +66,7 @@ PLUGIN_STYLE_POD = {
 }
 
 
-ONE_GPU_TEMPLATE = {
+ONE_GPU_TEMPLATE: dict[str, Any] = {
     "metadata": {"name": "one-gpu", "namespace": "team-a"},
     "spec": {
         "spec": {

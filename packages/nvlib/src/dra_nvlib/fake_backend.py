@@ -55,9 +55,9 @@ from dra_nvlib.fake_node import (
 from dra_nvlib.fake_pci_bus import FakePciBus
 from dra_nvlib.fake_state import (
     FakeStateStore,
-    MemoryStateStore,
     FaultState,
     GpuState,
+    MemoryStateStore,
     NodeState,
 )
 from dra_nvlib.fleet import load_fleet_spec

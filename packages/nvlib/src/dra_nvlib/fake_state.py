@@ -12,9 +12,9 @@ a one-shot look at a fleet such as the kubelet plugin's ``--print-resource-slice
 from __future__ import annotations
 
 import contextlib
+import copy
 import fcntl
 import json
-import copy
 import os
 import shutil
 import tempfile
@@ -186,7 +186,7 @@ class MemoryStateStore(FakeStateStore):
         self._host: Path | None = None
 
     @contextlib.contextmanager
-    def _locked(self, *, exclusive: bool) -> Iterator[None]:
+    def _locked(self, *, exclusive: bool) -> Iterator[None]:  # noqa: ARG002 - one process
         yield
 
     def _load(self) -> NodeState | None:
