@@ -24,6 +24,7 @@ from chart_helpers import (
     run_helm,
     set_args,
 )
+from dra_api_types.driver_classes import driver_device_classes
 
 SEED = Path("/work/shared/seeds/002_0fec738554e607fc.txt")
 
@@ -394,6 +395,15 @@ def test_device_classes_are_nvidias(render: Render) -> None:
         assert classes[name]["spec"]["selectors"] == [{"cel": {"expression": expression}}]
     assert classes["gpu.nvidia.com"]["spec"]["extendedResourceName"] == "nvidia.com/gpu"
     assert "extendedResourceName" not in classes["mig.nvidia.com"]["spec"]
+
+
+def test_device_classes_equal_the_ones_offline_tools_know(render: Render) -> None:
+    # kubectl dra uses dra_api_types' list when the input has no class of that name.
+    rendered = [
+        {**o, "metadata": {"name": o["metadata"]["name"]}}
+        for o in _kind(render({"resources.computeDomains.enabled": "true"}), "DeviceClass")
+    ]
+    assert rendered == driver_device_classes()
 
 
 def test_gpu_class_selector_is_the_one_in_the_seed_article(render: Render) -> None:

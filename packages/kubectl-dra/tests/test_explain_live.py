@@ -39,8 +39,13 @@ def _api_objects() -> dict[str, Any]:
     return {
         "/apis/resource.k8s.io/v1/deviceclasses": {"items": by_kind["DeviceClass"]},
         "/apis/resource.k8s.io/v1/resourceslices": {"items": by_kind["ResourceSlice"]},
-        "/apis/resource.k8s.io/v1/resourceclaims": {"items": by_kind["ResourceClaim"]},
+        "/apis/resource.k8s.io/v1/resourceclaims": {
+            "items": [*by_kind["ResourceClaim"], MADE_CLAIM]
+        },
+        "/apis/resource.k8s.io/v1/resourceclaimtemplates": {"items": [ONE_GPU_TEMPLATE]},
         "/api/v1/nodes": {"items": by_kind["Node"]},
+        "/api/v1/namespaces/team-a/pods/templated": _templated_pod("templated", "u2"),
+        "/api/v1/namespaces/team-a/pods/made": _templated_pod("made", "u3"),
         "/api/v1/namespaces/team-a/pods/trainer": pod,
         "/api/v1/namespaces/team-a/pods/plugin-style": PLUGIN_STYLE_POD,
     }
@@ -59,6 +64,41 @@ PLUGIN_STYLE_POD = {
     },
     "status": {"phase": "Pending"},
 }
+
+
+ONE_GPU_TEMPLATE: dict[str, Any] = {
+    "metadata": {"name": "one-gpu", "namespace": "team-a"},
+    "spec": {
+        "spec": {
+            "devices": {
+                "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]
+            }
+        }
+    },
+}
+
+#: The claim the resourceclaim controller made for pod ``made`` before it updated the pod.
+MADE_CLAIM = {
+    "metadata": {
+        "name": "made-gpu-x7k2q",
+        "namespace": "team-a",
+        "annotations": {"resource.kubernetes.io/pod-claim-name": "gpu"},
+        "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "made", "uid": "u3"}],
+    },
+    "spec": ONE_GPU_TEMPLATE["spec"]["spec"],
+}
+
+
+def _templated_pod(name: str, uid: str) -> dict[str, Any]:
+    """A pending pod whose claim comes from ``one-gpu``; its status names no claim yet."""
+    return {
+        "metadata": {"name": name, "namespace": "team-a", "uid": uid},
+        "spec": {
+            "containers": [{"name": "main", "resources": {"claims": [{"name": "gpu"}]}}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+        },
+        "status": {"phase": "Pending"},
+    }
 
 
 #: Taints every device of the driver (NoSchedule): explain must say so, as the scheduler would.
@@ -166,3 +206,47 @@ def test_explain_pending_extended_resource_pod_live(api_server: str, tmp_path: P
     assert "ResourceClaim team-a/plugin-style-extended-resources: pending" in lines
     assert "  fits on no node" in lines
     assert any("needs 9 device(s) of class gpu.nvidia.com" in line for line in lines)
+
+
+def _explain_live(server: str, tmp_path: Path, pod: str) -> subprocess.CompletedProcess[str]:
+    env = {"KUBECONFIG": str(_kubeconfig(tmp_path, server)), "PATH": "/usr/bin:/bin"}
+    return subprocess.run(
+        [str(SCRIPT), "explain", f"pod/{pod}", "-n", "team-a"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_explain_live_template_pod_before_its_claim_is_made(
+    api_server: str, tmp_path: Path
+) -> None:
+    # The controller has not made the claim: explain makes it from the template, says so.
+    proc = _explain_live(api_server, tmp_path, "templated")
+    assert proc.returncode == 1, proc.stderr  # nothing fits
+    assert proc.stdout.splitlines()[:5] == [
+        "ResourceClaim team-a/templated-gpu-7qkdw: pending",
+        "  fits on no node",
+        "  request gpu: needs 1 device(s) of class gpu.nvidia.com; best node node-a has 0 "
+        "usable: held by claim(s) team-b/holder-1 on 2 devices (e.g. "
+        "gpu.nvidia.com/node-a/gpu-0)",
+        "  does not fit on 1 node(s) (node-a):",
+        "    - request gpu: needs 1 device(s) of class gpu.nvidia.com, 0 usable",
+    ]
+    assert proc.stderr == (
+        "note: ResourceClaim team-a/templated-gpu-7qkdw: made from ResourceClaimTemplate "
+        "team-a/one-gpu for Pod team-a/templated (spec.resourceClaims gpu); the resourceclaim "
+        "controller names it templated-gpu-<5 random characters>, here derived from the names\n"
+    )
+
+
+def test_explain_live_template_pod_uses_the_claim_the_controller_made(
+    api_server: str, tmp_path: Path
+) -> None:
+    # Made (owned by the pod, annotated) but not yet in the pod's status: that claim is used.
+    proc = _explain_live(api_server, tmp_path, "made")
+    assert proc.returncode == 1, proc.stderr  # nothing fits: every GPU is held
+    assert proc.stdout.splitlines()[0] == "ResourceClaim team-a/made-gpu-x7k2q: pending"
+    assert proc.stderr == ""

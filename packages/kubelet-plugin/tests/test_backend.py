@@ -93,7 +93,9 @@ def test_printing_slices_without_a_state_file_creates_no_kubelet_directory(
     settings = _settings(
         tmp_path / "kubelet", "--device-backend=fake", "--fake-gpus=1xL4", "--print-resource-slices"
     )
-    assert device_lib_config(settings).fake_state_path is None
+    config = device_lib_config(settings)
+    assert config.fake_state_path is None
+    assert config.fake_state_store == "memory"
 
 
 def test_host_device_access_real_nodes_and_stand_ins(tmp_path: Path) -> None:

@@ -1,4 +1,10 @@
-"""A cluster snapshot built from manifests: the offline input of allocate and explain."""
+"""A cluster snapshot built from manifests: the offline input of allocate and explain.
+
+Workloads (Deployments, ReplicaSets, StatefulSets, Jobs, CronJobs) become the pods their
+controllers would create (:mod:`.workloads`), and pods' ResourceClaimTemplate entries the
+claims the resourceclaim controller would make (:mod:`.templates`); each made-up name is
+said in :attr:`Snapshot.notes`.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dra_api_types.beta_to_v1 import convert_to_v1, is_convertible_beta
+from dra_api_types.driver_classes import driver_device_class
 from dra_api_types.errors import ValidationError
 
 from .errors import AllocationError
@@ -14,6 +21,8 @@ from .inputs import Document
 from .model import ClaimInfo, ClassInfo, SliceInfo, parse_model, read_model
 from .nodes import NodeInfo
 from .taint_rules import apply_taint_rules
+from .templates import claims_from_templates
+from .workloads import is_workload, workload_pods
 
 RESOURCE_API = "resource.k8s.io/v1"
 
@@ -27,6 +36,8 @@ class Snapshot:
     claims: list[ClaimInfo] = field(default_factory=list)
     nodes: list[NodeInfo] = field(default_factory=list)
     pods: list[Mapping[str, Any]] = field(default_factory=list)
+    #: What the snapshot assumed that the input does not say (made-up names, chart classes).
+    notes: list[str] = field(default_factory=list)
 
     def claim(self, key: str) -> ClaimInfo | None:
         """Look up ``namespace/name``."""
@@ -52,7 +63,7 @@ def _as_v1(data: Mapping[str, Any], *, where: str) -> Mapping[str, Any]:
     if (
         api.startswith("resource.k8s.io/")
         and api != RESOURCE_API
-        and kind in ("DeviceClass", "ResourceSlice", "ResourceClaim")
+        and kind in ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate")
     ):
         raise AllocationError(
             f"{api} is not a version this tool reads (use {RESOURCE_API}, v1beta2 or v1beta1; "
@@ -111,15 +122,66 @@ def is_taint_rule(data: object) -> bool:
 def build_snapshot(docs: Sequence[Document]) -> Snapshot:
     """Sort documents by kind; objects other tools care about are ignored.
 
-    Beta DeviceClasses, ResourceSlices and ResourceClaims are read as their v1 form.
-
-    DeviceTaintRules (any ``resource.k8s.io`` version) add their taints to the slices'
-    devices, as the kube-scheduler does.
+    Beta DeviceClasses, ResourceSlices, ResourceClaims and ResourceClaimTemplates are read as
+    their v1 form. DeviceTaintRules (any ``resource.k8s.io`` version) add their taints to the
+    slices' devices, as the kube-scheduler does. Workloads add their pods, and pods using
+    ResourceClaimTemplates the claims made from them (see the module docstring).
     """
     snap = Snapshot()
     rules = [doc.data for doc in docs if is_taint_rule(doc.data)]
+    templates: dict[str, Mapping[str, Any]] = {}
     for doc in docs:
         if not isinstance(doc.data, Mapping):
             raise AllocationError("document is not an object", object_ref=doc.where)
+        if doc.data.get("kind") == "ResourceClaimTemplate":
+            template = _as_v1(doc.data, where=doc.where)
+            if template.get("apiVersion") == RESOURCE_API:
+                meta = template.get("metadata") or {}
+                templates[f"{meta.get('namespace') or 'default'}/{meta.get('name')}"] = template
+            continue
+        if is_workload(doc.data):
+            snap.pods.extend(workload_pods(doc.data))
+            continue
         add_to_snapshot(snap, read_object(doc.data, where=doc.where, taint_rules=rules))
+    add_template_claims(snap, templates)
     return snap
+
+
+def add_template_claims(snap: Snapshot, templates: Mapping[str, Mapping[str, Any]]) -> None:
+    """Resolve the pods' ResourceClaimTemplate entries: claims made (or found) and recorded
+    in the pods' ``status.resourceClaimStatuses``, one note per claim made.
+
+    Raises:
+        AllocationError: a pod names a template that is not in ``templates``.
+    """
+    made = claims_from_templates(snap.pods, templates, [c.obj.to_dict() for c in snap.claims])
+    snap.pods = list(made.pods)
+    for claim in made.claims:
+        meta = claim["metadata"]
+        item = read_object(claim, where=f"{meta['namespace']}/{meta['name']} (from a template)")
+        add_to_snapshot(snap, item)
+    snap.notes.extend(made.notes)
+
+
+def add_driver_classes(snap: Snapshot) -> None:
+    """Add the chart's DeviceClass for every class name a claim requests that the snapshot
+    lacks and this driver installs (offline input without the chart), with a note each."""
+    known = {c.name for c in snap.classes}
+    wanted = [
+        spec.class_name
+        for claim in snap.claims
+        for req in claim.requests
+        for spec in ((req.exact,) if req.exact else ()) + req.first_available
+    ]
+    for name in dict.fromkeys(wanted):
+        if name in known:
+            continue
+        chart_class = driver_device_class(name)
+        if chart_class is None:
+            continue
+        add_to_snapshot(snap, read_object(chart_class, where="the driver's chart"))
+        known.add(name)
+        snap.notes.append(
+            f"DeviceClass {name}: not in the input; using the one this driver's chart "
+            "installs (kubectl dra classes prints it)"
+        )

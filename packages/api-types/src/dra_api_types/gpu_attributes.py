@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from dra_api_types.driver_classes import DRIVER_DEVICE_CLASSES
+
 #: Attribute names in the ``gpu.nvidia.com`` domain.
 GPU_ATTRIBUTES: Final = frozenset(
     (
@@ -50,17 +52,6 @@ GPU_CAPACITIES: Final = frozenset(
         "multiprocessors",
         "ofaEngines",
         "shares",
-    )
-)
-
-#: The DeviceClasses the chart installs for this driver (``templates/deviceclasses.yaml``).
-DRIVER_DEVICE_CLASSES: Final = frozenset(
-    (
-        "gpu.nvidia.com",
-        "mig.nvidia.com",
-        "vfio.gpu.nvidia.com",
-        "compute-domain-daemon.nvidia.com",
-        "compute-domain-default-channel.nvidia.com",
     )
 )
 

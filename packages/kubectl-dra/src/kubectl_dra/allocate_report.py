@@ -13,6 +13,17 @@ they are reported under ``pods``::
     {"pods": {"NS/POD": {"allocated": true, "node": "...",
                          "extendedResourceClaimStatus": {"resourceClaimName": "...",
                                                          "requestMappings": [...]}}}}
+
+Every other pod with unallocated claims (workloads' pods included) is scheduled the same
+way, one pod at a time in scheduling order (higher ``spec.priority`` first, then input
+order), its claims together on one node; a pod with claims made from ResourceClaimTemplates
+is reported with the names the controller would record::
+
+    {"pods": {"NS/POD": {"allocated": true, "node": "...",
+                         "resourceClaimStatuses": [{"name": "gpu",
+                                                    "resourceClaimName": "POD-gpu-xxxxx"}]}}}
+
+The claims no pod of the input uses are then allocated together, as one pod's.
 """
 
 from __future__ import annotations
@@ -21,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dra_allocator.allocator import Allocated
 from dra_allocator.cluster import Cluster
 from dra_allocator.errors import AllocationError
 from dra_allocator.explain import diagnose
@@ -33,7 +45,7 @@ from dra_allocator.pod_extended import (
     diagnose_plans,
     pending_extended_pods,
 )
-from dra_allocator.pod_placement import claim_not_on_node, pod_of_claims
+from dra_allocator.pod_placement import PodPlacement, claim_not_on_node, pod_of_claims
 from dra_allocator.pools import PoolID
 from dra_allocator.reasons import reasons_of
 from dra_allocator.selectors import SelectorEngine
@@ -98,12 +110,18 @@ def run_allocate(
         taken = _allocate_pods(snapshot, cluster, node, claims_out, pods_out)
         wanted = [c for c in wanted if c.key not in taken]
     result = _allocate_claims(
-        cluster, wanted, node, claims_out, pods=snapshot.pods, features=features
+        cluster,
+        wanted,
+        node,
+        claims_out,
+        pod=pod_of_claims(snapshot.pods, [c.key for c in wanted]),
+        features=features,
     )
+    # Pods scheduled before may have failed although the claims left over fit.
+    failed = any(not e["allocated"] for e in (*claims_out.values(), *pods_out.values()))
+    code = max(result.exit_code, EXIT_UNSATISFIABLE) if failed else result.exit_code
     if not pods_out:
-        return result
-    all_pods = all(p["allocated"] for p in pods_out.values())
-    code = result.exit_code if all_pods else max(result.exit_code, EXIT_UNSATISFIABLE)
+        return AllocateReport(result.report, code)
     return AllocateReport({**result.report, "pods": pods_out}, code)
 
 
@@ -114,12 +132,19 @@ def _allocate_pods(
     claims_out: dict[str, Any],
     pods_out: dict[str, Any],
 ) -> set[str]:
-    """Allocate pending extended-resource pods; returns the keys of the claims they used."""
+    """Schedule the pods with extended resources or unallocated claims, one by one in
+    scheduling order; returns the keys of the claims they used."""
     taken: set[str] = set()
     nodes = [node] if node else cluster.node_names()
-    for pod in pending_extended_pods(snapshot):
+    extended = {id(p) for p in pending_extended_pods(snapshot)}
+    for pod in scheduling_order(snapshot.pods):
         namespace = (pod.get("metadata") or {}).get("namespace") or "default"
         own = own_claims(snapshot, pod, namespace)
+        if id(pod) not in extended:
+            if any(c.allocation is None for c in own):
+                taken.update(c.key for c in own)
+                _allocate_pod_claims(cluster, pod, own, node, claims_out, pods_out)
+            continue
         taken.update(c.key for c in own)
         outcome = allocate_pod(snapshot, cluster, pod, own, nodes)
         if outcome.node is not None:
@@ -133,6 +158,49 @@ def _allocate_pods(
             outcome.reasons = _pod_reasons(cluster, pod, own, outcome)
         pods_out[outcome.pod] = outcome.report()
     return taken
+
+
+def scheduling_order(pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Pods in the order the scheduler's queue pops them: higher ``spec.priority`` first
+    (PrioritySort), then input order (standing in for creation time)."""
+
+    def priority(pod: Mapping[str, Any]) -> int:
+        value = (pod.get("spec") or {}).get("priority")
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+    return sorted(pods, key=lambda p: -priority(p))
+
+
+def _allocate_pod_claims(
+    cluster: Cluster,
+    pod: Mapping[str, Any],
+    own: Sequence[ClaimInfo],
+    node: str | None,
+    claims_out: dict[str, Any],
+    pods_out: dict[str, Any],
+) -> None:
+    """One pod's claims together (committed, so later pods see the devices held); a pod
+    with claims made from templates gets its entry under ``pods``."""
+    result = _allocate_claims(
+        cluster,
+        own,
+        node,
+        claims_out,
+        pod=PodPlacement.from_pod(pod),
+        features=cluster.features,
+    )
+    templated = [
+        {"name": s.get("name"), "resourceClaimName": s.get("resourceClaimName")}
+        for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+    ]
+    if not templated:
+        return
+    meta = pod.get("metadata") or {}
+    entry: dict[str, Any] = {"allocated": result.exit_code == EXIT_ALLOCATED}
+    if entry["allocated"] and own:
+        entry["node"] = claims_out[own[0].key]["node"]
+    entry["resourceClaimStatuses"] = templated
+    pods_out[f"{meta.get('namespace') or 'default'}/{meta.get('name')}"] = entry
 
 
 def _pod_reasons(
@@ -153,7 +221,7 @@ def _allocate_claims(
     node: str | None,
     claims_out: dict[str, Any],
     *,
-    pods: Sequence[Mapping[str, Any]],
+    pod: PodPlacement | None,
     features: Features,
 ) -> AllocateReport:
     done = [c for c in wanted if c.allocation is not None]
@@ -167,7 +235,6 @@ def _allocate_claims(
         }
     if not pending:
         return AllocateReport({"claims": claims_out}, EXIT_ALLOCATED)
-    pod = pod_of_claims(pods, [c.key for c in wanted])
     nodes = (
         [node]
         if node
@@ -194,6 +261,7 @@ def _allocate_claims(
     found = _allocate_on_nodes(cluster, pending, nodes, features=features)
     if found is not None:
         node_name, allocations = found
+        cluster.commit(pending, Allocated(node=node_name, allocations=allocations))
         for claim, allocation in zip(pending, allocations, strict=True):
             claims_out[claim.key] = {"allocated": True, "node": node_name, "allocation": allocation}
         return AllocateReport({"claims": claims_out}, EXIT_ALLOCATED)

@@ -23,8 +23,9 @@ from dra_allocator.explain_report import (
 from dra_allocator.features import KUBE_MINORS
 from dra_allocator.inputs import InputError, read_documents, read_sources
 from dra_allocator.pod_placement import PodPlacement
-from dra_allocator.snapshot import build_snapshot
+from dra_allocator.snapshot import Snapshot, add_driver_classes, build_snapshot
 from dra_api_types.codec import dump_all
+from dra_api_types.driver_classes import driver_device_classes
 
 from .allocate_report import EXIT_ERROR, run_allocate
 from .findings import findings_report
@@ -122,14 +123,32 @@ def _add_gates(parser: argparse.ArgumentParser, help_text: str) -> None:
     )
 
 
+def _classes_arguments(classes: argparse.ArgumentParser) -> None:
+    add_output(classes, ["yaml", "json"], "yaml")
+
+
 def _dump(report: dict[str, Any], output: str) -> str:
     if output == "json":
         return json.dumps(report, indent=2) + "\n"
     return yaml.safe_dump(report, sort_keys=False, default_flow_style=False)
 
 
+def _offline_snapshot(files: Sequence[str]) -> Snapshot:
+    """The snapshot of the files, with the chart's DeviceClasses the input lacks."""
+    snapshot = build_snapshot(read_documents(files))
+    add_driver_classes(snapshot)
+    return snapshot
+
+
+def _write_notes(snapshot: Snapshot) -> None:
+    # What the input did not say (made-up names, chart classes): stdout stays the report.
+    for note in snapshot.notes:
+        sys.stderr.write(f"note: {note}\n")
+
+
 def _cmd_allocate(args: argparse.Namespace) -> int:
-    snapshot = build_snapshot(read_documents(files_of(args)))
+    snapshot = _offline_snapshot(files_of(args))
+    _write_notes(snapshot)
     namespace = namespace_of(args)
     keys = [k if "/" in k else f"{namespace}/{k}" for group in args.claim or [] for k in group]
     result = run_allocate(
@@ -157,15 +176,17 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         raise AllocationError("missing: give pod/NAME or resourceclaim/NAME", field="TARGET")
     target = parse_target(args.target, namespace_of(args))
     if args.filename:
-        docs = read_documents(files_of(args))
+        snapshot = _offline_snapshot(files_of(args))
     else:
-        docs = fetch_documents(
-            namespace=target.namespace,
-            pod=target.pod_name,
-            kubeconfig=args.kubeconfig,
-            context=args.context,
+        snapshot = build_snapshot(
+            fetch_documents(
+                namespace=target.namespace,
+                pod=target.pod_name,
+                kubeconfig=args.kubeconfig,
+                context=args.context,
+            )
         )
-    snapshot = build_snapshot(docs)
+    _write_notes(snapshot)
     features = features_from_flags(args.features, args.kube_version)
     pod = target_pod(snapshot, target)
     if pod is not None and needs_pod_explain(snapshot, pod):
@@ -201,6 +222,16 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             sys.stdout.write(f"{finding}\n")
         sys.stdout.write(f"{result.summary(len(docs))}\n")
     return EXIT_OK if result.ok else EXIT_FINDINGS
+
+
+def _cmd_classes(args: argparse.Namespace) -> int:
+    items = driver_device_classes()
+    if args.output == "json":
+        listing = {"apiVersion": "v1", "kind": "List", "items": items}
+        sys.stdout.write(json.dumps(listing, indent=2) + "\n")
+    else:
+        sys.stdout.write(dump_all(items))
+    return EXIT_OK
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
@@ -255,6 +286,14 @@ COMMANDS = [
         "  kubectl dra migrate -f deployments/ --to-claims -o json",
         _migrate_arguments,
         _cmd_migrate,
+    ),
+    Command(
+        "classes",
+        "the DeviceClasses this driver's chart installs (used offline when the input has "
+        "none of that name)",
+        "  kubectl dra classes\n  kubectl dra classes -o json",
+        _classes_arguments,
+        _cmd_classes,
     ),
 ]
 

@@ -22,6 +22,12 @@ _LISTS = [
     ("/apis/resource.k8s.io/v1/deviceclasses", "resource.k8s.io/v1", "DeviceClass"),
     ("/apis/resource.k8s.io/v1/resourceslices", "resource.k8s.io/v1", "ResourceSlice"),
     ("/apis/resource.k8s.io/v1/resourceclaims", "resource.k8s.io/v1", "ResourceClaim"),
+    # A pod's claims the resourceclaim controller has not made yet are made from these.
+    (
+        "/apis/resource.k8s.io/v1/resourceclaimtemplates",
+        "resource.k8s.io/v1",
+        "ResourceClaimTemplate",
+    ),
     ("/apis/resource.k8s.io/v1/devicetaintrules", "resource.k8s.io/v1", "DeviceTaintRule"),
     ("/api/v1/nodes", "v1", "Node"),
 ]
@@ -39,7 +45,8 @@ class LiveClusterError(Exception):
 def fetch_documents(
     *, namespace: str, pod: str | None, kubeconfig: str | None, context: str | None
 ) -> list[Document]:
-    """Classes, slices, all claims, DeviceTaintRules, nodes, and the pod if asked.
+    """Classes, slices, all claims and claim templates, DeviceTaintRules, nodes, and the
+    pod if asked.
 
     Raises:
         LiveClusterError: no usable kubeconfig, the server unreachable, or a request refused.

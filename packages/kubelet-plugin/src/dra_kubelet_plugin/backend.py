@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from dra_kubelet_core.host_devices import HostDeviceNodes, HostDevices, StandInDeviceNodes
-from dra_nvlib import DeviceLib, DeviceLibConfig, open_device_lib
+from dra_nvlib import DeviceLib, DeviceLibConfig, FakeStateStoreKind, open_device_lib
 from dra_sharing import FakeMpsLauncher, MpsLauncher, NvidiaMpsLauncher
 
 from dra_kubelet_plugin.container_edits import EditsProvider, FakeEdits, NvmlEdits
@@ -59,15 +59,17 @@ def _fake(settings: Settings) -> bool:
 def device_lib_config(settings: Settings) -> DeviceLibConfig:
     """The device library the settings select (pure).
 
-    The fake fleet's state is ``<plugin dir>/fake-gpus.json`` unless a file is given; only
-    printing slices without one uses the device layer's default, so that it creates no
-    kubelet directories.
+    The fake fleet's state is ``<plugin dir>/fake-gpus.json`` unless a file is given. Printing
+    slices without a state file (given, or the node's existing one) builds the fleet in memory:
+    it writes nothing, so the next print may name another fleet.
     """
     state = settings.fake_gpu_state_file
+    store: FakeStateStoreKind = "file"
     if _fake(settings) and state is None:
         state = settings.plugin_dir / "fake-gpus.json"
         if settings.print_resource_slices and not state.exists():
             state = None
+            store = "memory" if settings.fake_gpus else "file"
     return DeviceLibConfig(
         backend="fake" if _fake(settings) else "nvml",
         driver_root=settings.container_driver_root or settings.driver_root,
@@ -76,6 +78,7 @@ def device_lib_config(settings: Settings) -> DeviceLibConfig:
         node_name=settings.node_name,
         fake_fleet=settings.fake_gpus or None,
         fake_state_path=state,
+        fake_state_store=store,
     )
 
 

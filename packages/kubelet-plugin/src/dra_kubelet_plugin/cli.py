@@ -15,10 +15,12 @@ from dra_kubelet_core.logs import configure_logging
 from dra_nvlib import NvlibError
 
 from dra_kubelet_plugin.backend import open_backend
+from dra_kubelet_plugin.inventory import unpublished_gpus
 from dra_kubelet_plugin.plugin import (
     KubeletPlugin,
     enumerate_devices,
     open_passthrough,
+    publishable,
     render_resource_slices,
 )
 from dra_kubelet_plugin.settings import Settings, build_parser, settings_from_args
@@ -30,11 +32,20 @@ log = logging.getLogger("dra_kubelet_plugin")
 
 def _print_slices(settings: Settings) -> int:
     backend = open_backend(settings)
+    dynamic_mig = settings.gate("DynamicMIG")
     with backend.lib as lib:
         devices = enumerate_devices(
-            lib, open_passthrough(settings, backend), dynamic_mig=settings.gate("DynamicMIG")
+            lib, open_passthrough(settings, backend), dynamic_mig=dynamic_mig
         )
+        gpus = lib.gpus()
     sys.stdout.write(render_resource_slices(settings, devices))
+    published = publishable(devices, taints=settings.gate("DeviceTaints"))
+    if not published:
+        # stdout stays the slices alone; why they are empty goes where people read.
+        for line in unpublished_gpus(
+            gpus, published, dynamic_mig=dynamic_mig, taints=settings.gate("DeviceTaints")
+        ):
+            sys.stderr.write(f"no devices: {line}\n")
     return 0
 
 

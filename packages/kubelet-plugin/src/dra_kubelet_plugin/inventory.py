@@ -226,3 +226,35 @@ def hidden_siblings(devices: Iterable[NodeDevice], prepared: Collection[str]) ->
         if names & set(prepared):
             hidden |= names - set(prepared)
     return hidden
+
+
+def unpublished_gpus(
+    gpus: Iterable[GpuInfo], devices: Sequence[NodeDevice], *, dynamic_mig: bool, taints: bool
+) -> list[str]:
+    """Why each GPU that yields no published device yields none (one line per GPU; a node
+    without GPUs gets one line too), so that an empty device list explains itself."""
+    listed = {d.gpu.uuid for d in devices}
+    gpus = sorted(gpus, key=lambda g: g.minor)
+    if not gpus:
+        return ["the node has no GPUs"]
+    out: list[str] = []
+    for gpu in gpus:
+        if gpu.uuid in listed:
+            continue
+        what = f"GPU gpu-{gpu.minor} ({gpu.product_name})"
+        if gpu.lost and not taints:
+            out.append(
+                f"{what} is lost: its devices are published (tainted) only with gate DeviceTaints"
+            )
+        elif gpu.mig_mode.current and not dynamic_mig:
+            # The smallest profile, as many as fit: a layout that always places.
+            small = min(gpu.mig_profiles, key=lambda p: p.slice_count, default=None)
+            layout = f"mig={small.instance_count}x{small.name}" if small else "mig=LAYOUT"
+            out.append(
+                f"{what} is in MIG mode without MIG devices, and a GPU in MIG mode is not "
+                f"offered whole: create MIG devices (fake fleets: a layout, e.g. "
+                f"'{layout}') or turn on gate DynamicMIG"
+            )
+        else:
+            out.append(f"{what} yields no device")
+    return out

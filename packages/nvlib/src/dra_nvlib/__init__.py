@@ -23,6 +23,7 @@ from dra_nvlib.config import (
     ENV_SYSFS_ROOT,
     BackendName,
     DeviceLibConfig,
+    FakeStateStoreKind,
 )
 from dra_nvlib.devicelib import DeviceLib, HealthWatch
 from dra_nvlib.errors import (
@@ -140,6 +141,7 @@ __all__ = [
     "FakeHealthWatch",
     "FakePciBus",
     "FakeStateError",
+    "FakeStateStoreKind",
     "FaultKind",
     "FleetEntry",
     "FleetSpec",

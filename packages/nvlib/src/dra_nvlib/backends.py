@@ -15,6 +15,8 @@ __all__ = ["open_device_lib"]
 
 def open_device_lib(config: DeviceLibConfig) -> DeviceLib:
     """Open the backend ``config`` selects; close it (or use ``with``) when done."""
+    if config.backend == "fake" and config.fake_state_store == "memory" and config.fake_fleet:
+        return FakeDeviceLib.in_memory(fleet=config.fake_fleet, node_name=config.node_name)
     if config.backend == "fake":
         return FakeDeviceLib.open(
             state_path=config.state_path,

@@ -17,6 +17,8 @@ from dra_nvlib.errors import ConfigError
 
 BackendName = Literal["nvml", "fake"]
 BACKENDS: tuple[BackendName, ...] = ("nvml", "fake")
+FakeStateStoreKind = Literal["file", "memory"]
+FAKE_STATE_STORES: tuple[FakeStateStoreKind, ...] = ("file", "memory")
 
 ENV_BACKEND = "DRA_NVLIB_BACKEND"
 ENV_DRIVER_ROOT = "NVIDIA_DRIVER_ROOT"
@@ -43,6 +45,9 @@ class DeviceLibConfig:
     - ``node_name``: seeds the fake's UUIDs and PCI addresses.
     - ``fake_fleet``: fleet spec string or profile YAML path (fake backend only).
     - ``fake_state_path``: JSON state file shared by every process of one fake node.
+    - ``fake_state_store``: ``file`` (``fake_state_path``) or ``memory``: the fake node
+      lives in this process only, built from ``fake_fleet``, and no state file is read or
+      written (a one-shot look at a fleet).
     """
 
     backend: BackendName = "nvml"
@@ -54,6 +59,7 @@ class DeviceLibConfig:
     node_name: str = ""
     fake_fleet: str | None = None
     fake_state_path: Path | None = None
+    fake_state_store: FakeStateStoreKind = "file"
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -66,6 +72,18 @@ class DeviceLibConfig:
             if not self.fake_fleet and self.fake_state_path is None:
                 raise ConfigError(
                     "fake_fleet", "the fake backend needs a fleet spec or an existing state file"
+                )
+            if self.fake_state_store not in FAKE_STATE_STORES:
+                raise ConfigError(
+                    "fake_state_store",
+                    f"{self.fake_state_store!r} is not one of {', '.join(FAKE_STATE_STORES)}",
+                )
+            if self.fake_state_store == "memory" and (
+                not self.fake_fleet or self.fake_state_path is not None
+            ):
+                raise ConfigError(
+                    "fake_state_store",
+                    "an in-memory fake node is built from a fleet spec, without a state file",
                 )
 
     @property

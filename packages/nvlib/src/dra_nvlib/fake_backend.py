@@ -58,6 +58,7 @@ from dra_nvlib.fake_state import (
     FakeStateStore,
     FaultState,
     GpuState,
+    MemoryStateStore,
     NodeState,
 )
 from dra_nvlib.fleet import load_fleet_spec
@@ -103,6 +104,15 @@ class FakeDeviceLib(DeviceLib):
     def state_path(self) -> Path:
         """The JSON file holding this node's state."""
         return self._store.path
+
+    @classmethod
+    def in_memory(cls, *, fleet: str, node_name: str) -> FakeDeviceLib:
+        """A node of ``fleet`` kept in this process only: nothing is read or written, and
+        no other process sees it (for a one-shot look, e.g. printing its slices)."""
+        store = MemoryStateStore(f"<in-memory fake node {node_name}>")
+        with store.transaction() as tx:
+            tx.replace(initial_state(load_fleet_spec(fleet), node_name=node_name))
+        return cls(store)
 
     @classmethod
     def open(cls, *, state_path: Path, fleet: str | None, node_name: str) -> FakeDeviceLib:
@@ -334,9 +344,10 @@ class FakeDeviceLib(DeviceLib):
         return FakeHealthWatch(self._store, start_seq=doc["next_seq"], gpus=uuids)
 
     def pci_bus(self) -> FakePciBus:
-        """The fake host tree next to the state file (``<state>.host/``), built on first use
+        """The fake host tree next to the state file (``<state>.host/``; an in-memory node's in
+        a temporary directory removed on close), built on first use
         with every GPU bound to ``nvidia``; every process of the node sees the same tree."""
-        bus = FakePciBus(self._store.path.with_name(self._store.path.stem + ".host"))
+        bus = FakePciBus(self._store.host_dir())
         if not bus.exists():
             # A lost GPU is still a PCI device of the host: every GPU of the node is built.
             doc = self._snapshot()
@@ -348,7 +359,9 @@ class FakeDeviceLib(DeviceLib):
         return bus
 
     def close(self) -> None:
-        """Nothing to release; the state stays on disk for other processes."""
+        """Nothing to release for a state file (it stays for other processes); an in-memory
+        node's temporary host tree is removed."""
+        self._store.close()
         self._closed = True
 
     # -- fault injection -------------------------------------------------------------------

@@ -4,14 +4,20 @@ Several processes (kubelet plugin, sharing manager, the fake ``nvidia-smi``) ope
 file; each change is a read-modify-write under the lock, written to a temporary file and
 renamed into place, so a reader never sees half a document and a crash loses nothing.
 The lock lives in a sibling ``.lock`` file because the state file itself is replaced.
+
+:class:`MemoryStateStore` keeps one process's node in memory instead (nothing written), for
+a one-shot look at a fleet such as the kubelet plugin's ``--print-resource-slices``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import fcntl
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NotRequired, TypedDict, cast
@@ -103,6 +109,13 @@ class FakeStateStore:
         self.path = path
         self._lock_path = path.with_name(path.name + ".lock")
 
+    def host_dir(self) -> Path:
+        """Where the node's fake host tree (sysfs, ``/dev``) lives: ``<state>.host/``."""
+        return self.path.with_name(self.path.stem + ".host")
+
+    def close(self) -> None:
+        """Nothing to release: the state stays on disk for the node's other processes."""
+
     @contextlib.contextmanager
     def _locked(self, *, exclusive: bool) -> Iterator[None]:
         try:
@@ -158,6 +171,42 @@ class FakeStateStore:
             yield tx
             if tx.dirty and tx.doc is not None:
                 self._store(tx.doc)
+
+
+class MemoryStateStore(FakeStateStore):
+    """A node held by this process only: no state file, no lock (nobody else sees it).
+
+    ``path`` names it in messages only. The fake host tree, built only when asked for
+    (passthrough), goes to a private temporary directory that :meth:`close` removes.
+    """
+
+    def __init__(self, label: str) -> None:
+        super().__init__(Path(label))
+        self._doc: NodeState | None = None
+        self._host: Path | None = None
+
+    @contextlib.contextmanager
+    def _locked(self, *, exclusive: bool) -> Iterator[None]:  # noqa: ARG002 - one process
+        yield
+
+    def _load(self) -> NodeState | None:
+        # A copy, as a file read gives: a failed transaction leaves the node unchanged.
+        return copy.deepcopy(self._doc)
+
+    def _store(self, doc: NodeState) -> None:
+        self._doc = copy.deepcopy(doc)
+
+    def host_dir(self) -> Path:
+        """A private temporary directory, made on first use and removed by :meth:`close`."""
+        if self._host is None:
+            self._host = Path(tempfile.mkdtemp(prefix="dra-nvlib-host-"))
+        return self._host
+
+    def close(self) -> None:
+        """Remove the temporary host tree, if one was built."""
+        if self._host is not None:
+            shutil.rmtree(self._host, ignore_errors=True)
+            self._host = None
 
 
 class Transaction:
