@@ -34,7 +34,7 @@ from kubelet_core_support import (
     plugin_api_server,
 )
 from prometheus_client import CollectorRegistry
-from test_core_driver import DRIVER, RunningPlugin, ToyDriver
+from toy_plugin import DRIVER, RunningPlugin, ToyDriver
 
 
 @pytest.fixture

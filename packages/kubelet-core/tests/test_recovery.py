@@ -9,6 +9,7 @@ from pathlib import Path
 
 from dra_api_types import ResourceClaim
 from dra_kubelet_core.allocated import AllocatedDevice
+from dra_kubelet_core.allocation_info import DeviceIdentity
 from dra_kubelet_core.cdi import CDIKind, ContainerEdits
 from dra_kubelet_core.cdi_store import CDIStore
 from dra_kubelet_core.checkpoint import CheckpointStore, ClaimState, PreparedClaim, PreparedDevice
@@ -51,6 +52,11 @@ class FlakyRecovery:
 
     def device_type(self, device: PreparedDevice) -> str:
         return "toy"
+
+    def device_identity(
+        self, claim: PreparedClaim, device: PreparedDevice
+    ) -> DeviceIdentity | None:
+        return None
 
 
 def _entry(uid: str, *, rebuilt: bool = False) -> PreparedClaim:
