@@ -24,8 +24,6 @@ from dra_kubelet_core.checkpoint import (
     encode_checkpoint,
 )
 from dra_kubelet_core.metrics import ALLOCATION_INFO, PluginMetrics
-from dra_kubelet_core.settings import CommonSettings
-from dra_kubelet_core.sockets import SocketPaths
 from kubelet_core_support import (
     PluginDirs,
     ReferenceProtos,
@@ -34,7 +32,7 @@ from kubelet_core_support import (
     plugin_api_server,
 )
 from prometheus_client import CollectorRegistry
-from toy_plugin import DRIVER, RunningPlugin, ToyDriver
+from toy_plugin import DRIVER, RunningPlugin, ToyDriver, toy_paths, toy_settings
 
 
 @pytest.fixture
@@ -56,20 +54,8 @@ def info_series(registry: CollectorRegistry) -> list[dict[str, str]]:
 def test_a_prepared_claim_has_one_series_per_device_and_pod_until_unprepared_and_after_restart(
     server: HttpFront, plugin_dirs: PluginDirs, reference: ReferenceProtos
 ) -> None:
-    settings = CommonSettings(
-        node_name="n1",
-        cdi_root=plugin_dirs.cdi,
-        registrar_dir=plugin_dirs.registrar,
-        plugins_dir=plugin_dirs.plugins,
-        kubeconfig=str(server.write_kubeconfig(plugin_dirs.root / "kubeconfig")),
-        boot_id_file=plugin_dirs.boot_id,
-    )
-    paths = SocketPaths.build(
-        driver_name=DRIVER,
-        registrar_dir=plugin_dirs.registrar,
-        plugins_dir=plugin_dirs.plugins,
-        pod_uid=None,
-    )
+    settings = toy_settings(plugin_dirs, server)
+    paths = toy_paths(plugin_dirs)
     state_dir = plugin_dirs.root / "toy"
     state_dir.mkdir()
     claim = make_claim(name="train", namespace="team-a", devices=["dev-0"], driver=DRIVER)

@@ -16,10 +16,18 @@ from dra_kubelet_core.cdi import ContainerEdits
 from dra_kubelet_core.checkpoint import PreparedDevice, decode_checkpoint
 from dra_kubelet_core.driver import ClaimEdits
 from dra_kubelet_core.errors import ClaimRef, EmptyDeviceEditsError
-from dra_kubelet_core.settings import CommonSettings
-from dra_kubelet_core.sockets import SocketPaths
 from kubelet_core_support import PluginDirs, ReferenceProtos, plugin_api_server
-from toy_plugin import DRIVER, IDENTITY, RunningPlugin, ToyDriver, add_claim, wait_for
+from toy_plugin import (
+    DRIVER,
+    IDENTITY,
+    RunningPlugin,
+    ToyDriver,
+    add_claim,
+    register,
+    toy_paths,
+    toy_settings,
+    wait_for,
+)
 
 
 @pytest.fixture
@@ -31,20 +39,8 @@ def server() -> Iterator[HttpFront]:
 def test_a_driver_on_the_core_registers_prepares_unprepares_recovers_and_publishes(
     server: HttpFront, plugin_dirs: PluginDirs, reference: ReferenceProtos
 ) -> None:
-    settings = CommonSettings(
-        node_name="n1",
-        cdi_root=plugin_dirs.cdi,
-        registrar_dir=plugin_dirs.registrar,
-        plugins_dir=plugin_dirs.plugins,
-        kubeconfig=str(server.write_kubeconfig(plugin_dirs.root / "kubeconfig")),
-        boot_id_file=plugin_dirs.boot_id,
-    )
-    paths = SocketPaths.build(
-        driver_name=DRIVER,
-        registrar_dir=plugin_dirs.registrar,
-        plugins_dir=plugin_dirs.plugins,
-        pod_uid=None,
-    )
+    settings = toy_settings(plugin_dirs, server)
+    paths = toy_paths(plugin_dirs)
     checkpoint = plugin_dirs.plugins / DRIVER / "checkpoint.json"
     state_dir = plugin_dirs.root / "toy"
     state_dir.mkdir()
@@ -55,19 +51,7 @@ def test_a_driver_on_the_core_registers_prepares_unprepares_recovers_and_publish
     plugin = RunningPlugin(settings, driver)
     try:
         # The fake kubelet registrar: GetInfo on the registration socket, then the status.
-        with grpc.insecure_channel(f"unix://{paths.registration}") as ch:
-            info = reference.call(
-                ch,
-                "pluginregistration.Registration",
-                "GetInfo",
-                reference.message("pluginregistration.InfoRequest")(),
-            )
-            reference.call(
-                ch,
-                "pluginregistration.Registration",
-                "NotifyRegistrationStatus",
-                reference.message("pluginregistration.RegistrationStatus")(plugin_registered=True),
-            )
+        info = register(reference, paths)
         assert (info.type, info.name) == ("DRAPlugin", DRIVER)
         assert info.endpoint == str(paths.dra.resolve())
         assert "v1alpha1.DRAResourceHealth" in info.supported_versions

@@ -18,10 +18,18 @@ from dra_kube_client.testing import HttpFront
 from dra_kubelet_core.checkpoint import decode_checkpoint
 from dra_kubelet_core.node_lock import InstanceLease
 from dra_kubelet_core.publisher import SlicePublisher
-from dra_kubelet_core.settings import CommonSettings
-from dra_kubelet_core.sockets import SocketPaths, remove_own_socket, socket_identity
+from dra_kubelet_core.sockets import remove_own_socket, socket_identity
 from kubelet_core_support import PluginDirs, ReferenceProtos, plugin_api_server
-from toy_plugin import DRIVER, RunningPlugin, ToyDriver, add_claim, wait_for
+from toy_plugin import (
+    DRIVER,
+    RunningPlugin,
+    ToyDriver,
+    add_claim,
+    register,
+    toy_paths,
+    toy_settings,
+    wait_for,
+)
 
 OLD_UID = "0a1b2c3d-1111-4000-8000-000000000001"
 NEW_UID = "4e5f6a7b-2222-4000-8000-000000000002"
@@ -31,45 +39,6 @@ NEW_UID = "4e5f6a7b-2222-4000-8000-000000000002"
 def server() -> Iterator[HttpFront]:
     with plugin_api_server("u-n1") as front:
         yield front
-
-
-def _settings(dirs: PluginDirs, server: HttpFront, pod_uid: str) -> CommonSettings:
-    return CommonSettings(
-        node_name="n1",
-        cdi_root=dirs.cdi,
-        registrar_dir=dirs.registrar,
-        plugins_dir=dirs.plugins,
-        kubeconfig=str(server.write_kubeconfig(dirs.root / "kubeconfig")),
-        boot_id_file=dirs.boot_id,
-        pod_uid=pod_uid,
-    )
-
-
-def _paths(dirs: PluginDirs, pod_uid: str) -> SocketPaths:
-    return SocketPaths.build(
-        driver_name=DRIVER,
-        registrar_dir=dirs.registrar,
-        plugins_dir=dirs.plugins,
-        pod_uid=pod_uid,
-    )
-
-
-def _register(reference: ReferenceProtos, paths: SocketPaths) -> Any:
-    """What the kubelet's plugin watcher does with a new registration socket."""
-    with grpc.insecure_channel(f"unix://{paths.registration}") as ch:
-        info = reference.call(
-            ch,
-            "pluginregistration.Registration",
-            "GetInfo",
-            reference.message("pluginregistration.InfoRequest")(),
-        )
-        reference.call(
-            ch,
-            "pluginregistration.Registration",
-            "NotifyRegistrationStatus",
-            reference.message("pluginregistration.RegistrationStatus")(plugin_registered=True),
-        )
-    return info
 
 
 def _slices(server: HttpFront) -> list[dict[str, Any]]:
@@ -96,7 +65,7 @@ def _held(lease: InstanceLease) -> bool:
 def test_both_instances_register_their_own_sockets_and_share_the_claims(
     server: HttpFront, plugin_dirs: PluginDirs, reference: ReferenceProtos
 ) -> None:
-    old_paths, new_paths = _paths(plugin_dirs, OLD_UID), _paths(plugin_dirs, NEW_UID)
+    old_paths, new_paths = toy_paths(plugin_dirs, OLD_UID), toy_paths(plugin_dirs, NEW_UID)
     assert old_paths.per_instance
     assert new_paths.per_instance
     assert old_paths.registration.name == f"{DRIVER}-0a1b2c3d-reg.sock"
@@ -105,11 +74,13 @@ def test_both_instances_register_their_own_sockets_and_share_the_claims(
     state_dir.mkdir()
     claim = add_claim(server, "shared", "dev-0")
     old_driver, new_driver = ToyDriver(state_dir), ToyDriver(state_dir)
-    old = RunningPlugin(_settings(plugin_dirs, server, OLD_UID), old_driver, handover_drain_s=0.2)
+    old = RunningPlugin(
+        toy_settings(plugin_dirs, server, OLD_UID), old_driver, handover_drain_s=0.2
+    )
     new: RunningPlugin | None = None
     try:
-        new = RunningPlugin(_settings(plugin_dirs, server, NEW_UID), new_driver)
-        old_info, new_info = _register(reference, old_paths), _register(reference, new_paths)
+        new = RunningPlugin(toy_settings(plugin_dirs, server, NEW_UID), new_driver)
+        old_info, new_info = register(reference, old_paths), register(reference, new_paths)
         assert (old_info.name, new_info.name) == (DRIVER, DRIVER)
         assert old_info.endpoint == str(old_paths.dra.resolve())
         assert new_info.endpoint == str(new_paths.dra.resolve())
@@ -165,7 +136,7 @@ def test_only_one_instance_publishes_and_the_new_one_takes_over_when_the_old_sto
     # The instances disagree on the devices (a new release may publish more): two publishers
     # would rewrite the slice, and bump its generation, on each other's every write.
     old = RunningPlugin(
-        _settings(plugin_dirs, server, OLD_UID), ToyDriver(state_dir), devices=["dev-0"]
+        toy_settings(plugin_dirs, server, OLD_UID), ToyDriver(state_dir), devices=["dev-0"]
     )
     new: RunningPlugin | None = None
     try:
@@ -175,7 +146,7 @@ def test_only_one_instance_publishes_and_the_new_one_takes_over_when_the_old_sto
         assert _owns(old_pub)
         (before,) = _slices(server)
         new = RunningPlugin(
-            _settings(plugin_dirs, server, NEW_UID),
+            toy_settings(plugin_dirs, server, NEW_UID),
             ToyDriver(state_dir),
             devices=["dev-0", "dev-1"],
         )

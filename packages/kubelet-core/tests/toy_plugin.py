@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import grpc
 from dra_api_types import ResourceClaim
 from dra_kube_client.testing import HttpFront
 from dra_kubelet_core.allocated import AllocatedDevice
@@ -23,7 +24,8 @@ from dra_kubelet_core.errors import ClaimNotReadyError, ClaimRef
 from dra_kubelet_core.health import HealthHub
 from dra_kubelet_core.runner import PluginRunner
 from dra_kubelet_core.settings import CommonSettings
-from kubelet_core_support import claim_path, make_claim
+from dra_kubelet_core.sockets import SocketPaths
+from kubelet_core_support import PluginDirs, ReferenceProtos, claim_path, make_claim
 
 DRIVER = "test.example.com"
 IDENTITY = DriverIdentity(name=DRIVER, cdi=CDIKind(vendor="k8s.test.example.com"))
@@ -211,3 +213,45 @@ def add_claim(server: HttpFront, name: str, device: str) -> tuple[str, str, str]
     claim = make_claim(name=name, devices=[device], driver=DRIVER)
     server.api.put_object(claim_path("default", name), claim)
     return ("default", name, claim["metadata"]["uid"])
+
+
+def toy_settings(dirs: PluginDirs, server: HttpFront, pod_uid: str = "") -> CommonSettings:
+    """The core's settings for a toy plugin on node ``n1`` in ``dirs``, talking to ``server``."""
+    return CommonSettings(
+        node_name="n1",
+        cdi_root=dirs.cdi,
+        registrar_dir=dirs.registrar,
+        plugins_dir=dirs.plugins,
+        kubeconfig=str(server.write_kubeconfig(dirs.root / "kubeconfig")),
+        boot_id_file=dirs.boot_id,
+        pod_uid=pod_uid,
+    )
+
+
+def toy_paths(dirs: PluginDirs, pod_uid: str | None = None) -> SocketPaths:
+    """The toy plugin's sockets in ``dirs`` (per instance with ``pod_uid``)."""
+    return SocketPaths.build(
+        driver_name=DRIVER,
+        registrar_dir=dirs.registrar,
+        plugins_dir=dirs.plugins,
+        pod_uid=pod_uid,
+    )
+
+
+def register(reference: ReferenceProtos, paths: SocketPaths) -> Any:
+    """What the kubelet's plugin watcher does with a new registration socket: GetInfo, then
+    the registration status; returns the info."""
+    with grpc.insecure_channel(f"unix://{paths.registration}") as ch:
+        info = reference.call(
+            ch,
+            "pluginregistration.Registration",
+            "GetInfo",
+            reference.message("pluginregistration.InfoRequest")(),
+        )
+        reference.call(
+            ch,
+            "pluginregistration.Registration",
+            "NotifyRegistrationStatus",
+            reference.message("pluginregistration.RegistrationStatus")(plugin_registered=True),
+        )
+    return info
