@@ -8,11 +8,16 @@ from typing import Any
 
 import pytest
 import yaml
-from chart_helpers import OWN_IMAGE, HelmFailed
+from chart_helpers import OWN_IMAGE, HelmFailed, helm_path
 from chart_render import NVIDIA_VALUES, render_notes, render_objects
 
 OVERRIDE = {"gpuResourcesEnabledOverride": "true"}
 NO_NODE_WARNING = "WARNING: none of the cluster's"
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    return helm_path()
 
 
 def _pod(objects: list[dict[str, Any]]) -> dict[str, Any]:

@@ -10,13 +10,22 @@ from typing import Any
 
 import pytest
 import yaml
-from chart_helpers import CHART, OWN_IMAGE, HelmFailed
+from chart_helpers import CHART, OWN_IMAGE, HelmFailed, helm_path
 from chart_render import NVIDIA_VALUES, render_notes, render_objects
 from dra_kubelet_core import nvidia_gates
 from dra_kubelet_core.feature_gates import SPECIAL_GATES
 
 SCHEMA = json.loads((CHART / "values.schema.json").read_text())
 NOT_IMPLEMENTED = "Accepted but not implemented yet"
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    """The pinned Helm binary (built from the Go module proxy on first use)."""
+    try:
+        return helm_path()
+    except HelmFailed as exc:
+        pytest.fail(str(exc))
 
 
 def _daemonset(objects: list[dict[str, Any]]) -> dict[str, Any]:

@@ -8,12 +8,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chart_helpers import OWN_IMAGE, HelmFailed
+from chart_helpers import OWN_IMAGE, HelmFailed, helm_path
 from chart_render import NVIDIA_VALUES, render_objects
 
 SURGE = "kubeletPlugin.updateStrategy.rollingUpdate.maxSurge"
 UNAVAILABLE = "kubeletPlugin.updateStrategy.rollingUpdate.maxUnavailable"
 BOTH_PLUGINS = {"resources.computeDomains.enabled": "true"}
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    """The pinned Helm binary (built from the Go module proxy on first use)."""
+    try:
+        return helm_path()
+    except HelmFailed as exc:
+        pytest.fail(str(exc))
 
 
 def _daemonset(objects: list[dict[str, Any]]) -> dict[str, Any]:
