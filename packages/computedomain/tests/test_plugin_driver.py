@@ -225,6 +225,26 @@ def test_channel_waits_for_the_daemon_with_the_label_on_then_gets_its_channel(
     assert used == REQUESTS
 
 
+def test_channel_prepare_reads_its_domain_from_the_cache_not_a_list(
+    api: MemoryApi, setup: tuple[Plugin, str]
+) -> None:
+    # Many domains in the cluster; a prepare needs one. The cache listed them once at start.
+    plugin, uid = setup
+    for i in range(300):
+        api.put_object(object_path("ComputeDomain", f"ns-{i}", "cd"), domain_body("cd", f"ns-{i}"))
+    _ready(api, uid)
+    before = len(api.requests)
+    ref = plugin.add(_claim(uid))
+    plugin.run(plugin.engine.prepare(ref))
+    during = [(m, p) for m, p in api.requests[before:] if m != "WATCH"]
+    assert [request_permission(m, p) for m, p in during if m == "GET"] == [
+        ("", "nodes", "get"),
+        ("resource.nvidia.com", "computedomaincliques", "get"),
+    ]
+    domain_lists = [p for m, p in api.requests if m == "GET" and p.endswith("/computedomains")]
+    assert len(domain_lists) == 1  # the cache's first list, before any prepare
+
+
 def test_daemon_never_ready_is_a_retryable_error_and_the_label_stays(
     api: MemoryApi, setup: tuple[Plugin, str]
 ) -> None:
