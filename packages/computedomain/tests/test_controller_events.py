@@ -255,3 +255,33 @@ def _wait(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.01)
+
+
+class SlowDomainList(MemoryApi):
+    """Answers the list of ComputeDomains late, as a busy API server may."""
+
+    def request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        if method == "GET" and path.endswith("/computedomains"):
+            time.sleep(0.5)
+        return super().request(method, path, **kwargs)
+
+
+def test_a_restarted_controller_deletes_nothing_before_it_has_listed_the_domains() -> None:
+    api = SlowDomainList(watch_wait_s=0.5)
+    _nodes(api, 3)
+    uid = _domain(api, "cd1")
+    ComputeDomainController(api, SETTINGS).reconcile_once()  # the previous controller's work
+    assert api.kind_items("daemonsets")
+    before = len(api.requests)
+    controller = ComputeDomainController(api, SETTINGS, queue=KeyQueue())
+    stop = threading.Event()
+    runner = threading.Thread(target=controller.run, args=(stop,), kwargs={"interval_s": 600})
+    runner.start()
+    try:
+        _wait(lambda: controller.reconciles[uid] >= 1)
+    finally:
+        stop.set()
+        api.close()
+        runner.join(10)
+    assert [p for m, p in api.requests[before:] if m == "DELETE"] == []
+    assert api.kind_items("daemonsets")

@@ -190,6 +190,10 @@ class ComputeDomainController:
         a change concerns (after the queue's hold), and every domain every ``interval_s``
         seconds and on becoming leader (from the caches: no list)."""
         self.cache.start(stop)
+        # Not before the domains are listed: an object whose domain is not in the cache yet
+        # would look like a leftover of a deleted domain.
+        while not stop.is_set() and not self.cache.synced():
+            stop.wait(0.1)
         resync_at = 0.0  # due at once: the first reconcile of every domain
         leading = False
         while not stop.is_set():
