@@ -153,8 +153,16 @@ def test_a_node_event_reconciles_only_the_domains_it_concerns(
     # node-1 leaves the cluster: a (whose daemon it ran) is reconciled, b is not.
     api.request("DELETE", node_path("node-1"))
     _catch_up(controller)
+    start = len(api.requests)
     assert controller.process_ready() == 1
     assert controller.reconciles == {a: 1}
+    clique_path = object_path("ComputeDomainClique", DRIVER_NS, f"{a}.c.1")
+    assert sorted(set(api.requests[start:])) == [
+        ("GET", clique_path),
+        ("PATCH", object_path("ComputeDomain", "team-a", "cd-a") + "/status"),
+        ("POST", "/api/v1/namespaces/team-a/events"),
+        ("PUT", clique_path),
+    ]
     clique = api.objects[object_path("ComputeDomainClique", DRIVER_NS, f"{a}.c.1")]
     assert [d["nodeName"] for d in clique["daemons"]] == ["node-2"]
     assert api.objects[object_path("ComputeDomain", "team-a", "cd-a")]["status"]["status"] == (
@@ -168,8 +176,10 @@ def test_a_node_event_reconciles_only_the_domains_it_concerns(
     # A node that takes b's label concerns b alone.
     api.request("PUT", node_path("node-9"), body=_node("node-9", label=b))
     _catch_up(controller)
+    start = len(api.requests)
     assert controller.process_ready() == 1
     assert controller.reconciles == {b: 1}
+    assert api.requests[start:] == []  # b has nothing to do: read from the caches only
     assert _lists(api.requests[before:]) == []
 
 
