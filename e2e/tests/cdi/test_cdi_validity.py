@@ -23,6 +23,7 @@ import pytest
 from dra_api_types import ResourceClaim
 from dra_computedomain.api_paths import node_path, object_path
 from dra_computedomain.channel_nodes import ChannelNodes
+from dra_computedomain.domain_cache import DomainCache
 from dra_computedomain.node_api import NodeApi
 from dra_computedomain.plugin_driver import CDI_KIND, ComputeDomainDriver
 from dra_e2e.cdi_oracle import CdiOracle, CdiSpecRefusedError, build_cdi_oracle, validate_specs
@@ -311,8 +312,10 @@ def test_compute_domain_specs_are_valid_with_and_without_fabric(
     api, uid = cd_api
     _ready(api, uid, clique)
     claims = _Claims()
+    domains = DomainCache(api)
+    domains.informer.list_once()  # everything is in place: one list, no watch needed
     driver = ComputeDomainDriver(
-        NodeApi(api, node_name=NODE, driver_namespace=DRIVER_NS),
+        NodeApi(api, node_name=NODE, driver_namespace=DRIVER_NS, domains=domains),
         clique_id=clique,
         domains_dir=tmp_path / "domains",
         channel_nodes=ChannelNodes(StandInDeviceNodes()),

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 from computedomain_support import DRIVER_NS, domain_body
 from dra_computedomain.api_paths import collection_path, node_path, object_path
-from dra_computedomain.change_watch import ChangeWatch
 from dra_computedomain.controller import ComputeDomainController
 from dra_computedomain.manifests import DaemonSettings
 from dra_computedomain.names import CLIQUE_ID_POD_LABEL, COMPUTE_DOMAIN_LABEL, FINALIZER
@@ -301,8 +300,8 @@ def test_every_request_is_a_declared_permission(api: MemoryApi) -> None:
     elector = LeaderElector(api, namespace=DRIVER_NS, name="l", identity="a")
     assert elector.step()
     assert elector.step()
-    for informer in ChangeWatch(api, controller.watched()).informers:
-        informer.watch_once(informer.list_once())
+    for informer in controller.cache.informers.values():
+        informer.watch_once(informer.resource_version)
     used = {request_permission(m, p) for m, p in api.requests if p != CD_PATH or m != "DELETE"}
     declared = CLUSTER_REQUESTS | NAMESPACE_REQUESTS
     assert used <= declared, sorted(used - declared)

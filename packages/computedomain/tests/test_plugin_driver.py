@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import stat
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -25,6 +26,7 @@ from dra_api_types.testing import (
 )
 from dra_computedomain.api_paths import node_path, object_path, request_permission
 from dra_computedomain.channel_nodes import ChannelNodes
+from dra_computedomain.domain_cache import DomainCache
 from dra_computedomain.host_imex import FakeHostImex, HostImex
 from dra_computedomain.names import COMPUTE_DOMAIN_LABEL, GPU_CLIQUE_LABEL
 from dra_computedomain.node_api import REQUESTS, NodeApi
@@ -96,6 +98,13 @@ class Plugin:
         self.channel_nodes = channel_nodes
         self.host_imex = host_imex
         self.claims = Claims()
+        # The domain cache watches as on a cluster: streams that stay open (a second at a
+        # time, so its thread ends soon after close()).
+        api.watch_wait_s = 1.0
+        self.stop = threading.Event()
+        self.domains = DomainCache(api)
+        self.domains.start(self.stop)
+        assert self.domains.informer.synced.wait(10)
         # One loop for the whole test: the engine finishes a commit after answering.
         self.loop = asyncio.new_event_loop()
         self.start()
@@ -105,14 +114,17 @@ class Plugin:
         return self.loop.run_until_complete(coro)
 
     def close(self) -> None:
-        """Let the engine finish its last commit, then close the loop."""
+        """Let the engine finish its last commit, then close the loop and the cache."""
+        self.stop.set()
         pending = asyncio.all_tasks(self.loop)
         if pending:
             self.loop.run_until_complete(asyncio.wait(pending, timeout=5))
         self.loop.close()
 
     def start(self) -> None:
-        node_api = NodeApi(self.api, node_name=NODE, driver_namespace=DRIVER_NS)
+        node_api = NodeApi(
+            self.api, node_name=NODE, driver_namespace=DRIVER_NS, domains=self.domains
+        )
         self.driver = ComputeDomainDriver(
             node_api,
             clique_id=self.clique_id,
@@ -211,6 +223,26 @@ def test_channel_waits_for_the_daemon_with_the_label_on_then_gets_its_channel(
     assert not (plugin.tmp / "cdi" / CDI_KIND.spec_file_name("claim-1")).exists()
     used = {request_permission(m, p) for m, p in api.requests}
     assert used == REQUESTS
+
+
+def test_channel_prepare_reads_its_domain_from_the_cache_not_a_list(
+    api: MemoryApi, setup: tuple[Plugin, str]
+) -> None:
+    # Many domains in the cluster; a prepare needs one. The cache listed them once at start.
+    plugin, uid = setup
+    for i in range(300):
+        api.put_object(object_path("ComputeDomain", f"ns-{i}", "cd"), domain_body("cd", f"ns-{i}"))
+    _ready(api, uid)
+    before = len(api.requests)
+    ref = plugin.add(_claim(uid))
+    plugin.run(plugin.engine.prepare(ref))
+    during = [(m, p) for m, p in api.requests[before:] if m != "WATCH"]
+    assert [request_permission(m, p) for m, p in during if m == "GET"] == [
+        ("", "nodes", "get"),
+        ("resource.nvidia.com", "computedomaincliques", "get"),
+    ]
+    domain_lists = [p for m, p in api.requests if m == "GET" and p.endswith("/computedomains")]
+    assert len(domain_lists) == 1  # the cache's first list, before any prepare
 
 
 def test_daemon_never_ready_is_a_retryable_error_and_the_label_stays(
@@ -394,7 +426,7 @@ def test_gpu_clique_label_follows_the_clique_id(api: MemoryApi) -> None:
     # NVIDIA's gpuCliqueLabelEnabled: the node says its clique, as GFD's label did; a node
     # without one (fabric gone) loses a stale label. Other labels are kept.
     api.put_object(node_path(NODE), {"metadata": {"name": NODE, "labels": {"zone": "z1"}}})
-    node_api = NodeApi(api, node_name=NODE, driver_namespace=DRIVER_NS)
+    node_api = NodeApi(api, node_name=NODE, driver_namespace=DRIVER_NS, domains=DomainCache(api))
     node_api.set_clique_label("c7f1.1")
     labels = api.objects[node_path(NODE)]["metadata"]["labels"]
     assert labels == {"zone": "z1", GPU_CLIQUE_LABEL: "c7f1.1"}

@@ -1,7 +1,11 @@
-"""The ComputeDomain controller's edge: observe the cluster, plan, apply (kube I/O only).
+"""The ComputeDomain controller's edge: per domain, observe the caches, plan, apply.
 
-Each pass lists everything anew and applies :func:`~.reconcile.plan`; nothing is kept
-between passes but the events already posted (so one condition is reported once).
+The caches (:mod:`.controller_cache`, informers) say which domains a change concerns; those
+go to a coalescing queue (:mod:`.work_queue`), and each is reconciled alone:
+:func:`~.reconcile.plan_domain` on what the caches hold, then its actions applied (the only
+requests, besides the reads of an object about to be updated). Every domain is reconciled
+again every resync period, from the caches. Nothing else is kept between reconciles but the
+events already posted (so one condition is reported once).
 """
 
 from __future__ import annotations
@@ -9,20 +13,15 @@ from __future__ import annotations
 import datetime
 import logging
 import threading
+import time
+from collections import Counter
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
-from dra_api_types import ComputeDomain, ComputeDomainClique
 from dra_kube_client import JsonTransport, KubeApiError
-from dra_kube_client.informers import Resource
 
-from .api_paths import (
-    Permission,
-    collection_path,
-    collection_resource,
-    node_path,
-    object_path,
-)
+from .api_paths import Permission, collection_path, node_path, object_path
+from .controller_cache import ControllerCache
 from .manifests import DaemonSettings
 from .names import COMPUTE_DOMAIN_LABEL, FINALIZER
 from .reconcile import (
@@ -31,18 +30,16 @@ from .reconcile import (
     Create,
     Delete,
     Event,
-    Observed,
     PruneClique,
     RemoveFinalizer,
     UnlabelNode,
     WriteStatus,
-    owned_object_from_api,
-    plan,
+    plan_domain,
     stale_uids,
 )
-from .status import daemon_pod_from_api
+from .work_queue import KeyQueue
 
-__all__ = ["CLUSTER_REQUESTS", "NAMESPACE_REQUESTS", "ComputeDomainController"]
+__all__ = ["CLUSTER_REQUESTS", "NAMESPACE_REQUESTS", "QUEUE_DELAY_S", "ComputeDomainController"]
 
 log = logging.getLogger(__name__)
 _COMPONENT = "compute-domain-controller"
@@ -57,6 +54,7 @@ CLUSTER_REQUESTS: Final[frozenset[Permission]] = frozenset(
         ("resource.nvidia.com", "computedomains", "update"),
         ("resource.nvidia.com", "computedomains/status", "patch"),
         ("resource.k8s.io", "resourceclaimtemplates", "list"),
+        ("resource.k8s.io", "resourceclaimtemplates", "watch"),
         ("resource.k8s.io", "resourceclaimtemplates", "get"),
         ("resource.k8s.io", "resourceclaimtemplates", "create"),
         ("resource.k8s.io", "resourceclaimtemplates", "patch"),
@@ -72,6 +70,7 @@ CLUSTER_REQUESTS: Final[frozenset[Permission]] = frozenset(
 NAMESPACE_REQUESTS: Final[frozenset[Permission]] = frozenset(
     {
         ("apps", "daemonsets", "list"),
+        ("apps", "daemonsets", "watch"),
         ("apps", "daemonsets", "get"),
         ("apps", "daemonsets", "create"),
         ("apps", "daemonsets", "patch"),
@@ -90,116 +89,127 @@ NAMESPACE_REQUESTS: Final[frozenset[Permission]] = frozenset(
         ("coordination.k8s.io", "leases", "update"),
     }
 )
-_SELECTOR = {"labelSelector": COMPUTE_DOMAIN_LABEL}
 _FOLLOWER_POLL_S = 2.0
+#: How long a domain's first change is held, so a burst of changes is one reconcile.
+QUEUE_DELAY_S: Final = 0.1
 
 
 class ComputeDomainController:
-    """Reconciles every ComputeDomain of the cluster through ``transport``."""
+    """Reconciles every ComputeDomain of the cluster, one domain at a time, from caches."""
 
-    def __init__(self, transport: JsonTransport, settings: DaemonSettings) -> None:
-        """Daemon objects go to ``settings.namespace`` (the driver namespace)."""
+    def __init__(
+        self,
+        transport: JsonTransport,
+        settings: DaemonSettings,
+        *,
+        cache: ControllerCache | None = None,
+        queue: KeyQueue | None = None,
+    ) -> None:
+        """Daemon objects go to ``settings.namespace`` (the driver namespace). ``cache``
+        (default: informers over ``transport``) is what reconciles read; ``queue`` (default:
+        held :data:`QUEUE_DELAY_S`) folds the domains its changes concern."""
         self._transport = transport
         self._settings = settings
+        self.cache = cache if cache is not None else ControllerCache(transport, settings.namespace)
+        self.queue = queue if queue is not None else KeyQueue(delay_s=QUEUE_DELAY_S)
+        self.cache.subscribe(self.queue.add)
         self._posted: set[tuple[str, str, str]] = set()
+        #: reconciles per domain UID since start (logs and tests)
+        self.reconciles: Counter[str] = Counter()
 
-    def _items(self, path: str, query: dict[str, str] | None = None) -> list[dict[str, Any]]:
-        answer = self._transport.request("GET", path, query=query)
-        return [i for i in answer.get("items") or [] if isinstance(i, dict)]
+    def reconcile(self, uid: str) -> list[Action]:
+        """Plan the domain ``uid`` from the caches and apply; returns the actions attempted.
 
-    def observe(self) -> Observed:
-        """List what the plan needs; domains last (see :mod:`.reconcile`)."""
-        ns = self._settings.namespace
-        # All nodes, not only labelled ones: a daemon on a node that is gone is gone too,
-        # whether or not the pod garbage collector has removed its pod yet.
-        all_nodes = self._items("/api/v1/nodes")
-        node_names = frozenset(str((n.get("metadata") or {}).get("name", "")) for n in all_nodes)
-        nodes = {}
-        for n in all_nodes:
-            labels = (n.get("metadata") or {}).get("labels") or {}
-            if COMPUTE_DOMAIN_LABEL in labels:
-                nodes[str(n["metadata"]["name"])] = str(labels[COMPUTE_DOMAIN_LABEL])
-        objects = [
-            owned_object_from_api("DaemonSet", o)
-            for o in self._items(collection_path("DaemonSet", ns), _SELECTOR)
-        ]
-        objects += [
-            owned_object_from_api("ResourceClaimTemplate", o)
-            for o in self._items(collection_path("ResourceClaimTemplate"), _SELECTOR)
-        ]
-        raw_cliques = self._items(collection_path("ComputeDomainClique", ns))
-        objects += [owned_object_from_api("ComputeDomainClique", o) for o in raw_cliques]
-        pods = [daemon_pod_from_api(p) for p in self._items(collection_path("Pod", ns), _SELECTOR)]
-        domains = [
-            ComputeDomain.from_dict(d) for d in self._items(collection_path("ComputeDomain"))
-        ]
-        return Observed(
-            domains=tuple(domains),
-            objects=tuple(o for o in objects if o.domain_uid),
-            cliques=tuple(ComputeDomainClique.from_dict(c) for c in raw_cliques),
-            pods=tuple(p for p in pods if p.domain_uid),
-            node_labels=nodes,
-            node_names=node_names,
-        )
-
-    def reconcile_once(self) -> list[Action]:
-        """One pass: observe, plan, apply. Returns the actions attempted."""
-        observed = self.observe()
-        stale = list(stale_uids(observed))
-        if stale:
-            log.info("cleaning up stale objects", extra={"event": "stale_cleanup", "uids": stale})
-        actions = plan(observed, self._settings)
+        A domain that is gone has its leftover objects and node labels removed.
+        """
+        self.reconciles[uid] += 1
+        observed = self.cache.observe(uid)
+        if not observed.domains:
+            stale = list(stale_uids(observed))
+            if stale:
+                log.info(
+                    "cleaning up stale objects", extra={"event": "stale_cleanup", "uids": stale}
+                )
+        actions = plan_domain(observed, self._settings, uid)
         for action in actions:
             try:
                 self._apply(action)
             except KubeApiError as exc:
-                # The next pass recomputes the plan; a conflict or a vanished object is normal.
+                # The next reconcile recomputes the plan; a conflict or a vanished object is
+                # normal.
                 log.warning(
                     "action failed",
                     extra={"event": "action_failed", "action": repr(action), "error": str(exc)},
                 )
         return actions
 
+    def reconcile_all(self) -> list[Action]:
+        """Reconcile every domain the caches know (the resync); returns the actions."""
+        actions: list[Action] = []
+        for uid in sorted(self.cache.uids()):
+            actions += self.reconcile(uid)
+        return actions
+
+    def reconcile_once(self) -> list[Action]:
+        """One pass from scratch: list every collection into the caches (the domains last),
+        then reconcile every domain. Returns the actions attempted.
+
+        Raises:
+            KubeApiError: a list failed.
+        """
+        self.cache.list_all()
+        return self.reconcile_all()
+
+    def process_ready(self) -> int:
+        """Reconcile each domain whose changes are due in the queue; returns how many."""
+        count = 0
+        while (uid := self.queue.pop_ready()) is not None:
+            self._process(uid)
+            count += 1
+        return count
+
+    def _process(self, uid: str) -> None:
+        try:
+            self.reconcile(uid)
+        except KubeApiError as exc:
+            log.warning(
+                "reconcile failed",
+                extra={"event": "reconcile_failed", "domain_uid": uid, "error": str(exc)},
+            )
+        finally:
+            self.queue.done(uid)
+
     def run(
         self,
         stop: threading.Event,
         *,
-        interval_s: float = 2.0,
+        interval_s: float = 30.0,
         is_leader: Callable[[], bool] = lambda: True,
-        wake: threading.Event | None = None,
     ) -> None:
-        """Reconcile until ``stop`` is set, while leader: when ``wake`` is set (a watched
-        change), else every ``interval_s`` seconds (the resync; the only trigger without
-        ``wake``)."""
+        """Start the caches, then reconcile until ``stop`` is set, while leader: each domain
+        a change concerns (after the queue's hold), and every domain every ``interval_s``
+        seconds and on becoming leader (from the caches: no list)."""
+        self.cache.start(stop)
+        # Not before the domains are listed: an object whose domain is not in the cache yet
+        # would look like a leftover of a deleted domain.
+        while not stop.is_set() and not self.cache.synced():
+            stop.wait(0.1)
+        resync_at = 0.0  # due at once: the first reconcile of every domain
+        leading = False
         while not stop.is_set():
-            leader = is_leader()
-            if leader:
-                if wake is not None:
-                    # Cleared before the pass: a change during it triggers the next one.
-                    wake.clear()
-                try:
-                    self.reconcile_once()
-                except KubeApiError as exc:
-                    log.warning(
-                        "pass failed", extra={"event": "reconcile_failed", "error": str(exc)}
-                    )
-            if wake is None:
-                stop.wait(interval_s)
-            elif leader:
-                wake.wait(interval_s)
-            else:
-                # A follower only waits to become leader (no API requests meanwhile).
+            if not is_leader():
+                # A follower keeps its caches warm and only waits to become leader.
+                leading = False
                 stop.wait(min(interval_s, _FOLLOWER_POLL_S))
-
-    def watched(self) -> tuple[Resource, ...]:
-        """What a :class:`~.change_watch.ChangeWatch` watches for this controller."""
-        ns = self._settings.namespace
-        return (
-            collection_resource("ComputeDomain"),
-            collection_resource("ComputeDomainClique", ns),
-            collection_resource("Pod", ns, label_selector=COMPUTE_DOMAIN_LABEL),
-            collection_resource("Node"),
-        )
+                continue
+            if not leading or time.monotonic() >= resync_at:
+                leading = True
+                resync_at = time.monotonic() + interval_s
+                self.queue.add(self.cache.uids())
+            # Bounded, so a stop, a resync or a lost lease is noticed within a second.
+            uid = self.queue.get(min(1.0, max(resync_at - time.monotonic(), 0.0)))
+            if uid is not None:
+                self._process(uid)
 
     # --------------------------------------------------------------------- apply
     def _apply(self, action: Action) -> None:

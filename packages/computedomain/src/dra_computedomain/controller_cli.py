@@ -21,7 +21,6 @@ from dra_kubelet_core.errors import ConfigurationError
 from dra_kubelet_core.logs import configure_logging
 from dra_kubelet_core.nvidia_gates import parse_feature_gates
 
-from .change_watch import ChangeWatch
 from .controller import ComputeDomainController
 from .gate_log import log_unbuilt_gates
 from .host_imex import DRIVER_MANAGED, check_imex_mode
@@ -91,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--resync-period",
         type=_duration,
         default=_duration("30s"),
-        help="passes without a watched change (changes trigger one at once)",
+        help="every domain is reconciled again (from the caches) this often; changes at once",
     )
     p.add_argument(
         "--leader-election",
@@ -149,15 +148,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop = threading.Event()
 
     controller = ComputeDomainController(transport, settings)
-    changes = ChangeWatch(transport, controller.watched())
 
     def _stop(_signum: int, _frame: FrameType | None) -> None:
-        stop.set()
-        changes.changed.set()  # the loop may be waiting for a change
+        stop.set()  # the loop notices within a second
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    changes.start(stop)
     log.info(
         "starting",
         extra={
@@ -175,13 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             timings=timings,
         )
         threading.Thread(target=elector.run, args=(stop,), name="leader", daemon=True).start()
-        controller.run(
-            stop,
-            interval_s=args.resync_period,
-            is_leader=elector.is_leader,
-            wake=changes.changed,
-        )
+        controller.run(stop, interval_s=args.resync_period, is_leader=elector.is_leader)
     else:
-        controller.run(stop, interval_s=args.resync_period, wake=changes.changed)
+        controller.run(stop, interval_s=args.resync_period)
     transport.close()
     return 0

@@ -1,6 +1,7 @@
 """What the compute-domain kubelet plugin reads and writes on the API server (kube edge).
 
-The domains (found by UID: claims name their domain by UID only), this node's clique object
+The domains (found by UID in a :class:`~.domain_cache.DomainCache`: claims name their domain
+by UID only, and a lookup must not list the cluster's domains), this node's clique object
 of a domain, and the node's domain label, which is set and removed with a JSON-patch ``test``
 so a label another prepare or the controller changed meanwhile is never overwritten.
 """
@@ -13,7 +14,8 @@ from typing import Final
 from dra_api_types import ComputeDomain, ComputeDomainClique
 from dra_kube_client import JsonTransport, KubeApiError
 
-from .api_paths import Permission, collection_path, node_path, object_path
+from .api_paths import Permission, node_path, object_path
+from .domain_cache import DomainCache
 from .names import COMPUTE_DOMAIN_LABEL, GPU_CLIQUE_LABEL, clique_object_name
 
 __all__ = ["REQUESTS", "NodeApi"]
@@ -24,6 +26,7 @@ log = logging.getLogger(__name__)
 REQUESTS: Final[frozenset[Permission]] = frozenset(
     {
         ("resource.nvidia.com", "computedomains", "list"),
+        ("resource.nvidia.com", "computedomains", "watch"),
         ("resource.nvidia.com", "computedomaincliques", "get"),
         ("", "nodes", "get"),
         ("", "nodes", "patch"),
@@ -35,19 +38,28 @@ _LABEL_PATH: Final = "/metadata/labels/" + COMPUTE_DOMAIN_LABEL.replace("/", "~1
 class NodeApi:
     """The API objects of one node's compute-domain plugin."""
 
-    def __init__(self, transport: JsonTransport, *, node_name: str, driver_namespace: str) -> None:
-        """Cliques are read from ``driver_namespace``."""
+    def __init__(
+        self,
+        transport: JsonTransport,
+        *,
+        node_name: str,
+        driver_namespace: str,
+        domains: DomainCache,
+    ) -> None:
+        """Cliques are read from ``driver_namespace``, domains from ``domains`` (which the
+        plugin starts)."""
         self._transport = transport
+        self.domains = domains
         self.node_name = node_name
         self._namespace = driver_namespace
 
     def domain(self, uid: str) -> ComputeDomain | None:
-        """The ComputeDomain with ``uid``, or None."""
-        items = self._transport.request("GET", collection_path("ComputeDomain")).get("items")
-        for item in items or []:
-            if (item.get("metadata") or {}).get("uid") == uid:
-                return ComputeDomain.from_dict(item)
-        return None
+        """The ComputeDomain with ``uid``, or None (a cache lookup, see :class:`DomainCache`).
+
+        Raises:
+            KubeApiError: the domains have not been listed yet.
+        """
+        return self.domains.get(uid)
 
     def cliques(self, domain_uid: str, clique_id: str) -> list[ComputeDomainClique]:
         """This node's clique object of the domain (none yet: empty)."""

@@ -16,6 +16,7 @@ import os
 import shutil
 import signal
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from dra_nvlib import DeviceLibConfig, NvlibError, has_nvswitch_fabric, open_dev
 
 from .channel_nodes import ChannelNodes
 from .clique_id import FabricPolicy, node_clique_id
+from .domain_cache import DomainCache
 from .errors import CliqueIdError
 from .gate_log import log_unbuilt_gates
 from .host_imex import DRIVER_MANAGED, HostImex, check_imex_mode
@@ -196,7 +198,15 @@ async def run(settings: PluginSettings, stop: asyncio.Event) -> None:
         log.info("clique", extra={"event": "clique_id", "clique_id": clique_id})
         await runner.connect()
         assert runner.transport is not None  # no --claims-directory (checked)
-        api = NodeApi(runner.transport, node_name=s.node_name, driver_namespace=settings.namespace)
+        informers_stop = threading.Event()
+        domains = DomainCache(runner.transport)
+        domains.start(informers_stop)
+        api = NodeApi(
+            runner.transport,
+            node_name=s.node_name,
+            driver_namespace=settings.namespace,
+            domains=domains,
+        )
         if settings.gpu_clique_label:
             await asyncio.to_thread(api.set_clique_label, clique_id)
         domains_dir = runner.plugin_dir / "domains"
@@ -223,7 +233,10 @@ async def run(settings: PluginSettings, stop: asyncio.Event) -> None:
         runner.cleanup_periodically(engine)
         runner.task(_clean_domain_dirs(api, domains_dir), name="domain-dirs")
         log.info("plugin started", extra={"event": "started", "node": s.node_name})
-        await runner.wait(stop)
+        try:
+            await runner.wait(stop)
+        finally:
+            informers_stop.set()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -42,6 +42,7 @@ __all__ = [
     "WriteStatus",
     "owned_object_from_api",
     "plan",
+    "plan_domain",
     "stale_uids",
 ]
 
@@ -335,6 +336,29 @@ def plan(observed: Observed, settings: DaemonSettings) -> list[Action]:
             actions += _teardown(obj)
     for node, uid in sorted(observed.node_labels.items()):
         if uid not in uids:
+            actions.append(UnlabelNode(node, uid))
+    return actions
+
+
+def plan_domain(observed: Observed, settings: DaemonSettings, uid: str) -> list[Action]:
+    """The actions :func:`plan` takes for the one domain ``uid`` (a controller that
+    reconciles domain by domain): ensure or delete it when it is in ``observed.domains``,
+    else remove the objects and node labels it left behind.
+
+    Objects of other domains in ``observed`` are only read (a name another domain holds is a
+    conflict), never acted on: they are their own domain's business.
+    """
+    for domain in observed.domains:
+        if domain.metadata.uid == uid:
+            if domain.metadata.deletion_timestamp:
+                return _delete_domain(domain, observed)
+            return _ensure(domain, observed, settings)
+    actions: list[Action] = []
+    for obj in observed.objects:
+        if obj.domain_uid == uid:
+            actions += _teardown(obj)
+    for node, label in sorted(observed.node_labels.items()):
+        if label == uid:
             actions.append(UnlabelNode(node, uid))
     return actions
 
