@@ -97,8 +97,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             namespace=args.lease_namespace,
             name=args.lease_name,
             identity=args.identity,
-            # A leader that cannot renew for the whole lease duration steps down.
-            timings=LeaseTimings(lease_duration_s=15, renew_deadline_s=15, retry_period_s=2),
+            # client-go's defaults (lease 15 s, renew deadline 10 s, retry 2 s): a leader that
+            # cannot renew for 10 s stops leading 5 s before another candidate may take over.
+            timings=LeaseTimings(),
             on_change=lambda leading: metrics.leader.set(1 if leading else 0),
         )
     else:
