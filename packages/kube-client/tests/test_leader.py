@@ -140,9 +140,10 @@ def test_a_round_that_hangs_does_not_keep_the_leader_leading_past_the_deadline()
     assert el.step()
     # No round finishes (a request hangs); reading the state judges the deadline anyway.
     clock.now += 9.5
-    assert el.leading and el.is_leader()
+    states = [el.leading, el.is_leader()]
     clock.now += 1
-    assert not el.leading and not el.is_leader()
+    states += [el.leading, el.is_leader()]
+    assert states == [True, True, False, False]
     assert el.step()  # a round that renews leads again
 
 
@@ -188,7 +189,9 @@ def test_run_competes_every_retry_period_until_stopped() -> None:
     assert [m for m, _ in api.requests] == ["GET", "POST", "GET", "PUT", "GET", "PUT"]
 
 
-@pytest.mark.parametrize(("lease", "renew", "retry"), [(10, 15, 2), (15, 15, 2), (15, 10, 10), (15, 10, 0)])
+@pytest.mark.parametrize(
+    ("lease", "renew", "retry"), [(10, 15, 2), (15, 15, 2), (15, 10, 10), (15, 10, 0)]
+)
 def test_timings_a_leader_could_outlive_are_rejected(
     lease: float, renew: float, retry: float
 ) -> None:
