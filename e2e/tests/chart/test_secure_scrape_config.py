@@ -5,6 +5,7 @@ while the same endpoint refuses a scrape without the token."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import subprocess
@@ -133,10 +134,8 @@ def test_prometheus_scrapes_a_secure_endpoint_with_the_rendered_job(
         deadline = time.monotonic() + 60
         scraped: list[dict[str, Any]] = []
         while time.monotonic() < deadline and not scraped:
-            try:
+            with contextlib.suppress(OSError):
                 scraped = _query(url, 'dra_probe_total{job="driver"}')
-            except OSError:
-                pass
             time.sleep(0.5)
         assert scraped, (tmp_path / "prometheus.log").read_text()[-3000:]
         assert scraped[0]["value"][1] == "7"
