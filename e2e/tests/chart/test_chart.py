@@ -509,6 +509,8 @@ def test_namespace_override_moves_every_namespaced_object(render: Render) -> Non
         "ConfigMap",
         "Role",
         "RoleBinding",
+        # The metrics scraper's token (secure /metrics).
+        "Secret",
     }
     for binding in _kind(objects, "ClusterRoleBinding") + _kind(objects, "RoleBinding"):
         assert binding["subjects"][0]["namespace"] == "gpu-system"

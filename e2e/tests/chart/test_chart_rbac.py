@@ -21,10 +21,12 @@ from chart_render import render_objects
 from dra_computedomain import node_api
 
 #: The transport itself (``dra_kube_client``) lives outside: its calls go to the HTTP client.
-#: The GPU plugin and the core it runs on (registration, claims, slices, events are the core's).
+#: The GPU plugin and the core it runs on (registration, claims, slices, events are the core's),
+#: and the reviews of secure /metrics the core makes through ``dra_kube_client.delegated_auth``.
 PLUGIN_SRCS = (
     REPO / "packages" / "kubelet-plugin" / "src" / "dra_kubelet_plugin",
     REPO / "packages" / "kubelet-core" / "src" / "dra_kubelet_core",
+    REPO / "packages" / "kube-client" / "src" / "dra_kube_client" / "delegated_auth.py",
 )
 METHODS = {"GET", "POST", "PUT", "PATCH", "DELETE"}
 
@@ -82,7 +84,8 @@ def _string_assignments(tree: ast.Module) -> dict[str, set[str]]:
 
 def plugin_calls() -> Iterator[Call]:
     """Every API request in the plugin's modules."""
-    for module in sorted(m for src in PLUGIN_SRCS for m in src.rglob("*.py")):
+    modules = (m for src in PLUGIN_SRCS for m in (src.rglob("*.py") if src.is_dir() else [src]))
+    for module in sorted(modules):
         if "_proto" in module.parts:
             continue
         tree = ast.parse(module.read_text(), str(module))

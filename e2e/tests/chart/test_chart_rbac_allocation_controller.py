@@ -3,7 +3,8 @@
 Its requests are the informers' list and watch of every collection it caches
 (``dra_kube_client.informers.ALL_RESOURCES``) and the literal ``.request(METHOD, PATH)``
 calls of ``dra_controller.allocation_controller`` (Events) and of the Lease elector it runs
-(``dra_kube_client.leader``), read from the source as the kubelet plugin's test does.
+(``dra_kube_client.leader``) and the reviews of secure ``/metrics``
+(``dra_kube_client.delegated_auth``), read from the source as the kubelet plugin's test does.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ CONTROLLER_SRC = (
     REPO / "packages" / "controller" / "src" / "dra_controller" / "allocation_controller"
 )
 LEADER_SRC = REPO / "packages" / "kube-client" / "src" / "dra_kube_client" / "leader.py"
+#: The TokenReview and SubjectAccessReview of secure /metrics.
+AUTH_SRC = REPO / "packages" / "kube-client" / "src" / "dra_kube_client" / "delegated_auth.py"
 
 
 def controller_calls() -> Iterator[Call]:
@@ -29,7 +32,7 @@ def controller_calls() -> Iterator[Call]:
     for resource in ALL_RESOURCES:
         yield Call(f"informer {resource.kind}", "GET", resource.path)
         yield Call(f"informer {resource.kind}", "WATCH", resource.path)
-    for module in [*sorted(CONTROLLER_SRC.rglob("*.py")), LEADER_SRC]:
+    for module in [*sorted(CONTROLLER_SRC.rglob("*.py")), LEADER_SRC, AUTH_SRC]:
         tree = ast.parse(module.read_text(), str(module))
         names = _string_assignments(tree)
         for node in ast.walk(tree):

@@ -2,7 +2,8 @@
 
 The chart's ``dra-allocation-controller`` Deployment runs on the harness cluster; a
 Prometheus (built from its Go module, ``dra_e2e.prometheus``) runs on this machine and
-scrapes it through the API server's service proxy, with the chart's DRAResourceExhausted
+scrapes its secure /metrics at the pods' IPs over HTTPS with a token of the chart's metrics
+reader (the API server's proxy would drop the token), with the chart's DRAResourceExhausted
 rules (the release upgraded to a short ``for:``). Twelve claims no fake GPU can satisfy
 (memory >= 80Gi; the largest is an A100 of 40 GiB) make the alert go pending, then firing;
 the pod using one of them gets the controller's ``DRAUnsatisfiable`` Event naming the memory
@@ -11,7 +12,6 @@ gap; a claim that fits shows in ``kube_resourceclaim_allocated``.
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import socket
@@ -25,7 +25,12 @@ from typing import Any
 import pytest
 import yaml
 from dra_e2e.chart import CHART
-from dra_e2e.prometheus import ensure_prometheus
+from dra_e2e.prometheus import (
+    ensure_prometheus,
+    pod_target,
+    scraper_token,
+    secure_scrape_config,
+)
 from driver_support import Driver, applied, events_for, helm_path, pod, run_helm
 
 # driver and driver_diagnostics: conftest.py.
@@ -84,31 +89,6 @@ def _manifest() -> str:
     return yaml.safe_dump_all(objects)
 
 
-def _credentials(kubeconfig: Path, workdir: Path) -> dict[str, str]:
-    """Server URL and file paths of the CA, client certificate and key of a kubeconfig."""
-    config = yaml.safe_load(kubeconfig.read_text())
-    ctx_name = config["current-context"]
-    ctx = next(c["context"] for c in config["contexts"] if c["name"] == ctx_name)
-    cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == ctx["cluster"])
-    user = next(u["user"] for u in config["users"] if u["name"] == ctx["user"])
-
-    def path(section: dict[str, Any], key: str, name: str) -> str:
-        if section.get(f"{key}-data"):
-            target = workdir / name
-            target.write_bytes(base64.b64decode(section[f"{key}-data"]))
-            return str(target)
-        if not section.get(key):
-            pytest.skip(f"the kubeconfig has no {key} (client certificates are needed)")
-        return str(section[key])
-
-    return {
-        "server": cluster["server"],
-        "ca": path(cluster, "certificate-authority", "ca.crt"),
-        "cert": path(user, "client-certificate", "client.crt"),
-        "key": path(user, "client-key", "client.key"),
-    }
-
-
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -163,27 +143,24 @@ def prometheus(driver: Driver, tmp_path_factory: pytest.TempPathFactory) -> Iter
     ]
     assert f"for: {ALERT_FOR}" in rules
     (workdir / RULES_FILE).write_text(rules)
-    (service,) = driver.cluster.kubectl_json(
-        "get", "services", "-n", driver.namespace, "-l", COMPONENT
-    )["items"]
-    creds = _credentials(kubeconfig, workdir)
-    server = urllib.parse.urlparse(creds["server"])
+    pods = driver.cluster.kubectl_json("get", "pods", "-n", driver.namespace, "-l", COMPONENT)
+    targets = [
+        pod_target(p, port["containerPort"])
+        for p in pods["items"]
+        if p.get("status", {}).get("podIP")
+        for c in p["spec"]["containers"]
+        for port in c.get("ports", [])
+        if port.get("name") == "metrics"
+    ]
+    assert targets, "a running allocation controller pod with a metrics port"
+    token_file = workdir / "scraper.token"
+    token_file.write_text(scraper_token(driver.cluster, driver.namespace))
+    token_file.chmod(0o600)
     config = {
         "global": {"scrape_interval": "2s", "evaluation_interval": "2s"},
         "rule_files": [str(workdir / RULES_FILE)],
         "scrape_configs": [
-            {
-                "job_name": "dra-allocation-controller",
-                "scheme": server.scheme,
-                "metrics_path": f"/api/v1/namespaces/{driver.namespace}/services/"
-                f"{service['metadata']['name']}:metrics/proxy/metrics",
-                "tls_config": {
-                    "ca_file": creds["ca"],
-                    "cert_file": creds["cert"],
-                    "key_file": creds["key"],
-                },
-                "static_configs": [{"targets": [server.netloc]}],
-            }
+            secure_scrape_config("dra-allocation-controller", targets, token_file=token_file)
         ],
     }
     (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))

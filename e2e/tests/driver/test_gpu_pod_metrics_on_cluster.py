@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
-import urllib.parse
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -22,9 +21,14 @@ from typing import Any
 
 import pytest
 import yaml
-from dra_e2e.prometheus import ensure_prometheus
+from dra_e2e.prometheus import (
+    ensure_prometheus,
+    pod_target,
+    scraper_token,
+    secure_scrape_config,
+)
 from driver_support import Driver, applied, pod, wait_running
-from test_allocation_controller_on_cluster import Prometheus, _credentials, _free_port
+from test_allocation_controller_on_cluster import Prometheus, _free_port
 
 # driver and driver_diagnostics: conftest.py.
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("driver_diagnostics")]
@@ -121,27 +125,23 @@ def fake_dcgm() -> Iterator[FakeDcgm]:
 
 
 def _prometheus_config(
-    driver: Driver, workdir: Path, plugin_pod: str, dcgm: FakeDcgm
+    driver: Driver, workdir: Path, plugin_pod: dict[str, Any], dcgm: FakeDcgm
 ) -> dict[str, Any]:
-    creds = _credentials(Path(driver.cluster.kubeconfig), workdir)
-    server = urllib.parse.urlparse(creds["server"])
+    token_file = workdir / "scraper.token"
+    token_file.write_text(scraper_token(driver.cluster, driver.namespace))
+    token_file.chmod(0o600)
     return {
         "global": {"scrape_interval": "2s", "evaluation_interval": "2s"},
         "rule_files": [str(workdir / RULES_FILE)],
         "scrape_configs": [
-            {
-                "job_name": "dra-kubelet-plugin",
-                "honor_labels": True,
-                "scheme": server.scheme,
-                "metrics_path": f"/api/v1/namespaces/{driver.namespace}/pods/"
-                f"{plugin_pod}:8080/proxy/metrics",
-                "tls_config": {
-                    "ca_file": creds["ca"],
-                    "cert_file": creds["cert"],
-                    "key_file": creds["key"],
-                },
-                "static_configs": [{"targets": [server.netloc]}],
-            },
+            # The plugin's secure /metrics at its pod IP (the API server's proxy would drop
+            # the token).
+            secure_scrape_config(
+                "dra-kubelet-plugin",
+                [pod_target(plugin_pod, 8080)],
+                token_file=token_file,
+                honor_labels=True,
+            ),
             {
                 "job_name": "dcgm-exporter",
                 "honor_labels": True,
@@ -162,7 +162,7 @@ def test_a_dcgm_series_gets_the_namespace_and_pod_of_the_gpus_workload(
         wait_running(cluster, "trainer", NAMESPACE)
         node = pod(cluster, "trainer", NAMESPACE)["spec"]["nodeName"]
         (plugin,) = [p for p in driver.plugin_pods() if p["spec"]["nodeName"] == node]
-        config = _prometheus_config(driver, tmp_path, plugin["metadata"]["name"], fake_dcgm)
+        config = _prometheus_config(driver, tmp_path, plugin, fake_dcgm)
         (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
         port = _free_port()
         log = (tmp_path / "prometheus.log").open("w")

@@ -2,7 +2,8 @@
 (``nvidia_dra_*``) at ``:8080/metrics``, as NVIDIA's chart configures it, counting a real
 claim's prepare and unprepare.
 
-Scraped through the API server's pod proxy, the way ``kubectl get --raw`` reaches any pod.
+Scraped over HTTPS at the pod's IP with a token of the chart's metrics reader (the API
+server's pod proxy drops the caller's token, and the endpoint answers 401 without one).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 from dra_e2e.handle import ClusterHandle
+from dra_e2e.prometheus import fetch_metrics, pod_target, scraper_token
 from driver_support import (
     DRIVER,
     Driver,
@@ -47,7 +49,6 @@ def driver(
 def _scrape(driver: Driver) -> dict[tuple[str, str], float]:
     """(name, sorted labels) -> value of one plugin pod's metrics."""
     (pod,) = driver.plugin_pods()
-    name = pod["metadata"]["name"]
     ports = [
         p["containerPort"]
         for c in pod["spec"]["containers"]
@@ -55,9 +56,7 @@ def _scrape(driver: Driver) -> dict[tuple[str, str], float]:
         if p.get("name") == "metrics"
     ]
     assert ports == [PORT], f"the chart must serve metrics on :{PORT} (NVIDIA's default)"
-    text = driver.cluster.kubectl(
-        "get", "--raw", f"/api/v1/namespaces/{driver.namespace}/pods/{name}:{PORT}/proxy/metrics"
-    )
+    text = fetch_metrics(pod_target(pod, PORT), scraper_token(driver.cluster, driver.namespace))
     samples: dict[tuple[str, str], float] = {}
     for line in text.splitlines():
         match = SAMPLE.match(line)

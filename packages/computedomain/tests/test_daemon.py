@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -195,3 +196,41 @@ def test_daemon_requests_are_declared(api: MemoryApi, daemons: list[DomainDaemon
     a.leave_clique()
     used = {request_permission(m, p) for m, p in api.requests}
     assert used == REQUESTS
+
+
+class _RecordedRounds(threading.Event):
+    """A stop event that records each wait instead of sleeping; ``then`` runs after each."""
+
+    def __init__(self, n: int, then: Callable[[int], None]) -> None:
+        super().__init__()
+        self.n, self.then = n, then
+        self.waits: list[float] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(float(timeout or 0))
+        self.then(len(self.waits))
+        if len(self.waits) == self.n:
+            self.set()
+        return self.is_set()
+
+
+def test_failing_rounds_back_off_with_jitter_and_a_success_resets_the_pace(
+    api: MemoryApi, tmp_path: Path
+) -> None:
+    raw = _env(tmp_path, "node-e", "10.0.0.5")
+    raw["CLIQUE_ID"] = ""
+    env = DaemonEnv.from_env(raw)
+    pod = object_path("Pod", DRIVER_NS, env.pod_name)
+
+    def create_pod_after_three_failures(rounds: int) -> None:
+        if rounds == 3:  # the pod appears: the next round's label patch succeeds
+            api.put_object(pod, {"metadata": {"name": env.pod_name, "namespace": DRIVER_NS}})
+
+    stop = _RecordedRounds(4, create_pod_after_three_failures)
+    DomainDaemon(env, api).run(stop, interval_s=1.0)
+    failed, after_success = stop.waits[:3], stop.waits[3]
+    for attempt, delay in enumerate(failed, start=1):
+        full = 2.0 ** (attempt - 1)
+        assert full * 0.8 <= delay <= full
+    assert after_success == 1.0
+    assert api.objects[pod]["metadata"]["labels"][CLIQUE_ID_POD_LABEL] == ""

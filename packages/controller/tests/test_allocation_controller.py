@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 import urllib.error
 import urllib.request
 from typing import Any
@@ -35,7 +36,8 @@ from dra_controller.allocation_controller.diagnosis import make_cluster
 from dra_controller.allocation_controller.events import EventPublisher, TokenBucket
 from dra_controller.allocation_controller.http import serve
 from dra_controller.allocation_controller.view import ClusterView
-from dra_kube_client.testing import MemoryApi
+from dra_kube_client import DelegatedAuth, ServingSecurity
+from dra_kube_client.testing import MemoryApi, Reviews
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -356,6 +358,47 @@ def test_http_endpoints() -> None:
         status, body = _get(f"{base}/metrics")
         assert status == 200
         assert "# TYPE kube_resourceclaim_pending gauge" in body.decode()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_metrics_over_https_need_an_allowed_token_and_probes_stay_open() -> None:
+    metrics = ControllerMetrics()
+    reviews = Reviews(
+        tokens={"prom": "prometheus", "user": "alice"}, allowed={("prometheus", "/metrics", "get")}
+    )
+    server = serve(
+        ("127.0.0.1", 0),
+        registry=metrics.registry,
+        ready=lambda: True,
+        tls=ServingSecurity().tls_context("127.0.0.1"),
+        auth=DelegatedAuth(reviews.transport()),
+    )
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+
+    def get(path: str, token: str | None = None) -> tuple[int, str]:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        request = urllib.request.Request(f"{base}{path}", headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=10, context=context) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as err:
+            with err:
+                return err.code, err.read().decode()
+
+    base = f"https://127.0.0.1:{server.server_address[1]}"
+    try:
+        assert get("/healthz") == (200, "ok\n")
+        assert get("/readyz")[0] == 200
+        unauthenticated, denied = get("/metrics"), get("/metrics", "user")
+        assert (unauthenticated[0], denied[0]) == (401, 403)
+        assert "kube_resourceclaim" not in unauthenticated[1] + denied[1]
+        status, body = get("/metrics", "prom")
+        assert status == 200
+        assert "# TYPE kube_resourceclaim_pending gauge" in body
     finally:
         server.shutdown()
         server.server_close()

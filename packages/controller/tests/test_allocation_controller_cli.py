@@ -111,7 +111,7 @@ def test_the_console_script_serves_metrics_takes_the_lease_and_posts_events(
     port = _free_port()
     proc = subprocess.Popen(
         [str(SCRIPT), f"--kubeconfig={kubeconfig}", f"--http-address=127.0.0.1:{port}",
-         "--lease-namespace=ns", "--identity=ctl-0"],
+         "--lease-namespace=ns", "--identity=ctl-0", "--metrics-insecure=true"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

@@ -40,3 +40,27 @@ def test_zero_delays_stay_zero() -> None:
 def test_settings_that_make_no_sequence_are_rejected(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="backoff"):
         Backoff(**kwargs)  # type: ignore[arg-type]
+
+
+def test_jittered_delays_stay_within_their_share_below_the_cap_with_real_randomness() -> None:
+    b = Backoff(initial_s=0.5, max_s=8.0, jitter=0.2)
+    for _round in range(50):
+        for attempt in range(1, 10):
+            delay = b.next_delay()
+            full = b.delay(attempt)
+            assert full * 0.8 <= delay <= full <= 8.0
+        b.reset()
+
+
+def test_reset_after_jittered_failures_starts_again_from_the_first_delay() -> None:
+    b = Backoff(initial_s=1.0, max_s=30.0, jitter=0.5, rand=lambda: 0.5)
+    assert [b.next_delay() for _ in range(3)] == [0.75, 1.5, 3.0]
+    b.reset()
+    assert (b.failures, b.next_delay(), b.failures) == (0, 0.75, 1)
+
+
+def test_a_pause_that_counts_no_failure_is_jittered_alone() -> None:
+    b = Backoff(initial_s=1.0, max_s=30.0, jitter=0.2, rand=lambda: 1.0)
+    assert b.jittered(30.0) == pytest.approx(24.0)
+    assert b.failures == 0
+    assert Backoff(jitter=0.0).jittered(7.0) == 7.0

@@ -113,16 +113,38 @@ def test_a_leader_that_cannot_renew_within_the_deadline_steps_down() -> None:
     assert el.step()  # its own lease: renewed, leading again
 
 
-def test_the_allocation_controllers_timings_keep_leading_through_the_lease_duration() -> None:
+def test_default_timings_stop_leading_before_another_candidate_may_take_over() -> None:
     api, clock, down = MemoryApi(), FakeClock(), [False]
-    timings = LeaseTimings(lease_duration_s=15, renew_deadline_s=15, retry_period_s=2)
+    timings = LeaseTimings()
+    assert (timings.lease_duration_s, timings.renew_deadline_s, timings.retry_period_s) == (
+        15.0,
+        10.0,
+        2.0,
+    )
     el = _elector(_down_after(api, down), "a", clock, timings)
     el.step()
     down[0] = True
-    clock.now += 10
-    within_lease = el.step()
-    clock.now += 10
-    assert (within_lease, el.step()) == (True, False)
+    clock.now += 9
+    within_deadline = el.step()
+    clock.now += 2  # 11 s: past the renew deadline, still within the 15 s lease
+    assert (within_deadline, el.step()) == (True, False)
+    other = _elector(api, "b", clock, timings)
+    assert not other.step()  # the Lease is not expired yet: nobody leads for 4 s
+    clock.now += 5
+    assert other.step()
+
+
+def test_a_round_that_hangs_does_not_keep_the_leader_leading_past_the_deadline() -> None:
+    api, clock = MemoryApi(), FakeClock()
+    el = _elector(api, "a", clock, LeaseTimings())
+    assert el.step()
+    # No round finishes (a request hangs); reading the state judges the deadline anyway.
+    clock.now += 9.5
+    states = [el.leading, el.is_leader()]
+    clock.now += 1
+    states += [el.leading, el.is_leader()]
+    assert states == [True, True, False, False]
+    assert el.step()  # a round that renews leads again
 
 
 def test_a_lost_compare_and_swap_is_a_failed_round_not_a_crash() -> None:
@@ -167,7 +189,9 @@ def test_run_competes_every_retry_period_until_stopped() -> None:
     assert [m for m, _ in api.requests] == ["GET", "POST", "GET", "PUT", "GET", "PUT"]
 
 
-@pytest.mark.parametrize(("lease", "renew", "retry"), [(10, 15, 2), (15, 10, 10), (15, 10, 0)])
+@pytest.mark.parametrize(
+    ("lease", "renew", "retry"), [(10, 15, 2), (15, 15, 2), (15, 10, 10), (15, 10, 0)]
+)
 def test_timings_a_leader_could_outlive_are_rejected(
     lease: float, renew: float, retry: float
 ) -> None:

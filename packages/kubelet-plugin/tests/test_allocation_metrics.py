@@ -48,7 +48,7 @@ def test_gpu_and_mig_devices_of_a_pod_carry_dcgm_join_labels(
     proc = PluginProcess(
         plugin_dirs,
         fake_gpus="1xA100-40GB:mig,1xA100-40GB",
-        extra=["--http-endpoint", f"127.0.0.1:{port}"],
+        extra=["--http-endpoint", f"127.0.0.1:{port}", "--metrics-insecure=true"],
     )
     proc.start()
     proc.stop()  # the first start wrote the fake GPUs' state; now add a MIG device to it

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from dra_kube_client import Backoff
 from dra_kubelet_core.health import HealthHub
 from dra_kubelet_plugin.device_taints import TAINT_GPU_LOST, TAINT_XID
 from dra_kubelet_plugin.health_monitor import HealthMonitor, mark_lost_gpus
@@ -69,7 +70,9 @@ def test_lost_gpu_is_tainted_and_backed_off_while_the_others_are_watched(
         await hub.set_devices(d.name for d in devices)
         await mark_lost_gpus(hub, devices)
         assert _taints(hub) == {"gpu-1": TAINT_GPU_LOST}
-        monitor = HealthMonitor(lib, hub, devices, backoff_base_s=0.01, backoff_cap_s=0.04)
+        monitor = HealthMonitor(
+            lib, hub, devices, backoff=lambda: Backoff(initial_s=0.01, max_s=0.04)
+        )
         assert await monitor.open() is False  # the lost GPU cannot be registered ...
         assert monitor.watched_gpus == {d.gpu.uuid for d in devices} - {lost}  # ... only it
 
@@ -85,8 +88,10 @@ def test_lost_gpu_is_tainted_and_backed_off_while_the_others_are_watched(
     asyncio.run(go())
     retries = _retries(caplog)
     assert {getattr(r, "gpu", None) for r in retries} == {lost}
-    delays = [getattr(r, "retry_in_s", None) for r in retries]
-    assert delays[:5] == [0.01, 0.02, 0.04, 0.04, 0.04]  # exponential, capped: no busy loop
+    delays = [float(getattr(r, "retry_in_s", 0)) for r in retries]
+    # Exponential, capped, jittered below each step: no busy loop.
+    for delay, full in zip(delays[:5], [0.01, 0.02, 0.04, 0.04, 0.04], strict=True):
+        assert full * 0.8 <= delay <= full
 
 
 def _retries(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
@@ -102,7 +107,9 @@ def test_gpu_lost_while_watched_gets_gpu_lost_and_the_others_keep_working(
     async def go() -> None:
         hub = HealthHub("n1")
         await hub.set_devices(d.name for d in devices)
-        monitor = HealthMonitor(lib, hub, devices, backoff_base_s=0.01, backoff_cap_s=0.04)
+        monitor = HealthMonitor(
+            lib, hub, devices, backoff=lambda: Backoff(initial_s=0.01, max_s=0.04)
+        )
         assert await monitor.open() is True
 
         async def body() -> None:

@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from dra_kube_client import Backoff
 from dra_kubelet_core._proto import dra_health_v1alpha1_pb2 as pb
 from dra_kubelet_core.errors import ConfigurationError
 from dra_kubelet_core.health import HealthHub, stream_status
@@ -16,7 +18,7 @@ from dra_kubelet_plugin.device_taints import TAINT_GPU_LOST, TAINT_UNMONITORED, 
 from dra_kubelet_plugin.health_monitor import (
     DEFAULT_IGNORED_XIDS,
     HealthMonitor,
-    backoff_delay,
+    health_backoff,
     parse_xid_list,
 )
 from dra_kubelet_plugin.inventory import NodeDevice, build_inventory
@@ -32,6 +34,10 @@ from dra_nvlib import (
 )
 
 SPEC = SliceSpec(driver_name="gpu.nvidia.com", node_name="n1")
+
+
+def _fast_backoff() -> Backoff:
+    return Backoff(initial_s=0.01, max_s=30.0)
 
 
 def _lib(tmp_path: Path, fleet: str) -> FakeDeviceLib:
@@ -83,8 +89,14 @@ def test_parse_xid_list() -> None:
     assert "'x9'" in str(err.value)
 
 
-def test_backoff_is_bounded() -> None:
-    assert [backoff_delay(n, cap_s=8) for n in range(1, 7)] == [1, 2, 4, 8, 8, 8]
+def test_each_gpu_backs_off_from_one_second_to_thirty_with_jitter_below_the_delay() -> None:
+    draws = iter([0.0, 0.999, 0.5, 0.0, 0.0, 0.0, 0.0])
+    backoff = replace(health_backoff(), rand=lambda: next(draws))
+    delays = [backoff.next_delay() for _ in range(7)]
+    assert delays[0] == 1.0
+    assert 1.6 < delays[1] <= 2.0
+    assert delays[2] == pytest.approx(4 * 0.9)
+    assert delays[3:] == [8.0, 16.0, 30.0, 30.0]
 
 
 def test_xid_on_one_mig_device_taints_only_that_device(tmp_path: Path) -> None:
@@ -175,7 +187,7 @@ def test_wait_error_is_logged_and_only_that_gpus_watch_recreated(
 
     async def go() -> None:
         hub = await _hub(devices)
-        monitor = HealthMonitor(lib, hub, devices, backoff_base_s=0.01)
+        monitor = HealthMonitor(lib, hub, devices, backoff=_fast_backoff)
 
         async def body() -> None:
             # The other GPU is watched (and taints) while the bad one fails.
@@ -219,7 +231,7 @@ def test_devices_unmonitored_while_the_event_set_cannot_be_created(
     async def go() -> None:
         hub = await _hub(devices)
         await hub.mark_unhealthy("gpu-1", message="XID 48", taint_key=TAINT_XID, taint_value="48")
-        monitor = HealthMonitor(lib, hub, devices, backoff_base_s=0.01)
+        monitor = HealthMonitor(lib, hub, devices, backoff=_fast_backoff)
         assert await monitor.open() is False
         # The XID taint stays (more specific); the other device's health is unknown.
         assert _taints(hub) == {"gpu-0": TAINT_UNMONITORED, "gpu-1": TAINT_XID}

@@ -275,7 +275,13 @@ def test_plugin_process_exports_nvidias_series(
     port = _free_port()
     proc = PluginProcess(
         plugin_dirs,
-        extra=["--http-endpoint", f"127.0.0.1:{port}", "--metrics-path", "/metrics"],
+        extra=[
+            "--http-endpoint",
+            f"127.0.0.1:{port}",
+            "--metrics-path",
+            "/metrics",
+            "--metrics-insecure=true",
+        ],
     )
     proc.start()
     try:

@@ -58,7 +58,9 @@ def test_metrics_endpoint_counts_requests_devices_and_errors_and_logs_name_the_c
     plugin_dirs: PluginDirs, reference: ReferenceProtos
 ) -> None:
     port = free_port()
-    proc = PluginProcess(plugin_dirs, extra=["--http-endpoint", f"127.0.0.1:{port}"])
+    proc = PluginProcess(
+        plugin_dirs, extra=["--http-endpoint", f"127.0.0.1:{port}", "--metrics-insecure=true"]
+    )
     proc.start()
     try:
         claim = make_claim(name="metered", namespace="team-a", devices=["gpu-0", "gpu-1"])

@@ -33,6 +33,7 @@ and prepares daemon and channel claims (dra-compute-domain-kubelet-plugin).
   {{- if .Values.kubeletPlugin.metrics.enabled }}
   - "--http-endpoint={{ .Values.kubeletPlugin.metrics.computeDomainHttpEndpoint }}"
   - "--metrics-path={{ .Values.kubeletPlugin.metrics.metricsPath }}"
+  - "--metrics-insecure={{ .Values.kubeletPlugin.metrics.insecure }}"
   {{- end }}
   - "-v={{ .Values.logVerbosity }}"
   env:

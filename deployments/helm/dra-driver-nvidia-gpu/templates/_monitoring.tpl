@@ -87,3 +87,18 @@ Monitoring:
   - kube-prometheus-stack selects ServiceMonitors, PodMonitors and PrometheusRules by its release label: set monitoring.labels.release=<its release name>.
 {{- end }}
 {{- end }}
+
+{{/* The scrape settings of a monitor endpoint: https with the scraper's token unless insecure. */}}
+{{- define "dra-driver-nvidia-gpu.secureScrape" -}}
+{{- if not .insecure }}
+scheme: https
+tlsConfig:
+  # The endpoints' certificates are self-signed at start (or given): encryption, no pinning.
+  insecureSkipVerify: true
+authorization:
+  type: Bearer
+  credentials:
+    name: {{ printf "%s-metrics-reader" (include "dra-driver-nvidia-gpu.fullname" .root) | trunc 63 | trimSuffix "-" }}-token
+    key: token
+{{- end }}
+{{- end }}

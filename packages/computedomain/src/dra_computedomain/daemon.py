@@ -12,7 +12,7 @@ import threading
 from typing import Any, Final
 
 from dra_api_types import ComputeDomainClique, ComputeDomainDaemonInfo
-from dra_kube_client import JsonTransport, KubeApiError
+from dra_kube_client import Backoff, JsonTransport, KubeApiError
 
 from .api_paths import Permission, collection_path, object_path
 from .clique import deregister, dns_mapping, register
@@ -224,12 +224,22 @@ class DomainDaemon:
                 "node": self.env.node_name,
             },
         )
+        # A failing API server is retried with the workspace's jittered backoff (from the
+        # round interval up to 30 s), so a fleet of daemons does not hammer it in lockstep.
+        backoff = Backoff(initial_s=interval_s, max_s=max(interval_s, 30.0))
         try:
             while not stop.is_set():
                 try:
                     self.step()
                 except KubeApiError as exc:
-                    log.warning("step failed", extra={"event": "step_failed", "error": str(exc)})
+                    delay = backoff.next_delay()
+                    log.warning(
+                        "step failed",
+                        extra={"event": "step_failed", "error": str(exc), "retry_in_s": delay},
+                    )
+                    stop.wait(delay)
+                    continue
+                backoff.reset()
                 stop.wait(interval_s)
         finally:
             self.imex.stop()

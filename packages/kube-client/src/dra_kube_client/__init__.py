@@ -5,17 +5,28 @@ client's connection handling (kubeconfig or in-cluster service account, TLS, bea
 components depend on the :class:`JsonTransport` protocol, which the in-memory API server of
 :mod:`dra_kube_client.testing` also implements. The plumbing every component shares lives
 here too: :class:`Backoff` (:mod:`.backoff`, the one retry rule) and :class:`LeaderElector`
-(:mod:`.leader`, Lease leader election with client-go's three timings).
+(:mod:`.leader`, Lease leader election with client-go's three timings), and secure serving of
+``/metrics`` (:mod:`.secure_serving`: HTTPS, TokenReview and SubjectAccessReview through
+:class:`DelegatedAuth`, :mod:`.delegated_auth`).
 """
 
 from dra_kube_client.backoff import Backoff
+from dra_kube_client.delegated_auth import Decision, DelegatedAuth
 from dra_kube_client.errors import KubeApiError, KubeClientError, KubeConfigError
 from dra_kube_client.leader import LeaderElector, LeaseTimings
 from dra_kube_client.paths import path_segment
+from dra_kube_client.secure_serving import (
+    ServingSecurity,
+    TlsFilesError,
+    admit,
+    start_http_server,
+)
 from dra_kube_client.transport import JsonTransport, KubeTransport, status_fields
 
 __all__ = [
     "Backoff",
+    "Decision",
+    "DelegatedAuth",
     "JsonTransport",
     "KubeApiError",
     "KubeClientError",
@@ -23,6 +34,10 @@ __all__ = [
     "KubeTransport",
     "LeaderElector",
     "LeaseTimings",
+    "ServingSecurity",
+    "TlsFilesError",
+    "admit",
     "path_segment",
+    "start_http_server",
     "status_fields",
 ]

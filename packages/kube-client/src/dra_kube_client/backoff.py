@@ -1,10 +1,10 @@
 """Bounded, jittered exponential backoff between failed attempts.
 
 One rule for every retry loop of the workspace (informers, slice publishing, kubelet
-registration, health watches, claim retries): the n-th delay after consecutive failures is
-``initial_s * factor**(n-1)``, capped at ``max_s``, then shortened by up to ``jitter`` of itself
-so that many replicas (or informers) do not retry in lockstep. Jittering downwards keeps every
-delay within the cap. A success resets the count.
+registration, health watches, claim retries, the domain daemon's rounds): the n-th delay after
+consecutive failures is ``initial_s * factor**(n-1)``, capped at ``max_s``, then shortened by up
+to ``jitter`` of itself so that many replicas (or informers) do not retry in lockstep.
+Jittering downwards keeps every delay within the cap. A success resets the count.
 """
 
 from __future__ import annotations
@@ -58,9 +58,13 @@ class Backoff:
     def next_delay(self) -> float:
         """The delay before the next attempt, after one more failure."""
         self._failures += 1
-        delay = self.delay(self._failures)
+        return self.jittered(self.delay(self._failures))
+
+    def jittered(self, seconds: float) -> float:
+        """``seconds`` shortened by up to ``jitter`` of itself (never longer, never negative);
+        for pauses that count no failure (a watch that ended early, an API not served)."""
         # Jitter keeps many controllers (or informers, or nodes) from retrying in lockstep.
-        return delay * (1 - self.jitter * self.rand()) if self.jitter else delay
+        return seconds * (1 - self.jitter * self.rand()) if self.jitter else seconds
 
     def reset(self) -> None:
         """Start again from ``initial_s`` (after a success)."""

@@ -6,7 +6,10 @@ Three durations (:class:`LeaseTimings`), as client-go names them:
   taking the Lease over (the value written as ``leaseDurationSeconds``);
 * renew deadline: a leader that has not renewed for this long stops leading (and competes
   again); a round that fails (the API server unreachable, a 409 because another candidate
-  wrote first) only counts against the deadline;
+  wrote first) only counts against the deadline. It must be shorter than the lease duration:
+  the old leader has stopped before any candidate may take the Lease over. :attr:`leading`
+  judges the deadline when read, so a round that hangs (a request that never returns) does
+  not keep a leader leading past it;
 * retry period: the time between rounds, for leader and followers alike.
 
 A leader that finds the Lease held (and not expired) by another candidate has lost it and
@@ -48,9 +51,11 @@ class LeaseTimings:
 
     def __post_init__(self) -> None:
         """Reject timings under which a leader could outlive its Lease or never renew."""
-        if not 0 < self.retry_period_s < self.renew_deadline_s <= self.lease_duration_s:
+        # Strictly below the lease (as client-go requires): with deadline == lease, a leader
+        # cut off from the API server still leads at the moment another takes the Lease over.
+        if not 0 < self.retry_period_s < self.renew_deadline_s < self.lease_duration_s:
             raise ValueError(
-                "leader election needs 0 < retry period < renew deadline <= lease duration "
+                "leader election needs 0 < retry period < renew deadline < lease duration "
                 f"(got {self.retry_period_s}s, {self.renew_deadline_s}s, "
                 f"{self.lease_duration_s}s)"
             )
@@ -103,7 +108,7 @@ def decide(
 
 class LeaderElector:
     """Holds (or waits for) the Lease ``namespace/name``; :attr:`leading` says whether this
-    candidate leads.
+    candidate leads (and renewed within the renew deadline).
 
     ``wall_clock`` stamps and judges ``renewTime`` (other candidates read it);
     ``monotonic`` measures the renew deadline. Tests pass one fake clock for both.
@@ -131,8 +136,20 @@ class LeaderElector:
         self.wall_clock = wall_clock
         self.monotonic = monotonic
         self.on_change = on_change
-        self.leading = False
+        self._leading = False
         self._last_renew: float | None = None
+
+    @property
+    def leading(self) -> bool:
+        """Whether this candidate leads: it won the last round it finished and renewed the
+        Lease less than the renew deadline ago (judged now, so a hung round cannot extend it)."""
+        return self._leading and self._within_deadline()
+
+    def _within_deadline(self) -> bool:
+        return (
+            self._last_renew is not None
+            and self.monotonic() - self._last_renew < self.timings.renew_deadline_s
+        )
 
     def try_acquire_or_renew(self) -> bool:
         """One round: create, renew or take over the Lease; False while another holds it.
@@ -183,11 +200,7 @@ class LeaderElector:
                 f"lease {self.namespace}/{self.name}: {exc}",
                 extra={"event": "lease_error", "error": str(exc), "identity": self.identity},
             )
-            within_deadline = (
-                self._last_renew is not None
-                and self.monotonic() - self._last_renew < self.timings.renew_deadline_s
-            )
-            self._set(self.leading and within_deadline)
+            self._set(self.leading)
             return self.leading
         if held:
             self._last_renew = self.monotonic()
@@ -205,8 +218,8 @@ class LeaderElector:
             stop.wait(self.timings.retry_period_s)
 
     def _set(self, leading: bool) -> None:
-        if leading != self.leading:
-            self.leading = leading
+        if leading != self._leading:
+            self._leading = leading
             log.info(
                 "leading" if leading else "not leading",
                 extra={"event": "leader_changed", "leading": leading, "identity": self.identity},

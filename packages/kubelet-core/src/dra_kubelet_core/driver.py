@@ -42,6 +42,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Protocol, TypeVar
 
 from dra_api_types import ResourceClaim
+from dra_kube_client import Backoff
 
 from dra_kubelet_core.allocated import AllocatedDevice
 from dra_kubelet_core.allocation_info import DeviceIdentity
@@ -205,8 +206,9 @@ class PrepareContext:
 class RetryPolicy:
     """Retry a prepare that failed with a retryable claim error, within the kubelet's deadline.
 
-    Attempt ``n + 1`` starts ``backoff_s[0] * 2**n`` seconds (at most ``backoff_s[1]``) after
-    attempt ``n`` failed, while it would start before ``deadline_s`` from the first; each
+    Attempt ``n + 1`` starts ``backoff_s[0] * 2**n`` seconds (at most ``backoff_s[1]``, less up
+    to a fifth of it: the workspace's jittered :class:`~dra_kube_client.Backoff`) after attempt
+    ``n`` failed, while it would start before ``deadline_s`` from the first; each
     attempt plans and commits anew. ``retry_in_use``: a
     :class:`~dra_kubelet_core.errors.DeviceInUseError` is retried too (the device's other
     claim is about to be unprepared).
@@ -215,6 +217,10 @@ class RetryPolicy:
     deadline_s: float = 40.0
     backoff_s: tuple[float, float] = (0.25, 3.0)
     retry_in_use: bool = False
+
+    def backoff(self) -> Backoff:
+        """A fresh delay sequence for one claim's retries."""
+        return Backoff(initial_s=self.backoff_s[0], max_s=self.backoff_s[1])
 
     def retries(self, exc: ClaimError) -> bool:
         """Whether ``exc`` may go away by waiting."""

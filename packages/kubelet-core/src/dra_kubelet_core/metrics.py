@@ -16,6 +16,7 @@ Two families, both always exported:
 
 from __future__ import annotations
 
+import ssl
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from http import HTTPStatus
 from http.server import ThreadingHTTPServer
 from typing import Final
 
+from dra_kube_client import DelegatedAuth, admit, start_http_server
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import MetricsHandler
@@ -222,10 +224,21 @@ class PluginMetrics:
 
 
 def serve_metrics(
-    registry: CollectorRegistry, host: str, port: int, path: str = "/metrics"
+    registry: CollectorRegistry,
+    host: str,
+    port: int,
+    path: str = "/metrics",
+    *,
+    tls: ssl.SSLContext | None = None,
+    auth: DelegatedAuth | None = None,
 ) -> ThreadingHTTPServer:
-    """Start serving ``registry`` at ``http://host:port/path`` (other paths: 404) in a thread;
-    call ``shutdown()`` on the result to stop. Port 0 picks a free port."""
+    """Start serving ``registry`` at ``host:port/path`` (other paths: 404) in a thread; call
+    ``shutdown()`` on the result to stop. Port 0 picks a free port.
+
+    HTTPS with ``tls``; with ``auth`` every request is authenticated and authorized first
+    (401/403, :func:`dra_kube_client.admit`). Both None: plain HTTP to anyone, which only
+    ``--metrics-insecure=true`` asks for.
+    """
     wanted = "/" + path.strip("/")
 
     class _Handler(MetricsHandler):
@@ -233,11 +246,9 @@ def serve_metrics(
             if self.path.split("?", 1)[0] != wanted:
                 self.send_error(HTTPStatus.NOT_FOUND, f"metrics are served at {wanted}")
                 return
+            if not admit(self, auth):
+                return
             super().do_GET()
 
     _Handler.registry = registry
-
-    server = ThreadingHTTPServer((host, port), _Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
-    return server
+    return start_http_server((host, port), _Handler, tls=tls, name="metrics-http")

@@ -67,7 +67,7 @@ class RegistrationServer:
         self.last_error = ""
         self._server: grpc.aio.Server | None = None
         self._bound: SocketIdentity | None = None
-        self._retry = Backoff(initial_s=retry_initial_s, max_s=retry_max_s, jitter=0.0)
+        self._retry = Backoff(initial_s=retry_initial_s, max_s=retry_max_s)
         self._retry_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:

@@ -31,7 +31,15 @@ from typing import Any
 
 import grpc
 import grpc.aio
-from dra_kube_client import KubeApiError, KubeConfigError, KubeTransport, path_segment
+from dra_kube_client import (
+    DelegatedAuth,
+    KubeApiError,
+    KubeConfigError,
+    KubeTransport,
+    ServingSecurity,
+    TlsFilesError,
+    path_segment,
+)
 
 from dra_kubelet_core.cdi_store import CDIStore
 from dra_kubelet_core.checkpoint import CheckpointStore, read_boot_id
@@ -267,8 +275,27 @@ class PluginRunner:
             self.on_stop(self.healthcheck.stop)
         if s.http_endpoint:
             host, _, port = s.http_endpoint.rpartition(":")
+            host = host or "0.0.0.0"
+            auth = None
+            if not s.metrics_insecure:
+                if self.transport is None:
+                    raise ConfigurationError(
+                        "--metrics-insecure",
+                        "secure metrics review tokens with the API server; without one "
+                        "(--claims-directory) set --metrics-insecure=true",
+                    )
+                auth = DelegatedAuth(self.transport)
+            security = ServingSecurity(
+                insecure=s.metrics_insecure,
+                cert_file=s.metrics_tls_cert_file,
+                key_file=s.metrics_tls_key_file,
+            )
+            try:
+                tls = security.tls_context(host)
+            except TlsFilesError as exc:
+                raise ConfigurationError("--metrics-tls-cert-file", str(exc)) from exc
             http_server = serve_metrics(
-                self.metrics.registry, host or "0.0.0.0", int(port), s.metrics_path
+                self.metrics.registry, host, int(port), s.metrics_path, tls=tls, auth=auth
             )
             self.on_stop(http_server.shutdown)
 

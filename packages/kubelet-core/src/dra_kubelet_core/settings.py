@@ -41,6 +41,10 @@ class CommonSettings:
     healthcheck_port: int = -1
     http_endpoint: str = ""
     metrics_path: str = "/metrics"
+    #: Plain HTTP, nobody checked: only when asked (``--metrics-insecure=true``).
+    metrics_insecure: bool = False
+    metrics_tls_cert_file: str = ""
+    metrics_tls_key_file: str = ""
     kubeconfig: str = ""
     verbosity: int = 0
     pod_uid: str = ""
@@ -92,6 +96,26 @@ def common_flags(driver_name: str) -> dict[str, Flag]:
             "METRICS_PATH",
             "/metrics",
             "HTTP path of the metrics on --http-endpoint",
+        ),
+        (
+            "--metrics-insecure",
+            "METRICS_INSECURE",
+            "false",
+            "true: serve --http-endpoint as plain HTTP to anyone; false: HTTPS, and the metrics "
+            "only to bearer tokens the API server authenticates (TokenReview) and allows to get "
+            "the metrics path (SubjectAccessReview)",
+        ),
+        (
+            "--metrics-tls-cert-file",
+            "METRICS_TLS_CERT_FILE",
+            "",
+            "PEM certificate of the HTTPS metrics endpoint; empty: self-signed at start",
+        ),
+        (
+            "--metrics-tls-key-file",
+            "METRICS_TLS_KEY_FILE",
+            "",
+            "PEM key of --metrics-tls-cert-file",
         ),
         ("--kubeconfig", "KUBECONFIG", "", "kubeconfig file; in-cluster config when empty"),
         ("--pod-uid", "POD_UID", "", "this pod's UID: enables rolling-update socket names"),
@@ -167,6 +191,13 @@ def common_settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
         raise ConfigurationError("--healthcheck-port", f"{port} is not a port (or -1)")
     if args.http_endpoint and ":" not in args.http_endpoint:
         raise ConfigurationError("--http-endpoint", f"{args.http_endpoint!r} is not host:port")
+    insecure = str(args.metrics_insecure).lower()
+    if insecure not in ("true", "false"):
+        raise ConfigurationError("--metrics-insecure", f"{insecure!r} is not true or false")
+    if bool(args.metrics_tls_cert_file) != bool(args.metrics_tls_key_file):
+        raise ConfigurationError(
+            "--metrics-tls-cert-file", "give it with --metrics-tls-key-file (both or neither)"
+        )
     interval = parse_seconds(args.stale_claim_cleanup_interval, "--stale-claim-cleanup-interval")
     paths = {
         "--cdi-root": args.cdi_root,
@@ -184,6 +215,9 @@ def common_settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "healthcheck_port": port,
         "http_endpoint": args.http_endpoint,
         "metrics_path": "/" + args.metrics_path.strip("/"),
+        "metrics_insecure": insecure == "true",
+        "metrics_tls_cert_file": args.metrics_tls_cert_file,
+        "metrics_tls_key_file": args.metrics_tls_key_file,
         "kubeconfig": args.kubeconfig,
         "verbosity": args.verbosity,
         "pod_uid": args.pod_uid,

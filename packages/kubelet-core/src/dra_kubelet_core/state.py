@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Generic
 
-from dra_kube_client import Backoff, KubeApiError
+from dra_kube_client import KubeApiError
 
 from dra_kubelet_core.allocated import allocated_devices
 from dra_kubelet_core.allocation_info import reserved_pods
@@ -299,7 +299,8 @@ class ClaimEngine(Generic[PlanT]):
 
         1. the claim's generation is read from the hooks (0 without);
         2. one attempt plans and commits the claim (:meth:`prepare_once`);
-        3. on an error the policy retries, the engine waits the backoff (doubling, capped);
+        3. on an error the policy retries, the engine waits the backoff (doubling, capped,
+           jittered);
         4. if an unprepare changed the generation meanwhile, the loop stops; else step 2.
 
         Raises:
@@ -312,7 +313,7 @@ class ClaimEngine(Generic[PlanT]):
             return await self.prepare_once(ref)
         generation = self._generation(ref.uid)
         deadline = time.monotonic() + policy.deadline_s
-        backoff = Backoff(initial_s=policy.backoff_s[0], max_s=policy.backoff_s[1], jitter=0.0)
+        backoff = policy.backoff()
         while True:
             try:
                 return await self.prepare_once(ref)

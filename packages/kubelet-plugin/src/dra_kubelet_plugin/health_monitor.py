@@ -52,7 +52,6 @@ __all__ = [
     "DEFAULT_IGNORED_XIDS",
     "XIDS_TO_IGNORE_FLAG",
     "HealthMonitor",
-    "backoff_delay",
     "mark_lost_gpus",
     "parse_xid_list",
     "taint_for",
@@ -90,10 +89,9 @@ def parse_xid_list(text: str, *, setting: str = XIDS_TO_IGNORE_FLAG) -> frozense
     return frozenset(xids)
 
 
-def backoff_delay(attempt: int, *, base_s: float = 1.0, cap_s: float = 30.0) -> float:
-    """Seconds to wait before retry ``attempt`` (1, 2, ...): doubling from ``base_s``, at most
-    ``cap_s``."""
-    return Backoff(initial_s=base_s, max_s=cap_s, jitter=0.0).delay(attempt)
+def health_backoff() -> Backoff:
+    """One GPU's retry delays: 1 s doubling to 30 s, jittered (the workspace's one rule)."""
+    return Backoff(initial_s=1.0, max_s=30.0)
 
 
 def taint_for(
@@ -141,20 +139,19 @@ class HealthMonitor:
         *,
         additional_ignored_xids: Collection[int] = (),
         xid_recovery_s: float | None = None,
-        backoff_base_s: float = 1.0,
-        backoff_cap_s: float = 30.0,
+        backoff: Callable[[], Backoff] = health_backoff,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """Watch the GPUs behind ``devices``; ignore NVIDIA's default XIDs plus
-        ``additional_ignored_xids``; see the module docs for ``xid_recovery_s``."""
+        ``additional_ignored_xids``; see the module docs for ``xid_recovery_s``. ``backoff``
+        makes each GPU's own retry delays."""
         self._lib = lib
         self._hub = hub
         self._by_gpu: dict[str, list[NodeDevice]] = {}
         self.set_devices(devices)
         self._ignored = DEFAULT_IGNORED_XIDS | frozenset(additional_ignored_xids)
         self._recovery_s = xid_recovery_s
-        self._backoff_base_s = backoff_base_s
-        self._backoff_cap_s = backoff_cap_s
+        self._backoff = backoff
         self._clock = clock
         self._last_event: dict[str, float] = {}
         self._unmonitored: set[str] = set()
@@ -249,20 +246,19 @@ class HealthMonitor:
 
     async def _watch_gpu(self, uuid: str) -> None:
         """One GPU's loop: open, wait, handle; on errors back off (this GPU only)."""
-        attempt = 0
+        backoff = self._backoff()
         try:
             while not self._stop.is_set() and uuid in self._by_gpu:
                 watch = self._watches.get(uuid)
                 if watch is None:
                     if not await self._open_gpu(uuid):
-                        attempt += 1
-                        delay = self._delay(attempt)
+                        delay = backoff.next_delay()
                         log.debug(
                             "GPU health watch not open; retrying",
                             extra={
                                 "event": "health_watch_retry",
                                 "gpu": uuid,
-                                "attempt": attempt,
+                                "attempt": backoff.failures,
                                 "retry_in_s": delay,
                             },
                         )
@@ -271,17 +267,17 @@ class HealthMonitor:
                 try:
                     event = await self._call(watch.wait, _WAIT_S)
                 except Exception as exc:  # any failure: log, re-create, never end silently
-                    attempt += 1
-                    await self._wait_failed(uuid, exc, attempt)
+                    await self._wait_failed(uuid, exc, backoff)
                     continue
-                attempt = 0  # only a wait that worked resets the backoff
+                backoff.reset()  # only a wait that worked resets the backoff
                 if event is not None:
                     await self.handle(event)
         finally:
             await self._close_watch(uuid)
 
-    async def _wait_failed(self, uuid: str, exc: Exception, attempt: int) -> None:
-        delay = self._delay(attempt)
+    async def _wait_failed(self, uuid: str, exc: Exception, backoff: Backoff) -> None:
+        delay = backoff.next_delay()
+        attempt = backoff.failures
         lost = isinstance(exc, GpuLostError)
         extra = {
             "event": "health_watch_gpu_lost" if lost else "health_watch_error",
@@ -302,9 +298,6 @@ class HealthMonitor:
             await self.handle(HealthEvent(HealthEventKind.GPU_LOST, uuid, description=str(exc)))
         await self._close_watch(uuid)
         await self._pause(delay)
-
-    def _delay(self, attempt: int) -> float:
-        return backoff_delay(attempt, base_s=self._backoff_base_s, cap_s=self._backoff_cap_s)
 
     async def _close_watch(self, uuid: str) -> None:
         watch = self._watches.pop(uuid, None)

@@ -118,6 +118,9 @@ _FLAGS: Sequence[Flag] = (
     _COMMON["--healthcheck-port"],
     _COMMON["--http-endpoint"],
     _COMMON["--metrics-path"],
+    _COMMON["--metrics-insecure"],
+    _COMMON["--metrics-tls-cert-file"],
+    _COMMON["--metrics-tls-key-file"],
     (
         "--feature-gates",
         "FEATURE_GATES",

@@ -12,7 +12,15 @@ from collections.abc import Sequence
 from types import FrameType
 
 from dra_allocator.features import Features
-from dra_kube_client import KubeConfigError, KubeTransport, LeaderElector, LeaseTimings
+from dra_kube_client import (
+    DelegatedAuth,
+    KubeConfigError,
+    KubeTransport,
+    LeaderElector,
+    LeaseTimings,
+    ServingSecurity,
+    TlsFilesError,
+)
 from dra_kube_client.informers.shared import SharedInformers
 
 from . import logs
@@ -36,6 +44,24 @@ def _parser() -> argparse.ArgumentParser:
         "--http-address",
         default=env("HTTP_ADDRESS", "0.0.0.0:8080"),
         help="HOST:PORT of /healthz, /readyz and /metrics (default 0.0.0.0:8080)",
+    )
+    p.add_argument(
+        "--metrics-insecure",
+        default=env("METRICS_INSECURE", "false"),
+        choices=["true", "false"],
+        help="true: plain HTTP, /metrics to anyone; false (default): HTTPS, /metrics only to "
+        "bearer tokens the API server authenticates (TokenReview) and allows to get /metrics "
+        "(SubjectAccessReview)",
+    )
+    p.add_argument(
+        "--metrics-tls-cert-file",
+        default=env("METRICS_TLS_CERT_FILE", ""),
+        help="PEM certificate of the HTTPS port; empty: self-signed at start",
+    )
+    p.add_argument(
+        "--metrics-tls-key-file",
+        default=env("METRICS_TLS_KEY_FILE", ""),
+        help="PEM key of --metrics-tls-cert-file",
     )
     p.add_argument("--leader-elect", default=env("LEADER_ELECT", "true"), choices=["true", "false"])
     p.add_argument("--lease-namespace", default=env("POD_NAMESPACE", "default"))
@@ -97,8 +123,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             namespace=args.lease_namespace,
             name=args.lease_name,
             identity=args.identity,
-            # A leader that cannot renew for the whole lease duration steps down.
-            timings=LeaseTimings(lease_duration_s=15, renew_deadline_s=15, retry_period_s=2),
+            # client-go's defaults (lease 15 s, renew deadline 10 s, retry 2 s): a leader that
+            # cannot renew for 10 s stops leading 5 s before another candidate may take over.
+            timings=LeaseTimings(),
             on_change=lambda leading: metrics.leader.set(1 if leading else 0),
         )
     else:
@@ -120,13 +147,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         features=Features(),
         settings=Settings(resync_s=args.resync_period),
     )
+    address = _address(args.http_address)
+    insecure = args.metrics_insecure == "true"
+    try:
+        security = ServingSecurity(
+            insecure=insecure,
+            cert_file=args.metrics_tls_cert_file,
+            key_file=args.metrics_tls_key_file,
+        )
+        tls = security.tls_context(address[0])
+    except TlsFilesError as exc:
+        log.error(str(exc), extra={"event": "config_error"})
+        return 2
     server = serve(
-        _address(args.http_address),
+        address,
         registry=metrics.registry,
         ready=lambda: informers.synced() and controller.reconciled.is_set(),
+        tls=tls,
+        auth=None if insecure else DelegatedAuth(transport),
     )
     log.info(
-        f"serving on {args.http_address}",
+        f"serving on {'http' if insecure else 'https'}://{args.http_address}",
         extra={"event": "started", "identity": args.identity, "leader_elect": args.leader_elect},
     )
     informers.start(stop)

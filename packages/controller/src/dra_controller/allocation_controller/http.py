@@ -1,13 +1,20 @@
-"""``/healthz``, ``/readyz`` and ``/metrics`` on one plain HTTP port."""
+"""``/healthz``, ``/readyz`` and ``/metrics`` on one port.
+
+HTTPS by default, where ``/metrics`` (which names every claim) is answered only to bearer
+tokens the API server authenticates and allows to ``get`` it
+(:func:`dra_kube_client.admit`); the probes stay open, as the kube components' always-allowed
+``/healthz`` and ``/readyz``. Plain HTTP to anyone only with ``--metrics-insecure=true``.
+"""
 
 from __future__ import annotations
 
-import threading
+import ssl
 from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from dra_kube_client import DelegatedAuth, admit, start_http_server
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 
@@ -16,13 +23,20 @@ def serve(
     *,
     registry: CollectorRegistry,
     ready: Callable[[], bool],
+    tls: ssl.SSLContext | None = None,
+    auth: DelegatedAuth | None = None,
 ) -> ThreadingHTTPServer:
-    """Start serving on a daemon thread; return the server (``server_address`` has the port)."""
+    """Start serving on a daemon thread; return the server (``server_address`` has the port).
+
+    HTTPS with ``tls``; with ``auth``, ``/metrics`` needs an allowed bearer token.
+    """
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
+                if not admit(self, auth):
+                    return
                 self._reply(HTTPStatus.OK, generate_latest(registry), CONTENT_TYPE_LATEST)
             elif path == "/healthz":
                 self._reply(HTTPStatus.OK, b"ok\n", "text/plain")
@@ -43,7 +57,4 @@ def serve(
         def log_message(self, format: str, *args: Any) -> None:
             """Scrapes and probes are not logged (one line each would flood the log)."""
 
-    server = ThreadingHTTPServer(address, Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
-    return server
+    return start_http_server(address, Handler, tls=tls, name="http")

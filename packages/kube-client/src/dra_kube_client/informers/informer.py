@@ -200,7 +200,7 @@ class Informer:
                     # The stream ended without moving the version on (not even a bookmark):
                     # pause before the next one, as client-go does after a "very short
                     # watch", rather than spin on a server or proxy that closes idle watches.
-                    stop.wait(self.backoff.delay(1))
+                    stop.wait(self.backoff.jittered(self.backoff.delay(1)))
             except WatchExpiredError as exc:
                 self.stats.relists_gone += 1
                 self.stats.watch_restarts += 1
@@ -224,7 +224,7 @@ class Informer:
                             extra={"event": "informer_not_served", "kind": self.resource.kind},
                         )
                     version = None
-                    stop.wait(self.backoff.max_s)
+                    stop.wait(self.backoff.jittered(self.backoff.max_s))
                     continue
                 self.stats.errors += 1
                 self.stats.watch_restarts += 1
