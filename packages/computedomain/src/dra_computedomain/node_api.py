@@ -16,7 +16,7 @@ from dra_kube_client import JsonTransport, KubeApiError
 from .api_paths import Permission, collection_path, node_path, object_path
 from .names import COMPUTE_DOMAIN_LABEL, GPU_CLIQUE_LABEL, clique_object_name
 
-__all__ = ["REQUESTS", "NodeApi"]
+__all__ = ["NODE_LABELS", "REQUESTS", "NodeApi"]
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +29,9 @@ REQUESTS: Final[frozenset[Permission]] = frozenset(
         ("", "nodes", "patch"),
     }
 )
+#: The Node label keys the plugin writes, and all it may change on its Node: the chart's admission
+#: policy (``validatingadmissionpolicy-nodes.yaml``) denies the plugin any other change.
+NODE_LABELS: Final[frozenset[str]] = frozenset({COMPUTE_DOMAIN_LABEL, GPU_CLIQUE_LABEL})
 _LABEL_PATH: Final = "/metadata/labels/" + COMPUTE_DOMAIN_LABEL.replace("/", "~1")
 
 
