@@ -42,7 +42,8 @@ class NodeApi:
         """Cliques are read from ``driver_namespace``."""
         self._transport = transport
         self.node_name = node_name
-        self._namespace = driver_namespace
+        #: where the controller runs the domain daemons (their claims and cliques live there)
+        self.driver_namespace = driver_namespace
 
     def domain(self, uid: str) -> ComputeDomain | None:
         """The ComputeDomain with ``uid``, or None."""
@@ -55,7 +56,7 @@ class NodeApi:
     def cliques(self, domain_uid: str, clique_id: str) -> list[ComputeDomainClique]:
         """This node's clique object of the domain (none yet: empty)."""
         name = clique_object_name(domain_uid, clique_id)
-        path = object_path("ComputeDomainClique", self._namespace, name)
+        path = object_path("ComputeDomainClique", self.driver_namespace, name)
         try:
             return [ComputeDomainClique.from_dict(self._transport.request("GET", path))]
         except KubeApiError as exc:
