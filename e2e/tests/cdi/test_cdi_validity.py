@@ -251,7 +251,9 @@ class _Claims:
         return self.claims.get((namespace, name))
 
 
-def _cd_claim(domain_uid: str, *, uid: str, device: str, mode: str = "") -> ResourceClaim:
+def _cd_claim(
+    domain_uid: str, *, uid: str, device: str, namespace: str, mode: str = ""
+) -> ResourceClaim:
     kind = "ComputeDomainChannelConfig" if device == "channel-0" else "ComputeDomainDaemonConfig"
     parameters: dict[str, Any] = {"apiVersion": API, "kind": kind, "domainID": domain_uid}
     if mode:
@@ -260,7 +262,7 @@ def _cd_claim(domain_uid: str, *, uid: str, device: str, mode: str = "") -> Reso
     config = {"source": "FromClaim", "opaque": {"driver": CD_DRIVER, "parameters": parameters}}
     return ResourceClaim.from_dict(
         {
-            "metadata": {"name": f"c-{uid}", "namespace": "team-a", "uid": uid},
+            "metadata": {"name": f"c-{uid}", "namespace": namespace, "uid": uid},
             "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "x"}}]}},
             "status": {"allocation": {"devices": {"results": [result], "config": [config]}}},
         }
@@ -342,9 +344,11 @@ def test_compute_domain_specs_are_valid_with_and_without_fabric(
     async def go() -> None:
         await engine.start()
         for claim_uid, device, mode in wanted:
-            claim = _cd_claim(uid, uid=claim_uid, device=device, mode=mode)
-            claims.claims[("team-a", f"c-{claim_uid}")] = claim
-            ref = ClaimRef(namespace="team-a", name=f"c-{claim_uid}", uid=claim_uid)
+            # The daemon's claim lives in the driver namespace, a workload's in the domain's.
+            namespace = DRIVER_NS if device == "daemon-0" else "team-a"
+            claim = _cd_claim(uid, uid=claim_uid, device=device, namespace=namespace, mode=mode)
+            claims.claims[(namespace, f"c-{claim_uid}")] = claim
+            ref = ClaimRef(namespace=namespace, name=f"c-{claim_uid}", uid=claim_uid)
             prepared = await engine.prepare(ref)
             ids = injected[claim_uid] = [i for d in prepared for i in d.cdi_device_ids]
             spec = tmp_path / "cdi" / CDI_KIND.spec_file_name(claim_uid)

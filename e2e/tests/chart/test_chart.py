@@ -85,6 +85,15 @@ def _plugin(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     return found[0]
 
 
+def _slice_policy(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    """The ResourceSlice admission policy (or its binding) of ``kind`` (the Node policy is
+    tested with it in test_chart_admission_policies.py)."""
+    (found,) = [
+        o for o in _kind(objects, kind) if o["metadata"]["name"].endswith("-resourceslices")
+    ]
+    return found
+
+
 def _pod_spec(objects: list[dict[str, Any]]) -> dict[str, Any]:
     return dict(_one(objects, "DaemonSet")["spec"]["template"]["spec"])
 
@@ -422,7 +431,7 @@ def test_compute_domain_classes_when_enabled(render: Render) -> None:
     assert sorted(classes) == sorted(GPU_CLASSES + CD_CLASSES)
     channel = classes["compute-domain-default-channel.nvidia.com"]["spec"]["selectors"][0]
     assert "device.attributes['compute-domain.nvidia.com'].id == 0" in channel["cel"]["expression"]
-    vap = _one(objects, "ValidatingAdmissionPolicy")
+    vap = _slice_policy(objects, "ValidatingAdmissionPolicy")
     drivers = vap["spec"]["validations"][2]["expression"]
     assert '["gpu.nvidia.com","compute-domain.nvidia.com"]' in drivers
 
@@ -475,8 +484,8 @@ def test_rbac_is_least_privilege(render: Render) -> None:
 
 def test_admission_policy_confines_the_plugin_to_its_node(render: Render) -> None:
     objects = render({"allocationController.enabled": "false"})
-    vap = _one(objects, "ValidatingAdmissionPolicy")
-    binding = _one(objects, "ValidatingAdmissionPolicyBinding")
+    vap = _slice_policy(objects, "ValidatingAdmissionPolicy")
+    binding = _slice_policy(objects, "ValidatingAdmissionPolicyBinding")
     sa = _plugin(objects, "ServiceAccount")["metadata"]["name"]
     assert binding["spec"]["policyName"] == vap["metadata"]["name"]
     assert binding["spec"]["validationActions"] == ["Deny"]

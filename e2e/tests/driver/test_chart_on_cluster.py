@@ -3,13 +3,15 @@
 * The kubelet plugin's own credentials (a token bound to its pod, so it carries the node name
   as the kubelet-plugin pod really has it) may write its node's ResourceSlices, but creating,
   replacing and deleting another node's slice is refused by the chart's admission policy; RBAC
-  refuses what the plugin never does (patch, get by name, claims beyond get).
+  refuses what the plugin never does (patch, get by name, claims beyond get). Its
+  ``nodes: patch`` cannot change a label or annotation of its Node other than its own labels.
 * The chart's init container, run by the kubelet from the rendered DaemonSet, waits for a driver
   root without the driver, with the hint in its log, and lets the pod start once it appears.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -187,6 +189,36 @@ def test_credentials_without_a_node_are_refused(driver: Driver) -> None:
         assert "credentials carry no node name" in err.value.stderr
     finally:
         driver.cluster.kubectl("delete", "resourceslice", name, "--ignore-not-found")
+
+
+NODE_DENIAL = "the kubelet plugin may only change the label(s) resource.nvidia.com/computeDomain"
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (["label", "e2e-foreign-label=1"], "metadata.labels e2e-foreign-label"),
+        (["annotate", "e2e-foreign-annotation=1"], "metadata.annotations"),
+    ],
+)
+def test_the_plugin_may_not_change_other_fields_of_its_node(
+    driver: Driver, plugin_identity: ClusterHandle, change: list[str], field: str
+) -> None:
+    node = _plugin_pod(driver)["spec"]["nodeName"]
+    verb, assignment = change
+    key = assignment.split("=")[0]
+    try:
+        with pytest.raises(KubectlError) as err:
+            plugin_identity.kubectl(verb, "node", node, assignment)
+        assert NODE_DENIAL in err.value.stderr
+        assert f"not {field}" in err.value.stderr
+        meta = driver.cluster.kubectl_json("get", "node", node)["metadata"]
+        assert key not in (meta.get("labels") or {})
+        assert key not in (meta.get("annotations") or {})
+    finally:
+        # Only if the policy let it through: the admin takes it off again.
+        with contextlib.suppress(KubectlError):
+            driver.cluster.kubectl(verb, "node", node, f"{key}-")
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,10 @@ from dra_computedomain.channel_prepare import (
     daemon_edits,
     daemon_ready_on,
     decide_channel,
+    decide_daemon,
 )
 from dra_computedomain.errors import (
+    DaemonNamespaceError,
     DaemonNotReadyError,
     DomainDeletingError,
     DomainNotFoundError,
@@ -86,6 +88,27 @@ def test_namespace_mismatch_is_permanent_and_names_both() -> None:
     assert "team-b" in str(decision.error)
     assert "team-a/cd1" in str(decision.error)
     assert not decision.label_node
+
+
+def test_daemon_claim_in_the_driver_namespace_goes_ahead() -> None:
+    assert decide_daemon("dra/d", namespace="dra", driver_namespace="dra", domain_uid="u") is None
+
+
+@pytest.mark.parametrize("namespace", ["team-a", "team-b"], ids=["domains-own", "another"])
+def test_daemon_claim_outside_the_driver_namespace_is_refused(namespace: str) -> None:
+    # Even the domain's own namespace: the controller puts daemon claims in the driver's.
+    error = decide_daemon(
+        f"{namespace}/stolen", namespace=namespace, driver_namespace="dra", domain_uid="cd-a"
+    )
+    assert isinstance(error, DaemonNamespaceError)
+    assert isinstance(error, NamespaceMismatchError)
+    assert error.permanent
+    assert (error.claim, error.field) == (f"{namespace}/stolen", "metadata.namespace")
+    assert (error.namespace, error.driver_namespace) == (namespace, "dra")
+    assert str(error) == (
+        f"claim {namespace}/stolen: namespace {namespace!r} is not the driver namespace 'dra'; "
+        "only the driver's daemon pods may claim the IMEX daemon of ComputeDomain cd-a"
+    )
 
 
 def test_second_domain_on_a_node_is_refused() -> None:

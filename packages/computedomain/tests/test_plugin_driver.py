@@ -335,7 +335,8 @@ def test_unprepare_during_a_waiting_prepare_stops_it(
 
 def test_daemon_prepare_and_restart_recovery(api: MemoryApi, setup: tuple[Plugin, str]) -> None:
     plugin, uid = setup
-    plugin.run(plugin.engine.prepare(plugin.add(_claim(uid, device="daemon-0", uid="d-1"))))
+    daemon = _claim(uid, device="daemon-0", uid="d-1", namespace=DRIVER_NS)
+    plugin.run(plugin.engine.prepare(plugin.add(daemon)))
     env = _spec(plugin, "d-1")["devices"][0]["containerEdits"]["env"]
     assert f"COMPUTE_DOMAIN_UUID={uid}" in env
     assert f"CLIQUE_ID={CLIQUE}" in env
@@ -348,6 +349,35 @@ def test_daemon_prepare_and_restart_recovery(api: MemoryApi, setup: tuple[Plugin
     assert _label(api) == uid
     plugin.run(plugin.engine.unprepare(ClaimRef("team-a", "c-claim-1", "claim-1")))
     assert _label(api) is None
+
+
+@pytest.mark.parametrize("namespace", ["team-a", "team-b"], ids=["domains-own", "another"])
+def test_daemon_claim_outside_the_driver_namespace_is_refused_per_claim(
+    api: MemoryApi, setup: tuple[Plugin, str], namespace: str
+) -> None:
+    # Another namespace must not mount the domain's IMEX config (nor its own: the controller
+    # creates daemon claims in the driver namespace only).
+    plugin, uid = setup
+    stolen = plugin.add(_claim(uid, device="daemon-0", uid="d-x", namespace=namespace))
+    api.requests.clear()
+    with pytest.raises(ClaimError) as err:
+        plugin.run(plugin.engine.prepare(stolen))
+    assert not err.value.retryable
+    assert err.value.reason == "DaemonNamespace"
+    assert err.value.field == "metadata.namespace"
+    assert err.value.claim == stolen
+    assert f"c-d-x: namespace {namespace!r} is not the driver namespace {DRIVER_NS!r}" in str(
+        err.value
+    )
+    assert not (plugin.tmp / "domains" / uid).exists()
+    assert not (plugin.tmp / "cdi" / CDI_KIND.spec_file_name("d-x")).exists()
+    assert plugin.run(plugin.engine.prepared_claims()) == {}
+    # Refused before the domain is looked up: the claim learns nothing of it.
+    assert not [p for _, p in api.requests if "computedomains" in p]
+    # The driver's own daemon claim of the same domain still prepares.
+    own = plugin.add(_claim(uid, device="daemon-0", uid="d-1", namespace=DRIVER_NS))
+    plugin.run(plugin.engine.prepare(own))
+    assert (plugin.tmp / "domains" / uid).is_dir()
 
 
 def test_restart_removes_a_label_no_claim_holds(api: MemoryApi, setup: tuple[Plugin, str]) -> None:
@@ -499,7 +529,9 @@ def test_channel_on_a_node_without_a_clique_names_no_cdi_device(
         assert not (tmp_path / "cdi" / CDI_KIND.spec_file_name("claim-1")).exists()
         assert _label(api) == uid
         daemon = plugin.run(
-            plugin.engine.prepare(plugin.add(_claim(uid, device="daemon-0", uid="d-1")))
+            plugin.engine.prepare(
+                plugin.add(_claim(uid, device="daemon-0", uid="d-1", namespace=DRIVER_NS))
+            )
         )
         assert [d.cdi_device_ids for d in daemon] == [(CDI_KIND.device_id("d-1", "daemon-0"),)]
         assert "CLIQUE_ID=" in _spec(plugin, "d-1")["devices"][0]["containerEdits"]["env"]

@@ -19,6 +19,7 @@ from dra_kubelet_plugin.backend import (
 )
 from dra_kubelet_plugin.container_edits import FakeEdits, NvmlEdits
 from dra_kubelet_plugin.settings import Settings, build_parser, settings_from_args
+from dra_kubelet_plugin.vfio_host_nodes import VfioHostNodes
 from dra_nvlib import DeviceLibConfig, FakeDeviceLib, open_device_lib
 from dra_sharing import FakeMpsLauncher, NvidiaMpsLauncher
 
@@ -74,6 +75,8 @@ def test_nvml_settings_pick_the_real_parts_without_touching_hardware(
         "--nvidia-driver-root=/run/nvidia/driver",
         "--container-driver-root=/driver-root",
         f"--dev-root={tmp_path / 'dev'}",
+        f"--vfio-dir={tmp_path / 'vfio'}",
+        f"--sysfs-root={tmp_path / 'sys'}",
     )
     config = device_lib_config(settings)
     assert (config.backend, config.driver_root) == ("nvml", Path("/driver-root"))
@@ -83,8 +86,9 @@ def test_nvml_settings_pick_the_real_parts_without_touching_hardware(
     assert backend.lib is fake_lib
     assert isinstance(backend.edits, NvmlEdits)
     assert isinstance(backend.mps_launcher, NvidiaMpsLauncher)
-    assert isinstance(backend.host, HostDeviceNodes)
-    assert backend.host.dev_root == tmp_path / "dev"
+    # VFIO nodes are looked for in the host's /dev/vfio alone, not below --dev-root.
+    assert isinstance(backend.host, VfioHostNodes)
+    assert (backend.host.vfio_dir, backend.host.sysfs_root) == (tmp_path / "vfio", tmp_path / "sys")
 
 
 def test_printing_slices_without_a_state_file_creates_no_kubelet_directory(

@@ -6,8 +6,11 @@ node label), and this domain's daemon on the node is Ready. (That no other claim
 the node's channel, NVIDIA #641, is the plugin core's double-preparation guard.) The node
 label is set before the readiness check: it is what brings the domain's daemon to the node.
 
-A **daemon** claim (the domain daemon pod's) gets the domain's identity and the node's clique
-ID as environment variables and the per-domain config directory at ``/imexd``.
+A **daemon** claim (the domain daemon pod's) must live in the driver namespace, where the
+controller creates the daemons and their claim template (a claim in any other namespace is
+refused: it would mount the domain's IMEX config into a foreign pod); it gets the domain's
+identity and the node's clique ID as environment variables and the per-domain config directory
+at ``/imexd``.
 
 Two domains in one clique (NVIDIA #892) stay apart: readiness is read from the clique object
 of *this* domain (``<domainUID>.<cliqueID>``), never from another domain's daemons.
@@ -24,6 +27,7 @@ from dra_kubelet_core.host_devices import HostDevices
 
 from .channel_nodes import CHANNEL_DIR, channel_minors, channel_path
 from .errors import (
+    DaemonNamespaceError,
     DaemonNotReadyError,
     DomainDeletingError,
     DomainNotFoundError,
@@ -43,6 +47,7 @@ __all__ = [
     "daemon_edits",
     "daemon_ready_on",
     "decide_channel",
+    "decide_daemon",
 ]
 
 IMEX_CONFIG_MOUNT = "/imexd"
@@ -149,6 +154,18 @@ def decide_channel(
             ),
         )
     return ChannelDecision(label, None)
+
+
+def decide_daemon(
+    claim_ref: str, *, namespace: str, driver_namespace: str, domain_uid: str
+) -> PrepareError | None:
+    """The check of a daemon prepare, before the domain is looked up (a foreign namespace
+    learns nothing about the domain): the claim must be in the driver namespace."""
+    if namespace != driver_namespace:
+        return DaemonNamespaceError(
+            claim_ref, namespace=namespace, driver_namespace=driver_namespace, domain=domain_uid
+        )
+    return None
 
 
 def channel_edits(mode: str, clique_id: str, *, host: HostDevices) -> ContainerEdits:

@@ -9,6 +9,7 @@ __all__ = [
     "CliqueIdError",
     "ComputeDomainError",
     "DaemonEnvironmentError",
+    "DaemonNamespaceError",
     "DaemonNotReadyError",
     "DomainDeletingError",
     "DomainNotFoundError",
@@ -79,6 +80,8 @@ class PrepareError(ComputeDomainError):
     """
 
     permanent = False
+    #: the claim's field at fault, where one is (e.g. ``metadata.namespace``)
+    field: str | None = None
 
     def __init__(self, claim: str, message: str) -> None:
         super().__init__(f"claim {claim}: {message}")
@@ -99,6 +102,23 @@ class NamespaceMismatchError(PrepareError):
     """A channel claim lives in another namespace than its ComputeDomain."""
 
     permanent = True
+    field = "metadata.namespace"
+
+
+class DaemonNamespaceError(NamespaceMismatchError):
+    """A daemon claim lives outside the driver namespace, where the controller creates every
+    domain daemon and its claim: a claim elsewhere would mount the domain's IMEX config into
+    another namespace's pod."""
+
+    def __init__(self, claim: str, *, namespace: str, driver_namespace: str, domain: str) -> None:
+        super().__init__(
+            claim,
+            f"namespace {namespace!r} is not the driver namespace "
+            f"{driver_namespace!r}; only the driver's daemon pods may claim the IMEX daemon "
+            f"of ComputeDomain {domain}",
+        )
+        self.namespace = namespace
+        self.driver_namespace = driver_namespace
 
 
 class NodeTakenError(PrepareError):

@@ -18,7 +18,7 @@ from .api_paths import Permission, node_path, object_path
 from .domain_cache import DomainCache
 from .names import COMPUTE_DOMAIN_LABEL, GPU_CLIQUE_LABEL, clique_object_name
 
-__all__ = ["REQUESTS", "NodeApi"]
+__all__ = ["NODE_LABELS", "REQUESTS", "NodeApi"]
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +32,9 @@ REQUESTS: Final[frozenset[Permission]] = frozenset(
         ("", "nodes", "patch"),
     }
 )
+#: The Node label keys the plugin writes, and all it may change on its Node: the chart's admission
+#: policy (``validatingadmissionpolicy-nodes.yaml``) denies the plugin any other change.
+NODE_LABELS: Final[frozenset[str]] = frozenset({COMPUTE_DOMAIN_LABEL, GPU_CLIQUE_LABEL})
 _LABEL_PATH: Final = "/metadata/labels/" + COMPUTE_DOMAIN_LABEL.replace("/", "~1")
 
 
@@ -51,7 +54,8 @@ class NodeApi:
         self._transport = transport
         self.domains = domains
         self.node_name = node_name
-        self._namespace = driver_namespace
+        #: where the controller runs the domain daemons (their claims and cliques live there)
+        self.driver_namespace = driver_namespace
 
     def domain(self, uid: str) -> ComputeDomain | None:
         """The ComputeDomain with ``uid``, or None (a cache lookup, see :class:`DomainCache`).
@@ -64,7 +68,7 @@ class NodeApi:
     def cliques(self, domain_uid: str, clique_id: str) -> list[ComputeDomainClique]:
         """This node's clique object of the domain (none yet: empty)."""
         name = clique_object_name(domain_uid, clique_id)
-        path = object_path("ComputeDomainClique", self._namespace, name)
+        path = object_path("ComputeDomainClique", self.driver_namespace, name)
         try:
             return [ComputeDomainClique.from_dict(self._transport.request("GET", path))]
         except KubeApiError as exc:

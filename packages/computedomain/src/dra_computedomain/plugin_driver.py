@@ -65,6 +65,7 @@ from .channel_prepare import (
     daemon_edits,
     daemon_ready_on,
     decide_channel,
+    decide_daemon,
 )
 from .claim_devices import CHANNEL_DEVICE, DAEMON_DEVICE, slice_devices
 from .errors import ChannelDeviceError, DomainNotFoundError, HostImexNotReadyError, PrepareError
@@ -135,7 +136,8 @@ class _ClaimWaiting(ClaimNotReadyError):
 
 
 def _claim_error(ref: ClaimRef, exc: PrepareError) -> ClaimError:
-    err: ClaimError = (_ClaimFailed if exc.permanent else _ClaimWaiting)(ref, str(exc))
+    kind = _ClaimFailed if exc.permanent else _ClaimWaiting
+    err: ClaimError = kind(ref, str(exc), field=exc.field)
     err.reason = type(exc).__name__.removesuffix("Error")
     return err
 
@@ -336,6 +338,14 @@ class ComputeDomainDriver:
 
     async def _daemon(self, ref: ClaimRef, state: Mapping[str, Any]) -> ContainerEdits:
         domain_uid = str(state["domainUID"])
+        refused = decide_daemon(
+            f"{ref.namespace}/{ref.name}",
+            namespace=ref.namespace,
+            driver_namespace=self.api.driver_namespace,
+            domain_uid=domain_uid,
+        )
+        if refused is not None:
+            raise refused
         domain = await asyncio.to_thread(self.api.domain, domain_uid)
         if domain is None:
             raise DomainNotFoundError(str(ref), f"no ComputeDomain with UID {domain_uid}")

@@ -10,7 +10,7 @@ part               ``nvml`` (real GPUs)             ``fake`` (simulated fleet)
 ``lib``            NVML                             the fake fleet's state file
 ``edits``          :class:`NvmlEdits`               :class:`FakeEdits`
 ``mps_launcher``   :class:`NvidiaMpsLauncher`       :class:`FakeMpsLauncher`
-``host``           :class:`HostDeviceNodes`         :class:`StandInDeviceNodes`
+``host``           :class:`VfioHostNodes`           :class:`StandInDeviceNodes`
 =================  ===============================  ===============================
 
 Nothing below takes a "fake" flag: the parts behave as their backend does.
@@ -20,13 +20,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from dra_kubelet_core.host_devices import HostDeviceNodes, HostDevices, StandInDeviceNodes
+from dra_kubelet_core.host_devices import HostDevices, StandInDeviceNodes
 from dra_nvlib import DeviceLib, DeviceLibConfig, FakeStateStoreKind, open_device_lib
 from dra_sharing import FakeMpsLauncher, MpsLauncher, NvidiaMpsLauncher
 
 from dra_kubelet_plugin.container_edits import EditsProvider, FakeEdits, NvmlEdits
 from dra_kubelet_plugin.driver_files import driver_tool, nvml_library_at
 from dra_kubelet_plugin.settings import Settings
+from dra_kubelet_plugin.vfio_host_nodes import VfioHostNodes
 
 __all__ = [
     "GpuBackend",
@@ -120,7 +121,7 @@ def backend_parts(settings: Settings, lib: DeviceLib) -> GpuBackend:
             cdi_hook_path=settings.nvidia_cdi_hook_path,
         ),
         mps_launcher=NvidiaMpsLauncher(driver_tool(root, "nvidia-cuda-mps-control")),
-        host=HostDeviceNodes(settings.dev_root),
+        host=VfioHostNodes(vfio_dir=settings.vfio_dir, sysfs_root=settings.sysfs_root),
     )
 
 

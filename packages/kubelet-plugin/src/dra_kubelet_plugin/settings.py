@@ -43,6 +43,7 @@ class Settings(CommonSettings):
     container_driver_root: Path | None = None
     nvidia_cdi_hook_path: str | None = None
     dev_root: Path = Path("/")
+    vfio_dir: Path = Path("/dev/vfio")
     sysfs_root: Path = Path("/sys")
     proc_root: Path = Path("/proc")
     device_backend: str = "nvml"
@@ -95,6 +96,12 @@ _FLAGS: Sequence[Flag] = (
         "host path of nvidia-cdi-hook named in CDI hooks (default: found below the driver root)",
     ),
     ("--dev-root", "DEV_ROOT", "/", "where this process sees the host's /dev (node checks)"),
+    (
+        "--vfio-dir",
+        "VFIO_DIR",
+        "/dev/vfio",
+        "where this process sees the host's /dev/vfio (passthrough VFIO nodes)",
+    ),
     (
         "--sysfs-root",
         "SYSFS_ROOT",
@@ -224,6 +231,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     paths = {
         "--nvidia-driver-root": args.nvidia_driver_root,
         "--dev-root": args.dev_root,
+        "--vfio-dir": args.vfio_dir,
         "--sysfs-root": args.sysfs_root,
         "--proc-root": args.proc_root,
         "--container-driver-root": args.container_driver_root or "/",
@@ -240,6 +248,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         ),
         nvidia_cdi_hook_path=args.nvidia_cdi_hook_path or None,
         dev_root=Path(args.dev_root),
+        vfio_dir=Path(args.vfio_dir),
         sysfs_root=Path(args.sysfs_root),
         proc_root=Path(args.proc_root),
         device_backend=args.device_backend,
