@@ -199,11 +199,16 @@ PINNED_LIMITS = [
 
 @pytest.mark.parametrize(("uuids", "default", "per_device", "expected"), PINNED_LIMITS)
 def test_pinned_memory_limits_as_nvidias_table(
-    uuids: list[str], default: str | None, per_device: dict[str, str], expected: dict[str, str] | str
+    uuids: list[str],
+    default: str | None,
+    per_device: dict[str, str],
+    expected: dict[str, str] | str,
 ) -> None:
     mps = MpsConfig(
         default_pinned_device_memory_limit=Quantity.parse(default) if default else None,
-        default_per_device_pinned_memory_limit={k: Quantity.parse(v) for k, v in per_device.items()},
+        default_per_device_pinned_memory_limit={
+            k: Quantity.parse(v) for k, v in per_device.items()
+        },
     )
     if isinstance(expected, str):
         with pytest.raises(ValidationError, match=expected):

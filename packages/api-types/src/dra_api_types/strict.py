@@ -48,7 +48,9 @@ def pod_unknown_fields(spec: Mapping[str, Any], path: str) -> list[StrictFieldEr
     its ``resourceClaims`` entries and its containers' ``resources``."""
     errors: list[StrictFieldError] = []
     for i, entry in _items(spec.get("resourceClaims")):
-        errors += model_unknown_fields(entry, core_v1.PodResourceClaim, f"{path}.resourceClaims[{i}]")
+        errors += model_unknown_fields(
+            entry, core_v1.PodResourceClaim, f"{path}.resourceClaims[{i}]"
+        )
     for group in core_v1.CONTAINER_GROUPS:
         for i, container in _items(spec.get(group)):
             resources = container.get("resources")
