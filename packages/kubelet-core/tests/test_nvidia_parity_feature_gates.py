@@ -108,7 +108,7 @@ def test_values_are_read_as_component_base_reads_them(text: str, on: bool) -> No
     ],
 )
 def test_what_component_base_refuses_is_refused(text: str) -> None:
-    with pytest.raises(ConfigurationError, match="^--feature-gates: "):
+    with pytest.raises(ConfigurationError, match=r"^--feature-gates: "):
         parse_feature_gates(text)
 
 
