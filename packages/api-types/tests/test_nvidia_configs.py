@@ -71,11 +71,15 @@ def test_mps_demo_config() -> None:
 
 
 def test_gpu_config_defaults_like_the_driver() -> None:
+    # NVIDIA's Normalize at main: a GpuConfig without sharing stays without sharing.
     normalized = GpuConfig().normalize()
-    assert normalized.to_dict() == {
-        "apiVersion": AV,
-        "kind": "GpuConfig",
-        "sharing": {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Default"}},
+    assert normalized.to_dict() == {"apiVersion": AV, "kind": "GpuConfig"}
+    time_sliced = decode_opaque_config(
+        {"apiVersion": AV, "kind": "GpuConfig", "sharing": {"strategy": "TimeSlicing"}}
+    )
+    assert time_sliced.normalize().to_dict()["sharing"] == {
+        "strategy": "TimeSlicing",
+        "timeSlicingConfig": {"interval": "Default"},
     }
     mps = decode_opaque_config(
         {"apiVersion": AV, "kind": "GpuConfig", "sharing": {"strategy": "MPS"}}
@@ -104,7 +108,7 @@ def test_time_slice_interval_values() -> None:
 def test_mig_and_vfio_and_compute_domain_configs() -> None:
     mig = decode_opaque_config({"apiVersion": AV, "kind": "MigDeviceConfig"})
     assert isinstance(mig, MigDeviceConfig)
-    assert mig.normalize().to_dict()["sharing"] == {"strategy": "TimeSlicing"}
+    assert "sharing" not in mig.normalize().to_dict()
     with pytest.raises(ValidationError) as raised:
         decode_opaque_config(
             {

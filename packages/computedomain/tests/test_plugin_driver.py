@@ -32,6 +32,7 @@ from dra_computedomain.names import COMPUTE_DOMAIN_LABEL, GPU_CLIQUE_LABEL
 from dra_computedomain.node_api import REQUESTS, NodeApi
 from dra_computedomain.plugin_driver import (
     CDI_KIND,
+    NO_CLIQUE_REASON,
     RETRY,
     ComputeDomainDriver,
     compute_domain_slices,
@@ -132,6 +133,7 @@ class Plugin:
             channel_nodes=self.channel_nodes or ChannelNodes(StandInDeviceNodes()),
             host_imex=self.host_imex,
         )
+        self.events = LogEventRecorder(NODE)
         self.engine = ClaimEngine(
             driver=self.driver,
             retry=replace(RETRY, deadline_s=10, backoff_s=(0.02, 0.05)),
@@ -142,7 +144,7 @@ class Plugin:
             cdi=CDIStore(self.tmp / "cdi", kind=CDI_KIND),
             lock=NodeLock(self.tmp / "lock"),
             boot_id="boot",
-            events=LogEventRecorder(NODE),
+            events=self.events,
             metrics=PluginMetrics(),
         )
 
@@ -526,6 +528,12 @@ def test_channel_on_a_node_without_a_clique_names_no_cdi_device(
         channel = plugin.add(_claim(uid))
         devices = plugin.run(plugin.engine.prepare(channel))
         assert [(d.device_name, d.cdi_device_ids) for d in devices] == [("channel-0", ())]
+        # The prepare succeeds, so the kubelet posts nothing: the claim's event says why.
+        (event,) = plugin.events.claim_recorded
+        assert event[0] == channel
+        assert event[1] == NO_CLIQUE_REASON
+        assert str(channel) in event[2]
+        assert f"node {NODE} has no NVLink clique" in event[2]
         assert not (tmp_path / "cdi" / CDI_KIND.spec_file_name("claim-1")).exists()
         assert _label(api) == uid
         daemon = plugin.run(

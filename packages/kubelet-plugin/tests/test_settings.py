@@ -253,13 +253,11 @@ def test_nvidias_gate_rules_are_enforced(gates: str, message: str) -> None:
         parse(["--node-name", "n", "--feature-gates", gates])
 
 
-def test_dynamic_mig_with_nvml_health_checks_is_accepted_as_by_nvidia() -> None:
-    # NVIDIA's ValidateFeatureGates (main) has no rule between these two.
-    settings = parse(
-        ["--node-name", "n", "--feature-gates", "DynamicMIG=true,NVMLDeviceHealthCheck=true"]
-    )
-    assert settings.feature_gates["DynamicMIG"]
-    assert settings.feature_gates["NVMLDeviceHealthCheck"]
+def test_dynamic_mig_with_nvml_health_checks_is_refused_as_by_nvidia() -> None:
+    # NVIDIA's ValidateFeatureGates (main, and its TestValidateFeatureGates table): "feature
+    # gate DynamicMIG is currently mutually exclusive with NVMLDeviceHealthCheck".
+    with pytest.raises(ConfigurationError, match="DynamicMIG and NVMLDeviceHealthCheck cannot"):
+        parse(["--node-name", "n", "--feature-gates", "DynamicMIG=true,NVMLDeviceHealthCheck=true"])
 
 
 @pytest.mark.parametrize(

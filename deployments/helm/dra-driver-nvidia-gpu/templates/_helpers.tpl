@@ -135,6 +135,7 @@ a chart test keeps all three equal.
 "rules": [
   {"gate": "ComputeDomainCliques", "kind": "requires", "other": "IMEXDaemonsWithDNSNames"},
   {"gate": "DynamicMIG", "kind": "excludes", "other": "PassthroughSupport"},
+  {"gate": "DynamicMIG", "kind": "excludes", "other": "NVMLDeviceHealthCheck"},
   {"gate": "DynamicMIG", "kind": "excludes", "other": "MPSSupport"},
   {"gate": "PassthroughSupport", "kind": "excludes", "other": "NVMLDeviceHealthCheck"},
   {"gate": "DeviceMetadata", "kind": "requires", "other": "PassthroughSupport"}

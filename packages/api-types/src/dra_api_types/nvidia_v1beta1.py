@@ -26,6 +26,7 @@ from pydantic import Field
 
 from ._model import ApiModel, ApiObject, StrictApiModel, apply_validation
 from .errors import ObjectRef, UnknownKindError, ValidationError
+from .field_walk import StrictFieldError, model_unknown_fields
 from .meta_v1 import ListMeta, ObjectMeta
 from .quantity import Quantity
 
@@ -268,7 +269,7 @@ class _OpaqueConfig(StrictApiModel):
 
 
 class GpuConfig(_OpaqueConfig):
-    """Configuration of full GPUs (``sharing``); default is time-slicing, Default interval."""
+    """Configuration of full GPUs (``sharing``); without ``sharing`` a GPU is not shared."""
 
     KIND: ClassVar[str] = "GpuConfig"
 
@@ -280,8 +281,9 @@ class GpuConfig(_OpaqueConfig):
             self.sharing.validate_config("sharing")
 
     def _fill_defaults(self) -> None:
+        # NVIDIA's Normalize (main): no sharing stays no sharing.
         if self.sharing is None:
-            self.sharing = GpuSharing(strategy=TIME_SLICING)
+            return
         if self.sharing.strategy == TIME_SLICING and self.sharing.time_slicing_config is None:
             self.sharing.time_slicing_config = TimeSlicingConfig(interval="Default")
         elif (
@@ -294,7 +296,7 @@ class GpuConfig(_OpaqueConfig):
 
 
 class MigDeviceConfig(_OpaqueConfig):
-    """Configuration of MIG devices (``sharing``); default is time-slicing."""
+    """Configuration of MIG devices (``sharing``); without ``sharing`` a device is not shared."""
 
     KIND: ClassVar[str] = "MigDeviceConfig"
 
@@ -307,7 +309,7 @@ class MigDeviceConfig(_OpaqueConfig):
 
     def _fill_defaults(self) -> None:
         if self.sharing is None:
-            self.sharing = MigDeviceSharing(strategy=TIME_SLICING)
+            return
         if self.sharing.strategy == MPS and self.sharing.mps_config is None:
             self.sharing.mps_config = MpsConfig()
 
@@ -392,9 +394,14 @@ OPAQUE_KINDS: Final[dict[str, type[_OpaqueConfig]]] = {
 def decode_opaque_config(parameters: Mapping[str, Any], *, validate: bool = True) -> OpaqueConfig:
     """Decode ``opaque.parameters`` into the typed config its apiVersion/kind names.
 
-    Strict, as NVIDIA's driver decodes them: an unknown apiVersion, kind or field raises
-    :class:`~dra_api_types.errors.ValidationError` naming it. With ``validate=True`` (the
-    default) the config's own rules are checked too. The config is not normalized.
+    Strict and case-sensitive, as NVIDIA's driver decodes them (apimachinery's strict JSON
+    serializer): an unknown apiVersion, kind or field raises
+    :class:`~dra_api_types.errors.ValidationError` naming it, the config's kind and the
+    field's full path; a key that differs from a field's JSON name only in case
+    (``mps_config``, ``Sharing``) is unknown too. With ``validate=True`` (the default) the
+    config's rules are checked as NVIDIA's driver checks them: on the config with its
+    defaults filled in (``iommu: {}`` passes, its backend policy defaulted). The returned
+    config is the one written, not normalized.
     """
     if not isinstance(parameters, Mapping):
         raise _fail("", f"opaque parameters must be an object, got {type(parameters).__name__}")
@@ -408,12 +415,16 @@ def decode_opaque_config(parameters: Mapping[str, Any], *, validate: bool = True
     if cls is None:
         known = ", ".join(sorted(OPAQUE_KINDS))
         raise UnknownKindError("kind", f"unknown kind {kind!r} in {API_VERSION} (known: {known})")
+    ref = ObjectRef(kind=cls.KIND, api_version=API_VERSION)
+    unknown = model_unknown_fields(parameters, cls)
+    if unknown:
+        raise _unknown_field(unknown[0], ref)
     config = cls.from_dict(parameters)
     if validate:
         try:
-            config.validate()
+            config.normalize().validate()
         except ValidationError as exc:
-            raise exc.with_object(ObjectRef(kind=cls.KIND, api_version=API_VERSION)) from None
+            raise exc.with_object(ref) from None
     assert isinstance(
         config,
         GpuConfig
@@ -423,6 +434,17 @@ def decode_opaque_config(parameters: Mapping[str, Any], *, validate: bool = True
         | ComputeDomainDaemonConfig,
     )
     return config
+
+
+def _unknown_field(error: StrictFieldError, ref: ObjectRef) -> ValidationError:
+    """The error for a field NVIDIA's case-sensitive strict decoder does not know, worded as
+    the package words unknown fields (the path names where it is)."""
+    parent, _, name = error.path.rpartition(".")
+    message = f"unknown field {name!r}"
+    if error.meant is not None:
+        meant = error.meant.removeprefix(f"{parent}.") if parent else error.meant
+        message += f" (did you mean {meant!r}?)"
+    return ValidationError(error.path, message, object_ref=ref)
 
 
 # ---------------------------------------------------------------------------- CRDs

@@ -74,6 +74,7 @@ from .node_api import NodeApi
 
 __all__ = [
     "CDI_KIND",
+    "NO_CLIQUE_REASON",
     "RETRY",
     "ComputeDomainDriver",
     "compute_domain_identity",
@@ -86,6 +87,8 @@ CDI_KIND = CDIKind(f"k8s.{COMPUTE_DOMAIN_DRIVER}")
 #: NVIDIA's retry: a waiting claim (daemon not ready, channel still held by a claim whose
 #: unprepare is coming) is retried 250 ms doubling to 3 s, within the kubelet's 40 s.
 RETRY = RetryPolicy(deadline_s=40.0, backoff_s=(0.25, 3.0), retry_in_use=True)
+#: Reason of the Warning event on a channel claim prepared on a node without a clique.
+NO_CLIQUE_REASON = "NoNVLinkClique"
 _CHANNEL = "channel"
 _DAEMON = "daemon"
 
@@ -303,9 +306,16 @@ class ComputeDomainDriver:
         self.waiting.pop(ref.uid, None)
         self.prepared[ref.uid] = domain_uid
         if not self.clique_id:
-            log.info(
-                "node has no NVLink clique: the channel claim gets no IMEX channel device",
-                extra={"event": "channel_without_clique", "domain_uid": domain_uid},
+            # The prepare succeeds as NVIDIA's does, so the kubelet posts nothing; the event
+            # tells the pod's owner why the container has no /dev/nvidia-caps-imex-channels.
+            await ctx.events.claim_warning(
+                ref,
+                reason=NO_CLIQUE_REASON,
+                message=(
+                    f"{ref}: node {self.api.node_name} has no NVLink clique (no multi-node "
+                    "NVLink fabric), so the claim's IMEX channel gets no device; the "
+                    "workload runs without cross-node memory sharing"
+                ),
             )
         return channel_edits(claim.allocation_mode, self.clique_id, host=self._channel_nodes.host)
 

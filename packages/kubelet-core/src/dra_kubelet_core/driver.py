@@ -49,6 +49,7 @@ from dra_kubelet_core.allocation_info import DeviceIdentity
 from dra_kubelet_core.cdi import CDIKind, ContainerEdits
 from dra_kubelet_core.checkpoint import PreparedClaim, PreparedDevice
 from dra_kubelet_core.errors import ClaimError, ClaimRef, DeviceInUseError, EmptyDeviceEditsError
+from dra_kubelet_core.events import EventRecorder
 
 __all__ = [
     "ClaimEdits",
@@ -151,13 +152,22 @@ class PrepareContext:
         save: Callable[[PreparedClaim], Awaitable[None]],
         *,
         claims: Mapping[str, PreparedClaim],
+        events: EventRecorder,
     ) -> None:
         """Wrap ``entry``; ``save`` writes a replaced entry to the checkpoint durably;
         ``claims`` is the checkpoint's claims by UID (a live view: it follows the records of
-        this claim and of the claims prepared before it in the same group)."""
+        this claim and of the claims prepared before it in the same group); ``events`` posts
+        the plugin's events."""
         self._entry = entry
         self._save = save
         self._claims = claims
+        self._events = events
+
+    @property
+    def events(self) -> EventRecorder:
+        """The plugin's event recorder: a prepare that succeeds but serves the claim less
+        than asked says so on the claim, since the kubelet posts events only for errors."""
+        return self._events
 
     @property
     def claims(self) -> Mapping[str, PreparedClaim]:

@@ -1,5 +1,6 @@
 """Kubernetes Events about the node (for problems an operator must see, e.g. a checkpoint
-moved aside). Without a cluster, events are only logged."""
+moved aside) and about a claim (what its pod's owner must see though the prepare succeeded).
+Without a cluster, events are only logged."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import logging
 from typing import Protocol
 
 from dra_kube_client import JsonTransport, KubeApiError
+
+from dra_kubelet_core.errors import ClaimRef
 
 __all__ = ["EventRecorder", "KubeEventRecorder", "LogEventRecorder"]
 
@@ -22,6 +25,10 @@ class EventRecorder(Protocol):
         """Record a Warning event on the Node (never raises)."""
         ...
 
+    async def claim_warning(self, claim: ClaimRef, *, reason: str, message: str) -> None:
+        """Record a Warning event on the ResourceClaim ``claim`` (never raises)."""
+        ...
+
 
 class LogEventRecorder:
     """Logs events only (no cluster, e.g. ``--print-resource-slices`` or tests)."""
@@ -30,12 +37,27 @@ class LogEventRecorder:
         """Events are about ``node_name``."""
         self.node_name = node_name
         self.recorded: list[tuple[str, str]] = []
+        #: claim events: (claim, reason, message)
+        self.claim_recorded: list[tuple[ClaimRef, str, str]] = []
 
     async def node_warning(self, *, reason: str, message: str) -> None:
         """Log the event and keep it in ``recorded``."""
         self.recorded.append((reason, message))
         log.warning(
             message, extra={"event": "node_event", "reason": reason, "node": self.node_name}
+        )
+
+    async def claim_warning(self, claim: ClaimRef, *, reason: str, message: str) -> None:
+        """Log the event and keep it in ``claim_recorded``."""
+        self.claim_recorded.append((claim, reason, message))
+        log.warning(
+            message,
+            extra={
+                "event": "claim_event",
+                "reason": reason,
+                "claim": f"{claim.namespace}/{claim.name}",
+                "node": self.node_name,
+            },
         )
 
 
@@ -55,14 +77,36 @@ class KubeEventRecorder(LogEventRecorder):
     async def node_warning(self, *, reason: str, message: str) -> None:
         """Log, then create the Event; failures to post are logged, not raised."""
         await super().node_warning(reason=reason, message=message)
-        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         involved: dict[str, object] = {"apiVersion": "v1", "kind": "Node", "name": self.node_name}
         if self._node_uid:
             involved["uid"] = self._node_uid
+        await self._post("default", f"{self.node_name}.", involved, reason, message)
+
+    async def claim_warning(self, claim: ClaimRef, *, reason: str, message: str) -> None:
+        """Log, then create the Event in the claim's namespace; failures are logged."""
+        await super().claim_warning(claim, reason=reason, message=message)
+        involved: dict[str, object] = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "namespace": claim.namespace,
+            "name": claim.name,
+            "uid": claim.uid,
+        }
+        await self._post(claim.namespace, f"{claim.name}.", involved, reason, message)
+
+    async def _post(
+        self,
+        namespace: str,
+        generate_name: str,
+        involved: dict[str, object],
+        reason: str,
+        message: str,
+    ) -> None:
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"generateName": f"{self.node_name}.", "namespace": "default"},
+            "metadata": {"generateName": generate_name, "namespace": namespace},
             "involvedObject": involved,
             "reason": reason,
             "message": message[:1024],
@@ -76,10 +120,10 @@ class KubeEventRecorder(LogEventRecorder):
         }
         try:
             await asyncio.to_thread(
-                self._transport.request, "POST", "/api/v1/namespaces/default/events", body=body
+                self._transport.request, "POST", f"/api/v1/namespaces/{namespace}/events", body=body
             )
         except KubeApiError as exc:
             log.error(
-                "could not post node event",
-                extra={"event": "node_event_failed", "reason": reason, "error": str(exc)},
+                "could not post event",
+                extra={"event": "event_post_failed", "reason": reason, "error": str(exc)},
             )

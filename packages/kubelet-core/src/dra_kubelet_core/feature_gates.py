@@ -41,6 +41,10 @@ class Maturity(StrEnum):
     GA = "ga"
 
 
+#: The spellings Go's ``strconv.ParseBool`` takes, which component-base parses values with.
+_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
 #: component-base's gates that set every gate of a maturity the text leaves unset.
 SPECIAL_GATES: Mapping[str, Maturity] = {"AllAlpha": Maturity.ALPHA, "AllBeta": Maturity.BETA}
 
@@ -134,6 +138,9 @@ class GateTable:
         Returns the effective gates and the names set explicitly in ``text`` (including those
         an ``AllAlpha``/``AllBeta`` item set).
 
+        Values are read as component-base reads them (Go's ``strconv.ParseBool``: ``1``,
+        ``t``, ``T``, ``TRUE``, ``true``, ``True`` and their false counterparts).
+
         Raises:
             ConfigurationError: an item that is not ``Gate=true|false``, an unknown gate (the
                 message names it and lists the known ones), or a broken dependency rule.
@@ -143,16 +150,17 @@ class GateTable:
         by_maturity: dict[Maturity, bool] = {}
         for item in filter(None, (part.strip() for part in text.split(","))):
             name, sep, value = item.partition("=")
-            name, value = name.strip(), value.strip().lower()
-            if not sep or value not in ("true", "false"):
+            name, value = name.strip(), value.strip()
+            if not sep or value not in _TRUE | _FALSE:
                 raise ConfigurationError(_FLAG, f"{item!r} is not Gate=true|false")
+            on = value in _TRUE
             if name in SPECIAL_GATES:
-                by_maturity[SPECIAL_GATES[name]] = value == "true"
+                by_maturity[SPECIAL_GATES[name]] = on
                 continue
             if name not in self._by_name:
                 known = ", ".join([*(g.name for g in self.gates), *SPECIAL_GATES])
                 raise ConfigurationError(_FLAG, f"unknown feature gate {name!r} (known: {known})")
-            gates[name] = value == "true"
+            gates[name] = on
             explicit.add(name)
         # Named gates win over AllAlpha/AllBeta whatever their order, as in component-base.
         for gate in self.gates:

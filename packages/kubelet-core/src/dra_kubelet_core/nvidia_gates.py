@@ -130,6 +130,7 @@ GATES: Sequence[FeatureGate] = (
 RULES: Sequence[GateRule] = (
     GateRule("ComputeDomainCliques", RuleKind.REQUIRES, "IMEXDaemonsWithDNSNames"),
     GateRule("DynamicMIG", RuleKind.EXCLUDES, "PassthroughSupport"),
+    GateRule("DynamicMIG", RuleKind.EXCLUDES, "NVMLDeviceHealthCheck"),
     GateRule("DynamicMIG", RuleKind.EXCLUDES, "MPSSupport"),
     GateRule("PassthroughSupport", RuleKind.EXCLUDES, "NVMLDeviceHealthCheck"),
     GateRule("DeviceMetadata", RuleKind.REQUIRES, "PassthroughSupport"),

@@ -435,7 +435,9 @@ class ClaimEngine(Generic[PlanT]):
             checkpoint.claims[uid] = entry
             await self._save(checkpoint)
 
-        ctx = PrepareContext(checkpoint.claims[uid], save, claims=checkpoint.claims)
+        ctx = PrepareContext(
+            checkpoint.claims[uid], save, claims=checkpoint.claims, events=self._events
+        )
         edits = await self.driver.prepare(item.ref, item.plan, ctx)
         checkpoint.claims[uid] = ctx.entry
         devices = edits.injected(item.ref, item.plan.devices)

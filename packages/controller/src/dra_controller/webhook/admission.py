@@ -260,8 +260,7 @@ def _judge_config(config: Any, path: str, gates: Mapping[str, bool]) -> list[Con
         gate_problem = _sharing_gate_problem(decoded, gates)
         if gate_problem is not None:
             return [ConfigProblem(f"{params_path}.sharing.strategy", gate_problem)]
-        decoded.validate()
-        # The plugin fills in defaults before using a config; they must hold too.
+        # As NVIDIA's webhook and the plugin: defaults filled in first, then the rules.
         decoded.normalize().validate()
     except ValidationError as exc:
         located = exc.with_object(ObjectRef(), prefix=params_path)
