@@ -31,6 +31,7 @@ from dra_nvlib.errors import (
     DeviceError,
     DriverBindError,
     FabricManagerError,
+    FabricManagerUnavailableError,
     FakeStateError,
     FleetSpecError,
     GpuLostError,
@@ -75,7 +76,7 @@ from dra_nvlib.facts import (
     TimeSliceLevel,
 )
 from dra_nvlib.fake_backend import FakeDeviceLib, FakeHealthWatch
-from dra_nvlib.fake_fabric_manager import FakeFabricManager
+from dra_nvlib.fake_fabric_manager import FakeFabricManager, fake_fabric_manager_path
 from dra_nvlib.fake_node import FaultKind
 from dra_nvlib.fake_pci_bus import FakePciBus
 from dra_nvlib.fleet import FleetEntry, FleetSpec, load_fleet_spec, parse_fleet_string
@@ -86,6 +87,7 @@ from dra_nvlib.nvidia_smi import (
     render_nvidia_smi_list,
     render_nvidia_smi_script,
 )
+from dra_nvlib.nvfm import FmConnection, fm_connection, open_nvfm
 from dra_nvlib.nvswitch import has_nvswitch_fabric
 from dra_nvlib.passthrough import (
     NVIDIA_DRIVER,
@@ -134,6 +136,7 @@ __all__ = [
     "FabricInfo",
     "FabricManager",
     "FabricManagerError",
+    "FabricManagerUnavailableError",
     "FabricPartition",
     "FabricState",
     "FakeDeviceLib",
@@ -144,6 +147,7 @@ __all__ = [
     "FakeStateStoreKind",
     "FaultKind",
     "FleetEntry",
+    "FmConnection",
     "FleetSpec",
     "FleetSpecError",
     "GpuInfo",
@@ -182,7 +186,10 @@ __all__ = [
     "bind_vfio",
     "find_model",
     "group_refusal",
+    "fake_fabric_manager_path",
+    "fm_connection",
     "has_nvswitch_fabric",
+    "open_nvfm",
     "hgx_partitions",
     "iommu_enabled",
     "iommufd_available",
