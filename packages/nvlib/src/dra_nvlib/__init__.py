@@ -80,6 +80,7 @@ from dra_nvlib.fake_fabric_manager import FakeFabricManager, fake_fabric_manager
 from dra_nvlib.fake_node import FaultKind
 from dra_nvlib.fake_pci_bus import FakePciBus
 from dra_nvlib.fleet import FleetEntry, FleetSpec, load_fleet_spec, parse_fleet_string
+from dra_nvlib.nvfm import FmConnection, fm_connection, open_nvfm
 from dra_nvlib.nvidia_smi import (
     nvidia_smi_env,
     nvidia_smi_policy_env,
@@ -87,7 +88,6 @@ from dra_nvlib.nvidia_smi import (
     render_nvidia_smi_list,
     render_nvidia_smi_script,
 )
-from dra_nvlib.nvfm import FmConnection, fm_connection, open_nvfm
 from dra_nvlib.nvswitch import has_nvswitch_fabric
 from dra_nvlib.passthrough import (
     NVIDIA_DRIVER,
@@ -147,9 +147,9 @@ __all__ = [
     "FakeStateStoreKind",
     "FaultKind",
     "FleetEntry",
-    "FmConnection",
     "FleetSpec",
     "FleetSpecError",
+    "FmConnection",
     "GpuInfo",
     "GpuLostError",
     "GpuModel",
@@ -184,12 +184,11 @@ __all__ = [
     "TimeSliceLevel",
     "bind_nvidia",
     "bind_vfio",
-    "find_model",
-    "group_refusal",
     "fake_fabric_manager_path",
+    "find_model",
     "fm_connection",
+    "group_refusal",
     "has_nvswitch_fabric",
-    "open_nvfm",
     "hgx_partitions",
     "iommu_enabled",
     "iommufd_available",
@@ -197,6 +196,7 @@ __all__ = [
     "nvidia_smi_env",
     "nvidia_smi_policy_env",
     "open_device_lib",
+    "open_nvfm",
     "parse_fleet_string",
     "read_pci_facts",
     "render_env_nvidia_smi_script",
