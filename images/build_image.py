@@ -61,6 +61,10 @@ STANDS_IN_FOR = {
     "docker.io/dra-driver-nvidia-gpu-py/standin-cuda:12.1.0-base-ubuntu22.04": (
         "docker.io/nvidia/cuda:12.1.0-base-ubuntu22.04"
     ),
+    # NVIDIA's fabric-manager-partitioning demo pod (`sleep infinity`).
+    "docker.io/dra-driver-nvidia-gpu-py/standin-cuda:12.0.0-base-ubuntu22.04": (
+        "docker.io/nvidia/cuda:12.0.0-base-ubuntu22.04"
+    ),
     "docker.io/dra-driver-nvidia-gpu-py/standin-ubuntu:22.04": "docker.io/library/ubuntu:22.04",
     # NVIDIA's sharing demos (gpu-test4/5, gpu-test-mps) run `/tmp/sample` of this image.
     "docker.io/dra-driver-nvidia-gpu-py/standin-cuda-sample:nbody-cuda11.6.0-ubuntu18.04": (

@@ -117,6 +117,7 @@ def test_archive_is_a_valid_oci_layout_and_docker_archive(
     # Never the real images' names: `docker load` of this archive must not replace them.
     assert names == [
         "docker.io/dra-driver-nvidia-gpu-py/standin-cuda:12.1.0-base-ubuntu22.04",
+        "docker.io/dra-driver-nvidia-gpu-py/standin-cuda:12.0.0-base-ubuntu22.04",
         "docker.io/dra-driver-nvidia-gpu-py/standin-ubuntu:22.04",
         "docker.io/dra-driver-nvidia-gpu-py/standin-cuda-sample:nbody-cuda11.6.0-ubuntu18.04",
     ]
@@ -149,6 +150,7 @@ def test_only_the_harness_names_the_stand_in_after_the_real_images(
     # What e2e-cluster's import tags inside the node's containerd, so the seed's manifests run.
     assert archive_aliases(archive) == [
         (names[0], "docker.io/nvidia/cuda:12.1.0-base-ubuntu22.04"),
+        (names[0], "docker.io/nvidia/cuda:12.0.0-base-ubuntu22.04"),
         (names[0], "docker.io/library/ubuntu:22.04"),
         (names[0], "nvcr.io/nvidia/k8s/cuda-sample:nbody-cuda11.6.0-ubuntu18.04"),
     ]

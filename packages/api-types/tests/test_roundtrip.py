@@ -29,7 +29,7 @@ SHARED_SPECS = Path("/work/shared/reference/nvidia-demo-specs")
 
 
 def test_fixture_sets_are_complete() -> None:
-    assert len(DEMO_SPECS) == 20
+    assert len(DEMO_SPECS) == 22
     assert len(SEED) == 5
 
 
@@ -62,7 +62,7 @@ def test_demo_specs_produce_typed_objects() -> None:
     for path in DEMO_SPECS:
         for obj in load_all(path):
             kinds[type(obj).__name__] = kinds.get(type(obj).__name__, 0) + 1
-    assert kinds["ResourceClaimTemplate"] == 12
+    assert kinds["ResourceClaimTemplate"] == 13
     assert kinds["ResourceClaim"] == 5
     assert kinds["DeviceClass"] == 1
     assert kinds["ComputeDomain"] == 2

@@ -20,7 +20,13 @@ from dra_kubelet_plugin.backend import (
 from dra_kubelet_plugin.container_edits import FakeEdits, NvmlEdits
 from dra_kubelet_plugin.settings import Settings, build_parser, settings_from_args
 from dra_kubelet_plugin.vfio_host_nodes import VfioHostNodes
-from dra_nvlib import DeviceLibConfig, FakeDeviceLib, open_device_lib
+from dra_nvlib import (
+    DeviceLibConfig,
+    FabricManagerUnavailableError,
+    FakeDeviceLib,
+    FakeFabricManager,
+    open_device_lib,
+)
 from dra_sharing import FakeMpsLauncher, NvidiaMpsLauncher
 
 REPO = Path(__file__).resolve().parents[3]
@@ -185,3 +191,37 @@ def test_no_source_below_the_factories_compares_device_backend_or_takes_a_fake_f
     assert len(sources) > 100
     offending = [o for rel, tree in sources for o in _offences(rel, tree)]
     assert offending == []
+
+
+def test_the_fake_fabric_manager_sits_next_to_the_fleet_on_an_hgx_sized_node(
+    tmp_path: Path,
+) -> None:
+    settings = _settings(tmp_path, "--device-backend=fake", "--fake-gpus=2xH100-80GB")
+    backend = open_backend(settings)
+    try:
+        fm = backend.fabric_manager()
+        assert isinstance(fm, FakeFabricManager)
+        assert fm.path == settings.plugin_dir / "fake-fabric-manager.json"
+        assert [p.module_ids for p in fm.partitions()] == [(1, 2), (1,), (2,)]
+    finally:
+        backend.lib.close()
+    odd = _settings(tmp_path / "odd", "--device-backend=fake", "--fake-gpus=3xL4")
+    backend = open_backend(odd)
+    try:
+        # NVIDIA skips Fabric Manager on a node without an NVSwitch fabric; three GPUs are
+        # no HGX baseboard.
+        assert backend.fabric_manager() is None
+    finally:
+        backend.lib.close()
+
+
+def test_a_real_node_skips_fabric_manager_without_nvswitch_and_names_libnvfm_with_it(
+    tmp_path: Path, fake_lib: FakeDeviceLib
+) -> None:
+    proc, sysfs = tmp_path / "proc", tmp_path / "sys"
+    settings = _settings(tmp_path, f"--proc-root={proc}", f"--sysfs-root={sysfs}")
+    backend = backend_parts(settings, fake_lib)
+    assert backend.fabric_manager() is None
+    (proc / "driver" / "nvidia-nvswitch" / "devices" / "0000:05:00.0").mkdir(parents=True)
+    with pytest.raises(FabricManagerUnavailableError, match="no binding to libnvfm"):
+        backend.fabric_manager()

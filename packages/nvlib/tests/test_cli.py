@@ -8,7 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from dra_nvlib import DeviceLibConfig, FakeDeviceLib, HealthEventKind, open_device_lib
+from dra_nvlib import (
+    DeviceLibConfig,
+    FakeDeviceLib,
+    FakeFabricManager,
+    HealthEventKind,
+    fake_fabric_manager_path,
+    open_device_lib,
+)
 from dra_nvlib.cli import run
 
 
@@ -97,3 +104,30 @@ def test_set_fabric_refuses_a_bad_cluster_uuid(
         gpu = lib.gpus()[0].uuid
     assert run([*args, "set-fabric", gpu, "COMPLETED", "--cluster-uuid", "nope"]) == 1
     assert "cluster UUID 'nope' is not a UUID" in capsys.readouterr().err
+
+
+def test_fabric_manager_partitions_of_a_fake_node(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "s.json"
+    args = _args(state)
+    # The GPU plugin creates the node's Fabric Manager; before that there is none to show.
+    assert run([*args, "fabric-manager", "partitions"]) == 1
+    assert "no fake Fabric Manager state" in capsys.readouterr().err
+    FakeFabricManager(fake_fabric_manager_path(state), gpu_count=2).activate(1)
+    assert run([*args, "fabric-manager", "partitions"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown[0] == {"id": 0, "active": False, "module_ids": [1, 2]}
+    assert [p["id"] for p in shown if p["active"]] == [1]
+    assert run([*args, "fabric-manager", "stop"]) == 0
+    assert run([*args, "fabric-manager", "partitions"]) == 1
+    assert "Fabric Manager is stopped" in capsys.readouterr().err
+    assert run([*args, "fabric-manager", "start"]) == 0
+    assert run([*args, "fabric-manager", "partitions"]) == 0
+
+
+def test_gpus_carry_their_baseboard_module(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run([*_args(tmp_path / "s.json"), "gpus"]) == 0
+    assert [g["module_id"] for g in json.loads(capsys.readouterr().out)] == [1, 2, 3]

@@ -309,6 +309,7 @@ OPTIONAL_FIELDS = {
     "addressing_mode",
     "fabric",
     "time_slice",
+    "module_id",
 }
 
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from dra_nvlib.errors import FabricManagerError, FakeStateError
+from dra_nvlib.errors import FabricManagerError, FabricManagerUnavailableError, FakeStateError
 from dra_nvlib.fabric_partitions import FabricPartition, PartitionTable, hgx_partitions
-from dra_nvlib.fake_fabric_manager import FakeFabricManager
+from dra_nvlib.fake_fabric_manager import FakeFabricManager, fake_fabric_manager_path
+from dra_nvlib.nvfm import FmConnection, fm_connection, open_nvfm
 
 
 def test_the_hgx_layout_has_one_partition_of_each_size_per_gpu() -> None:
@@ -72,3 +73,47 @@ def test_a_corrupt_state_file_is_named(tmp_path: Path) -> None:
     path.write_text('{"version": 7}')
     with pytest.raises(FakeStateError, match=r"fm\.json"):
         FakeFabricManager(path, gpu_count=8)
+
+
+def test_a_stopped_fabric_manager_refuses_every_call_and_keeps_its_activations(
+    tmp_path: Path,
+) -> None:
+    fm = FakeFabricManager(tmp_path / "fm.json", gpu_count=2)
+    fm.activate(0)
+    fm.set_running(False)
+    for call in (fm.partitions, lambda: fm.activate(1), lambda: fm.deactivate(0)):
+        with pytest.raises(FabricManagerError, match="cannot connect") as err:
+            call()
+        assert err.value.partition is None
+    fm.set_running(True)
+    assert [p.id for p in fm.partitions() if p.active] == [0]
+
+
+def test_an_existing_state_is_required_without_a_gpu_count(tmp_path: Path) -> None:
+    with pytest.raises(FakeStateError, match="no fake Fabric Manager state"):
+        FakeFabricManager(tmp_path / "fm.json", gpu_count=None)
+    FakeFabricManager(tmp_path / "fm.json", gpu_count=4)
+    assert len(FakeFabricManager(tmp_path / "fm.json", gpu_count=None).partitions()) == 7
+
+
+def test_a_fake_node_keeps_its_fabric_manager_next_to_its_gpus(tmp_path: Path) -> None:
+    assert fake_fabric_manager_path(tmp_path / "fake-gpus.json") == (
+        tmp_path / "fake-fabric-manager.json"
+    )
+
+
+def test_the_real_edge_names_libnvfm_and_nvidias_connection() -> None:
+    # NVIDIA: NVIDIA_FABRICMANAGER_ADDRESS selects TCP (empty: 127.0.0.1), else the socket.
+    assert fm_connection({}) == FmConnection(
+        "/driver-root/run/nvidia-fabricmanager/socket", unix_socket=True
+    )
+    assert fm_connection({"NVIDIA_FABRICMANAGER_UNIX_SOCKET": "/s"}) == FmConnection(
+        "/s", unix_socket=True
+    )
+    assert fm_connection({"NVIDIA_FABRICMANAGER_ADDRESS": ""}) == FmConnection(
+        "127.0.0.1", unix_socket=False
+    )
+    with pytest.raises(FabricManagerUnavailableError, match="libnvfm") as err:
+        open_nvfm(fm_connection({"NVIDIA_FABRICMANAGER_ADDRESS": "10.0.0.1"}))
+    assert "TCP 10.0.0.1" in str(err.value)
+    assert err.value.operation == "connect"

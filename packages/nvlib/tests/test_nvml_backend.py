@@ -160,6 +160,10 @@ class FakeNvml:
     def addressing_mode(self, dev: NvmlHandle) -> int:
         raise NvmlFailure("nvmlDeviceGetAddressingMode", 13, "Function Not Found")
 
+    def module_id(self, dev: NvmlHandle) -> int:
+        self._gpu(dev)
+        return int(str(dev)) + 1
+
     def mig_mode(self, dev: NvmlHandle) -> tuple[int, int]:
         return self._gpu(dev).mig
 

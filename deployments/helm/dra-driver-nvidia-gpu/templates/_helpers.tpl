@@ -121,7 +121,7 @@ a chart test keeps all three equal.
   "ComputeDomainCliques": {"default": true, "maturity": "beta", "implemented": true, "offImplemented": false},
   "CrashOnNVLinkFabricErrors": {"default": true, "maturity": "beta", "implemented": true},
   "DeviceMetadata": {"default": false, "maturity": "alpha", "implemented": true},
-  "FabricManagerPartitioning": {"default": false, "maturity": "alpha", "implemented": false},
+  "FabricManagerPartitioning": {"default": false, "maturity": "alpha", "implemented": true},
   "HostManagedIMEXDaemon": {"default": false, "maturity": "alpha", "implemented": true},
   "NodeLocalFabricIPC": {"default": false, "maturity": "alpha", "implemented": false},
   "DRAListTypeAttributes": {"default": false, "maturity": "alpha", "implemented": true},

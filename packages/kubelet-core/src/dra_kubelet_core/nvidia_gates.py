@@ -87,7 +87,15 @@ GATES: Sequence[FeatureGate] = (
         "refuse to start on NVLink fabric errors; false: fall back to no clique",
     ),
     FeatureGate("DeviceMetadata", False, _A, _NV, True, "KEP-5304 device metadata"),
-    FeatureGate("FabricManagerPartitioning", False, _A, _NV, False, "Fabric Manager partitions"),
+    FeatureGate(
+        "FabricManagerPartitioning",
+        False,
+        _A,
+        _NV,
+        True,
+        "Fabric Manager partitions: partitionN attributes, activated at prepare (fake Fabric "
+        "Manager; no libnvfm binding for real nodes)",
+    ),
     FeatureGate(
         "HostManagedIMEXDaemon",
         False,

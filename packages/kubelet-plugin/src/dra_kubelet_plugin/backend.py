@@ -11,17 +11,39 @@ part               ``nvml`` (real GPUs)             ``fake`` (simulated fleet)
 ``edits``          :class:`NvmlEdits`               :class:`FakeEdits`
 ``mps_launcher``   :class:`NvidiaMpsLauncher`       :class:`FakeMpsLauncher`
 ``host``           :class:`VfioHostNodes`           :class:`StandInDeviceNodes`
+``fabric_manager`` ``libnvfm`` (no binding: refuses  :class:`FakeFabricManager` next to
+                   to start on an NVSwitch node)    the fleet's state (HGX layout)
 =================  ===============================  ===============================
+
+``fabric_manager`` is opened only with gate ``FabricManagerPartitioning``; it answers
+``None`` where the node has no NVSwitch fabric (real: none detected, as NVIDIA's driver
+skips Fabric Manager then; fake: a GPU count that is not a power of two, or a fleet kept in
+memory).
 
 Nothing below takes a "fake" flag: the parts behave as their backend does.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from dra_kubelet_core.host_devices import HostDevices, StandInDeviceNodes
-from dra_nvlib import DeviceLib, DeviceLibConfig, FakeStateStoreKind, open_device_lib
+from dra_nvlib import (
+    DeviceLib,
+    DeviceLibConfig,
+    FabricManager,
+    FakeFabricManager,
+    FakeStateStoreKind,
+    fake_fabric_manager_path,
+    fm_connection,
+    has_nvswitch_fabric,
+    open_device_lib,
+    open_nvfm,
+)
 from dra_sharing import FakeMpsLauncher, MpsLauncher, NvidiaMpsLauncher
 
 from dra_kubelet_plugin.container_edits import EditsProvider, FakeEdits, NvmlEdits
@@ -38,6 +60,11 @@ __all__ = [
     "with_nvml_library",
 ]
 
+log = logging.getLogger(__name__)
+
+#: Opens the node's Fabric Manager (``None``: the node has no NVSwitch fabric).
+FabricManagerOpener = Callable[[], FabricManager | None]
+
 
 @dataclass(frozen=True)
 class GpuBackend:
@@ -51,6 +78,8 @@ class GpuBackend:
     mps_launcher: MpsLauncher
     #: how device nodes (VFIO nodes of passthrough GPUs) are backed on this host
     host: HostDevices
+    #: the node's Fabric Manager (gate ``FabricManagerPartitioning``)
+    fabric_manager: FabricManagerOpener
 
 
 def _fake(settings: Settings) -> bool:
@@ -102,6 +131,37 @@ def open_devices(settings: Settings) -> DeviceLib:
     return open_device_lib(config)
 
 
+def _no_fabric(why: str) -> None:
+    log.info(
+        "no NVSwitch fabric: Fabric Manager partitions not used",
+        extra={"event": "fabric_manager_skipped", "reason": why},
+    )
+
+
+def _fake_fabric_manager(lib: DeviceLib, state: Path | None) -> FabricManagerOpener:
+    def open_fm() -> FabricManager | None:
+        if state is None:
+            _no_fabric("the fake fleet is kept in memory")
+            return None
+        count = len(lib.gpus())
+        if count < 1 or count & (count - 1):
+            _no_fabric(f"{count} fake GPUs are no HGX baseboard (a power of two)")
+            return None
+        return FakeFabricManager(fake_fabric_manager_path(state), gpu_count=count)
+
+    return open_fm
+
+
+def _nvfm(settings: Settings) -> FabricManagerOpener:
+    def open_fm() -> FabricManager | None:
+        if not has_nvswitch_fabric(proc_root=settings.proc_root, sysfs_root=settings.sysfs_root):
+            _no_fabric("no NVSwitch devices and no NVLink5 switch-managed fabric")
+            return None
+        return open_nvfm(fm_connection(os.environ))
+
+    return open_fm
+
+
 def backend_parts(settings: Settings, lib: DeviceLib) -> GpuBackend:
     """The parts of the backend the settings select, around an open ``lib`` (no I/O)."""
     if _fake(settings):
@@ -110,6 +170,7 @@ def backend_parts(settings: Settings, lib: DeviceLib) -> GpuBackend:
             edits=FakeEdits(settings.plugin_dir / "claims"),
             mps_launcher=FakeMpsLauncher(),
             host=StandInDeviceNodes(),
+            fabric_manager=_fake_fabric_manager(lib, device_lib_config(settings).fake_state_path),
         )
     root = settings.container_driver_root or settings.driver_root
     return GpuBackend(
@@ -122,6 +183,7 @@ def backend_parts(settings: Settings, lib: DeviceLib) -> GpuBackend:
         ),
         mps_launcher=NvidiaMpsLauncher(driver_tool(root, "nvidia-cuda-mps-control")),
         host=VfioHostNodes(vfio_dir=settings.vfio_dir, sysfs_root=settings.sysfs_root),
+        fabric_manager=_nvfm(settings),
     )
 
 

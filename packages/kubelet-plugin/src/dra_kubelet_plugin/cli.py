@@ -19,6 +19,7 @@ from dra_kubelet_plugin.inventory import unpublished_gpus
 from dra_kubelet_plugin.plugin import (
     KubeletPlugin,
     enumerate_devices,
+    open_partitions,
     open_passthrough,
     publishable,
     render_resource_slices,
@@ -38,7 +39,8 @@ def _print_slices(settings: Settings) -> int:
             lib, open_passthrough(settings, backend), dynamic_mig=dynamic_mig
         )
         gpus = lib.gpus()
-    sys.stdout.write(render_resource_slices(settings, devices))
+        partitions = open_partitions(settings, backend)
+    sys.stdout.write(render_resource_slices(settings, devices, partitions))
     published = publishable(devices, taints=settings.gate("DeviceTaints"))
     if not published:
         # stdout stays the slices alone; why they are empty goes where people read.

@@ -7,7 +7,9 @@ Planning resolves each result to a published :class:`NodeDevice`, decodes its
 daemons, dynamic MIG devices; checkpointed in the claim's ``driver_state``) and renders the
 backend's CDI edits (and, for the fake backend, the per-claim host files that
 :meth:`GpuDriver.unprepare` removes); ``vfio`` devices (gate ``PassthroughSupport``) are
-switched to ``vfio-pci`` by :class:`~dra_kubelet_plugin.passthrough_claims.PassthroughClaims`.
+switched to ``vfio-pci`` by :class:`~dra_kubelet_plugin.passthrough_claims.PassthroughClaims`;
+with ``FabricManagerPartitioning`` the claim's Fabric Manager partition is activated first
+(:class:`~dra_kubelet_plugin.partition_claims.PartitionClaims`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from dra_kubelet_plugin.gpu_sharing import (
     state_of,
 )
 from dra_kubelet_plugin.inventory import DeviceType, NodeDevice
+from dra_kubelet_plugin.partition_claims import PartitionClaims
 from dra_kubelet_plugin.passthrough_claims import PassthroughClaims
 
 __all__ = ["GpuDriver", "GpuPlan", "gpu_identity", "prepared_device_types"]
@@ -70,16 +73,19 @@ class GpuDriver:
         edits: EditsProvider,
         sharing: GpuSharing | None = None,
         passthrough: PassthroughClaims | None = None,
+        partitions: PartitionClaims | None = None,
     ) -> None:
         """Serve ``devices`` (replaced by :meth:`set_devices`) with the backend's ``edits``;
         ``sharing`` applies time-slicing, MPS and dynamic MIG (``None``: a sharing config is
         refused as with every sharing gate off); ``passthrough`` (gate ``PassthroughSupport``)
-        prepares the ``vfio`` devices."""
+        prepares the ``vfio`` devices; ``partitions`` (gate ``FabricManagerPartitioning`` on a
+        node with Fabric Manager) activates each claim's partition."""
         self._identity = gpu_identity(driver_name)
         self._devices = {d.name: d for d in devices}
         self._edits = edits
         self._sharing = sharing
         self.passthrough = passthrough
+        self.partitions = partitions
 
     @property
     def identity(self) -> DriverIdentity:
@@ -121,11 +127,14 @@ class GpuDriver:
     async def prepare(
         self, ref: ClaimRef, plan: ClaimPlan[GpuPlan], ctx: PrepareContext
     ) -> ClaimEdits:
-        """See :meth:`Driver.prepare`: the ``vfio`` devices' switch first (
+        """See :meth:`Driver.prepare`: the Fabric Manager partition first (as NVIDIA
+        activates it before applying configs), then the ``vfio`` devices' switch (
         :class:`PassthroughClaims` records its progress), then the claim's sharing (recorded in
         the checkpoint before the spec is written), then the backend's edits (fake: writes host
         files)."""
         planned, step = plan.detail
+        if self.partitions is not None:
+            await self.partitions.prepare(ref, planned, ctx)
         vfio: dict[str, ContainerEdits] = {}
         if self.passthrough is not None:
             vfio = await self.passthrough.prepare(ref, planned, self._devices.values(), ctx)
@@ -163,10 +172,13 @@ class GpuDriver:
 
     async def unprepare(self, entry: PreparedClaim, *, claims: Mapping[str, PreparedClaim]) -> None:
         """See :meth:`Driver.unprepare`: gives the claim's passthrough GPUs back to
-        ``nvidia``, undoes its sharing (reference-counted against the other ``claims``), then
-        removes its host files."""
+        ``nvidia``, then deactivates its Fabric Manager partition (NVIDIA's order), undoes its
+        sharing (reference-counted against the other ``claims``), then removes its host
+        files."""
         if self.passthrough is not None:
             await self.passthrough.unprepare(entry, claims=claims)
+        if self.partitions is not None:
+            await self.partitions.unprepare(entry, claims=claims)
         if self._sharing is not None:
             await self._sharing.unprepare(
                 entry.uid, self._state(entry), others=self._others(claims, entry.uid)
@@ -178,8 +190,10 @@ class GpuDriver:
         GPUs left on ``vfio-pci`` or on no driver are repaired; sharing of half-prepared claims
         is undone, daemons and MIG devices no completed claim records are removed, and the MPS
         daemons completed claims record are re-adopted or restarted (this runs before the
-        plugin serves, so no call finds a claim's daemon dead after a plugin restart). What an
-        entry rebuilt from its spec may use is kept. Every step runs even if one fails.
+        plugin serves, so no call finds a claim's daemon dead after a plugin restart); Fabric
+        Manager partitions no entry records are deactivated, and those of completed claims
+        activated again. What an entry rebuilt from its spec may use is kept. Every step runs
+        even if one fails.
 
         Raises:
             RecoveryError: the leftovers that could not be removed (named).
@@ -188,6 +202,11 @@ class GpuDriver:
         if self.passthrough is not None:
             try:
                 await self.passthrough.recover(entries)
+            except PluginError as exc:
+                failures.append(str(exc))
+        if self.partitions is not None:
+            try:
+                await self.partitions.recover(entries)
             except PluginError as exc:
                 failures.append(str(exc))
         for uid in self._edits.known_claims() - set(entries):

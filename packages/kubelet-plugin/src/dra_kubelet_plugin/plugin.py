@@ -28,6 +28,8 @@ from dra_kubelet_plugin.gpu_driver import GpuDriver, GpuPlan, gpu_identity
 from dra_kubelet_plugin.gpu_sharing import GpuSharing
 from dra_kubelet_plugin.health_monitor import HealthMonitor, mark_lost_gpus
 from dra_kubelet_plugin.inventory import NodeDevice, build_inventory
+from dra_kubelet_plugin.partition_attributes import PartitionAttributes
+from dra_kubelet_plugin.partition_claims import PartitionClaims
 from dra_kubelet_plugin.passthrough_claims import PassthroughClaims
 from dra_kubelet_plugin.passthrough_devices import Passthrough
 from dra_kubelet_plugin.settings import DRIVER_NAME, Settings
@@ -41,6 +43,7 @@ from dra_kubelet_plugin.slices import (
 __all__ = [
     "KubeletPlugin",
     "enumerate_devices",
+    "open_partitions",
     "open_passthrough",
     "open_sharing",
     "publication_of",
@@ -51,7 +54,11 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-def render_resource_slices(settings: Settings, devices: Sequence[NodeDevice]) -> str:
+def render_resource_slices(
+    settings: Settings,
+    devices: Sequence[NodeDevice],
+    partitions: PartitionClaims | None = None,
+) -> str:
     """The slices this node would publish, validated, as multi-document YAML: the devices of a
     lost GPU tainted ``gpu-lost`` (left out with gate ``DeviceTaints`` off)."""
     taints = settings.gate("DeviceTaints")
@@ -60,7 +67,7 @@ def render_resource_slices(settings: Settings, devices: Sequence[NodeDevice]) ->
         publishable(devices, taints=taints),
         generation=1,
         health=lost_gpu_health(devices) if taints else None,
-        publication=publication_of(settings),
+        publication=publication_of(settings, partitions=partitions),
     )
     docs = [ResourceSlice.from_dict(s, validate=True).to_dict() for s in slices]
     return yaml.safe_dump_all(docs, sort_keys=False)
@@ -72,13 +79,35 @@ def publishable(devices: Sequence[NodeDevice], *, taints: bool) -> list[NodeDevi
     return [d for d in devices if taints or not d.gpu.lost]
 
 
-def publication_of(settings: Settings, *, split_counters: bool = True) -> SlicePublication:
-    """How the settings share devices in the slices (``split_counters``: Kubernetes 1.35+)."""
+def publication_of(
+    settings: Settings, *, split_counters: bool = True, partitions: PartitionClaims | None = None
+) -> SlicePublication:
+    """How the settings share devices in the slices (``split_counters``: Kubernetes 1.35+);
+    with gate ``FabricManagerPartitioning`` the GPUs' module IDs and, where the node has a
+    Fabric Manager (``partitions``), their partitions."""
+    fabric: PartitionAttributes | None = None
+    if settings.gate("FabricManagerPartitioning"):
+        fabric = partitions.attributes if partitions is not None else PartitionAttributes()
     return SlicePublication(
         consumable=settings.consumable_shares,
         split_counters=split_counters,
         list_attributes=settings.gate("DRAListTypeAttributes"),
+        partitions=fabric,
     )
+
+
+def open_partitions(settings: Settings, backend: GpuBackend) -> PartitionClaims | None:
+    """The node's Fabric Manager partitions with gate ``FabricManagerPartitioning`` (else,
+    and on a node without an NVSwitch fabric, ``None``).
+
+    Raises:
+        FabricManagerError: Fabric Manager cannot be reached or lists malformed partitions
+            (the plugin does not start, as NVIDIA's does not).
+    """
+    if not settings.gate("FabricManagerPartitioning"):
+        return None
+    manager = backend.fabric_manager()
+    return PartitionClaims(manager) if manager is not None else None
 
 
 def open_sharing(settings: Settings, backend: GpuBackend) -> GpuSharing:
@@ -139,6 +168,7 @@ class KubeletPlugin:
         s = self.settings
         lib = backend.lib
         passthrough = await asyncio.to_thread(open_passthrough, s, backend)
+        partitions = await asyncio.to_thread(open_partitions, s, backend)
         devices = await asyncio.to_thread(
             enumerate_devices, lib, passthrough, dynamic_mig=s.gate("DynamicMIG")
         )
@@ -152,6 +182,7 @@ class KubeletPlugin:
             edits=backend.edits,
             passthrough=passthrough,
             sharing=open_sharing(s, backend),
+            partitions=partitions,
         )
         self.state = state = runner.engine(gpus)
         await state.start()
@@ -187,7 +218,9 @@ class KubeletPlugin:
             return passthrough.visible(devices)
 
         publication = publication_of(
-            s, split_counters=await asyncio.to_thread(_split_counters, runner)
+            s,
+            split_counters=await asyncio.to_thread(_split_counters, runner),
+            partitions=partitions,
         )
         publisher = runner.publish(
             gpu_slice_source(spec, published, taints, publication), health=taints

@@ -34,6 +34,7 @@ from dra_sharing import (
 
 from dra_kubelet_plugin.device_taints import TAINT_GPU_LOST, TAINT_UNMONITORED
 from dra_kubelet_plugin.inventory import DeviceType, NodeDevice, brand_name
+from dra_kubelet_plugin.partition_attributes import PartitionAttributes
 
 __all__ = [
     "MAX_DEVICES_PER_SLICE",
@@ -80,6 +81,9 @@ class SlicePublication:
     #: NVIDIA's ``DRAListTypeAttributes``: list-valued attributes where NVIDIA publishes them
     #: (the cluster needs the Kubernetes gate of the same name).
     list_attributes: bool = False
+    #: NVIDIA's ``FabricManagerPartitioning``: ``gpuModuleID`` and ``partitionN`` on full and
+    #: passthrough GPUs (``None``: gate off).
+    partitions: PartitionAttributes | None = None
 
 
 def binary_quantity(n_bytes: int) -> str:
@@ -120,7 +124,7 @@ def _numa_node(value: int, *, as_list: bool) -> dict[str, object]:
 
 
 def _vfio_json(
-    device: NodeDevice, *, list_attributes: bool
+    device: NodeDevice, *, list_attributes: bool, partitions: PartitionAttributes | None
 ) -> tuple[dict[str, object], dict[str, object]]:
     """Attributes and capacity of a passthrough GPU (NVIDIA's ``type=vfio`` device)."""
     gpu, pci = device.gpu, device.pci
@@ -138,6 +142,8 @@ def _vfio_json(
         attrs["resource.kubernetes.io/pcieRoot"] = _str(gpu.pcie_root)
     if gpu.numa_node is not None:
         attrs[NUMA_NODE_ATTRIBUTE] = _numa_node(gpu.numa_node, as_list=list_attributes)
+    if partitions is not None:
+        attrs.update(partitions.of(gpu))
     capacity: dict[str, object] = {}
     if gpu.memory_bytes is not None:
         capacity["addressableMemory"] = {"value": binary_quantity(gpu.memory_bytes)}
@@ -150,11 +156,15 @@ def device_json(
     *,
     consumable: ConsumableShares | None = None,
     list_attributes: bool = False,
+    partitions: PartitionAttributes | None = None,
 ) -> dict[str, object]:
     """One ``Device`` of the slice, with the attributes and capacity the driver publishes
-    (``list_attributes``: NVIDIA's ``DRAListTypeAttributes`` forms)."""
+    (``list_attributes``: NVIDIA's ``DRAListTypeAttributes`` forms; ``partitions``: its
+    ``FabricManagerPartitioning`` attributes)."""
     if device.type is DeviceType.VFIO:
-        vfio_attrs, vfio_capacity = _vfio_json(device, list_attributes=list_attributes)
+        vfio_attrs, vfio_capacity = _vfio_json(
+            device, list_attributes=list_attributes, partitions=partitions
+        )
         vfio: dict[str, object] = {
             "name": device.name,
             "attributes": dict(sorted(vfio_attrs.items())),
@@ -183,6 +193,8 @@ def device_json(
         attrs[NUMA_NODE_ATTRIBUTE] = _numa_node(gpu.numa_node, as_list=list_attributes)
     if gpu.addressing_mode is not None and gpu.addressing_mode.name != "NONE":
         attrs["addressingMode"] = _str(gpu.addressing_mode.name)
+    if partitions is not None and device.type is DeviceType.GPU:
+        attrs.update(partitions.of(gpu))
     capacity: dict[str, object] = {}
     if device.memory_bytes is not None:
         capacity["memory"] = {"value": binary_quantity(device.memory_bytes)}
@@ -250,7 +262,11 @@ def build_resource_slices(
     pub = publication or SlicePublication()
     rendered = [
         device_json(
-            d, health.get(d.name), consumable=pub.consumable, list_attributes=pub.list_attributes
+            d,
+            health.get(d.name),
+            consumable=pub.consumable,
+            list_attributes=pub.list_attributes,
+            partitions=pub.partitions,
         )
         for d in devices
     ]

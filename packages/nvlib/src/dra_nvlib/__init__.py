@@ -31,6 +31,7 @@ from dra_nvlib.errors import (
     DeviceError,
     DriverBindError,
     FabricManagerError,
+    FabricManagerUnavailableError,
     FakeStateError,
     FleetSpecError,
     GpuLostError,
@@ -75,10 +76,11 @@ from dra_nvlib.facts import (
     TimeSliceLevel,
 )
 from dra_nvlib.fake_backend import FakeDeviceLib, FakeHealthWatch
-from dra_nvlib.fake_fabric_manager import FakeFabricManager
+from dra_nvlib.fake_fabric_manager import FakeFabricManager, fake_fabric_manager_path
 from dra_nvlib.fake_node import FaultKind
 from dra_nvlib.fake_pci_bus import FakePciBus
 from dra_nvlib.fleet import FleetEntry, FleetSpec, load_fleet_spec, parse_fleet_string
+from dra_nvlib.nvfm import FmConnection, fm_connection, open_nvfm
 from dra_nvlib.nvidia_smi import (
     nvidia_smi_env,
     nvidia_smi_policy_env,
@@ -134,6 +136,7 @@ __all__ = [
     "FabricInfo",
     "FabricManager",
     "FabricManagerError",
+    "FabricManagerUnavailableError",
     "FabricPartition",
     "FabricState",
     "FakeDeviceLib",
@@ -146,6 +149,7 @@ __all__ = [
     "FleetEntry",
     "FleetSpec",
     "FleetSpecError",
+    "FmConnection",
     "GpuInfo",
     "GpuLostError",
     "GpuModel",
@@ -180,7 +184,9 @@ __all__ = [
     "TimeSliceLevel",
     "bind_nvidia",
     "bind_vfio",
+    "fake_fabric_manager_path",
     "find_model",
+    "fm_connection",
     "group_refusal",
     "has_nvswitch_fabric",
     "hgx_partitions",
@@ -190,6 +196,7 @@ __all__ = [
     "nvidia_smi_env",
     "nvidia_smi_policy_env",
     "open_device_lib",
+    "open_nvfm",
     "parse_fleet_string",
     "read_pci_facts",
     "render_env_nvidia_smi_script",

@@ -8,6 +8,8 @@ Wiring only; the work is in the backends. Examples::
     dra-nvlib --backend fake --node n1 --state /tmp/n1.json lose-gpu GPU-...
     dra-nvlib --backend fake --node n1 --state /tmp/n1.json fail-next create_mig_device
     dra-nvlib --backend fake --node n1 --state /tmp/n1.json set-fabric GPU-... IN_PROGRESS
+    dra-nvlib --backend fake --node n1 --state /tmp/n1.json fabric-manager partitions
+    dra-nvlib --backend fake --node n1 --state /tmp/n1.json fabric-manager stop
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import argparse
 import dataclasses
 import enum
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,9 +27,12 @@ from dra_nvlib.backends import open_device_lib
 from dra_nvlib.config import BACKENDS, DeviceLibConfig
 from dra_nvlib.devicelib import DeviceLib
 from dra_nvlib.errors import NvlibError
+from dra_nvlib.fabric_partitions import FabricManager
 from dra_nvlib.facts import FabricState
 from dra_nvlib.fake_backend import FakeDeviceLib
+from dra_nvlib.fake_fabric_manager import FakeFabricManager, fake_fabric_manager_path
 from dra_nvlib.fake_node import OPERATIONS, FaultKind
+from dra_nvlib.nvfm import fm_connection, open_nvfm
 from dra_nvlib.nvidia_smi import render_nvidia_smi_list, render_nvidia_smi_script
 
 
@@ -72,6 +78,12 @@ def _parser() -> argparse.ArgumentParser:
     fabric.add_argument("fabric_state", metavar="STATE", choices=[s.name for s in FabricState])
     fabric.add_argument("--status", type=int, default=0, help="NVML return code (COMPLETED)")
     fabric.add_argument("--cluster-uuid", help="e.g. all zeros: NVLink without multi-node")
+    fm = sub.add_parser("fabric-manager", help="Fabric Manager partitions (NVSwitch)")
+    fm.add_argument(
+        "action",
+        choices=["partitions", "stop", "start"],
+        help="partitions: print them as JSON; fake: stop or start the node's Fabric Manager",
+    )
     return parser
 
 
@@ -93,6 +105,24 @@ def _fake(lib: DeviceLib) -> FakeDeviceLib:
     if not isinstance(lib, FakeDeviceLib):
         raise SystemExit("this command needs the fake backend (--backend fake)")
     return lib
+
+
+def _fabric_manager(lib: DeviceLib) -> FabricManager:
+    """The node's Fabric Manager: a fake node's (kept next to its GPU state by the GPU
+    plugin, which creates it), else the real one through libnvfm."""
+    if isinstance(lib, FakeDeviceLib):
+        return FakeFabricManager(fake_fabric_manager_path(lib.state_path), gpu_count=None)
+    return open_nvfm(fm_connection(os.environ))
+
+
+def _run_fabric_manager(lib: DeviceLib, action: str) -> None:
+    if action == "partitions":
+        print(json.dumps(_jsonable(_fabric_manager(lib).partitions()), indent=2))
+        return
+    fm = _fabric_manager(lib)
+    if not isinstance(fm, FakeFabricManager):
+        raise SystemExit("this command needs the fake backend (--backend fake)")
+    fm.set_running(action == "start")
 
 
 def run(argv: Sequence[str] | None = None) -> int:
@@ -127,6 +157,8 @@ def run(argv: Sequence[str] | None = None) -> int:
                     status=args.status,
                     cluster_uuid=args.cluster_uuid,
                 )
+            elif args.command == "fabric-manager":
+                _run_fabric_manager(lib, args.action)
     except NvlibError as exc:
         print(f"dra-nvlib: {exc}", file=sys.stderr)
         return 1

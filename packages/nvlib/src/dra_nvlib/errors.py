@@ -11,6 +11,7 @@ Exception tree::
     ├── FakeStateError              unreadable/incompatible fake state file
     ├── LibraryLoadError            libnvidia-ml.so.1 not found / not loadable under driverRoot
     ├── FabricManagerError          a Fabric Manager partition is unknown, busy or malformed
+    │   └── FabricManagerUnavailableError  Fabric Manager cannot be reached (libnvfm)
     └── DeviceError                 an operation on one GPU failed (gpu, operation)
         ├── NotSupportedError       the GPU or driver does not support the operation/query
         ├── GpuNotFoundError        no GPU with that UUID/index/MIG UUID
@@ -68,6 +69,13 @@ class FabricManagerError(NvlibError):
         self.operation = operation
         where = f"partition {partition}" if partition is not None else "partitions"
         super().__init__(f"Fabric Manager {where}: {operation}: {message}")
+
+
+class FabricManagerUnavailableError(FabricManagerError):
+    """Fabric Manager cannot be reached (not running, or no binding to ``libnvfm``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(None, "connect", message)
 
 
 class LibraryLoadError(NvlibError):

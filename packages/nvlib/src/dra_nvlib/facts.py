@@ -263,6 +263,9 @@ class GpuInfo:
     lost: bool = False
     # sysfs numa_node of the PCI device; None where the platform has no NUMA (-1).
     numa_node: int | None = None
+    # ``nvmlDeviceGetModuleId``: the GPU's module on its baseboard, as Fabric Manager names
+    # partition members (from 1); None where NVML does not report one.
+    module_id: int | None = None
 
     def mig_profile(self, name_or_id: str | int) -> MigProfile:
         """Return the profile with this name ("1g.5gb") or profile id (19); KeyError if none."""

@@ -237,6 +237,9 @@ def gpu_info_of(gpu: GpuState, doc: NodeState) -> GpuInfo:
         pci_bus_id=gpu["pci_bus_id"],
         pcie_root=gpu["pcie_root"],
         numa_node=numa_node(gpu["index"]),
+        # Baseboard modules count from 1 in enumeration order, as on HGX systems (the fake
+        # Fabric Manager's partitions name the same numbers).
+        module_id=gpu["index"] + 1,
         addressing_mode=model.addressing_mode,
         mig_capable=model.mig_capable,
         mig_mode=MigModeState(current=gpu["mig_current"], pending=gpu["mig_pending"]),

@@ -172,6 +172,9 @@ class NvmlApi(Protocol):
     def addressing_mode(self, dev: NvmlHandle) -> int:
         """``nvmlDeviceGetAddressingMode`` (NVML 12.570+)."""
 
+    def module_id(self, dev: NvmlHandle) -> int:
+        """``nvmlDeviceGetModuleId``: the GPU's module on its baseboard."""
+
     def mig_mode(self, dev: NvmlHandle) -> tuple[int, int]:
         """``nvmlDeviceGetMigMode``: (current, pending)."""
 

@@ -263,7 +263,13 @@ class NvmlDeviceLib(DeviceLib):
             mig_devices=devices,
             compute_mode=ComputeMode(api.compute_mode(dev)),
             fabric=self._fabric(dev),
+            module_id=self._module_id(dev),
         )
+
+    def _module_id(self, dev: NvmlHandle) -> int | None:
+        # 0 is no module (NVIDIA's driver treats it as unresolved too).
+        value = self._optional(lambda: self._api.module_id(dev))
+        return value or None
 
     def _fabric(self, dev: NvmlHandle) -> FabricInfo | None:
         raw = self._optional(lambda: self._api.fabric_info(dev))

@@ -183,6 +183,12 @@ class PynvmlApi:
         """``nvmlDeviceGetAddressingMode`` (NVML 12.570+)."""
         return int(self._call("nvmlDeviceGetAddressingMode", dev))
 
+    def module_id(self, dev: NvmlHandle) -> int:
+        """``nvmlDeviceGetModuleId``: the GPU's module on its baseboard (Fabric Manager's
+        partition member id)."""
+        # A fresh out-parameter: pynvml's default argument is one object shared by threads.
+        return int(self._call("nvmlDeviceGetModuleId", dev, ctypes.c_uint()))
+
     def mig_mode(self, dev: NvmlHandle) -> tuple[int, int]:
         """``nvmlDeviceGetMigMode``: (current, pending)."""
         current, pending = self._call("nvmlDeviceGetMigMode", dev)
