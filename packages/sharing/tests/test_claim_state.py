@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from dra_sharing import ClaimSharingState, CreatedMig, MpsDaemonRecord, StateDecodeError
 
-
 # A created MIG device as checkpoints before the GPU instance id was recorded hold it.
 OLD_MIG_ENTRY = {
     "deviceName": "gpu-0-mig-1g5gb-19-0",
