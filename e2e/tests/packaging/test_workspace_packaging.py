@@ -43,6 +43,37 @@ spec:
   - cel: {expression: "device.driver == 'gpu.nvidia.com'"}
 """
 
+# A node with one GPU and a claim for it; the DeviceClass is left to the chart's.
+ONE_GPU_CLUSTER = """\
+apiVersion: v1
+kind: Node
+metadata: {name: node-a}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: node-a-gpu}
+spec:
+  driver: gpu.nvidia.com
+  nodeName: node-a
+  pool: {name: node-a, generation: 1, resourceSliceCount: 1}
+  devices:
+  - name: gpu-0
+    attributes:
+      type: {string: gpu}
+      productName: {string: NVIDIA H100 80GB HBM3}
+    capacity:
+      memory: {value: 80Gi}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: one, namespace: team-a}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.nvidia.com}
+"""
+
 
 @dataclass(frozen=True)
 class Member:
@@ -242,6 +273,19 @@ def test_controller_readme_line_installs_with_plain_pip_semantics(tmp_path: Path
 
 @pytest.mark.slow
 def test_kubectl_dra_installs_alone_from_the_built_wheels(tmp_path: Path) -> None:
+    """``kubectl-dra`` installed as a tool the way a user does (issue #24, item 7): its own
+    virtual environment under ``UV_TOOL_DIR``, the script linked into ``UV_TOOL_BIN_DIR``,
+    from the wheels just built (``--find-links``), then run from a directory that is not the
+    checkout: ``--help``, ``validate`` and an offline ``allocate`` that needs the chart's
+    DeviceClasses shipped inside the wheels.
+
+    ``uv tool install``, not ``pipx install``: pipx is no dependency of the workspace, so
+    the test would first have to fetch it, and pipx resolves the third-party dependencies
+    (PyYAML, pydantic, the CEL library) with pip from the index, which has no access to
+    uv's cache: it cannot run offline. ``uv tool install`` makes the same isolated
+    environment and bin link as pipx, and ``_install`` tries it ``--offline`` first (the
+    built wheels and uv's cache), reaching the index only when the cache lacks a package.
+    """
     dist = tmp_path / "dist"
     env = _isolated_env(tmp_path)
     # The sdist first, then the wheel from it: an sdist missing a file fails here.
@@ -320,3 +364,19 @@ def test_kubectl_dra_installs_alone_from_the_built_wheels(tmp_path: Path) -> Non
     )
     assert invalid.returncode == 1, invalid.stdout + invalid.stderr
     assert "device.driver == 1" in invalid.stdout + invalid.stderr
+
+    # Offline allocation with no DeviceClass in the input: the chart's come from the wheel.
+    (elsewhere / "cluster.yaml").write_text(ONE_GPU_CLUSTER)
+    allocated = subprocess.run(
+        [kubectl_dra, "allocate", "-f", "cluster.yaml", "-o", "wide"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert allocated.returncode == 0, allocated.stdout + allocated.stderr
+    header, row = allocated.stdout.splitlines()
+    assert header.split()[:4] == ["NAMESPACE", "CLAIM", "POD", "STATE"]
+    assert row.split()[:5] == ["team-a", "one", "<none>", "allocated", "node-a"]
+    assert "DeviceClass gpu.nvidia.com: not in the input" in allocated.stderr

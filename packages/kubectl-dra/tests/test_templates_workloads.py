@@ -174,6 +174,62 @@ def test_higher_priority_pods_are_scheduled_first(
     assert pods["gpu-test1/pod2"]["node"] == "node-a100"
 
 
+HIGH = {
+    "apiVersion": "scheduling.k8s.io/v1",
+    "kind": "PriorityClass",
+    "metadata": {"name": "high"},
+    "value": 1000,
+}
+
+
+def _demo_with_class_name(tmp_path: Path, class_name: str) -> Path:
+    """gpu-test1 with pod2 naming ``class_name`` (as users write it: no spec.priority)."""
+    docs = list(yaml.safe_load_all((DEMO_SPECS / "quickstart_v1_gpu-test1.yaml").read_text()))
+    for doc in docs:
+        if doc and doc["kind"] == "Pod" and doc["metadata"]["name"] == "pod2":
+            doc["spec"]["priorityClassName"] = class_name
+    demo = tmp_path / "demo.yaml"
+    demo.write_text(yaml.safe_dump_all(docs))
+    return demo
+
+
+def test_priority_class_name_orders_pods_by_the_input_class_value(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    demo = _demo_with_class_name(tmp_path, "high")
+    (tmp_path / "classes.yaml").write_text(yaml.safe_dump(HIGH))
+    code, out, err = _run(
+        capsys, "allocate", "-f", str(SLICES), str(demo), str(tmp_path / "classes.yaml"),
+        "-o", "json",
+    )  # fmt: skip
+    assert code == 0
+    pods = json.loads(out)["pods"]
+    assert list(pods) == ["gpu-test1/pod2", "gpu-test1/pod1"]
+    assert pods["gpu-test1/pod2"]["node"] == "node-a100"
+    assert not [line for line in err if "priorityClassName" in line]
+
+
+def test_a_missing_priority_class_is_said_with_pod_and_field(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    missing = (
+        "note: Pod gpu-test1/pod2: spec.priorityClassName: PriorityClass high is not in the "
+        "input (the API server refuses a pod naming a missing class); scheduled with "
+        "priority 0, pass the PriorityClass with -f"
+    )
+    demo = _demo_with_class_name(tmp_path, "high")
+    code, out, err = _run(capsys, "allocate", "-f", str(SLICES), str(demo), "-o", "json")
+    assert code == 0
+    assert missing in err
+    # Priority 0 like pod1: input order decides.
+    assert list(json.loads(out)["pods"]) == ["gpu-test1/pod1", "gpu-test1/pod2"]
+    code, out, err = _run(
+        capsys, "explain", "pod/pod2", "-n", "gpu-test1", "-f", str(SLICES), str(demo)
+    )
+    assert code == 0, out
+    assert missing in err
+
+
 def test_a_missing_template_is_an_error_naming_pod_and_field(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

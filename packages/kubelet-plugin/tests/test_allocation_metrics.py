@@ -1,12 +1,13 @@
-"""``nvidia_dra_device_allocation_info`` from the real plugin process: a full GPU and a MIG
-device labelled with the UUIDs and GPU instance that dcgm-exporter reports for them."""
+"""``nvidia_dra_device_allocation_info`` from the real plugin process: a full GPU, a MIG
+device and MIG devices created at prepare (DynamicMIG) labelled with the UUIDs and GPU
+instance that dcgm-exporter reports for them."""
 
 from __future__ import annotations
 
 import socket
 import urllib.request
 
-from dra_nvlib import DeviceLibConfig, open_device_lib
+from dra_nvlib import DeviceLibConfig, FakeDeviceLib, GpuInfo, open_device_lib
 from kubelet_plugin_support import (
     PluginDirs,
     PluginProcess,
@@ -96,3 +97,59 @@ def test_gpu_and_mig_devices_of_a_pod_carry_dcgm_join_labels(
     }
     assert during == [common | mig_labels, common | gpu_labels]
     assert after == []
+
+
+def test_dynamic_mig_device_carries_the_gpu_instance_created_for_it(
+    plugin_dirs: PluginDirs, reference: ReferenceProtos
+) -> None:
+    """A MIG device made at prepare (DynamicMIG) joins dcgm-exporter's series as a static
+    one does: its parent's UUID and the GPU instance NVML gave it, also after a restart
+    (the instance id comes from the checkpoint, not from the GPU)."""
+    state = plugin_dirs.root / "gpus.json"
+    port = _free_port()
+    proc = PluginProcess(
+        plugin_dirs,
+        fake_gpus="1xH100-80GB",
+        extra=[
+            "--http-endpoint",
+            f"127.0.0.1:{port}",
+            "--feature-gates",
+            "DynamicMIG=true",
+            "--fake-gpu-state-file",
+            str(state),
+        ],
+    )
+    # Two devices: their GPU instance ids differ, so a label taken from the wrong one shows.
+    claim = make_claim(
+        name="dyn", namespace="team-a", devices=["gpu-0-mig-1g10gb-19-0", "gpu-0-mig-3g40gb-9-4"]
+    )
+    claim["status"]["reservedFor"] = [{"resource": "pods", "name": "job-0", "uid": "p-0"}]
+    write_claim(plugin_dirs.claims, claim)
+    uid = claim["metadata"]["uid"]
+
+    def gpu() -> GpuInfo:
+        (only,) = FakeDeviceLib.open(state_path=state, fleet=None, node_name="n1").gpus()
+        return only
+
+    proc.start()
+    try:
+        with proc.channel() as ch:
+            assert reference.prepare(ch, [("team-a", "dyn", uid)]).claims[uid].error == ""
+        during = _info_series(port)
+        made = gpu()
+        proc.stop()
+        proc.start()
+        after_restart = _info_series(port)
+        with proc.channel() as ch:
+            assert reference.unprepare(ch, [("team-a", "dyn", uid)]).claims[uid].error == ""
+    finally:
+        proc.stop()
+    instances = {m.uuid: str(m.gi_id) for m in made.mig_devices}
+    assert len(instances) == 2
+    assert [(s["device"], s["UUID"], s["gpu"]) for s in during] == [
+        ("gpu-0-mig-1g10gb-19-0", made.uuid, str(made.index)),
+        ("gpu-0-mig-3g40gb-9-4", made.uuid, str(made.index)),
+    ]
+    assert {s["mig_uuid"]: s["GPU_I_ID"] for s in during} == instances
+    assert after_restart == during
+    assert gpu().mig_devices == ()  # unprepare destroyed them again

@@ -23,6 +23,8 @@ def test_create_enables_mig_mode_and_destroy_disables_it_on_hopper(
     assert info.mig_mode.current
     assert {m.uuid for m in info.mig_devices} == {c.mig_uuid for c in created}
     assert [(c.profile_id, c.placement_start) for c in created] == [(9, 0), (19, 4)]
+    # dcgm-exporter's GPU_I_ID of each device, recorded with it.
+    assert {c.mig_uuid: c.gi_id for c in created} == {m.uuid: m.gi_id for m in info.mig_devices}
     DynamicMig(lib).destroy(created)
     info = lib.gpu(gpu)
     assert info.mig_devices == ()

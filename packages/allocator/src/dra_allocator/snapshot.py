@@ -3,7 +3,8 @@
 Workloads (Deployments, ReplicaSets, StatefulSets, Jobs, CronJobs) become the pods their
 controllers would create (:mod:`.workloads`), and pods' ResourceClaimTemplate entries the
 claims the resourceclaim controller would make (:mod:`.templates`); each made-up name is
-said in :attr:`Snapshot.notes`.
+said in :attr:`Snapshot.notes`. Pods get the ``spec.priority`` their PriorityClass gives
+(:mod:`.priorities`), with a note where the class is not in the input.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from .errors import AllocationError
 from .inputs import Document
 from .model import ClaimInfo, ClassInfo, SliceInfo, parse_model, read_model
 from .nodes import NodeInfo
+from .priorities import PriorityClasses, is_priority_class, resolve_priorities
 from .taint_rules import apply_taint_rules
 from .templates import claims_from_templates
 from .workloads import is_workload, workload_pods
@@ -125,10 +127,17 @@ def build_snapshot(docs: Sequence[Document]) -> Snapshot:
     Beta DeviceClasses, ResourceSlices, ResourceClaims and ResourceClaimTemplates are read as
     their v1 form. DeviceTaintRules (any ``resource.k8s.io`` version) add their taints to the
     slices' devices, as the kube-scheduler does. Workloads add their pods, and pods using
-    ResourceClaimTemplates the claims made from them (see the module docstring).
+    ResourceClaimTemplates the claims made from them; PriorityClasses set the pods'
+    ``spec.priority`` (see the module docstring).
+
+    Raises:
+        AllocationError: an object cannot be read (naming it and the field).
     """
     snap = Snapshot()
     rules = [doc.data for doc in docs if is_taint_rule(doc.data)]
+    priority_classes = PriorityClasses.from_objects(
+        [doc.data for doc in docs if is_priority_class(doc.data)]
+    )
     templates: dict[str, Mapping[str, Any]] = {}
     for doc in docs:
         if not isinstance(doc.data, Mapping):
@@ -144,6 +153,9 @@ def build_snapshot(docs: Sequence[Document]) -> Snapshot:
             continue
         add_to_snapshot(snap, read_object(doc.data, where=doc.where, taint_rules=rules))
     add_template_claims(snap, templates)
+    priorities = resolve_priorities(snap.pods, priority_classes)
+    snap.pods = priorities.pods
+    snap.notes.extend(priorities.notes)
     return snap
 
 

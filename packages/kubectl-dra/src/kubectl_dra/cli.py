@@ -43,6 +43,7 @@ from .parser import (
     with_defaults,
 )
 from .validation import check_selector, validate_documents
+from .wide import allocate_table, classes_table, findings_table, objects_table
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -79,7 +80,7 @@ def _allocate_arguments(alloc: argparse.ArgumentParser) -> None:
         "a NAME without NS/ is in -n's namespace",
     )
     _add_gates(alloc, "feature gates that are on (default: all DRA features)")
-    add_output(alloc, ["yaml", "json"], "yaml")
+    add_output(alloc, ["yaml", "json", "wide"], "yaml")
 
 
 def _explain_arguments(expl: argparse.ArgumentParser) -> None:
@@ -98,12 +99,12 @@ def _validate_arguments(val: argparse.ArgumentParser) -> None:
         "the API server's DRA gates (listed on, others off; default: the release's): "
         "DRAConsumableCapacity and DRAListTypeAttributes shape its CEL environment",
     )
-    add_output(val, ["json", "yaml"], None)
+    add_output(val, ["json", "yaml", "wide"], None)
 
 
 def _migrate_arguments(mig: argparse.ArgumentParser) -> None:
     add_files(mig, required=True, help_text="classic DRA or device-plugin manifests")
-    add_output(mig, ["yaml", "json"], "yaml")
+    add_output(mig, ["yaml", "json", "wide"], "yaml")
     mig.add_argument(
         "--to-claims",
         action="store_true",
@@ -124,7 +125,7 @@ def _add_gates(parser: argparse.ArgumentParser, help_text: str) -> None:
 
 
 def _classes_arguments(classes: argparse.ArgumentParser) -> None:
-    add_output(classes, ["yaml", "json"], "yaml")
+    add_output(classes, ["yaml", "json", "wide"], "yaml")
 
 
 def _dump(report: dict[str, Any], output: str) -> str:
@@ -158,7 +159,10 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
         node=args.node,
         claim_keys=keys,
     )
-    sys.stdout.write(_dump(result.report, args.output))
+    if args.output == "wide":
+        sys.stdout.write(allocate_table(result.report, snapshot).render())
+    else:
+        sys.stdout.write(_dump(result.report, args.output))
     return result.exit_code
 
 
@@ -215,7 +219,11 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     result = validate_documents(
         docs, compile_check=lambda expr: check_selector(expr, env), broken=broken
     )
-    if args.output:
+    if args.output == "wide":
+        if result.findings:
+            sys.stdout.write(findings_table(result.findings).render())
+        sys.stdout.write(f"{result.summary(len(docs))}\n")
+    elif args.output:
         sys.stdout.write(_dump(findings_report(result, len(docs)), args.output))
     else:
         for finding in result.findings:
@@ -226,7 +234,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 def _cmd_classes(args: argparse.Namespace) -> int:
     items = driver_device_classes()
-    if args.output == "json":
+    if args.output == "wide":
+        sys.stdout.write(classes_table(items).render())
+    elif args.output == "json":
         listing = {"apiVersion": "v1", "kind": "List", "items": items}
         sys.stdout.write(json.dumps(listing, indent=2) + "\n")
     else:
@@ -243,7 +253,9 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     for note in result.notes:
         sys.stderr.write(f"note: {note}\n")
-    if args.output == "json":
+    if args.output == "wide":
+        sys.stdout.write(objects_table(result.objects).render())
+    elif args.output == "json":
         listing = {"apiVersion": "v1", "kind": "List", "items": result.objects}
         sys.stdout.write(json.dumps(listing, indent=2) + "\n")
     elif result.objects:
@@ -257,7 +269,8 @@ COMMANDS = [
         "allocate claims offline, like the kube-scheduler",
         "  kubectl dra allocate -f cluster/ -f claims.yaml -o json\n"
         "  kubectl dra allocate -f cluster.yaml -f claims.yaml --claim team-a/h100 --node node-b\n"
-        "  kubectl dra allocate -f cluster.yaml --claim h100 -n team-a --kube-version 1.36",
+        "  kubectl dra allocate -f cluster.yaml --claim h100 -n team-a --kube-version 1.36\n"
+        "  kubectl dra allocate -f cluster/ -f claims.yaml -o wide       # node, device, product",
         _allocate_arguments,
         _cmd_allocate,
     ),
@@ -275,6 +288,7 @@ COMMANDS = [
         "check manifests as the API server would: schema, CEL, opaque configs",
         "  kubectl dra validate -f manifests/\n"
         "  kubectl dra validate -f claim.yaml -o json\n"
+        "  kubectl dra validate -f manifests/ -o wide\n"
         "  kubectl get resourceclaims -A -o yaml | kubectl dra validate -f -",
         _validate_arguments,
         _cmd_validate,
@@ -283,7 +297,8 @@ COMMANDS = [
         "migrate",
         "classic DRA and device-plugin manifests to resource.k8s.io/v1 (notes on stderr)",
         "  kubectl dra migrate -f classic.yaml > migrated.yaml\n"
-        "  kubectl dra migrate -f deployments/ --to-claims -o json",
+        "  kubectl dra migrate -f deployments/ --to-claims -o json\n"
+        "  kubectl dra migrate -f classic.yaml -o wide                     # what it writes",
         _migrate_arguments,
         _cmd_migrate,
     ),
@@ -291,7 +306,7 @@ COMMANDS = [
         "classes",
         "the DeviceClasses this driver's chart installs (used offline when the input has "
         "none of that name)",
-        "  kubectl dra classes\n  kubectl dra classes -o json",
+        "  kubectl dra classes\n  kubectl dra classes -o json\n  kubectl dra classes -o wide",
         _classes_arguments,
         _cmd_classes,
     ),

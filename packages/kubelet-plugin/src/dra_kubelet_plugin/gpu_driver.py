@@ -255,8 +255,9 @@ class GpuDriver:
     ) -> DeviceIdentity | None:
         """The GPU a device is, in dcgm-exporter's labels: a MIG device by its parent GPU
         and GPU instance. A passthrough GPU (no dcgm series: vfio-pci holds it) or a device
-        this node no longer publishes has none. A dynamic MIG device's GPU instance id is
-        not recorded at prepare, so it carries only its MIG UUID."""
+        this node no longer publishes has none. A dynamic MIG device is the MIG device
+        created for it at prepare, with the GPU instance id recorded then (none in a
+        checkpoint written before it was recorded)."""
         published = self._devices.get(device.device_name)
         if published is None or published.type is DeviceType.VFIO:
             return None
@@ -273,8 +274,15 @@ class GpuDriver:
             created = [
                 m for m in self._state(claim).created_migs if m.device_name == device.device_name
             ]
-            mig_uuid = created[0].mig_uuid if created else ""
-            return DeviceIdentity(uuid=gpu.uuid, index=str(gpu.index), mig_uuid=mig_uuid)
+            if not created:
+                return DeviceIdentity(uuid=gpu.uuid, index=str(gpu.index))
+            gi_id = created[0].gi_id
+            return DeviceIdentity(
+                uuid=gpu.uuid,
+                index=str(gpu.index),
+                gpu_instance_id="" if gi_id is None else str(gi_id),
+                mig_uuid=created[0].mig_uuid,
+            )
         return DeviceIdentity(uuid=gpu.uuid, index=str(gpu.index))
 
 

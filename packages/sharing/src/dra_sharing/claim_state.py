@@ -37,6 +37,9 @@ class CreatedMig:
     mig_uuid: str
     profile_id: int
     placement_start: int
+    #: The GPU instance id NVML gave the device (dcgm-exporter's ``GPU_I_ID``); ``None`` in
+    #: a checkpoint written before it was recorded.
+    gi_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,8 @@ class ClaimSharingState:
                     "migUUID": m.mig_uuid,
                     "profileID": m.profile_id,
                     "placementStart": m.placement_start,
+                    # Absent when unknown, so an older plugin reads the entry as before.
+                    **({} if m.gi_id is None else {"gpuInstanceID": m.gi_id}),
                 }
                 for m in self.created_migs
             ],
@@ -110,6 +115,11 @@ class ClaimSharingState:
                 profile_id=_int(m.get("profileID"), f"sharing.createdMIGs[{i}].profileID"),
                 placement_start=_int(
                     m.get("placementStart"), f"sharing.createdMIGs[{i}].placementStart"
+                ),
+                gi_id=(
+                    None
+                    if m.get("gpuInstanceID") is None
+                    else _int(m["gpuInstanceID"], f"sharing.createdMIGs[{i}].gpuInstanceID")
                 ),
             )
             for i, m in enumerate(

@@ -92,6 +92,7 @@ class DynamicMig:
                         mig_uuid=mig.uuid,
                         profile_id=req.profile_id,
                         placement_start=req.placement_start,
+                        gi_id=mig.gi_id,
                     )
                 )
                 log.info(
@@ -165,6 +166,7 @@ class DynamicMig:
                 mig_uuid=mig.uuid,
                 profile_id=mig.profile_id,
                 placement_start=mig.placement.start,
+                gi_id=mig.gi_id,
             )
             for gpu in self._lib.gpus()
             if gpu.mig_mode.current and not gpu.lost
