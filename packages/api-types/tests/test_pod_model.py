@@ -61,11 +61,13 @@ def test_fields_dra_tools_read_are_typed() -> None:
     assert (p.key, p.namespace, p.name) == ("team/trainer", "team", "trainer")
     assert p.spec.node_name == "node-1"
     assert p.spec.node_selector == {"gpu": "h100"}
-    assert p.spec.affinity is not None and p.spec.affinity.node_affinity is not None
+    assert p.spec.affinity is not None
+    assert p.spec.affinity.node_affinity is not None
     required = p.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution
     assert required is not None
     (term,) = required.node_selector_terms
-    assert term.match_expressions is not None and term.match_expressions[0].values == ["a"]
+    assert term.match_expressions is not None
+    assert term.match_expressions[0].values == ["a"]
     assert [(t.key, t.operator, t.effect) for t in p.spec.tolerations or []] == [
         ("gpu", "Exists", "NoSchedule")
     ]
@@ -74,14 +76,16 @@ def test_fields_dra_tools_read_are_typed() -> None:
     groups = [(g, [c.name for c in cs]) for g, cs in p.spec.container_groups()]
     assert groups == [("initContainers", ["init"]), ("containers", ["main"])]
     resources = p.spec.containers[0].resources
-    assert resources is not None and [c.name for c in resources.claims or []] == ["gpu"]
+    assert resources is not None
+    assert [c.name for c in resources.claims or []] == ["gpu"]
     statuses = p.status.resource_claim_statuses or []
     assert [(s.name, s.resource_claim_name) for s in statuses] == [("gpu", "trainer-gpu-abcde")]
     assert [(c.type, c.reason) for c in p.status.conditions or []] == [
         ("PodScheduled", "Unschedulable")
     ]
     extended = p.status.extended_resource_claim_status
-    assert extended is not None and extended.resource_claim_name == "trainer-extended-resources-x"
+    assert extended is not None
+    assert extended.resource_claim_name == "trainer-extended-resources-x"
 
 
 def test_every_other_field_survives_a_round_trip() -> None:
