@@ -10,6 +10,8 @@ Loaded automatically (``pytest11`` entry point). Fixtures:
   ``pytestmark = pytest.mark.e2e_nodes(N)``: the session's when it has them, else a local one
   of its own for the module (the session's stays at ``$DRA_E2E_NODES`` nodes, default 1).
 * ``e2e_namespace`` (function): a fresh namespace, deleted after the test.
+* ``helm`` (session): the pinned Helm binary (``dra_e2e.chart.helm_path``, built from the Go
+  module proxy on first use), for the chart tests that render or install the chart.
 
 ``DRA_E2E_KUBE_VERSION`` (e.g. ``1.36``) picks another pinned Kubernetes version.
 For the local cluster the host is checked first (``dra_e2e.preflight``: seconds, one
@@ -33,6 +35,7 @@ import pytest
 
 from dra_e2e import preflight
 from dra_e2e.build import all_built, ensure_binaries
+from dra_e2e.chart import HelmFailed, helm_path
 from dra_e2e.cluster import Cluster
 from dra_e2e.errors import E2EError
 from dra_e2e.handle import ClusterHandle
@@ -266,3 +269,13 @@ def e2e_namespace(e2e_cluster: ClusterHandle) -> Iterator[str]:
         yield name
     finally:
         e2e_cluster.kubectl("delete", "namespace", name, "--wait=false")
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    """The pinned Helm binary (built from the Go module proxy on first use); a build that
+    fails fails the test that asked, with the reason."""
+    try:
+        return helm_path()
+    except HelmFailed as exc:
+        pytest.fail(str(exc))

@@ -1,5 +1,9 @@
 """Shared helpers of the chart and driver tests: the pinned Helm and the chart's paths (from
-``dra_e2e.chart``, which the demo uses too).
+``dra_e2e.chart``, which the demo uses too), and the parts of a render the tests look at (the
+kubelet plugin's DaemonSet, its pod spec and its ``gpus`` container).
+
+The ``helm`` fixture (the pinned Helm binary, session scoped) comes from ``dra_e2e``'s pytest
+plugin, so no test module defines its own.
 
 Imported by name (``import chart_helpers``): the test modules put this directory on
 ``sys.path``, since ``--import-mode=importlib`` gives them no package to import from. (No
@@ -23,7 +27,10 @@ __all__ = [
     "REPO",
     "HelmFailed",
     "Render",
+    "daemonset",
+    "gpus_container",
     "helm_path",
+    "plugin_pod",
     "run_helm",
     "set_args",
 ]
@@ -38,3 +45,20 @@ BASE_SETS: dict[str, str] = {
 OWN_IMAGE = "registry.example.com/dra-driver-nvidia-gpu-py"
 
 Render = Callable[..., list[dict[str, Any]]]
+
+
+def daemonset(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    """The render's one DaemonSet (the kubelet plugin); fails unless there is exactly one."""
+    (ds,) = [o for o in objects if o["kind"] == "DaemonSet"]
+    return dict(ds)
+
+
+def plugin_pod(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    """The kubelet plugin's pod spec."""
+    return dict(daemonset(objects)["spec"]["template"]["spec"])
+
+
+def gpus_container(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    """The kubelet plugin's ``gpus`` container."""
+    (container,) = [c for c in plugin_pod(objects)["containers"] if c["name"] == "gpus"]
+    return dict(container)

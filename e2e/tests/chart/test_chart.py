@@ -20,22 +20,12 @@ from chart_helpers import (
     REPO,
     HelmFailed,
     Render,
-    helm_path,
     run_helm,
     set_args,
 )
 from dra_api_types.driver_classes import driver_device_classes
 
 SEED = Path("/work/shared/seeds/002_0fec738554e607fc.txt")
-
-
-@pytest.fixture(scope="module")
-def helm() -> Path:
-    """The pinned Helm binary (built from the Go module proxy on first use)."""
-    try:
-        return helm_path()
-    except HelmFailed as exc:
-        pytest.fail(str(exc))
 
 
 @pytest.fixture(scope="module")

@@ -8,27 +8,15 @@ from typing import Any
 
 import pytest
 import yaml
-from chart_helpers import OWN_IMAGE, HelmFailed, helm_path
+from chart_helpers import OWN_IMAGE, HelmFailed, gpus_container, plugin_pod
 from chart_render import NVIDIA_VALUES, render_notes, render_objects
 
 OVERRIDE = {"gpuResourcesEnabledOverride": "true"}
 NO_NODE_WARNING = "WARNING: none of the cluster's"
 
 
-@pytest.fixture(scope="module")
-def helm() -> Path:
-    return helm_path()
-
-
-def _pod(objects: list[dict[str, Any]]) -> dict[str, Any]:
-    (ds,) = [o for o in objects if o["kind"] == "DaemonSet"]
-    spec: dict[str, Any] = ds["spec"]["template"]["spec"]
-    return spec
-
-
 def _image(objects: list[dict[str, Any]]) -> str:
-    (gpus,) = [c for c in _pod(objects)["containers"] if c["name"] == "gpus"]
-    return str(gpus["image"])
+    return str(gpus_container(objects)["image"])
 
 
 def test_real_gpus_with_the_unpublished_default_image_fail_with_the_fix(helm: Path) -> None:
@@ -80,19 +68,19 @@ def test_nvidias_values_need_this_drivers_image(helm: Path) -> None:
 
 
 def test_affinity_null_drops_the_default_affinity(helm: Path, tmp_path: Path) -> None:
-    assert "nodeAffinity" in _pod(render_objects(helm))["affinity"]
+    assert "nodeAffinity" in plugin_pod(render_objects(helm))["affinity"]
     # NVIDIA users' way, in a values file and on the command line.
     null_file = tmp_path / "null.yaml"
     null_file.write_text(yaml.safe_dump({"kubeletPlugin": {"affinity": None}}))
-    assert "affinity" not in _pod(render_objects(helm, values=[null_file]))
-    assert "affinity" not in _pod(render_objects(helm, {"kubeletPlugin.affinity": "null"}))
+    assert "affinity" not in plugin_pod(render_objects(helm, values=[null_file]))
+    assert "affinity" not in plugin_pod(render_objects(helm, {"kubeletPlugin.affinity": "null"}))
     # NVIDIA's own values with the affinity dropped.
     dropped = render_objects(
         helm, {"image.repository": OWN_IMAGE}, values=[NVIDIA_VALUES, null_file]
     )
-    assert "affinity" not in _pod(dropped)
+    assert "affinity" not in plugin_pod(dropped)
     custom = {"kubeletPlugin.affinity.podAntiAffinity.x": "y"}
-    assert _pod(render_objects(helm, custom))["affinity"] == {"podAntiAffinity": {"x": "y"}}
+    assert plugin_pod(render_objects(helm, custom))["affinity"] == {"podAntiAffinity": {"x": "y"}}
 
 
 def _node(name: str, **labels: str) -> dict[str, Any]:

@@ -10,36 +10,13 @@ from typing import Any
 
 import pytest
 import yaml
-from chart_helpers import CHART, OWN_IMAGE, HelmFailed, helm_path
+from chart_helpers import CHART, OWN_IMAGE, HelmFailed, daemonset, gpus_container, plugin_pod
 from chart_render import NVIDIA_VALUES, render_notes, render_objects
 from dra_kubelet_core import nvidia_gates
 from dra_kubelet_core.feature_gates import SPECIAL_GATES
 
 SCHEMA = json.loads((CHART / "values.schema.json").read_text())
 NOT_IMPLEMENTED = "Accepted but not implemented yet"
-
-
-@pytest.fixture(scope="module")
-def helm() -> Path:
-    """The pinned Helm binary (built from the Go module proxy on first use)."""
-    try:
-        return helm_path()
-    except HelmFailed as exc:
-        pytest.fail(str(exc))
-
-
-def _daemonset(objects: list[dict[str, Any]]) -> dict[str, Any]:
-    (ds,) = [o for o in objects if o["kind"] == "DaemonSet"]
-    return dict(ds)
-
-
-def _pod(objects: list[dict[str, Any]]) -> dict[str, Any]:
-    return dict(_daemonset(objects)["spec"]["template"]["spec"])
-
-
-def _gpus(objects: list[dict[str, Any]]) -> dict[str, Any]:
-    (container,) = [c for c in _pod(objects)["containers"] if c["name"] == "gpus"]
-    return dict(container)
 
 
 def _leaves(node: Any, path: str = "") -> list[str]:
@@ -101,11 +78,11 @@ def test_nvidias_values_render_with_nvidias_meaning(helm: Path) -> None:
     objects = render_objects(helm, {"image.repository": OWN_IMAGE}, values=[NVIDIA_VALUES])
     classes = sorted(o["metadata"]["name"] for o in objects if o["kind"] == "DeviceClass")
     assert len(classes) == 5, "gpus and computeDomains are both enabled in NVIDIA's values"
-    pod = _pod(objects)
+    pod = plugin_pod(objects)
     assert pod["affinity"] == nvidia["kubeletPlugin"]["affinity"]
     assert pod["tolerations"] == nvidia["kubeletPlugin"]["tolerations"]
     assert pod["priorityClassName"] == "system-node-critical"
-    gpus = _gpus(objects)
+    gpus = gpus_container(objects)
     assert gpus["image"] == f"{OWN_IMAGE}:0.1.0"
     assert gpus["securityContext"] == {"privileged": True}
     assert "--http-endpoint=:8080" in gpus["args"]
@@ -204,7 +181,7 @@ def test_host_managed_imex_as_nvidia(helm: Path, backend: str) -> None:
     # No domain daemons: no daemon service account or role.
     names = {o["metadata"]["name"] for o in objects}
     assert "compute-domain-daemon-service-account" not in names
-    pod = _pod(objects)
+    pod = plugin_pod(objects)
     (cd,) = [c for c in pod["containers"] if c["name"] == "compute-domains"]
     env = _env(cd)
     assert env["IMEX_MODE"] == "hostManaged"
@@ -318,7 +295,7 @@ def test_all_alpha_is_refused_at_install_by_nvidias_rules_and_passed_on_otherwis
         "featureGates.PassthroughSupport": "false",
         "featureGates.DeviceMetadata": "false",
     }
-    args = _gpus(render_objects(helm, sets))["args"]
+    args = gpus_container(render_objects(helm, sets))["args"]
     (flag,) = [a for a in args if a.startswith("--feature-gates=")]
     assert "AllAlpha=true" in flag.removeprefix("--feature-gates=").split(",")
     # The gates AllAlpha switched on that nothing acts on yet are not listed by name in NOTES
@@ -352,7 +329,7 @@ def test_every_feature_gate_on_alone(helm: Path, gate: str) -> None:
             render_objects(helm, {f"featureGates.{gate}": "true"})
     sets = {f"featureGates.{name}": "true" for name in [gate, *needed]}
     for backend in ("nvml", "fake"):
-        args = _gpus(render_objects(helm, {**sets, "devices.backend": backend}))["args"]
+        args = gpus_container(render_objects(helm, {**sets, "devices.backend": backend}))["args"]
         (flag,) = [a for a in args if a.startswith("--feature-gates=")]
         assert f"{gate}=true" in flag.removeprefix("--feature-gates=").split(",")
     notes = render_notes(helm, sets)
@@ -380,7 +357,7 @@ def test_nvidias_gate_rules_fail_the_install(helm: Path, rule: nvidia_gates.Gate
 
 
 def test_startup_probe_gives_a_slow_start_ten_minutes_then_liveness(helm: Path) -> None:
-    gpus = _gpus(render_objects(helm))
+    gpus = gpus_container(render_objects(helm))
     startup, liveness = gpus["startupProbe"], gpus["livenessProbe"]
     for probe in (startup, liveness):
         assert probe["grpc"] == {"port": 51516, "service": "liveness"}
@@ -391,7 +368,9 @@ def test_startup_probe_gives_a_slow_start_ten_minutes_then_liveness(helm: Path) 
 
 
 def test_no_probes_without_a_health_port(helm: Path) -> None:
-    gpus = _gpus(render_objects(helm, {"kubeletPlugin.containers.gpus.healthcheckPort": "-1"}))
+    gpus = gpus_container(
+        render_objects(helm, {"kubeletPlugin.containers.gpus.healthcheckPort": "-1"})
+    )
     assert "startupProbe" not in gpus
     assert "livenessProbe" not in gpus
 
@@ -405,9 +384,9 @@ def test_init_container_waits_for_the_driver_root(helm: Path) -> None:
             "kubeletPlugin.containers.init.securityContext.runAsUser": "0",
         },
     )
-    pod = _pod(objects)
+    pod = plugin_pod(objects)
     (init,) = pod["initContainers"]
-    assert init["image"] == _gpus(objects)["image"]
+    assert init["image"] == gpus_container(objects)["image"]
     assert init["command"] == ["python3", "-m", "dra_kubelet_plugin.prestart"]
     assert init["args"] == [
         "--nvidia-driver-root=/run/nvidia/driver",
@@ -431,17 +410,17 @@ def test_init_container_waits_for_the_driver_root(helm: Path) -> None:
 
 
 def test_fake_backend_has_no_driver_root_to_wait_for(helm: Path) -> None:
-    assert "initContainers" not in _pod(render_objects(helm, {"devices.backend": "fake"}))
+    assert "initContainers" not in plugin_pod(render_objects(helm, {"devices.backend": "fake"}))
 
 
 def test_default_affinity_is_nvidias(helm: Path) -> None:
     nvidia = yaml.safe_load(NVIDIA_VALUES.read_text())["kubeletPlugin"]["affinity"]
-    assert _pod(render_objects(helm))["affinity"] == nvidia
+    assert plugin_pod(render_objects(helm))["affinity"] == nvidia
 
 
 def test_selector_labels_override(helm: Path) -> None:
     objects = render_objects(helm, {"selectorLabelsOverride.app": "gpu-plugin"})
-    ds = _daemonset(objects)
+    ds = daemonset(objects)
     assert ds["spec"]["selector"]["matchLabels"] == {
         "app": "gpu-plugin",
         "app.kubernetes.io/component": "kubelet-plugin",
@@ -452,6 +431,6 @@ def test_selector_labels_override(helm: Path) -> None:
 def test_nvidia_cdi_hook_path_reaches_the_plugin_on_real_gpus(helm: Path) -> None:
     hook = "/usr/local/nvidia/toolkit/nvidia-cdi-hook"
     real = {"devices.backend": "nvml", "nvidiaCDIHookPath": hook}
-    assert f"--nvidia-cdi-hook-path={hook}" in _gpus(render_objects(helm, real))["args"]
-    unset = _gpus(render_objects(helm, {"devices.backend": "nvml"}))["args"]
+    assert f"--nvidia-cdi-hook-path={hook}" in gpus_container(render_objects(helm, real))["args"]
+    unset = gpus_container(render_objects(helm, {"devices.backend": "nvml"}))["args"]
     assert not any(a.startswith("--nvidia-cdi-hook-path") for a in unset)

@@ -8,16 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
-from chart_helpers import BASE_SETS, CHART, NAMESPACE, HelmFailed, helm_path, run_helm, set_args
-
-
-@pytest.fixture(scope="module")
-def helm() -> Path:
-    """The pinned Helm binary."""
-    try:
-        return helm_path()
-    except HelmFailed as exc:
-        pytest.fail(str(exc))
+from chart_helpers import BASE_SETS, CHART, NAMESPACE, run_helm, set_args
 
 
 def _plugin(helm: Path, sets: dict[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:

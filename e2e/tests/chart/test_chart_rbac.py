@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chart_helpers import REPO, HelmFailed, helm_path
+from chart_helpers import REPO
 from chart_render import render_objects
 from dra_computedomain import node_api
 
@@ -168,15 +168,6 @@ def _granted(role: dict[str, Any]) -> set[tuple[str, str, str]]:
         for resource in rule["resources"]
         for verb in rule["verbs"]
     }
-
-
-@pytest.fixture(scope="module")
-def helm() -> Path:
-    """The pinned Helm binary (built from the Go module proxy on first use)."""
-    try:
-        return helm_path()
-    except HelmFailed as exc:
-        pytest.fail(str(exc))
 
 
 def test_the_scan_finds_the_plugins_requests() -> None:

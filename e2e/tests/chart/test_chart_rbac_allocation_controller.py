@@ -13,8 +13,7 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from chart_helpers import REPO, HelmFailed, helm_path
+from chart_helpers import REPO
 from chart_render import render_objects
 from dra_kube_client.informers import ALL_RESOURCES
 from test_chart_rbac import METHODS, Call, _granted, _string_assignments, _text, verb_of
@@ -47,15 +46,6 @@ def controller_calls() -> Iterator[Call]:
             if not (isinstance(method, ast.Constant) and method.value in METHODS):
                 raise AssertionError(f"{where}: request method is not a literal")
             yield Call(where, str(method.value), _text(node.args[1], names, where))
-
-
-@pytest.fixture(scope="module")
-def helm() -> Path:
-    """The pinned Helm binary."""
-    try:
-        return helm_path()
-    except HelmFailed as exc:
-        pytest.fail(str(exc))
 
 
 def test_the_scan_finds_the_controllers_requests() -> None:

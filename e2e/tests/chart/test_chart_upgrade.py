@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chart_helpers import OWN_IMAGE, HelmFailed, helm_path
+from chart_helpers import OWN_IMAGE, HelmFailed, daemonset, plugin_pod
 from chart_render import NVIDIA_VALUES, render_objects
 
 SURGE = "kubeletPlugin.updateStrategy.rollingUpdate.maxSurge"
@@ -16,23 +16,9 @@ UNAVAILABLE = "kubeletPlugin.updateStrategy.rollingUpdate.maxUnavailable"
 BOTH_PLUGINS = {"resources.computeDomains.enabled": "true"}
 
 
-@pytest.fixture(scope="module")
-def helm() -> Path:
-    """The pinned Helm binary (built from the Go module proxy on first use)."""
-    try:
-        return helm_path()
-    except HelmFailed as exc:
-        pytest.fail(str(exc))
-
-
-def _daemonset(objects: list[dict[str, Any]]) -> dict[str, Any]:
-    (ds,) = [o for o in objects if o["kind"] == "DaemonSet"]
-    return dict(ds)
-
-
 def _pod_uid_env(objects: list[dict[str, Any]]) -> dict[str, Any]:
     """Container name -> its POD_UID env entry (absent: no entry)."""
-    containers = _daemonset(objects)["spec"]["template"]["spec"]["containers"]
+    containers = plugin_pod(objects)["containers"]
     return {c["name"]: e for c in containers for e in c.get("env", []) if e["name"] == "POD_UID"}
 
 
@@ -40,7 +26,7 @@ def test_default_is_a_surge_rollout_with_per_instance_sockets_in_both_plugins(
     helm: Path,
 ) -> None:
     objects = render_objects(helm, sets=BOTH_PLUGINS)
-    assert _daemonset(objects)["spec"]["updateStrategy"] == {
+    assert daemonset(objects)["spec"]["updateStrategy"] == {
         "type": "RollingUpdate",
         "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
     }
@@ -54,7 +40,7 @@ def test_default_is_a_surge_rollout_with_per_instance_sockets_in_both_plugins(
 def test_nvidias_values_keep_nvidias_all_at_once_rollout(helm: Path) -> None:
     # NVIDIA's values name NVIDIA's image, which the chart refuses: our image, the rest theirs.
     objects = render_objects(helm, {"image.repository": OWN_IMAGE}, values=[NVIDIA_VALUES])
-    assert _daemonset(objects)["spec"]["updateStrategy"] == {
+    assert daemonset(objects)["spec"]["updateStrategy"] == {
         "type": "RollingUpdate",
         "rollingUpdate": {"maxUnavailable": "100%"},
     }
@@ -71,13 +57,13 @@ def test_nvidias_values_keep_nvidias_all_at_once_rollout(helm: Path) -> None:
 def test_only_one_of_surge_and_unavailable_is_non_zero(
     helm: Path, sets: dict[str, str], rolling: dict[str, Any]
 ) -> None:
-    strategy = _daemonset(render_objects(helm, sets=sets))["spec"]["updateStrategy"]
+    strategy = daemonset(render_objects(helm, sets=sets))["spec"]["updateStrategy"]
     assert strategy == {"type": "RollingUpdate", "rollingUpdate": rolling}
 
 
 def test_on_delete_has_no_rolling_update(helm: Path) -> None:
     objects = render_objects(helm, sets={"kubeletPlugin.updateStrategy.type": "OnDelete"})
-    assert _daemonset(objects)["spec"]["updateStrategy"] == {"type": "OnDelete"}
+    assert daemonset(objects)["spec"]["updateStrategy"] == {"type": "OnDelete"}
 
 
 def test_classic_socket_names_for_old_kubelets_pass_no_pod_uid(helm: Path) -> None:
@@ -91,7 +77,7 @@ def test_classic_socket_names_for_old_kubelets_pass_no_pod_uid(helm: Path) -> No
         },
     )
     assert _pod_uid_env(objects) == {}
-    assert _daemonset(objects)["spec"]["updateStrategy"]["rollingUpdate"] == {"maxUnavailable": 1}
+    assert daemonset(objects)["spec"]["updateStrategy"]["rollingUpdate"] == {"maxUnavailable": 1}
 
 
 def test_classic_socket_names_refuse_a_surge(helm: Path) -> None:

@@ -18,7 +18,6 @@ from chart_helpers import (
     OWN_IMAGE,
     REPO,
     HelmFailed,
-    helm_path,
     run_helm,
     set_args,
 )
@@ -30,15 +29,6 @@ from dra_kubelet_core.nvidia_gates import parse_feature_gates
 WEBHOOK = "dra-dra-driver-nvidia-gpu-webhook"
 NVIDIA_VALUES = Path(__file__).parent / "fixtures" / "nvidia-values-0.5.0-dev.yaml"
 SERVICE_HOST = f"{WEBHOOK}.{NAMESPACE}.svc"
-
-
-@pytest.fixture(scope="module")
-def helm() -> Path:
-    """The pinned Helm binary."""
-    try:
-        return helm_path()
-    except HelmFailed as exc:
-        pytest.fail(str(exc))
 
 
 def _render(helm: Path, sets: Mapping[str, str]) -> list[dict[str, Any]]:

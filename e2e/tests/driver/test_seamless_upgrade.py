@@ -22,14 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from dra_e2e.errors import KubectlError
 from dra_e2e.handle import ClusterHandle
-from driver_support import CHART, Driver, dump_diagnostics, helm_path, run_helm
+from driver_support import CHART, Driver, dump_diagnostics
+from upgrade_support import helm_upgrade, plugin_pods_on, retag_driver_image
 
 pytestmark = pytest.mark.e2e
 
-REPOSITORY = "docker.io/library/dra-driver-nvidia-gpu-py"
 #: Pods the loop runs at least, before and after the upgrade.
 MIN_ROUNDS = 6
 
@@ -42,10 +41,6 @@ class LoopReport:
     stuck: list[str] = field(default_factory=list)
     #: The most plugin pods seen on the node at once.
     max_plugins: int = 0
-
-
-def _plugins_on(driver: Driver, node: str) -> list[dict[str, Any]]:
-    return [p for p in driver.plugin_pods() if p["spec"].get("nodeName") == node]
 
 
 def _claim_pod(name: str, namespace: str, node: str) -> str:
@@ -96,7 +91,7 @@ def _pod_loop(
 
         def running(pod: str = name) -> bool:
             # Sampled while waiting too: the overlap of the two plugin pods is short.
-            report.max_plugins = max(report.max_plugins, len(_plugins_on(driver, node)))
+            report.max_plugins = max(report.max_plugins, len(plugin_pods_on(driver, node)))
             return _phase(cluster, pod, namespace) == "Running"
 
         try:
@@ -116,22 +111,6 @@ def _pod_loop(
 
 def _phase(cluster: ClusterHandle, name: str, namespace: str) -> str:
     return str(cluster.kubectl_json("get", "pod", name, "-n", namespace)["status"].get("phase"))
-
-
-def _retag(cluster: ClusterHandle, nodes: list[str], tag: str) -> None:
-    """Give the imported driver image a new tag on every node (the "new release")."""
-    assert cluster.local is not None
-    app_version = str(yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"])
-    statuses = cluster.local.status()["nodes"]
-    for node in nodes:
-        subprocess.run(
-            [
-                str(cluster.local.bins.ctr), "--address", str(statuses[node]["containerd_socket"]),
-                "--namespace", "k8s.io", "images", "tag", "--force",
-                f"{REPOSITORY}:{app_version}", f"{REPOSITORY}:{tag}",
-            ],
-            capture_output=True, text=True, check=True,
-        )  # fmt: skip
 
 
 def _log_events(text: str) -> list[dict[str, Any]]:
@@ -179,9 +158,9 @@ def test_helm_upgrade_to_a_new_image_while_gpu_pods_come_and_go(
     if cluster.local is None:
         pytest.skip("re-tags the image on the nodes: local cluster")
     node = sorted(driver.nodes)[0]
-    (old_plugin,) = _plugins_on(driver, node)
+    (old_plugin,) = plugin_pods_on(driver, node)
     tag = "surge-upgrade"
-    _retag(cluster, driver.nodes, tag)
+    retag_driver_image(cluster, driver.nodes, tag)
     upgraded = threading.Event()
     report = LoopReport()
     loop = threading.Thread(
@@ -189,17 +168,13 @@ def test_helm_upgrade_to_a_new_image_while_gpu_pods_come_and_go(
     )
     loop.start()
     try:
-        run_helm(
-            helm_path(), f"--kubeconfig={cluster.kubeconfig}",
-            "upgrade", driver.release, str(CHART), "--namespace", driver.namespace,
-            "--reuse-values", "--set", f"image.tag={tag}", "--wait", "--timeout", "5m",
-        )  # fmt: skip
+        helm_upgrade(driver, CHART, "--reuse-values", "--set", f"image.tag={tag}")
     finally:
         upgraded.set()
         loop.join(timeout=900)
     try:
         assert not loop.is_alive(), "the pod loop did not finish"
-        (new_plugin,) = _plugins_on(driver, node)
+        (new_plugin,) = plugin_pods_on(driver, node)
         assert new_plugin["metadata"]["uid"] != old_plugin["metadata"]["uid"]
         assert new_plugin["spec"]["containers"][0]["image"].endswith(f":{tag}")
         assert report.stuck == []

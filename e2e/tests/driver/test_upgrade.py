@@ -46,6 +46,7 @@ from driver_support import (
     wait_gone,
     wait_running,
 )
+from upgrade_support import helm_upgrade, plugin_pods_on, retag_driver_image
 
 pytestmark = pytest.mark.e2e
 
@@ -66,9 +67,6 @@ class Releases:
     values: Path
     #: The node the tests' pods run on, and whose plugin pod, checkpoint and CDI specs they read.
     node: str
-    ctr: Path
-    #: Every node's containerd socket: each node's plugin pod runs the re-tagged image.
-    containerd_sockets: dict[str, Path]
 
 
 @pytest.fixture(scope="module")
@@ -97,14 +95,7 @@ def releases(
     uninstall(driver)
     # With DRA_E2E_NODES>=2 the release runs a plugin pod on every node; the tests follow one.
     node = sorted(driver.nodes)[0]
-    statuses = e2e_cluster.local.status()["nodes"]
-    yield Releases(
-        driver=driver,
-        values=values,
-        node=node,
-        ctr=e2e_cluster.local.bins.ctr,
-        containerd_sockets={n: Path(statuses[n]["containerd_socket"]) for n in driver.nodes},
-    )
+    yield Releases(driver=driver, values=values, node=node)
     if _helm_status(driver) is not None:
         _helm(driver, "uninstall", driver.release, "--wait")
 
@@ -138,19 +129,13 @@ def _helm_status(driver: Driver) -> dict[str, Any] | None:
 
 
 def _install_or_upgrade(releases: Releases, chart: Path, *extra: str) -> str:
-    driver = releases.driver
-    return _helm(
-        driver,
-        "upgrade",
+    return helm_upgrade(
+        releases.driver,
+        chart,
         "--install",
-        driver.release,
-        str(chart),
         "--create-namespace",
         "--values",
         str(releases.values),
-        "--wait",
-        "--timeout",
-        "5m",
         *extra,
     )
 
@@ -179,37 +164,13 @@ def _tag_previous_image(releases: Releases) -> str:
     (as a new driver image does) even where the two charts render the same pod template.
     """
     app_version = str(yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"])
-    repository = "docker.io/library/dra-driver-nvidia-gpu-py"
     tag = f"{app_version}-previous"
-    for socket in releases.containerd_sockets.values():
-        subprocess.run(
-            [
-                str(releases.ctr),
-                "--address",
-                str(socket),
-                "--namespace",
-                "k8s.io",
-                "images",
-                "tag",
-                "--force",
-                f"{repository}:{app_version}",
-                f"{repository}:{tag}",
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
+    retag_driver_image(releases.driver.cluster, releases.driver.nodes, tag)
     return tag
 
 
-def _node_plugin_pods(driver: Driver, node: str) -> list[dict[str, Any]]:
-    return [p for p in driver.plugin_pods() if p["spec"].get("nodeName") == node]
-
-
 def _plugin_pod(driver: Driver, node: str) -> dict[str, Any]:
-    pods = [
-        p for p in _node_plugin_pods(driver, node) if not p["metadata"].get("deletionTimestamp")
-    ]
+    pods = [p for p in plugin_pods_on(driver, node) if not p["metadata"].get("deletionTimestamp")]
     assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
     return pods[0]
 
@@ -219,7 +180,7 @@ def _wait_new_plugin(driver: Driver, node: str, old_uid: str, image_tag: str) ->
     ``image_tag`` and is ready."""
 
     def replaced() -> dict[str, Any] | None:
-        pods = _node_plugin_pods(driver, node)
+        pods = plugin_pods_on(driver, node)
         if len(pods) != 1:
             return None
         (plugin,) = pods

@@ -10,6 +10,7 @@ from dra_allocator.errors import AllocationError
 from dra_allocator.inputs import Document
 from dra_allocator.priorities import PriorityClasses, resolve_priorities
 from dra_allocator.snapshot import build_snapshot
+from dra_api_types.core_v1 import Pod
 
 
 def _class(name: str, value: object, **extra: Any) -> dict[str, Any]:
@@ -22,7 +23,7 @@ def _class(name: str, value: object, **extra: Any) -> dict[str, Any]:
     }
 
 
-def _pod(name: str, **spec: Any) -> dict[str, Any]:
+def _pod_doc(name: str, **spec: Any) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -31,9 +32,13 @@ def _pod(name: str, **spec: Any) -> dict[str, Any]:
     }
 
 
-def _priorities(pods: list[dict[str, Any]], classes: list[dict[str, Any]]) -> list[object]:
+def _pod(name: str, **spec: Any) -> Pod:
+    return Pod.model_validate(_pod_doc(name, **spec))
+
+
+def _priorities(pods: list[Pod], classes: list[dict[str, Any]]) -> list[object]:
     out = resolve_priorities(pods, PriorityClasses.from_objects(classes))
-    return [p["spec"].get("priority") for p in out.pods]
+    return [p.spec.priority for p in out.pods]
 
 
 def test_a_class_of_the_input_gives_its_value_and_the_system_classes_are_built_in() -> None:
@@ -50,7 +55,7 @@ def test_a_priority_already_set_wins_and_the_input_is_not_modified() -> None:
     read_from_a_cluster = _pod("a", priorityClassName="high", priority=7)
     written = _pod("b", priorityClassName="high")
     assert _priorities([read_from_a_cluster, written], [_class("high", 1000)]) == [7, 1000]
-    assert "priority" not in written["spec"]
+    assert written.spec.priority is None
 
 
 def test_the_global_default_class_applies_to_pods_without_a_class() -> None:
@@ -63,7 +68,7 @@ def test_a_missing_class_is_a_note_naming_pod_field_and_class() -> None:
     out = resolve_priorities(
         [_pod("a", priorityClassName="urgent")], PriorityClasses.from_objects([])
     )
-    assert [p["spec"]["priority"] for p in out.pods] == [0]
+    assert [p.spec.priority for p in out.pods] == [0]
     assert out.notes == [
         "Pod team-a/a: spec.priorityClassName: PriorityClass urgent is not in the input (the "
         "API server refuses a pod naming a missing class); scheduled with priority 0, pass "
@@ -104,10 +109,10 @@ def test_the_snapshot_resolves_workload_pods_and_says_what_is_missing() -> None:
     docs = [
         Document("classes.yaml", 0, _class("high", 1000)),
         Document("web.yaml", 0, deployment),
-        Document("pod.yaml", 0, _pod("lost", priorityClassName="gone")),
+        Document("pod.yaml", 0, _pod_doc("lost", priorityClassName="gone")),
     ]
     snapshot = build_snapshot(docs)
-    assert [p["spec"]["priority"] for p in snapshot.pods] == [1000, 0]
+    assert [p.spec.priority for p in snapshot.pods] == [1000, 0]
     assert snapshot.notes == [
         "Pod team-a/lost: spec.priorityClassName: PriorityClass gone is not in the input (the "
         "API server refuses a pod naming a missing class); scheduled with priority 0, pass "

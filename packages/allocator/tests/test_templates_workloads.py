@@ -8,6 +8,7 @@ import pytest
 from dra_allocator.errors import AllocationError
 from dra_allocator.templates import claim_generate_name, claims_from_templates, offline_claim_name
 from dra_allocator.workloads import NAME_ALPHABET, workload_pods
+from dra_api_types import Pod, ResourceClaim, ResourceClaimTemplate
 
 TEMPLATE: dict[str, Any] = {
     "apiVersion": "resource.k8s.io/v1",
@@ -18,10 +19,16 @@ TEMPLATE: dict[str, Any] = {
         "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "c"}}]}},
     },
 }
+TEMPLATES = {"ns/t": ResourceClaimTemplate.from_dict(TEMPLATE)}
 POD_SPEC = {
     "containers": [{"name": "main", "image": "x"}],
     "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "t"}],
 }
+
+
+def _pod(uid: str | None = "u") -> Pod:
+    meta = {"name": "p", "namespace": "ns"} | ({"uid": uid} if uid else {})
+    return Pod.from_dict({"metadata": meta, "spec": POD_SPEC})
 
 
 def _workload(kind: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -51,9 +58,10 @@ def test_generate_name_is_the_controllers_and_long_names_are_cut_in_proportion()
 
 
 def test_claims_from_templates_records_status_and_copies_template() -> None:
-    pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "u"}, "spec": POD_SPEC}
-    made = claims_from_templates([pod], {"ns/t": TEMPLATE}, [])
-    (claim,) = made.claims
+    pod = _pod()
+    made = claims_from_templates([pod], TEMPLATES, [])
+    (made_claim,) = made.claims
+    claim = made_claim.to_dict()
     name = offline_claim_name("ns", "p", "gpu")
     assert claim["metadata"] == {
         "name": name,
@@ -65,37 +73,37 @@ def test_claims_from_templates_records_status_and_copies_template() -> None:
         ],
     }
     assert claim["spec"] == TEMPLATE["spec"]["spec"]
-    assert made.pods[0]["status"]["resourceClaimStatuses"] == [
+    assert made.pods[0].to_dict()["status"]["resourceClaimStatuses"] == [
         {"name": "gpu", "resourceClaimName": name}
     ]
-    assert "status" not in pod  # the input is not changed
+    assert "status" not in pod.to_dict()  # the input is not changed
     # Run again on its own output: nothing more is made.
-    again = claims_from_templates(made.pods, {"ns/t": TEMPLATE}, made.claims)
+    again = claims_from_templates(made.pods, TEMPLATES, made.claims)
     assert again.claims == []
     assert again.pods == made.pods
 
 
 def test_a_claim_the_controller_made_is_found_by_owner_and_annotation() -> None:
-    pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "u"}, "spec": POD_SPEC}
-    existing = {
-        "metadata": {
-            "name": "p-gpu-abcde",
-            "namespace": "ns",
-            "annotations": {"resource.kubernetes.io/pod-claim-name": "gpu"},
-            "ownerReferences": [{"kind": "Pod", "name": "p", "uid": "u"}],
+    existing = ResourceClaim.from_dict(
+        {
+            "metadata": {
+                "name": "p-gpu-abcde",
+                "namespace": "ns",
+                "annotations": {"resource.kubernetes.io/pod-claim-name": "gpu"},
+                "ownerReferences": [{"kind": "Pod", "name": "p", "uid": "u"}],
+            }
         }
-    }
-    made = claims_from_templates([pod], {}, [existing])
+    )
+    made = claims_from_templates([_pod()], {}, [existing])
     assert made.claims == []
-    assert made.pods[0]["status"]["resourceClaimStatuses"] == [
+    assert made.pods[0].to_dict()["status"]["resourceClaimStatuses"] == [
         {"name": "gpu", "resourceClaimName": "p-gpu-abcde"}
     ]
 
 
 def test_missing_template_names_pod_and_field() -> None:
-    pod = {"metadata": {"name": "p", "namespace": "ns"}, "spec": POD_SPEC}
     with pytest.raises(AllocationError) as err:
-        claims_from_templates([pod], {}, [])
+        claims_from_templates([_pod(uid=None)], {}, [])
     assert "Pod ns/p" in str(err.value)
     assert "spec.resourceClaims[0].resourceClaimTemplateName" in str(err.value)
 
@@ -113,20 +121,20 @@ def test_missing_template_names_pod_and_field() -> None:
 )
 def test_workload_replicas(kind: str, spec: dict[str, Any], names: list[str] | int) -> None:
     pods = workload_pods(_workload(kind, {**spec, "template": {"spec": POD_SPEC}}))
-    got = [p["metadata"]["name"] for p in pods]
+    got = [p.name for p in pods]
     if isinstance(names, int):
         assert len(got) == names == len(set(got))
         assert all(n.startswith("w-") for n in got)
     else:
         assert got == names
-    assert all(p["metadata"]["namespace"] == "ns" and p["spec"] == POD_SPEC for p in pods)
+    assert all(p.namespace == "ns" and p.to_dict()["spec"] == POD_SPEC for p in pods)
 
 
 def test_cronjob_pods_come_from_its_job_template() -> None:
     job = {"parallelism": 2, "template": {"spec": POD_SPEC}}
     pods = workload_pods(_workload("CronJob", {"jobTemplate": {"spec": job}}))
     assert len(pods) == 2
-    assert pods[0]["metadata"]["ownerReferences"][0]["kind"] == "Job"
+    assert pods[0].to_dict()["metadata"]["ownerReferences"][0]["kind"] == "Job"
     assert (
         workload_pods(_workload("CronJob", {"suspend": True, "jobTemplate": {"spec": job}})) == []
     )
@@ -137,3 +145,11 @@ def test_bad_replicas_and_template_are_errors_naming_the_field() -> None:
         workload_pods(_workload("Deployment", {"replicas": "2", "template": {"spec": POD_SPEC}}))
     with pytest.raises(AllocationError, match=r"spec\.template"):
         workload_pods(_workload("StatefulSet", {"replicas": 1}))
+
+
+def test_a_mistyped_pod_template_field_is_named_in_the_workload() -> None:
+    spec = {**POD_SPEC, "priority": "high"}
+    with pytest.raises(AllocationError) as err:
+        workload_pods(_workload("Deployment", {"template": {"spec": spec}}))
+    assert err.value.object_ref == "Deployment ns/w"
+    assert err.value.field == "spec.template.spec.priority"

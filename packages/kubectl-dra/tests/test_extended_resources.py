@@ -17,7 +17,7 @@ from dra_allocator.extended_resources import (
 )
 from dra_allocator.model import parse_class
 from dra_allocator.nodes import NodeInfo
-from dra_api_types import DeviceClass
+from dra_api_types import DeviceClass, Pod
 from dra_api_types import testing as builders
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -47,14 +47,16 @@ def device_class(name: str, extended: str | None = None, stamp: str = "") -> Any
     )
 
 
-def gpu_pod(limits: dict[str, Any], *, init: bool = False) -> dict[str, Any]:
-    """A device-plugin style pod."""
+def gpu_pod(limits: dict[str, Any], *, init: bool = False, node: str = "") -> Pod:
+    """A device-plugin style pod (bound to ``node`` if given)."""
     obj = builders.pod(
         "p", namespace="ns", containers=[{"name": "main", "resources": {"limits": limits}}]
     )
     if init:
         obj["spec"]["initContainers"] = [{"name": "setup"}]
-    return obj
+    if node:
+        obj["spec"]["nodeName"] = node
+    return Pod.from_dict(obj)
 
 
 def test_mapping_has_implicit_names_and_the_newest_explicit_class_wins() -> None:
@@ -102,8 +104,7 @@ def test_node_allocatable_means_the_device_plugin_serves_it() -> None:
     assert [(r.request_name, cls) for r, cls in dra.dra] == [
         ("container-0-request-0", "gpu.nvidia.com")
     ]
-    busy = gpu_pod({"nvidia.com/gpu": 3})
-    busy["spec"]["nodeName"] = "a"
+    busy = gpu_pod({"nvidia.com/gpu": 3}, node="a")
     full = plan_node(
         pod,
         requests,
@@ -211,8 +212,7 @@ def test_more_gpus_than_a_node_has_stay_pending_and_explain_says_why() -> None:
 
 
 def test_explain_a_scheduled_pod_shows_the_schedulers_claim() -> None:
-    pod = gpu_pod({"nvidia.com/gpu": 1})
-    pod["spec"]["nodeName"] = "node-dra"
+    pod = gpu_pod({"nvidia.com/gpu": 1}, node="node-dra").to_dict()
     pod["status"] = {
         "extendedResourceClaimStatus": {"resourceClaimName": "p-extended-resources-x1"}
     }

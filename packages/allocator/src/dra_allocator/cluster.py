@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from dra_api_types import AllocationResult
+
 from .allocator import Allocated, Allocator, Unsatisfiable
 from .features import Features
 from .model import MODE_EXACT, ClaimInfo, ClassInfo, DeviceID, SliceInfo
@@ -166,12 +168,13 @@ class Cluster:
 
     def commit(self, claims: Sequence[ClaimInfo], allocated: Allocated) -> None:
         """Record the allocations as done (claims' status and the allocated state)."""
-        for claim, allocation in zip(claims, allocated.allocations, strict=True):
+        for claim, written in zip(claims, allocated.allocations, strict=True):
+            # The allocator writes results as the report's JSON; the claim keeps them typed.
+            allocation = AllocationResult.from_dict(written)
             newly = {
-                (r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
-                for r in (allocation.get("devices") or {}).get("results") or []
-                if not r.get("adminAccess")
-                and not (r.get("shareID") and self.features.consumable_capacity)
+                (r.driver, r.pool, r.device)
+                for r in allocation.devices.results or []
+                if not r.admin_access and not (r.share_id and self.features.consumable_capacity)
             }
             fresh = {dev_id for dev_id in newly if dev_id not in self.state.devices}
             self.state.add_allocation(claim.key, allocation)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
+
+from dra_api_types import Pod
 
 from .cluster import Cluster
 from .errors import AllocationError
@@ -20,6 +22,7 @@ from .gaps import request_summaries
 from .model import ClaimInfo
 from .pod_extended import diagnose_plans, node_plans
 from .pod_placement import PodPlacement, claim_not_on_node
+from .pods import pod_claim_names
 from .selectors import SelectorEngine
 from .snapshot import Snapshot
 
@@ -63,24 +66,9 @@ def parse_target(target: str, namespace: str) -> ExplainTarget:
     )
 
 
-def pod_claim_names(pod: Mapping[str, Any]) -> list[str]:
-    """Names of the ResourceClaims a pod uses (templates resolved through its status)."""
-    generated = {
-        s.get("name"): s.get("resourceClaimName")
-        for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
-    }
-    names = []
-    for ref in (pod.get("spec") or {}).get("resourceClaims") or []:
-        if ref.get("resourceClaimName"):
-            names.append(ref["resourceClaimName"])
-        elif generated.get(ref.get("name")):
-            names.append(generated[ref.get("name")])
-    return names
-
-
-def own_claims(snapshot: Snapshot, pod: Mapping[str, Any], namespace: str) -> list[ClaimInfo]:
+def own_claims(snapshot: Snapshot, pod: Pod, namespace: str) -> list[ClaimInfo]:
     """The ResourceClaims a pod references (and the scheduler's claim if it exists)."""
-    name = (pod.get("metadata") or {}).get("name")
+    name = pod.metadata.name
     names = pod_claim_names(pod)
     special = existing_special_claim(pod, [c.obj for c in snapshot.claims])
     if special:
@@ -98,23 +86,14 @@ def own_claims(snapshot: Snapshot, pod: Mapping[str, Any], namespace: str) -> li
     return claims
 
 
-def find_pod(snapshot: Snapshot, name: str, namespace: str) -> Mapping[str, Any]:
+def find_pod(snapshot: Snapshot, name: str, namespace: str) -> Pod:
     """The pod of the input, or an AllocationError."""
     pod = next(
-        (
-            p
-            for p in snapshot.pods
-            if (p.get("metadata") or {}).get("name") == name
-            and ((p.get("metadata") or {}).get("namespace") or "default") == namespace
-        ),
+        (p for p in snapshot.pods if p.metadata.name == name and p.namespace == namespace),
         None,
     )
     if pod is None:
-        elsewhere = [
-            (p.get("metadata") or {}).get("namespace") or "default"
-            for p in snapshot.pods
-            if (p.get("metadata") or {}).get("name") == name
-        ]
+        elsewhere = [p.namespace for p in snapshot.pods if p.metadata.name == name]
         raise AllocationError(not_found(elsewhere), object_ref=f"Pod {namespace}/{name}")
     return pod
 
@@ -132,7 +111,7 @@ def claim_namespaces(snapshot: Snapshot, name: str) -> list[str]:
     return [c.key.partition("/")[0] for c in snapshot.claims if c.key.partition("/")[2] == name]
 
 
-def target_pod(snapshot: Snapshot, target: ExplainTarget) -> Mapping[str, Any] | None:
+def target_pod(snapshot: Snapshot, target: ExplainTarget) -> Pod | None:
     """The target's pod (an AllocationError if it is not in the input); None for a claim."""
     if target.pod_name is None:
         return None
@@ -180,10 +159,9 @@ def explain(
     lines: list[str] = []
     for claim in claims:
         if claim.allocation is not None:
-            results = (claim.allocation.get("devices") or {}).get("results") or []
             picked = ", ".join(
-                f"{r.get('request')}: {r.get('driver')}/{r.get('pool')}/{r.get('device')}"
-                for r in results
+                f"{r.request}: {r.driver}/{r.pool}/{r.device}"
+                for r in claim.allocation.devices.results or []
             )
             lines.append(f"ResourceClaim {claim.key}: allocated ({picked or 'no devices'})")
     pending = [c for c in claims if c.allocation is None]
@@ -257,9 +235,9 @@ def render(diag: ClaimDiagnosis) -> list[str]:
     return lines
 
 
-def needs_pod_explain(snapshot: Snapshot, pod: Mapping[str, Any]) -> bool:
+def needs_pod_explain(snapshot: Snapshot, pod: Pod) -> bool:
     """Whether a pod is pending with extended resources and no scheduler claim yet."""
-    if (pod.get("spec") or {}).get("nodeName"):
+    if pod.spec.node_name:
         return False
     if existing_special_claim(pod, [c.obj for c in snapshot.claims]):
         return False
@@ -268,7 +246,7 @@ def needs_pod_explain(snapshot: Snapshot, pod: Mapping[str, Any]) -> bool:
 
 def explain_pod(
     snapshot: Snapshot,
-    pod: Mapping[str, Any],
+    pod: Pod,
     namespace: str,
     *,
     engine: SelectorEngine,
@@ -281,7 +259,7 @@ def explain_pod(
     through the claim the scheduler would create, diagnosed like any claim.
     """
     cluster = Cluster.from_snapshot(snapshot, engine=engine, features=features)
-    name = (pod.get("metadata") or {}).get("name")
+    name = pod.metadata.name
     mapping = class_mapping(snapshot.classes)
     lines = [f"Pod {namespace}/{name}: pending; extended resources:"]
     claim = special_claim_name(pod)

@@ -16,7 +16,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from dra_api_types import ResourceClaim
+from dra_api_types import (
+    Container,
+    DeviceClaim,
+    DeviceRequest,
+    ExactDeviceRequest,
+    ObjectMeta,
+    OwnerReference,
+    Pod,
+    ResourceClaim,
+    ResourceClaimSpec,
+)
 from dra_api_types.errors import QuantityError
 from dra_api_types.quantity import Quantity
 
@@ -28,8 +38,6 @@ IMPLICIT_PREFIX: Final = "deviceclass.resource.kubernetes.io/"
 CLAIM_ANNOTATION: Final = "resource.kubernetes.io/extended-resource-claim"
 CLAIM_SUFFIX: Final = "-extended-resources"
 _NATIVE_PREFIXES: Final = ("kubernetes.io/", "requests.")
-
-RawObject = Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,10 +86,9 @@ def class_mapping(classes: Iterable[ClassInfo]) -> dict[str, str]:
     return mapping
 
 
-def pod_ref(pod: RawObject) -> str:
-    """``namespace/name`` of a pod."""
-    meta = pod.get("metadata") or {}
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or '?'}"
+def pod_ref(pod: Pod) -> str:
+    """``namespace/name`` of a pod (``?`` for a pod without a name)."""
+    return f"{pod.namespace}/{pod.name or '?'}"
 
 
 def _count(value: Any, *, pod: str, path: str) -> int:
@@ -100,20 +107,23 @@ def _count(value: Any, *, pod: str, path: str) -> int:
     return quantity.as_int()
 
 
-def _containers(pod: RawObject) -> list[tuple[str, RawObject]]:
-    spec = pod.get("spec") or {}
-    out = [(f"spec.initContainers[{i}]", c) for i, c in enumerate(spec.get("initContainers") or [])]
-    out += [(f"spec.containers[{i}]", c) for i, c in enumerate(spec.get("containers") or [])]
-    return out
+def _containers(pod: Pod) -> list[tuple[str, Container]]:
+    return [
+        (f"spec.{group}[{i}]", c)
+        for group, containers in pod.spec.container_groups()
+        for i, c in enumerate(containers)
+    ]
 
 
-def effective_requests(container: RawObject) -> dict[str, Any]:
+def effective_requests(container: Container) -> dict[str, Any]:
     """A container's requests, limits filling in what requests leave out (API defaulting)."""
-    resources = container.get("resources") or {}
-    return {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+    resources = container.resources
+    if resources is None:
+        return {}
+    return {**(resources.limits or {}), **(resources.requests or {})}
 
 
-def pod_extended_requests(pod: RawObject) -> list[ExtendedRequest]:
+def pod_extended_requests(pod: Pod) -> list[ExtendedRequest]:
     """Every non-zero extended resource request of the pod, named as the scheduler does."""
     ref = pod_ref(pod)
     out: list[ExtendedRequest] = []
@@ -126,7 +136,7 @@ def pod_extended_requests(pod: RawObject) -> list[ExtendedRequest]:
             if count > 0:
                 out.append(
                     ExtendedRequest(
-                        str(ctr.get("name") or ""),
+                        ctr.name,
                         f"container-{index}-request-{j}",
                         resource,
                         count,
@@ -135,27 +145,26 @@ def pod_extended_requests(pod: RawObject) -> list[ExtendedRequest]:
     return sorted(out, key=lambda r: r.request_name)
 
 
-def pod_total(pod: RawObject, resource: str) -> int:
+def pod_total(pod: Pod, resource: str) -> int:
     """What the pod needs of a resource: the sum over containers, or the largest init one."""
-    spec = pod.get("spec") or {}
     ref = pod_ref(pod)
 
-    def one(ctr: RawObject) -> int:
+    def one(ctr: Container) -> int:
         value = effective_requests(ctr).get(resource)
         return 0 if value is None else _count(value, pod=ref, path=resource)
 
-    regular = sum(one(c) for c in spec.get("containers") or [])
-    init = max((one(c) for c in spec.get("initContainers") or []), default=0)
+    regular = sum(one(c) for c in pod.spec.containers)
+    init = max((one(c) for c in pod.spec.init_containers or []), default=0)
     return max(regular, init)
 
 
 def plan_node(
-    pod: RawObject,
+    pod: Pod,
     requests: Sequence[ExtendedRequest],
     mapping: Mapping[str, str],
     node: NodeInfo,
     *,
-    bound_pods: Sequence[RawObject] = (),
+    bound_pods: Sequence[Pod] = (),
 ) -> NodePlan:
     """Which of the pod's extended resources DRA serves on the node, which a device plugin."""
     plan = NodePlan(node=node.name)
@@ -184,41 +193,32 @@ def plan_node(
     return plan
 
 
-def special_claim_name(pod: RawObject) -> str:
+def special_claim_name(pod: Pod) -> str:
     """The name the offline tools give the scheduler's claim (the API adds a random suffix)."""
-    return f"{(pod.get('metadata') or {}).get('name') or '?'}{CLAIM_SUFFIX}"
+    return f"{pod.name or '?'}{CLAIM_SUFFIX}"
 
 
-def special_claim(pod: RawObject, plan: NodePlan) -> dict[str, Any]:
+def special_claim(pod: Pod, plan: NodePlan) -> ResourceClaim:
     """The v1 ResourceClaim the scheduler would create for the pod on the plan's node."""
-    meta = pod.get("metadata") or {}
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {
-            "name": special_claim_name(pod),
-            "namespace": meta.get("namespace") or "default",
-            "annotations": {CLAIM_ANNOTATION: "true"},
-            "ownerReferences": [
-                {"apiVersion": "v1", "kind": "Pod", "name": meta.get("name"), "controller": True}
-            ],
-        },
-        "spec": {
-            "devices": {
-                "requests": [
-                    {
-                        "name": req.request_name,
-                        "exactly": {
-                            "deviceClassName": cls,
-                            "allocationMode": "ExactCount",
-                            "count": req.count,
-                        },
-                    }
-                    for req, cls in plan.dra
-                ]
-            }
-        },
-    }
+    owner = OwnerReference(api_version="v1", kind="Pod", name=pod.name, controller=True)
+    requests = [
+        DeviceRequest(
+            name=req.request_name,
+            exactly=ExactDeviceRequest(
+                device_class_name=cls, allocation_mode="ExactCount", count=req.count
+            ),
+        )
+        for req, cls in plan.dra
+    ]
+    return ResourceClaim(
+        metadata=ObjectMeta(
+            name=special_claim_name(pod),
+            namespace=pod.namespace,
+            annotations={CLAIM_ANNOTATION: "true"},
+            owner_references=[owner],
+        ),
+        spec=ResourceClaimSpec(devices=DeviceClaim(requests=requests)),
+    )
 
 
 def request_mappings(plan: NodePlan) -> list[dict[str, str]]:
@@ -229,23 +229,23 @@ def request_mappings(plan: NodePlan) -> list[dict[str, str]]:
     ]
 
 
-def existing_special_claim(pod: RawObject, claims: Iterable[ResourceClaim]) -> str | None:
+def existing_special_claim(pod: Pod, claims: Iterable[ResourceClaim]) -> str | None:
     """The name of the scheduler's claim of a pod, from its status or owner and annotation."""
-    status = (pod.get("status") or {}).get("extendedResourceClaimStatus") or {}
-    if status.get("resourceClaimName"):
-        return str(status["resourceClaimName"])
-    meta = pod.get("metadata") or {}
+    status = pod.status.extended_resource_claim_status
+    if status is not None and status.resource_claim_name:
+        return status.resource_claim_name
+    meta = pod.metadata
     for claim in claims:
         cmeta = claim.metadata
         if (cmeta.annotations or {}).get(CLAIM_ANNOTATION) != "true":
             continue
-        if (cmeta.namespace or "default") != (meta.get("namespace") or "default"):
+        if (cmeta.namespace or "default") != pod.namespace:
             continue
         for owner in cmeta.owner_references or []:
             if (
                 owner.kind == "Pod"
-                and owner.name == meta.get("name")
-                and (not meta.get("uid") or owner.uid in ("", meta.get("uid")))
+                and owner.name == meta.name
+                and (not meta.uid or owner.uid in ("", meta.uid))
             ):
                 return str(cmeta.name)
     return None

@@ -14,16 +14,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dra_api_types import (
+    AllocationResult,
     Amount,
     ApiObject,
     Counter,
     Device,
     DeviceAttribute,
     DeviceCapacity,
+    DeviceClaimConfiguration,
     DeviceClass,
+    DeviceClassConfiguration,
     DeviceSelector,
     DeviceSubRequest,
+    DeviceToleration,
     ExactDeviceRequest,
+    NodeSelector,
     Quantity,
     QuantityError,
     ResourceClaim,
@@ -165,7 +170,7 @@ class DeviceInfo:
     allow_multiple: bool
     node_name: str
     all_nodes: bool
-    node_selector: RawObject | None
+    node_selector: NodeSelector | None
     # Selector results are pure functions of the device, so they are cached across claims.
     selector_cache: dict[str, bool | Exception] = field(default_factory=dict)
     cel_device: object | None = None
@@ -196,7 +201,7 @@ class SliceInfo:
     slice_count: int
     node_name: str
     all_nodes: bool
-    node_selector: RawObject | None
+    node_selector: NodeSelector | None
     per_device_node_selection: bool
     shared_counters: tuple[tuple[str, dict[str, Amount]], ...]
     devices: list[DeviceInfo]
@@ -224,7 +229,7 @@ def parse_slice(obj: ResourceSlice) -> SliceInfo:
         slice_count=spec.pool.resource_slice_count,
         node_name=spec.node_name or "",
         all_nodes=bool(spec.all_nodes),
-        node_selector=None if spec.node_selector is None else spec.node_selector.to_dict(),
+        node_selector=spec.node_selector,
         per_device_node_selection=bool(spec.per_device_node_selection),
         shared_counters=tuple(counters),
         devices=[],
@@ -292,7 +297,7 @@ def _parse_device(dev: Device, slc: SliceInfo, *, where: str) -> DeviceInfo:
         allow_multiple=bool(dev.allow_multiple_allocations),
         node_name=dev.node_name or "",
         all_nodes=bool(dev.all_nodes),
-        node_selector=None if dev.node_selector is None else dev.node_selector.to_dict(),
+        node_selector=dev.node_selector,
     )
 
 
@@ -302,7 +307,7 @@ class ClassInfo:
 
     name: str
     selectors: tuple[str | None, ...]
-    config: tuple[RawObject, ...]
+    config: tuple[DeviceClassConfiguration, ...]
     obj: DeviceClass
 
 
@@ -311,7 +316,7 @@ def parse_class(obj: DeviceClass) -> ClassInfo:
     return ClassInfo(
         name=obj.metadata.name or "",
         selectors=_selector_exprs(obj.spec.selectors),
-        config=tuple(c.to_dict() for c in obj.spec.config or []),
+        config=tuple(obj.spec.config or []),
         obj=obj,
     )
 
@@ -333,7 +338,8 @@ class RequestSpec:
     admin_access: bool | None
     selectors: tuple[str | None, ...]
     tolerations: tuple[Toleration, ...]
-    tolerations_raw: tuple[RawObject, ...]
+    #: The tolerations as the claim has them (results copy them).
+    tolerations_raw: tuple[DeviceToleration, ...]
     capacity_requests: dict[str, tuple[Amount, object]] | None
     field_path: str
 
@@ -363,15 +369,15 @@ class ConstraintSpec:
 
 @dataclass(eq=False, slots=True)
 class ClaimInfo:
-    """A ResourceClaim; ``allocation`` is ``status.allocation`` as v1 JSON (as results are)."""
+    """A ResourceClaim; ``allocation`` is its ``status.allocation`` (or the one committed)."""
 
     namespace: str
     name: str
     uid: str
     requests: list[DeviceRequestInfo]
     constraints: list[ConstraintSpec]
-    config: list[RawObject]
-    allocation: RawObject | None
+    config: list[DeviceClaimConfiguration]
+    allocation: AllocationResult | None
     obj: ResourceClaim
 
     @property
@@ -420,7 +426,7 @@ def _parse_request_body(
             )
             for t in tolerations
         ),
-        tolerations_raw=tuple(t.to_dict() for t in tolerations),
+        tolerations_raw=tuple(tolerations),
         capacity_requests=cap_requests,
         field_path=path,
     )
@@ -452,15 +458,14 @@ def parse_claim(obj: ResourceClaim) -> ClaimInfo:
         )
         for c in devices.constraints or []
     ]
-    allocation = obj.status.allocation
     return ClaimInfo(
         namespace=obj.metadata.namespace or "default",
         name=obj.metadata.name or "",
         uid=obj.metadata.uid or "",
         requests=requests,
         constraints=constraints,
-        config=[c.to_dict() for c in devices.config or []],
-        allocation=None if allocation is None else allocation.to_dict(),
+        config=list(devices.config or []),
+        allocation=obj.status.allocation,
         obj=obj,
     )
 

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from dra_api_types import NodeSelector, NodeSelectorRequirement
+
 from .errors import AllocationError
 
 RawObject = Mapping[str, Any]
@@ -60,12 +62,11 @@ class NodeInfo:
         )
 
 
-def node_selector_matches(selector: RawObject, node: NodeInfo, *, where: str) -> bool:
+def node_selector_matches(selector: NodeSelector, node: NodeInfo, *, where: str) -> bool:
     """Whether a core/v1 NodeSelector selects the node (terms ORed, requirements ANDed)."""
-    terms = selector.get("nodeSelectorTerms") or []
-    for term in terms:
-        exprs = term.get("matchExpressions") or []
-        flds = term.get("matchFields") or []
+    for term in selector.node_selector_terms:
+        exprs = term.match_expressions or []
+        flds = term.match_fields or []
         if not exprs and not flds:
             # An empty term selects nothing, as in the kube-scheduler's node affinity.
             continue
@@ -78,11 +79,10 @@ def node_selector_matches(selector: RawObject, node: NodeInfo, *, where: str) ->
 
 
 def _requirement_matches(
-    req: RawObject, values: Mapping[str, str], *, where: str, fields: bool = False
+    req: NodeSelectorRequirement, values: Mapping[str, str], *, where: str, fields: bool = False
 ) -> bool:
-    key = req.get("key", "")
-    op = req.get("operator", "")
-    wanted = [str(v) for v in (req.get("values") or [])]
+    key, op = req.key, req.operator
+    wanted = list(req.values or [])
     if fields and key != "metadata.name":
         raise AllocationError(f"unsupported matchFields key {key!r}", field=where)
     present = key in values

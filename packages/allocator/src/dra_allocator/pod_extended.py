@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dra_api_types import ResourceClaim
+from dra_api_types import Pod
 
 from .cluster import Cluster
 from .explain import ClaimDiagnosis, diagnose
@@ -27,8 +27,6 @@ from .extended_resources import (
 )
 from .model import ClaimInfo, parse_claim
 from .snapshot import Snapshot
-
-RawObject = Mapping[str, Any]
 
 
 @dataclass(slots=True)
@@ -58,27 +56,25 @@ class PodAllocation:
         return out
 
 
-def has_dra_extended_resources(pod: RawObject, mapping: Mapping[str, str]) -> bool:
+def has_dra_extended_resources(pod: Pod, mapping: Mapping[str, str]) -> bool:
     """Whether the pod requests an extended resource some DeviceClass maps."""
     return any(r.resource in mapping for r in pod_extended_requests(pod))
 
 
-def pending_extended_pods(snapshot: Snapshot) -> list[RawObject]:
+def pending_extended_pods(snapshot: Snapshot) -> list[Pod]:
     """Pods not bound to a node whose extended resources DRA may serve (input order)."""
     mapping = class_mapping(snapshot.classes)
     return [
-        p
-        for p in snapshot.pods
-        if not (p.get("spec") or {}).get("nodeName") and has_dra_extended_resources(p, mapping)
+        p for p in snapshot.pods if not p.spec.node_name and has_dra_extended_resources(p, mapping)
     ]
 
 
-def _bound(snapshot: Snapshot, node: str) -> list[RawObject]:
-    return [p for p in snapshot.pods if (p.get("spec") or {}).get("nodeName") == node]
+def _bound(snapshot: Snapshot, node: str) -> list[Pod]:
+    return [p for p in snapshot.pods if p.spec.node_name == node]
 
 
 def node_plans(
-    snapshot: Snapshot, cluster: Cluster, pod: RawObject, nodes: Sequence[str]
+    snapshot: Snapshot, cluster: Cluster, pod: Pod, nodes: Sequence[str]
 ) -> tuple[list[ExtendedRequest], list[NodePlan]]:
     """The pod's extended requests and each node's plan for them."""
     mapping = class_mapping(snapshot.classes)
@@ -90,17 +86,17 @@ def node_plans(
     return requests, plans
 
 
-def claims_for(pod: RawObject, plan: NodePlan, own: Sequence[ClaimInfo]) -> list[ClaimInfo]:
+def claims_for(pod: Pod, plan: NodePlan, own: Sequence[ClaimInfo]) -> list[ClaimInfo]:
     """The claims to allocate together on the plan's node: the pod's own, then the special one."""
     if not plan.dra:
         return list(own)
-    return [*own, parse_claim(ResourceClaim.from_dict(special_claim(pod, plan)))]
+    return [*own, parse_claim(special_claim(pod, plan))]
 
 
 def allocate_pod(
     snapshot: Snapshot,
     cluster: Cluster,
-    pod: RawObject,
+    pod: Pod,
     own: Sequence[ClaimInfo],
     nodes: Sequence[str],
 ) -> PodAllocation:
@@ -142,7 +138,7 @@ def dra_groups(plans: Sequence[NodePlan]) -> list[list[NodePlan]]:
 
 
 def diagnose_plans(
-    cluster: Cluster, pod: RawObject, own: Sequence[ClaimInfo], plans: Sequence[NodePlan]
+    cluster: Cluster, pod: Pod, own: Sequence[ClaimInfo], plans: Sequence[NodePlan]
 ) -> list[ClaimDiagnosis]:
     """Diagnoses of the pod's claims (special one included) on the nodes DRA would serve."""
     out: list[ClaimDiagnosis] = []

@@ -3,19 +3,19 @@
 Besides DRA, the kube-scheduler only considers nodes that pass the pod's ``nodeName``,
 ``nodeSelector``, required node affinity (NodeAffinity plugin) and whose NoSchedule /
 NoExecute taints the pod tolerates (TaintToleration plugin); and DynamicResources only those
-where the pod's already allocated claims are available. Pure logic over the pod's JSON.
+where the pod's already allocated claims are available. Pure logic over the typed Pod.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from dra_api_types import NodeSelector, Pod, Toleration
 
 from .model import ClaimInfo
 from .nodes import NodeInfo, NodeTaint, node_selector_matches
 
-RawObject = Mapping[str, Any]
 _FILTERED_EFFECTS = ("NoSchedule", "NoExecute")
 
 
@@ -26,23 +26,24 @@ class PodPlacement:
     ref: str
     node_name: str
     node_selector: Mapping[str, str]
-    required_affinity: RawObject | None
-    tolerations: Sequence[RawObject]
+    required_affinity: NodeSelector | None
+    tolerations: Sequence[Toleration]
 
     @classmethod
-    def from_pod(cls, pod: RawObject) -> PodPlacement:
-        """Read the constraints from a v1 Pod object."""
-        meta = pod.get("metadata") or {}
-        spec = pod.get("spec") or {}
-        affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-            "requiredDuringSchedulingIgnoredDuringExecution"
-        )
+    def from_pod(cls, pod: Pod) -> PodPlacement:
+        """Read the constraints from a v1 Pod."""
+        spec = pod.spec
+        node_affinity = spec.affinity.node_affinity if spec.affinity is not None else None
         return cls(
-            ref=f"Pod {meta.get('namespace') or 'default'}/{meta.get('name', '')}",
-            node_name=str(spec.get("nodeName") or ""),
-            node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
-            required_affinity=affinity if isinstance(affinity, Mapping) else None,
-            tolerations=[t for t in spec.get("tolerations") or [] if isinstance(t, Mapping)],
+            ref=f"Pod {pod.key}",
+            node_name=spec.node_name or "",
+            node_selector=dict(spec.node_selector or {}),
+            required_affinity=(
+                None
+                if node_affinity is None
+                else node_affinity.required_during_scheduling_ignored_during_execution
+            ),
+            tolerations=list(spec.tolerations or []),
         )
 
     def rejects(self, node: NodeInfo) -> str | None:
@@ -62,28 +63,26 @@ class PodPlacement:
 
     def _tolerates(self, taint: NodeTaint) -> bool:
         for tol in self.tolerations:
-            effect = str(tol.get("effect") or "")
+            effect = tol.effect or ""
             if effect and effect != taint.effect:
                 continue
-            key = str(tol.get("key") or "")
-            operator = str(tol.get("operator") or "Equal")
+            key = tol.key or ""
+            operator = tol.operator or "Equal"
             if operator == "Exists":
                 if not key or key == taint.key:
                     return True
-            elif key == taint.key and str(tol.get("value") or "") == taint.value:
+            elif key == taint.key and (tol.value or "") == taint.value:
                 return True
         return False
 
 
-def pod_of_claims(pods: Sequence[RawObject], claim_keys: Sequence[str]) -> PodPlacement | None:
+def pod_of_claims(pods: Sequence[Pod], claim_keys: Sequence[str]) -> PodPlacement | None:
     """The pod (among ``pods``) that references one of the claims by name, if any."""
     wanted = set(claim_keys)
     for pod in pods:
-        meta = pod.get("metadata") or {}
-        namespace = meta.get("namespace") or "default"
-        for ref in (pod.get("spec") or {}).get("resourceClaims") or []:
-            name = ref.get("resourceClaimName") if isinstance(ref, Mapping) else None
-            if name and f"{namespace}/{name}" in wanted:
+        for ref in pod.spec.resource_claims or []:
+            name = ref.resource_claim_name
+            if name and f"{pod.namespace}/{name}" in wanted:
                 return PodPlacement.from_pod(pod)
     return None
 
@@ -92,8 +91,8 @@ def claim_not_on_node(claims: Sequence[ClaimInfo], node: NodeInfo) -> str | None
     """Why one of the pod's allocated claims keeps it off the node (the scheduler's wording,
     naming the claim), or None: the allocation's nodeSelector does not match the node."""
     for claim in claims:
-        selector = (claim.allocation or {}).get("nodeSelector")
-        if selector and not node_selector_matches(
+        selector = None if claim.allocation is None else claim.allocation.node_selector
+        if selector is not None and not node_selector_matches(
             selector, node, where=f"{claim.ref}: status.allocation"
         ):
             return (

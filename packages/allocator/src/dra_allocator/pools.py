@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from dra_api_types import Amount
+from dra_api_types import Amount, NodeSelector
 
 from .features import STABLE, Features
 from .model import DeviceInfo, SliceInfo
@@ -60,14 +60,14 @@ class Pool:
 
 
 def node_matches(
-    node: NodeInfo, *, node_name: str, all_nodes: bool, selector: object, where: str
+    node: NodeInfo, *, node_name: str, all_nodes: bool, selector: NodeSelector | None, where: str
 ) -> bool:
     """The NodeMatches rule: a node name, all nodes, or a node selector."""
     if node_name:
         return node.name == node_name
     if all_nodes:
         return True
-    if isinstance(selector, dict):
+    if selector is not None:
         return node_selector_matches(selector, node, where=where)
     return False
 

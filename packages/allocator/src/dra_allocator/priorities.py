@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dra_api_types.core_v1 import Pod
+
 from .errors import AllocationError
 
 RawObject = Mapping[str, Any]
@@ -87,25 +89,20 @@ class PriorityClasses:
 class PodPriorities:
     """The pods with ``spec.priority`` set, and a note per pod whose class is missing."""
 
-    pods: list[RawObject] = field(default_factory=list)
+    pods: list[Pod] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
-def _pod_ref(pod: RawObject) -> str:
-    meta = pod.get("metadata") or {}
-    return f"Pod {meta.get('namespace') or 'default'}/{meta.get('name')}"
-
-
-def resolve_priorities(pods: Sequence[RawObject], classes: PriorityClasses) -> PodPriorities:
+def resolve_priorities(pods: Sequence[Pod], classes: PriorityClasses) -> PodPriorities:
     """Each pod with the ``spec.priority`` admission would give it (see the module
     docstring); pods are copied where changed, never modified."""
     out = PodPriorities()
     for pod in pods:
-        spec = pod.get("spec") or {}
-        if spec.get("priority") is not None:
+        spec = pod.spec
+        if spec.priority is not None:
             out.pods.append(pod)
             continue
-        name = spec.get("priorityClassName") or classes.global_default
+        name = spec.priority_class_name or classes.global_default
         if not name:
             # Admission's 0; the queue reads an absent priority as 0 as well.
             out.pods.append(pod)
@@ -115,9 +112,9 @@ def resolve_priorities(pods: Sequence[RawObject], classes: PriorityClasses) -> P
         else:
             value = DEFAULT_PRIORITY
             out.notes.append(
-                f"{_pod_ref(pod)}: spec.priorityClassName: PriorityClass {name} is not in "
+                f"Pod {pod.key}: spec.priorityClassName: PriorityClass {name} is not in "
                 f"the input (the API server refuses a pod naming a missing class); "
                 f"scheduled with priority {DEFAULT_PRIORITY}, pass the PriorityClass with -f"
             )
-        out.pods.append({**pod, "spec": {**spec, "priority": value}})
+        out.pods.append(pod.model_copy(update={"spec": spec.model_copy(update={"priority": value})}))
     return out

@@ -6,7 +6,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dra_api_types import Amount, Quantity, QuantityFormat
+from dra_api_types import (
+    Amount,
+    DeviceClaimConfiguration,
+    DeviceClassConfiguration,
+    NodeSelectorRequirement,
+    Quantity,
+    QuantityFormat,
+)
 
 from .capacity import Consumption
 from .errors import AllocationError
@@ -60,7 +67,7 @@ def device_result(picked: PickedDevice, *, binding: bool) -> dict[str, Any]:
     if picked.admin_access:
         out["adminAccess"] = True
     if picked.spec.tolerations_raw:
-        out["tolerations"] = [dict(t) for t in picked.spec.tolerations_raw]
+        out["tolerations"] = [t.to_dict() for t in picked.spec.tolerations_raw]
     if binding:
         if dev.binding_conditions:
             out["bindingConditions"] = list(dev.binding_conditions)
@@ -104,16 +111,16 @@ def build_allocation(
         for cfg in cls.config:
             config.append({"source": "FromClass", "requests": [request_name], **_body(cfg)})
         class_ranges[cls.name] = (begin, len(config))
-    for cfg in claim.config:
-        names = list(cfg.get("requests") or [])
+    for claim_cfg in claim.config:
+        names = list(claim_cfg.requests or [])
         if not names:
-            config.append({"source": "FromClaim", **_body(cfg)})
+            config.append({"source": "FromClaim", **_body(claim_cfg)})
             continue
         # 1.36 appends the config once per request it names; 1.37 once per config.
         for r, req in enumerate(claim.requests):
             sub = selected_subrequests.get(r)
             if req.name in names or (sub is not None and sub.full_name in names):
-                config.append({"source": "FromClaim", "requests": names, **_body(cfg)})
+                config.append({"source": "FromClaim", "requests": names, **_body(claim_cfg)})
                 if drop_covering_requests:
                     break
     if drop_covering_requests:
@@ -144,14 +151,15 @@ def _covers_every_request(
     return True
 
 
-def _body(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in cfg.items() if k not in ("requests", "source")}
+def _body(cfg: DeviceClassConfiguration | DeviceClaimConfiguration) -> dict[str, Any]:
+    """The configuration itself (``opaque``, and fields of newer servers), as results copy it."""
+    return {k: v for k, v in cfg.to_dict().items() if k not in ("requests", "source")}
 
 
 def result_node_selector(picked: Sequence[PickedDevice], node: NodeInfo) -> dict[str, Any] | None:
     """Where the allocated devices can be used: one node, a merged selector, or anywhere."""
-    fields: list[Mapping[str, Any]] = []
-    exprs: list[Mapping[str, Any]] = []
+    fields: list[NodeSelectorRequirement] = []
+    exprs: list[NodeSelectorRequirement] = []
     for p in picked:
         dev = p.device
         slc = dev.slice
@@ -163,7 +171,7 @@ def result_node_selector(picked: Sequence[PickedDevice], node: NodeInfo) -> dict
             return node_name_selector(node.name)
         if selector is None:
             continue
-        terms = selector.get("nodeSelectorTerms") or []
+        terms = selector.node_selector_terms
         if len(terms) == 0:
             continue
         if len(terms) > 1:
@@ -172,25 +180,23 @@ def result_node_selector(picked: Sequence[PickedDevice], node: NodeInfo) -> dict
                 object_ref=slc.ref,
                 field="spec.nodeSelector",
             )
-        _merge(terms[0].get("matchFields") or [], fields)
-        _merge(terms[0].get("matchExpressions") or [], exprs)
+        _merge(terms[0].match_fields or [], fields)
+        _merge(terms[0].match_expressions or [], exprs)
     if not fields and not exprs:
         return None
     term: dict[str, Any] = {}
     if exprs:
-        term["matchExpressions"] = [dict(e) for e in exprs]
+        term["matchExpressions"] = [e.to_dict() for e in exprs]
     if fields:
-        term["matchFields"] = [dict(f) for f in fields]
+        term["matchFields"] = [f.to_dict() for f in fields]
     return {"nodeSelectorTerms": [term]}
 
 
-def _merge(new: Sequence[Mapping[str, Any]], into: list[Mapping[str, Any]]) -> None:
+def _merge(new: Sequence[NodeSelectorRequirement], into: list[NodeSelectorRequirement]) -> None:
     for req in new:
-        values = set(req.get("values") or [])
+        values = set(req.values or [])
         if not any(
-            old.get("key") == req.get("key")
-            and old.get("operator") == req.get("operator")
-            and set(old.get("values") or []) == values
+            old.key == req.key and old.operator == req.operator and set(old.values or []) == values
             for old in into
         ):
             into.append(req)

@@ -13,14 +13,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dra_api_types import Pod, ResourceClaimTemplate
 from dra_api_types.beta_to_v1 import convert_to_v1, is_convertible_beta
 from dra_api_types.driver_classes import driver_device_class
 from dra_api_types.errors import ValidationError
 
 from .errors import AllocationError
 from .inputs import Document
-from .model import ClaimInfo, ClassInfo, SliceInfo, parse_model, read_model
+from .model import ClaimInfo, ClassInfo, SliceInfo, parse_claim, parse_model, read_model
 from .nodes import NodeInfo
+from .pods import read_pod
 from .priorities import PriorityClasses, is_priority_class, resolve_priorities
 from .taint_rules import apply_taint_rules
 from .templates import claims_from_templates
@@ -31,13 +33,13 @@ RESOURCE_API = "resource.k8s.io/v1"
 
 @dataclass(slots=True)
 class Snapshot:
-    """Classes, slices, claims, nodes and pods, parsed leniently."""
+    """Classes, slices, claims, nodes and pods, parsed leniently (once, at the edge)."""
 
     classes: list[ClassInfo] = field(default_factory=list)
     slices: list[SliceInfo] = field(default_factory=list)
     claims: list[ClaimInfo] = field(default_factory=list)
     nodes: list[NodeInfo] = field(default_factory=list)
-    pods: list[Mapping[str, Any]] = field(default_factory=list)
+    pods: list[Pod] = field(default_factory=list)
     #: What the snapshot assumed that the input does not say (made-up names, chart classes).
     notes: list[str] = field(default_factory=list)
 
@@ -78,9 +80,9 @@ def _as_v1(data: Mapping[str, Any], *, where: str) -> Mapping[str, Any]:
 
 def read_object(
     data: Mapping[str, Any], *, where: str, taint_rules: Sequence[Mapping[str, Any]] = ()
-) -> ClassInfo | SliceInfo | ClaimInfo | NodeInfo | Mapping[str, Any] | None:
+) -> ClassInfo | SliceInfo | ClaimInfo | NodeInfo | Pod | None:
     """One object as the allocator reads it: a ClassInfo, SliceInfo (with the DeviceTaintRules'
-    taints), ClaimInfo or NodeInfo; a Pod as it is; None for kinds nothing here reads.
+    taints), ClaimInfo or NodeInfo; a Pod's typed model; None for kinds nothing here reads.
 
     Raises:
         AllocationError: the object cannot be read (naming ``where`` and the field).
@@ -90,7 +92,7 @@ def read_object(
     if kind == "Node":
         return NodeInfo.from_dict(data)
     if kind == "Pod":
-        return data
+        return read_pod(data, where=f"{where} Pod")
     if api == RESOURCE_API and kind in ("DeviceClass", "ResourceSlice", "ResourceClaim"):
         if kind == "ResourceSlice" and taint_rules:
             data = apply_taint_rules(data, taint_rules)
@@ -108,7 +110,7 @@ def add_to_snapshot(snap: Snapshot, item: object) -> None:
         snap.claims.append(item)
     elif isinstance(item, NodeInfo):
         snap.nodes.append(item)
-    elif isinstance(item, Mapping):
+    elif isinstance(item, Pod):
         snap.pods.append(item)
 
 
@@ -138,15 +140,21 @@ def build_snapshot(docs: Sequence[Document]) -> Snapshot:
     priority_classes = PriorityClasses.from_objects(
         [doc.data for doc in docs if is_priority_class(doc.data)]
     )
-    templates: dict[str, Mapping[str, Any]] = {}
+    templates: dict[str, ResourceClaimTemplate] = {}
     for doc in docs:
         if not isinstance(doc.data, Mapping):
             raise AllocationError("document is not an object", object_ref=doc.where)
         if doc.data.get("kind") == "ResourceClaimTemplate":
-            template = _as_v1(doc.data, where=doc.where)
-            if template.get("apiVersion") == RESOURCE_API:
-                meta = template.get("metadata") or {}
-                templates[f"{meta.get('namespace') or 'default'}/{meta.get('name')}"] = template
+            data = _as_v1(doc.data, where=doc.where)
+            if data.get("apiVersion") == RESOURCE_API:
+                where = f"{doc.where} ResourceClaimTemplate"
+                template = read_model(data, where=where)
+                if not isinstance(template, ResourceClaimTemplate):  # parse_object's dispatch
+                    raise AllocationError(
+                        "cannot parse: not a ResourceClaimTemplate", object_ref=where
+                    )
+                meta = template.metadata
+                templates[f"{meta.namespace or 'default'}/{meta.name}"] = template
             continue
         if is_workload(doc.data):
             snap.pods.extend(workload_pods(doc.data))
@@ -159,19 +167,17 @@ def build_snapshot(docs: Sequence[Document]) -> Snapshot:
     return snap
 
 
-def add_template_claims(snap: Snapshot, templates: Mapping[str, Mapping[str, Any]]) -> None:
+def add_template_claims(snap: Snapshot, templates: Mapping[str, ResourceClaimTemplate]) -> None:
     """Resolve the pods' ResourceClaimTemplate entries: claims made (or found) and recorded
     in the pods' ``status.resourceClaimStatuses``, one note per claim made.
 
     Raises:
         AllocationError: a pod names a template that is not in ``templates``.
     """
-    made = claims_from_templates(snap.pods, templates, [c.obj.to_dict() for c in snap.claims])
+    made = claims_from_templates(snap.pods, templates, [c.obj for c in snap.claims])
     snap.pods = list(made.pods)
     for claim in made.claims:
-        meta = claim["metadata"]
-        item = read_object(claim, where=f"{meta['namespace']}/{meta['name']} (from a template)")
-        add_to_snapshot(snap, item)
+        add_to_snapshot(snap, parse_claim(claim))
     snap.notes.extend(made.notes)
 
 

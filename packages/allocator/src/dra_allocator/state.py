@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
-from dra_api_types import Amount
+from dra_api_types import AllocationResult, Amount
 
-from .model import ClaimInfo, DeviceID, parse_quantity
+from .model import ClaimInfo, DeviceID
 
 
 @dataclass(slots=True)
@@ -38,25 +37,18 @@ class AllocatedState:
                 state.add_allocation(claim.key, claim.allocation)
         return state
 
-    def add_allocation(self, owner: str, allocation: Mapping[str, Any]) -> None:
-        """Record an allocation result (v1 JSON) as held by ``owner``."""
-        results = (allocation.get("devices") or {}).get("results") or []
-        for result in results:
-            if result.get("adminAccess"):
+    def add_allocation(self, owner: str, allocation: AllocationResult) -> None:
+        """Record an allocation result as held by ``owner``."""
+        for result in allocation.devices.results or []:
+            if result.admin_access:
                 continue
-            dev_id: DeviceID = (
-                result.get("driver", ""),
-                result.get("pool", ""),
-                result.get("device", ""),
-            )
+            dev_id: DeviceID = (result.driver, result.pool, result.device)
             self.owners[dev_id].append(owner)
-            if result.get("shareID") and self.consumable:
+            if result.share_id and self.consumable:
                 self.shared_devices.add(dev_id)
                 agg = self.capacity.setdefault(dev_id, {})
-                for name, value in (result.get("consumedCapacity") or {}).items():
-                    agg[name] = agg.get(name, 0) + parse_quantity(
-                        value, where=f"{owner}: status.allocation consumedCapacity.{name}"
-                    )
+                for name, value in (result.consumed_capacity or {}).items():
+                    agg[name] = agg.get(name, 0) + value.amount()
             else:
                 self.devices.add(dev_id)
         self.version += 1

@@ -14,15 +14,21 @@ annotation) is used as it is.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+
+from dra_api_types import (
+    ObjectMeta,
+    OwnerReference,
+    Pod,
+    PodResourceClaimStatus,
+    ResourceClaim,
+    ResourceClaimTemplate,
+)
 
 from .errors import AllocationError
 from .workloads import stable_suffix
 
-RawObject = Mapping[str, Any]
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 #: Leaves room for the 5 random characters (and a hyphen) in a 63-character name.
 MAX_BASE_LEN = 57
@@ -51,66 +57,51 @@ def offline_claim_name(namespace: str, pod_name: str, claim_name: str) -> str:
 class TemplateClaims:
     """The claims made from templates, the pods with their claim statuses, and a note each."""
 
-    claims: list[dict[str, Any]] = field(default_factory=list)
-    pods: list[dict[str, Any]] = field(default_factory=list)
+    claims: list[ResourceClaim] = field(default_factory=list)
+    pods: list[Pod] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
-def _meta(obj: RawObject) -> RawObject:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
-
-
-def _made_for(claims: Sequence[RawObject], pod: RawObject, claim_name: str) -> str | None:
+def _made_for(claims: Sequence[ResourceClaim], pod: Pod, claim_name: str) -> str | None:
     """The name of a claim the controller already made for the pod's entry, if any."""
-    meta = _meta(pod)
+    meta = pod.metadata
     for claim in claims:
-        cmeta = _meta(claim)
-        owners = cmeta.get("ownerReferences") or []
+        cmeta = claim.metadata
         if (
-            cmeta.get("namespace", "default") == meta.get("namespace", "default")
-            and (cmeta.get("annotations") or {}).get(POD_CLAIM_ANNOTATION) == claim_name
+            (cmeta.namespace or "default") == pod.namespace
+            and (cmeta.annotations or {}).get(POD_CLAIM_ANNOTATION) == claim_name
             and any(
-                o.get("kind") == "Pod"
-                and o.get("name") == meta.get("name")
-                and (not meta.get("uid") or o.get("uid") == meta.get("uid"))
-                for o in owners
-                if isinstance(o, Mapping)
+                o.kind == "Pod" and o.name == meta.name and (not meta.uid or o.uid == meta.uid)
+                for o in cmeta.owner_references or []
             )
         ):
-            return str(cmeta.get("name"))
+            return str(cmeta.name)
     return None
 
 
 def claims_from_templates(
-    pods: Sequence[RawObject],
-    templates: Mapping[str, RawObject],
-    claims: Sequence[RawObject],
+    pods: Sequence[Pod],
+    templates: Mapping[str, ResourceClaimTemplate],
+    claims: Sequence[ResourceClaim],
 ) -> TemplateClaims:
-    """Make each pod's template claims (``templates`` keyed ``namespace/name``, v1 JSON;
-    ``claims``: the existing ResourceClaims, v1 JSON). Pods without template entries to
-    resolve are returned unchanged.
+    """Make each pod's template claims (``templates`` keyed ``namespace/name``; ``claims``:
+    the existing ResourceClaims). Pods without template entries to resolve are returned
+    unchanged; the others as copies with their ``status.resourceClaimStatuses`` completed.
 
     Raises:
         AllocationError: a pod names a template that is not in ``templates``.
     """
     out = TemplateClaims()
     for pod in pods:
-        meta = _meta(pod)
-        namespace = str(meta.get("namespace") or "default")
-        pod_name = str(meta.get("name") or "")
-        status = dict(pod.get("status") or {})
-        statuses = list(status.get("resourceClaimStatuses") or [])
-        resolved = {s.get("name") for s in statuses if isinstance(s, Mapping)}
+        namespace, pod_name = pod.namespace, pod.name
+        statuses = list(pod.status.resource_claim_statuses or [])
+        resolved = {s.name for s in statuses}
         added = False
-        entries = (pod.get("spec") or {}).get("resourceClaims") or []
-        for i, ref in enumerate(entries):
-            template_name = (
-                ref.get("resourceClaimTemplateName") if isinstance(ref, Mapping) else None
-            )
-            if not template_name or ref.get("name") in resolved:
+        for i, ref in enumerate(pod.spec.resource_claims or []):
+            template_name = ref.resource_claim_template_name
+            if not template_name or ref.name in resolved:
                 continue
-            entry = str(ref.get("name"))
+            entry = ref.name or ""
             name = _made_for(claims, pod, entry)
             if name is None:
                 template = templates.get(f"{namespace}/{template_name}")
@@ -129,32 +120,29 @@ def claims_from_templates(
                     f"{claim_generate_name(pod_name, entry)}<5 random characters>, here "
                     "derived from the names"
                 )
-            statuses.append({"name": entry, "resourceClaimName": name})
+            statuses.append(PodResourceClaimStatus(name=entry, resource_claim_name=name))
             added = True
         if added:
-            pod = {**pod, "status": {**status, "resourceClaimStatuses": statuses}}
-        out.pods.append(dict(pod))
+            status = pod.status.model_copy(update={"resource_claim_statuses": statuses})
+            pod = pod.model_copy(update={"status": status})
+        out.pods.append(pod)
     return out
 
 
 def _claim(
-    template: RawObject, pod: RawObject, entry: str, *, name: str, namespace: str
-) -> dict[str, Any]:
-    body = template.get("spec") or {}
-    tmeta = body.get("metadata") or {}
-    meta = _meta(pod)
-    owner = {"apiVersion": "v1", "kind": "Pod", "name": meta.get("name"), "controller": True}
-    if meta.get("uid"):
-        owner["uid"] = meta["uid"]
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": dict(tmeta.get("labels") or {}),
-            "annotations": {**(tmeta.get("annotations") or {}), POD_CLAIM_ANNOTATION: entry},
-            "ownerReferences": [owner],
-        },
-        "spec": copy.deepcopy(dict(body.get("spec") or {})),
-    }
+    template: ResourceClaimTemplate, pod: Pod, entry: str, *, name: str, namespace: str
+) -> ResourceClaim:
+    tmeta = template.spec.metadata
+    owner = OwnerReference(api_version="v1", kind="Pod", name=pod.name, controller=True)
+    if pod.metadata.uid:
+        owner.uid = pod.metadata.uid
+    return ResourceClaim(
+        metadata=ObjectMeta(
+            name=name,
+            namespace=namespace,
+            labels=dict(tmeta.labels or {}),
+            annotations={**(tmeta.annotations or {}), POD_CLAIM_ANNOTATION: entry},
+            owner_references=[owner],
+        ),
+        spec=template.spec.spec.copy_deep(),
+    )

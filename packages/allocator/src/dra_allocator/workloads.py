@@ -18,7 +18,10 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
+from dra_api_types import Pod
+
 from .errors import AllocationError
+from .pods import read_pod
 
 RawObject = Mapping[str, Any]
 WORKLOAD_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "Job", "CronJob")
@@ -54,11 +57,12 @@ def _count(value: Any, *, ref: str, field: str, default: int) -> int:
 
 def _pod(
     template: Any, *, name: str, namespace: str, owner: tuple[str, str], ref: str, field: str
-) -> dict[str, Any]:
+) -> Pod:
     if not isinstance(template, Mapping) or not isinstance(template.get("spec"), Mapping):
         raise AllocationError("a pod template needs a spec", object_ref=ref, field=field)
     meta = template.get("metadata") or {}
-    return {
+    # The workload is read as JSON (its kinds are not modelled); its pods are parsed here, once.
+    body = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
@@ -69,13 +73,15 @@ def _pod(
         },
         "spec": copy.deepcopy(dict(template["spec"])),
     }
+    return read_pod(body, where=ref, field=field)
 
 
-def workload_pods(workload: RawObject) -> list[dict[str, Any]]:
+def workload_pods(workload: RawObject) -> list[Pod]:
     """The pods the workload's controllers would create, in ordinal order.
 
     Raises:
-        AllocationError: a replica count or the pod template is malformed (naming the field).
+        AllocationError: a replica count or the pod template is malformed (naming the field
+            in the workload).
     """
     kind = str(workload.get("kind"))
     meta = workload.get("metadata") or {}
@@ -115,9 +121,7 @@ def workload_pods(workload: RawObject) -> list[dict[str, Any]]:
     ]
 
 
-def _job_pods(
-    spec: RawObject, *, name: str, namespace: str, ref: str, field: str
-) -> list[dict[str, Any]]:
+def _job_pods(spec: RawObject, *, name: str, namespace: str, ref: str, field: str) -> list[Pod]:
     if spec.get("suspend") is True:
         return []
     parallel = _count(spec.get("parallelism"), ref=ref, field=f"{field}.parallelism", default=1)

@@ -6,11 +6,22 @@ Import everything from here::
 
 Modules: :mod:`.resource_v1` (the Kubernetes DRA API), :mod:`.nvidia_v1beta1` (NVIDIA's
 opaque configs and ComputeDomain CRDs), :mod:`.quantity`, :mod:`.semver`, :mod:`.validation`,
-:mod:`.codec` (load/dump), :mod:`.crds` (CRD manifests), :mod:`.errors`.
+:mod:`.core_v1` (the parts of a Pod DRA tools read), :mod:`.codec` (load/dump),
+:mod:`.crds` (CRD manifests), :mod:`.errors`.
 """
 
 from ._model import ApiModel, ApiObject, StrictApiModel
 from .codec import KubeObject, dump_all, load_all, load_documents, parse_object, to_plain
+from .core_v1 import (
+    Container,
+    Pod,
+    PodCondition,
+    PodResourceClaim,
+    PodResourceClaimStatus,
+    PodSpec,
+    PodStatus,
+    Toleration,
+)
 from .crds import crd_manifests
 from .errors import (
     DraApiTypesError,
@@ -140,6 +151,7 @@ __all__ = [
     "ComputeDomainSpec",
     "ComputeDomainStatus",
     "Condition",
+    "Container",
     "Counter",
     "CounterSet",
     "Device",
@@ -190,6 +202,12 @@ __all__ = [
     "OpaqueConfig",
     "OpaqueDeviceConfiguration",
     "OwnerReference",
+    "Pod",
+    "PodCondition",
+    "PodResourceClaim",
+    "PodResourceClaimStatus",
+    "PodSpec",
+    "PodStatus",
     "Quantity",
     "QuantityError",
     "QuantityFormat",
@@ -208,6 +226,7 @@ __all__ = [
     "ResourceSliceSpec",
     "StrictApiModel",
     "TimeSlicingConfig",
+    "Toleration",
     "UnknownKindError",
     "ValidationError",
     "Version",

@@ -50,6 +50,7 @@ from dra_allocator.pools import PoolID
 from dra_allocator.reasons import reasons_of
 from dra_allocator.selectors import SelectorEngine
 from dra_allocator.snapshot import Snapshot
+from dra_api_types import Pod
 
 EXIT_ALLOCATED = 0
 EXIT_UNSATISFIABLE = 1
@@ -138,8 +139,7 @@ def _allocate_pods(
     nodes = [node] if node else cluster.node_names()
     extended = {id(p) for p in pending_extended_pods(snapshot)}
     for pod in scheduling_order(snapshot.pods):
-        namespace = (pod.get("metadata") or {}).get("namespace") or "default"
-        own = own_claims(snapshot, pod, namespace)
+        own = own_claims(snapshot, pod, pod.namespace)
         if id(pod) not in extended:
             if any(c.allocation is None for c in own):
                 taken.update(c.key for c in own)
@@ -160,20 +160,15 @@ def _allocate_pods(
     return taken
 
 
-def scheduling_order(pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def scheduling_order(pods: Sequence[Pod]) -> list[Pod]:
     """Pods in the order the scheduler's queue pops them: higher ``spec.priority`` first
     (PrioritySort), then input order (standing in for creation time)."""
-
-    def priority(pod: Mapping[str, Any]) -> int:
-        value = (pod.get("spec") or {}).get("priority")
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-    return sorted(pods, key=lambda p: -priority(p))
+    return sorted(pods, key=lambda p: -(p.spec.priority or 0))
 
 
 def _allocate_pod_claims(
     cluster: Cluster,
-    pod: Mapping[str, Any],
+    pod: Pod,
     own: Sequence[ClaimInfo],
     node: str | None,
     claims_out: dict[str, Any],
@@ -190,21 +185,20 @@ def _allocate_pod_claims(
         features=cluster.features,
     )
     templated = [
-        {"name": s.get("name"), "resourceClaimName": s.get("resourceClaimName")}
-        for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+        {"name": s.name, "resourceClaimName": s.resource_claim_name}
+        for s in pod.status.resource_claim_statuses or []
     ]
     if not templated:
         return
-    meta = pod.get("metadata") or {}
     entry: dict[str, Any] = {"allocated": result.exit_code == EXIT_ALLOCATED}
     if entry["allocated"] and own:
         entry["node"] = claims_out[own[0].key]["node"]
     entry["resourceClaimStatuses"] = templated
-    pods_out[f"{meta.get('namespace') or 'default'}/{meta.get('name')}"] = entry
+    pods_out[f"{pod.namespace}/{pod.metadata.name}"] = entry
 
 
 def _pod_reasons(
-    cluster: Cluster, pod: Any, own: Sequence[ClaimInfo], outcome: PodAllocation
+    cluster: Cluster, pod: Pod, own: Sequence[ClaimInfo], outcome: PodAllocation
 ) -> list[str]:
     lines = [f"node {p.node}: {reason}" for p in outcome.failed for reason in p.unfit]
     if not outcome.failed and not lines:
@@ -231,7 +225,7 @@ def _allocate_claims(
         claims_out[claim.key] = {
             "allocated": True,
             "node": _allocated_node(claim),
-            "allocation": dict(claim.allocation),
+            "allocation": claim.allocation.to_dict(),
         }
     if not pending:
         return AllocateReport({"claims": claims_out}, EXIT_ALLOCATED)
@@ -319,13 +313,9 @@ def subrequest_score(claims: Sequence[ClaimInfo], allocations: Sequence[Mapping[
 
 
 def _allocated_node(claim: ClaimInfo) -> str:
-    selector = (claim.allocation or {}).get("nodeSelector") or {}
-    for term in selector.get("nodeSelectorTerms") or []:
-        for req in term.get("matchFields") or []:
-            if (
-                req.get("key") == "metadata.name"
-                and req.get("operator") == "In"
-                and len(req.get("values") or []) == 1
-            ):
-                return str(req["values"][0])
+    selector = None if claim.allocation is None else claim.allocation.node_selector
+    for term in [] if selector is None else selector.node_selector_terms:
+        for req in term.match_fields or []:
+            if req.key == "metadata.name" and req.operator == "In" and len(req.values or []) == 1:
+                return (req.values or [""])[0]
     return ""

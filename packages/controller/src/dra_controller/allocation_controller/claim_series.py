@@ -37,8 +37,8 @@ def _allocated_classes(claim: ClaimInfo) -> list[str]:
     for req in claim.requests:
         for spec in list(req.first_available) or ([req.exact] if req.exact else []):
             by_request[spec.full_name] = spec.class_name
-    results = ((claim.allocation or {}).get("devices") or {}).get("results") or []
-    return [by_request.get(str(r.get("request")), NO_CLASS) for r in results]
+    results = [] if claim.allocation is None else claim.allocation.devices.results or []
+    return [by_request.get(r.request, NO_CLASS) for r in results]
 
 
 def _unique(values: Iterable[str]) -> list[str]:

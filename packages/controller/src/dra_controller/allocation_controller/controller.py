@@ -152,10 +152,9 @@ class AllocationController:
     def _publish(self, finding: Finding) -> None:
         if self.publisher is None:
             return
-        meta = finding.pod.get("metadata") or {}
-        pod_ns = str(meta.get("namespace") or "default")
+        pod = finding.pod
         self.publisher.warn(
-            InvolvedObject("v1", "Pod", pod_ns, str(meta.get("name")), pod_uid(finding.pod)),
+            InvolvedObject("v1", "Pod", pod.namespace, str(pod.metadata.name), pod_uid(pod)),
             finding.message,
         )
         claim = finding.claim

@@ -6,9 +6,7 @@ together on every node by the allocator's ``diagnose``, on the informers' snapsh
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from dra_allocator.cluster import Cluster
 from dra_allocator.errors import AllocationError
@@ -18,6 +16,7 @@ from dra_allocator.features import Features
 from dra_allocator.model import ClaimInfo
 from dra_allocator.selectors import SelectorEngine
 from dra_allocator.snapshot import Snapshot
+from dra_api_types import Pod
 
 from .event_text import unsatisfiable_message
 
@@ -26,43 +25,39 @@ from .event_text import unsatisfiable_message
 class Finding:
     """One claim of one unschedulable pod that no node can satisfy, and why."""
 
-    pod: Mapping[str, Any]
+    pod: Pod
     claim: ClaimInfo
     message: str
 
     @property
     def pod_key(self) -> str:
         """``namespace/name`` of the pod."""
-        meta = self.pod.get("metadata") or {}
-        return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+        return f"{self.pod.namespace}/{self.pod.metadata.name}"
 
 
-def is_unschedulable(pod: Mapping[str, Any]) -> bool:
+def is_unschedulable(pod: Pod) -> bool:
     """Not bound, and ``PodScheduled=False`` with reason ``Unschedulable``."""
-    if (pod.get("spec") or {}).get("nodeName"):
+    if pod.spec.node_name:
         return False
     return any(
-        c.get("type") == "PodScheduled"
-        and c.get("status") == "False"
-        and c.get("reason") == "Unschedulable"
-        for c in (pod.get("status") or {}).get("conditions") or []
+        c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable"
+        for c in pod.status.conditions or []
     )
 
 
-def pod_uid(pod: Mapping[str, Any]) -> str:
+def pod_uid(pod: Pod) -> str:
     """``metadata.uid``."""
-    return str((pod.get("metadata") or {}).get("uid") or "")
+    return pod.metadata.uid or ""
 
 
-def diagnose_pod(cluster: Cluster, snapshot: Snapshot, pod: Mapping[str, Any]) -> list[Finding]:
+def diagnose_pod(cluster: Cluster, snapshot: Snapshot, pod: Pod) -> list[Finding]:
     """The pod's pending claims that fit on no node, with their Event message.
 
     A pod whose claims are not all created yet, or that fit somewhere (the scheduler
     failed for another reason), has no findings.
     """
-    namespace = (pod.get("metadata") or {}).get("namespace") or "default"
     try:
-        claims = own_claims(snapshot, pod, namespace)
+        claims = own_claims(snapshot, pod, pod.namespace)
     except AllocationError:
         return []
     pending = [c for c in claims if c.allocation is None]

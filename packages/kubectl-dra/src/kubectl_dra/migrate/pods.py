@@ -11,7 +11,9 @@ from typing import Any, Final
 
 from dra_allocator.errors import AllocationError
 from dra_allocator.extended_resources import IMPLICIT_PREFIX, pod_extended_requests
+from dra_allocator.pods import read_pod
 from dra_api_types import GPU_DRIVER
+from dra_api_types.core_v1 import CONTAINER_GROUPS
 from dra_api_types.errors import ValidationError
 from dra_api_types.legacy import LegacyPodClaim
 
@@ -32,7 +34,6 @@ POD_SPEC_PATHS: Final = {
 #: The chart's DeviceClass gpu.nvidia.com sets extendedResourceName: nvidia.com/gpu.
 CHART_EXTENDED_RESOURCES: Final = {"nvidia.com/gpu": GPU_DRIVER}
 EXTENDED_CLAIM: Final = "extended-resources"
-CONTAINER_GROUPS: Final = ("initContainers", "containers")
 
 
 def pod_spec_of(obj: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
@@ -143,11 +144,7 @@ def extended_class(resource: str, mapping: Mapping[str, str]) -> str | None:
 
 def _locations(spec: Mapping[str, Any]) -> list[tuple[str, int]]:
     """(group, index) of every container, init containers first (the scheduler's order)."""
-    return [
-        (group, i)
-        for group in ("initContainers", "containers")
-        for i, _ in enumerate(spec.get(group) or [])
-    ]
+    return [(group, i) for group in CONTAINER_GROUPS for i, _ in enumerate(spec.get(group) or [])]
 
 
 def extended_requests(
@@ -155,7 +152,10 @@ def extended_requests(
 ) -> Iterator[ExtendedRequest]:
     """Device extended resources (``nvidia.com/...``, mapped or implicit) the pod requests."""
     try:
-        found = pod_extended_requests({"metadata": {"name": ref}, "spec": spec})
+        # Only the containers: the rest of a user's pod spec is not this tool's to judge.
+        containers = {group: spec[group] for group in CONTAINER_GROUPS if group in spec}
+        pod = read_pod({"metadata": {"name": ref}, "spec": containers}, where=ref)
+        found = pod_extended_requests(pod)
     except AllocationError as exc:
         # The field is relative to a pod; the workload keeps its pod spec at ``path``.
         relative = exc.field.removeprefix("spec")
