@@ -30,7 +30,7 @@ from typing import Any
 
 from dra_e2e import chart, driver_install
 from dra_e2e.cluster import Cluster
-from dra_e2e.kwok_cluster import transport_of
+from dra_e2e.kwok_cluster import add_kwok_nodes, transport_of
 from dra_e2e.scale_metrics import (
     COMPONENTS_FLOW_SCHEMA,
     DISPATCHED,
@@ -231,8 +231,6 @@ def main() -> int:
     say(f"[bench] cluster in {state_dir}: 1 real node, {NODES} kwok nodes")
     cluster.up(progress=say, nodes=1)
     try:
-        from dra_e2e.kwok_cluster import add_kwok_nodes
-
         add_kwok_nodes(cluster, NODES, gpus=GPUS, progress=say, timeout=max(300, NODES))
         _apply(cluster, device_classes())
         without = run_phase(cluster, "without")

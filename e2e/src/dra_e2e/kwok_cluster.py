@@ -14,7 +14,8 @@ import re
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from dra_kube_client import JsonTransport, KubeApiError, KubeTransport, path_segment
 from dra_kubelet_core.metrics import PluginMetrics
@@ -36,8 +37,28 @@ from dra_e2e.kwok import (
 from dra_e2e.kwok_slices import FLEET_LABEL, fleet_of, plugin_settings, publish_node_slices
 from dra_e2e.process import ProcessRecord, is_running
 
-if TYPE_CHECKING:
-    from dra_e2e.cluster import Cluster
+
+class Cluster(Protocol):
+    """What kwok needs of a harness cluster (:class:`dra_e2e.cluster.Cluster` has it)."""
+
+    @property
+    def state_dir(self) -> Path:
+        """The cluster's state directory."""
+        ...
+
+    @property
+    def kubeconfig(self) -> Path:
+        """The cluster-admin kubeconfig."""
+        ...
+
+    def processes(self) -> list[ProcessRecord]:
+        """Every daemon the cluster started."""
+        ...
+
+    def start_daemon(self, name: str, argv: Sequence[str]) -> ProcessRecord:
+        """Start and record one more daemon."""
+        ...
+
 
 KWOK_PROCESS = "kwok"
 #: GPUs per simulated node unless asked otherwise (the scale benchmark's 8).
