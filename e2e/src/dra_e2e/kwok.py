@@ -106,7 +106,8 @@ def _stage_docs(stages_yaml: str) -> list[dict[str, Any]]:
     kinds = {((d.get("spec") or {}).get("resourceRef") or {}).get("kind") for d in docs}
     for needed in ("Node", "Pod"):
         if needed not in kinds:
-            raise KwokConfigError("stages", f"no Stage for kind {needed} (have {sorted(str(k) for k in kinds)})")
+            have = sorted(str(k) for k in kinds)
+            raise KwokConfigError("stages", f"no Stage for kind {needed} (have {have})")
     return docs
 
 
