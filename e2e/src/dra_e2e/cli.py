@@ -1,12 +1,14 @@
 """``e2e-cluster``: bring a local Kubernetes cluster up, inspect it, tear it down.
 
-    e2e-cluster up [--nodes N]             build binaries if needed, start N nodes (default 1),
-                                           wait until every node is Ready
+    e2e-cluster up [--nodes N] [--kwok-nodes M]   build binaries if needed, start N nodes
+                                           (default 1) and M simulated GPU nodes (kwok, with
+                                           the plugin's slices), wait until all are Ready
     e2e-cluster down [--state-dir DIR]     stop everything started, delete the state
     e2e-cluster status [--state-dir DIR]   JSON: processes, API readiness, nodes
     e2e-cluster kubeconfig [--state-dir DIR]   print the admin kubeconfig path
     e2e-cluster logs [COMPONENT] [--lines N]   tail of one or every component log
     e2e-cluster add-node                   start one more kubelet node
+    e2e-cluster add-kwok-nodes M           create M more simulated GPU nodes (kwok)
     e2e-cluster install-driver [--set KEY=VALUE ...] [--values FILE ...]   build and import the
                                            driver images, helm upgrade --install the chart on
                                            fake GPUs, wait until every node runs the plugin
@@ -29,11 +31,12 @@ import signal
 import sys
 from pathlib import Path
 
-from dra_e2e import driver_install, hostnet, preflight
+from dra_e2e import driver_install, hostnet, kwok_cluster, preflight
 from dra_e2e.build import ensure_binaries
 from dra_e2e.cluster import Cluster
 from dra_e2e.cluster_view import DEFAULT_STATE_DIR
 from dra_e2e.errors import E2EError
+from dra_e2e.kwok import MAX_KWOK_NODES
 from dra_e2e.prerequisites import Purpose
 from dra_e2e.process import is_running, tail
 from dra_e2e.versions import KUBERNETES_VERSION, KUBERNETES_VERSIONS, resolve_kube_version
@@ -51,6 +54,17 @@ def _node_count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not 1 <= count <= hostnet.MAX_NODES:
         raise argparse.ArgumentTypeError(f"{count} is not between 1 and {hostnet.MAX_NODES}")
+    return count
+
+
+def _kwok_count(text: str) -> int:
+    """``--kwok-nodes``: an integer from 0 to kwok's node limit."""
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= count <= MAX_KWOK_NODES:
+        raise argparse.ArgumentTypeError(f"{count} is not between 0 and {MAX_KWOK_NODES}")
     return count
 
 
@@ -79,6 +93,13 @@ def _parser() -> argparse.ArgumentParser:
         default=1,
         help=f"how many kubelet nodes to start, 1 to {hostnet.MAX_NODES} (default %(default)s)",
     )
+    up.add_argument(
+        "--kwok-nodes",
+        type=_kwok_count,
+        default=0,
+        help="simulated GPU nodes (kwok) to add, each with the GPU plugin's ResourceSlices "
+        "of its fleet (GB200, H100, MIG A100 in turn) (default %(default)s)",
+    )
     sub.add_parser("down", help="stop every process the cluster started and remove its state")
     sub.add_parser("status", help="print the cluster status as JSON")
     sub.add_parser("kubeconfig", help="print the path of the admin kubeconfig")
@@ -86,6 +107,8 @@ def _parser() -> argparse.ArgumentParser:
     logs.add_argument("component", nargs="?", help="e.g. kube-apiserver, kubelet-e2e-node-0")
     logs.add_argument("--lines", type=int, default=50, help="lines per log (0: whole file)")
     sub.add_parser("add-node", help="start one more kubelet node")
+    add_kwok = sub.add_parser("add-kwok-nodes", help="create more simulated GPU nodes (kwok)")
+    add_kwok.add_argument("count", type=_kwok_count)
     install = sub.add_parser(
         "install-driver",
         help="build and import the driver images, install (or upgrade) the chart on fake GPUs, "
@@ -153,7 +176,7 @@ def run(argv: list[str]) -> int:
         print(bins.etcd_dir)
         print(bins.containerd_dir)
     elif args.command == "up":
-        cluster.up(progress=_progress, nodes=args.nodes)
+        cluster.up(progress=_progress, nodes=args.nodes, kwok_nodes=args.kwok_nodes)
         print(cluster.kubeconfig)
     elif args.command == "down":
         leftovers = cluster.down(progress=_progress)
@@ -187,6 +210,9 @@ def run(argv: list[str]) -> int:
     elif args.command == "add-node":
         node = cluster.add_node(progress=_progress)
         print(node.name)
+    elif args.command == "add-kwok-nodes":
+        for name in kwok_cluster.add_kwok_nodes(cluster, args.count, progress=_progress):
+            print(name)
     elif args.command == "install-driver":
         sets = driver_install.parse_sets(args.sets)
         if not cluster.exists():

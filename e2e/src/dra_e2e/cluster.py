@@ -30,6 +30,7 @@ from dra_e2e import (
     hostnet,
     image_aliases,
     images,
+    kwok_cluster,
     node_mounts,
     preflight,
     teardown,
@@ -65,9 +66,22 @@ class Cluster(ClusterView):
     def _spawn(self, name: str, argv: Sequence[str]) -> ProcessRecord:
         return self._record(spawn(name, argv, log=self.logs_dir / f"{name}.log"))
 
+    def start_daemon(self, name: str, argv: Sequence[str]) -> ProcessRecord:
+        """Start one more daemon of this cluster (logging to ``logs/<name>.log``); ``down``
+        stops it with the rest."""
+        return self._spawn(name, argv)
+
     # ----- up ----------------------------------------------------------------------
-    def up(self, *, progress: Progress = quiet, build: bool = True, nodes: int = 1) -> None:
-        """Start the control plane and ``nodes`` nodes; on failure print logs and tear down."""
+    def up(
+        self,
+        *,
+        progress: Progress = quiet,
+        build: bool = True,
+        nodes: int = 1,
+        kwok_nodes: int = 0,
+    ) -> None:
+        """Start the control plane and ``nodes`` nodes, plus ``kwok_nodes`` simulated GPU nodes
+        (kwok, :mod:`dra_e2e.kwok_cluster`); on failure print logs and tear down."""
         if not 1 <= nodes <= hostnet.MAX_NODES:
             raise ClusterStateError(
                 self.state_dir, f"nodes: {nodes} is not between 1 and {hostnet.MAX_NODES}"
@@ -86,6 +100,8 @@ class Cluster(ClusterView):
         self._save()
         try:
             self._up(progress, nodes=nodes)
+            if kwok_nodes:
+                kwok_cluster.add_kwok_nodes(self, kwok_nodes, progress=progress)
         except BaseException:
             progress(self.failure_report())
             kept = self.save_logs()

@@ -16,6 +16,8 @@ CONTAINERD_VERSION = "v2.3.7"
 # github.com/prometheus/prometheus v0.316.0 is Prometheus 3.16.0 (and its promtool):
 # the server that scrapes the allocation controller in e2e, and the rule unit tests.
 PROMETHEUS_VERSION = "v0.316.0"
+# sigs.k8s.io/kwok: simulated Nodes (and Pods on them) for the scale harness.
+KWOK_VERSION = "v0.8.0"
 # nvidia-ctk and nvidia-cdi-hook for the CDI parity tests (not part of a cluster).
 NVIDIA_CONTAINER_TOOLKIT_VERSION = "v1.19.1"
 # tags.cncf.io/container-device-interface: the CDI library containerd and CRI-O load specs

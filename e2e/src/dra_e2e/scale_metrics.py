@@ -1,0 +1,142 @@
+"""The scale benchmark's arithmetic: percentiles, and the API server's own metrics.
+
+The API server's ``/metrics`` (Prometheus text) is read before and after a run; the run's
+figures are the differences: the webhook admission latency histogram
+(``apiserver_admission_webhook_admission_duration_seconds``) as p50/p99, and the requests
+dispatched per FlowSchema (``apiserver_flowcontrol_dispatched_requests_total``). The API
+server labels no metric with the user agent; the benchmark gives our components a FlowSchema
+of their own (:func:`components_flow_schema`) so their requests are counted apart.
+
+Pure: text in, numbers out.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+WEBHOOK_HISTOGRAM = "apiserver_admission_webhook_admission_duration_seconds"
+DISPATCHED = "apiserver_flowcontrol_dispatched_requests_total"
+#: The FlowSchema the benchmark puts our components' service accounts in.
+COMPONENTS_FLOW_SCHEMA = "dra-driver-components"
+
+_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<v>\S+)")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+Labels = tuple[tuple[str, str], ...]
+
+
+def parse_samples(text: str, name: str) -> dict[Labels, float]:
+    """Every sample of metric ``name`` in Prometheus text, by its sorted label pairs."""
+    out: dict[Labels, float] = {}
+    for line in text.splitlines():
+        match = _SAMPLE.match(line)
+        if match is None or match.group("name") != name:
+            continue
+        labels = tuple(sorted(_LABEL.findall(match.group("labels") or "")))
+        out[labels] = float(match.group("v"))
+    return out
+
+
+def delta(before: Mapping[Labels, float], after: Mapping[Labels, float]) -> dict[Labels, float]:
+    """``after - before`` per label set (a counter absent before counts from zero)."""
+    return {k: v - before.get(k, 0.0) for k, v in after.items()}
+
+
+def histogram_quantile(q: float, buckets: Mapping[Labels, float]) -> float | None:
+    """The ``q`` quantile of a histogram's ``_bucket`` samples (all label sets summed per
+    ``le``), interpolated as Prometheus does; ``None`` without observations."""
+    per_le: dict[float, float] = defaultdict(float)
+    for labels, value in buckets.items():
+        le = dict(labels).get("le")
+        if le is not None:
+            per_le[math.inf if le == "+Inf" else float(le)] += value
+    bounds = sorted(per_le)
+    if not bounds or per_le[bounds[-1]] <= 0:
+        return None
+    total = per_le[bounds[-1]]
+    rank = q * total
+    lower, below = 0.0, 0.0
+    for bound in bounds:
+        count = per_le[bound]
+        if count >= rank:
+            if math.isinf(bound):
+                return lower
+            if count == below:
+                return bound
+            return lower + (bound - lower) * (rank - below) / (count - below)
+        lower, below = bound, count
+    return lower
+
+
+def sum_by(samples: Mapping[Labels, float], label: str) -> dict[str, float]:
+    """Samples summed by the value of one label."""
+    out: dict[str, float] = defaultdict(float)
+    for labels, value in samples.items():
+        out[dict(labels).get(label, "")] += value
+    return dict(out)
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The ``q`` (0..1) percentile of ``values`` by the nearest-rank rule; ``None`` if empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q * len(ordered)))
+    return ordered[rank - 1]
+
+
+def components_flow_schema(namespace: str) -> dict[str, Any]:
+    """A FlowSchema for every service account of ``namespace`` (our components), at the
+    priority level service accounts get anyway (``workload-low``): the same treatment, but
+    their requests are counted under a FlowSchema of their own."""
+    return {
+        "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+        "kind": "FlowSchema",
+        "metadata": {"name": COMPONENTS_FLOW_SCHEMA},
+        "spec": {
+            "matchingPrecedence": 500,
+            "priorityLevelConfiguration": {"name": "workload-low"},
+            "distinguisherMethod": {"type": "ByUser"},
+            "rules": [
+                {
+                    "subjects": [
+                        {
+                            "kind": "ServiceAccount",
+                            "serviceAccount": {"namespace": namespace, "name": "*"},
+                        }
+                    ],
+                    "resourceRules": [
+                        {
+                            "verbs": ["*"],
+                            "apiGroups": ["*"],
+                            "resources": ["*"],
+                            "clusterScope": True,
+                            "namespaces": ["*"],
+                        }
+                    ],
+                    "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+                }
+            ],
+        },
+    }
+
+
+def format_figure(value: float | None, unit: str, digits: int = 1) -> str:
+    """A figure for the report (``n/a`` when there is none)."""
+    return "n/a" if value is None else f"{value:.{digits}f} {unit}".rstrip()
+
+
+def ratio_ok(with_: float | None, without: float | None, *, most: float) -> str:
+    """``ok``/``MISSED`` for ``with_ / without <= most`` (``n/a`` when either is missing)."""
+    if with_ is None or without is None or without == 0:
+        return "n/a"
+    return "ok" if with_ / without <= most else "MISSED"
+
+
+def top(counts: Mapping[str, float], n: int = 8) -> Iterable[tuple[str, float]]:
+    """The ``n`` largest counts, largest first."""
+    return sorted(counts.items(), key=lambda kv: -kv[1])[:n]
