@@ -19,6 +19,7 @@ from admission_policy import Verdict, review, service_account_request
 from chart_helpers import NAMESPACE, HelmFailed, helm_path
 from chart_render import render_objects
 from dra_computedomain.api_paths import node_path
+from dra_computedomain.domain_cache import DomainCache
 from dra_computedomain.names import COMPUTE_DOMAIN_LABEL
 from dra_computedomain.node_api import NODE_LABELS, NodeApi
 from dra_kube_client.testing import MemoryApi
@@ -258,7 +259,10 @@ def test_the_plugins_own_node_patches_pass(render: Callable[..., Objects]) -> No
     objects = render({"kubeletPlugin.containers.computeDomains.gpuCliqueLabelEnabled": "true"})
     api = MemoryApi()
     api.put_object(node_path(NODE), _node({"kubernetes.io/hostname": NODE}))
-    plugin = NodeApi(api, node_name=NODE, driver_namespace=NAMESPACE)
+    # Node patches need no domain; an empty cache, listed once, stands in.
+    domains = DomainCache(api)
+    domains.informer.list_once()
+    plugin = NodeApi(api, node_name=NODE, driver_namespace=NAMESPACE, domains=domains)
 
     def judged(change: Callable[[], None]) -> Verdict:
         before = copy.deepcopy(api.objects[node_path(NODE)])

@@ -116,5 +116,7 @@ def resolve_priorities(pods: Sequence[Pod], classes: PriorityClasses) -> PodPrio
                 f"the input (the API server refuses a pod naming a missing class); "
                 f"scheduled with priority {DEFAULT_PRIORITY}, pass the PriorityClass with -f"
             )
-        out.pods.append(pod.model_copy(update={"spec": spec.model_copy(update={"priority": value})}))
+        out.pods.append(
+            pod.model_copy(update={"spec": spec.model_copy(update={"priority": value})})
+        )
     return out

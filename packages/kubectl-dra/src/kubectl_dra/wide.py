@@ -18,6 +18,7 @@ from typing import Any
 
 from dra_allocator.model import DeviceInfo
 from dra_allocator.snapshot import Snapshot
+from dra_api_types.core_v1 import Pod
 
 from .findings import Finding
 from .table import Table
@@ -78,20 +79,18 @@ def _configs(configs: Iterable[Mapping[str, Any]], request: str) -> str:
     return ",".join(out)
 
 
-def _claim_pods(report: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+def _claim_pods(report: Mapping[str, Any], pods: Sequence[Pod]) -> dict[str, str]:
     """``ns/claim`` -> the pod that uses it (named in its spec or status, or the pod whose
     extended resources the claim serves)."""
     out: dict[str, str] = {}
     for pod in pods:
-        meta = pod.get("metadata") or {}
-        ns = meta.get("namespace") or "default"
-        entries = [
-            *((pod.get("spec") or {}).get("resourceClaims") or []),
-            *((pod.get("status") or {}).get("resourceClaimStatuses") or []),
+        names = [
+            *(entry.resource_claim_name for entry in pod.spec.resource_claims or []),
+            *(entry.resource_claim_name for entry in pod.status.resource_claim_statuses or []),
         ]
-        for entry in entries:
-            if entry.get("resourceClaimName"):
-                out.setdefault(f"{ns}/{entry['resourceClaimName']}", str(meta.get("name")))
+        for claim in names:
+            if claim:
+                out.setdefault(f"{pod.namespace}/{claim}", pod.name)
     for key, entry in (report.get("pods") or {}).items():
         ns, _, name = key.partition("/")
         extended = (entry.get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
