@@ -113,6 +113,7 @@ def test_dynamic_mig_device_carries_the_gpu_instance_created_for_it(
         extra=[
             "--http-endpoint",
             f"127.0.0.1:{port}",
+            "--metrics-insecure=true",
             "--feature-gates",
             "DynamicMIG=true",
             "--fake-gpu-state-file",
