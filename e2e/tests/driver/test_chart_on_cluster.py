@@ -32,14 +32,31 @@ from driver_support import (
     DRIVER,
     Driver,
     helm_path,
+    install,
     run_helm,
+    uninstall,
 )
 
-# driver and driver_diagnostics: conftest.py.
+# driver_diagnostics: conftest.py.
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("driver_diagnostics")]
 
 OTHER_NODE = "e2e-another-node"
 POLICY_DENIAL = "may only write ResourceSlices with spec.nodeName"
+
+
+@pytest.fixture(scope="module")
+def driver(
+    e2e_cluster: ClusterHandle, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Driver]:
+    """The chart with compute domains on (the harness's seed values switch them off): only
+    then does the plugin's account get ``nodes: patch`` and the Node admission policy."""
+    installed = install(
+        e2e_cluster,
+        tmp_path_factory.mktemp("driver-images"),
+        {"resources.computeDomains.enabled": "true"},
+    )
+    yield installed
+    uninstall(installed)
 
 
 def _plugin_pod(driver: Driver) -> dict[str, Any]:
