@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -151,8 +152,22 @@ def _gpu_engine(
     return engine, devices
 
 
+Prepared = list[tuple[ClaimEngine[GpuPlan], list[ClaimRef]]]
+
+
+@pytest.fixture
+def prepared() -> Iterator[Prepared]:
+    """The claims a test prepared, unprepared after it: an MPS claim's daemon, a process,
+    must not outlive the test."""
+    out: Prepared = []
+    yield out
+    for engine, refs in out:
+        outcomes = asyncio.run(engine.unprepare_claims(refs))
+        assert all(outcomes[ref.uid].error == "" for ref in refs), outcomes
+
+
 def _prepare_gpu(
-    root: Path, engine: ClaimEngine[GpuPlan], claims: list[dict[str, Any]]
+    root: Path, engine: ClaimEngine[GpuPlan], claims: list[dict[str, Any]], prepared: Prepared
 ) -> list[str]:
     refs = []
     for claim in claims:
@@ -167,6 +182,7 @@ def _prepare_gpu(
             assert outcomes[ref.uid].error == "", outcomes[ref.uid].error
         return [i for ref in refs for d in outcomes[ref.uid].devices for i in d.cdi_device_ids]
 
+    prepared.append((engine, refs))
     return asyncio.run(go())
 
 
@@ -196,7 +212,7 @@ GPU_CASES = {
 
 @pytest.mark.parametrize("case", sorted(GPU_CASES))
 def test_gpu_claim_specs_are_valid_for_the_cdi_library(
-    oracle: CdiOracle, tmp_path: Path, case: str
+    oracle: CdiOracle, tmp_path: Path, case: str, prepared: Prepared
 ) -> None:
     fleet, claims, configs = GPU_CASES[case]
     engine, devices = _gpu_engine(tmp_path, fleet)
@@ -207,13 +223,13 @@ def test_gpu_claim_specs_are_valid_for_the_cdi_library(
         wanted = [("mig", static_mig[0]) if w == "MIG" else w for w in listed]
         assert {w if isinstance(w, str) else w[1] for w in wanted} <= names, sorted(names)
         objects.append(make_claim(name=f"{case}-{n}", devices=wanted, configs=configs))
-    ids = _prepare_gpu(tmp_path, engine, objects)
+    ids = _prepare_gpu(tmp_path, engine, objects, prepared)
     assert len(ids) == sum(len(c) for c in claims)
     _check(oracle, tmp_path / "cdi", ids)
 
 
 def test_dynamic_mig_and_consumable_share_specs_are_valid(
-    oracle: CdiOracle, tmp_path: Path
+    oracle: CdiOracle, tmp_path: Path, prepared: Prepared
 ) -> None:
     engine, devices = _gpu_engine(tmp_path, "1xA100-40GB,1xH100-80GB", dynamic_mig=True)
     placement = next(d.name for d in devices if d.dynamic)
@@ -223,12 +239,14 @@ def test_dynamic_mig_and_consumable_share_specs_are_valid(
         claim = make_claim(name=f"share-{n}", devices=["gpu-1"])
         claim["status"]["allocation"]["devices"]["results"][0]["shareID"] = f"0b7c-000{n}"
         shares.append(claim)
-    ids = _prepare_gpu(tmp_path, engine, [mig, *shares])
+    ids = _prepare_gpu(tmp_path, engine, [mig, *shares], prepared)
     assert len(ids) == 3
     _check(oracle, tmp_path / "cdi", ids)
 
 
-def test_vfio_passthrough_spec_is_valid(oracle: CdiOracle, tmp_path: Path) -> None:
+def test_vfio_passthrough_spec_is_valid(
+    oracle: CdiOracle, tmp_path: Path, prepared: Prepared
+) -> None:
     engine, _ = _gpu_engine(tmp_path, "2xA100-40GB", passthrough=True)
     vfio = {
         "apiVersion": API,
@@ -236,7 +254,7 @@ def test_vfio_passthrough_spec_is_valid(oracle: CdiOracle, tmp_path: Path) -> No
         "iommu": {"backendPolicy": "PreferIommuFD", "enableAPIDevice": True},
     }
     claim = make_claim(name="vm", devices=["gpu-vfio-0"], configs=[gpu_config(vfio)])
-    ids = _prepare_gpu(tmp_path, engine, [claim])
+    ids = _prepare_gpu(tmp_path, engine, [claim], prepared)
     _check(oracle, tmp_path / "cdi", ids)
 
 
