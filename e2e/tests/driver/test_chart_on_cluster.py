@@ -424,10 +424,13 @@ def test_nvidias_feature_gates_start_the_plugin_and_are_logged(driver: Driver) -
         "--timeout=120s",
     )
     pod = _plugin_pod(driver)
-    (status,) = pod["status"]["containerStatuses"]
-    assert status["restartCount"] == 0
-    assert status["ready"] is True
-    log = driver.cluster.kubectl("logs", pod["metadata"]["name"], "-n", driver.namespace)
+    # Both plugins (gpus and compute-domains) started with the gates, none restarted.
+    statuses = pod["status"]["containerStatuses"]
+    assert {s["name"] for s in statuses} == {"gpus", "compute-domains"}
+    assert all(s["restartCount"] == 0 and s["ready"] is True for s in statuses), statuses
+    log = driver.cluster.kubectl(
+        "logs", pod["metadata"]["name"], "-n", driver.namespace, "-c", "gpus"
+    )
     lines = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
     (pending,) = [line for line in lines if line.get("event") == "feature_gates_not_implemented"]
     assert pending["gates"] == dict.fromkeys(gates, True)
