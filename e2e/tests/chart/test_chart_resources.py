@@ -27,7 +27,7 @@ def test_both_plugin_containers_request_memory_above_their_measured_peak(helm: P
     objects = render_objects(helm, SETS)
     for name in ("gpus", "compute-domains"):
         resources = _container(objects, name)["resources"]
-        # Measured: ~73 MB (GPU) and ~72 MB (CD) peak RSS on the fake backend, ~18 MB more with
+        # Measured: ~73 MB (GPU) and ~72 MB (CD) peak RSS on the fake backend, ~6 MB more with
         # NVML loaded; the request must cover the NVML case, the limit must exceed the request.
         request = _mib(resources["requests"]["memory"])
         assert request >= 110

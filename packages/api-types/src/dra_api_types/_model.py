@@ -58,7 +58,9 @@ class ApiModel(BaseModel):
         validate_default=False,
         revalidate_instances="never",
         # Build each model's validator on its first use, not at import: a process uses a
-        # few dozen of the API's models, and building them all cost ~0.4 s and ~10 MB at start.
+        # few of the API's models, and building them all cost ~3 MB at start (docs/scale.md).
+        # Safe under threads from pydantic 2.14 on (its rebuild takes a lock; pinned in
+        # pyproject): before, a concurrent first use could validate with the parent's rules.
         defer_build=True,
     )
 

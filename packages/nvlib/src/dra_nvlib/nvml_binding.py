@@ -59,8 +59,8 @@ def find_library(driver_root: Path) -> Path:
 
 def _pynvml() -> Any:
     """The ``pynvml`` module, imported on first use: it holds every NVML structure and costs
-    ~18 MB of RSS and ~0.1 s to import, which a node on the fake backend (or a command that never
-    opens NVML) should not pay."""
+    ~6 MB of RSS at import, which a node on the fake backend (or a command that never opens
+    NVML) should not pay (docs/scale.md, "Per-node footprint")."""
     import pynvml  # type: ignore[import-untyped]  # deferred import
 
     return pynvml
