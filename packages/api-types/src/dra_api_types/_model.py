@@ -57,6 +57,11 @@ class ApiModel(BaseModel):
         strict=True,
         validate_default=False,
         revalidate_instances="never",
+        # Build each model's validator on its first use, not at import: a process uses a
+        # few of the API's models, and building them all cost ~3 MB at start (docs/scale.md).
+        # Safe under threads from pydantic 2.14 on (its rebuild takes a lock; pinned in
+        # pyproject): before, a concurrent first use could validate with the parent's rules.
+        defer_build=True,
     )
 
     @model_validator(mode="before")

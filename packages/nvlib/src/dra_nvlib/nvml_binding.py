@@ -13,8 +13,6 @@ import ctypes
 from pathlib import Path
 from typing import Any
 
-import pynvml  # type: ignore[import-untyped]
-
 from dra_nvlib.errors import LibraryLoadError
 from dra_nvlib.nvml_api import (
     CI_PROFILE_INDICES,
@@ -59,9 +57,18 @@ def find_library(driver_root: Path) -> Path:
     raise LibraryLoadError(str(driver_root), "not found in " + ", ".join(str(p) for p in tried))
 
 
+def _pynvml() -> Any:
+    """The ``pynvml`` module, imported on first use: it holds every NVML structure and costs
+    ~6 MB of RSS at import, which a node on the fake backend (or a command that never opens
+    NVML) should not pay (docs/scale.md, "Per-node footprint")."""
+    import pynvml  # type: ignore[import-untyped]  # deferred import
+
+    return pynvml
+
+
 def has_binding(name: str) -> bool:
     """True when the installed ``nvidia-ml-py`` provides ``name`` (function or struct)."""
-    return getattr(pynvml, name, None) is not None
+    return getattr(_pynvml(), name, None) is not None
 
 
 def _text(value: object) -> str:
@@ -80,13 +87,13 @@ class PynvmlApi:
 
     def _call(self, function: str, *args: Any) -> Any:
         try:
-            return getattr(pynvml, function)(*args)
-        except pynvml.NVMLError as exc:
+            return getattr(_pynvml(), function)(*args)
+        except _pynvml().NVMLError as exc:
             raise NvmlFailure(function, int(exc.value), str(exc)) from exc
 
     def init(self) -> None:
         """Load the library from ``self.library`` and initialise NVML."""
-        loaded = getattr(pynvml, "nvmlLib", None)
+        loaded = getattr(_pynvml(), "nvmlLib", None)
         current = getattr(loaded, "_name", None)
         if loaded is not None and current != str(self.library):
             raise LibraryLoadError(
@@ -94,7 +101,7 @@ class PynvmlApi:
             )
         if loaded is None:
             try:
-                pynvml.nvmlLib = ctypes.CDLL(str(self.library))
+                _pynvml().nvmlLib = ctypes.CDLL(str(self.library))
             except OSError as exc:
                 raise LibraryLoadError(str(self.library), str(exc)) from exc
         # pynvml's nvmlInit is nvmlInitWithFlags(0): a node whose GPUs are all gone (or not
@@ -110,11 +117,11 @@ class PynvmlApi:
         so no pointer into the old mapping survives."""
         with contextlib.suppress(NvmlFailure):
             self._call("nvmlShutdown")
-        loaded = getattr(pynvml, "nvmlLib", None)
+        loaded = getattr(_pynvml(), "nvmlLib", None)
         if loaded is not None:
             handle = getattr(loaded, "_handle", None)
-            pynvml.nvmlLib = None
-            cache = getattr(pynvml, "_nvmlGetFunctionPointer_cache", None)
+            _pynvml().nvmlLib = None
+            cache = getattr(_pynvml(), "_nvmlGetFunctionPointer_cache", None)
             if isinstance(cache, dict):
                 cache.clear()
             if handle:
@@ -201,7 +208,7 @@ class PynvmlApi:
     def fabric_info(self, dev: NvmlHandle) -> RawFabric:
         """``nvmlDeviceGetGpuFabricInfoV`` (v2), falling back to the v1 call."""
         try:
-            info: Any = pynvml.c_nvmlGpuFabricInfo_v2_t()
+            info: Any = _pynvml().c_nvmlGpuFabricInfo_v2_t()
             self._call("nvmlDeviceGetGpuFabricInfoV", dev, ctypes.byref(info))
             health = int(info.healthMask)
         except NvmlFailure as exc:
@@ -210,7 +217,7 @@ class PynvmlApi:
                 NVML_ERROR_ARGUMENT_VERSION_MISMATCH,
             ):
                 raise
-            info = pynvml.c_nvmlGpuFabricInfo_t()
+            info = _pynvml().c_nvmlGpuFabricInfo_t()
             self._call("nvmlDeviceGetGpuFabricInfo", dev, ctypes.byref(info))
             health = 0
         return RawFabric(
@@ -240,7 +247,7 @@ class PynvmlApi:
 
     def gi_placements(self, dev: NvmlHandle, profile_id: int) -> list[tuple[int, int]]:
         """``nvmlDeviceGetGpuInstancePossiblePlacements_v2``."""
-        placements = (pynvml.c_nvmlGpuInstancePlacement_t * 16)()
+        placements = (_pynvml().c_nvmlGpuInstancePlacement_t * 16)()
         count = ctypes.c_uint(16)
         self._call(
             "nvmlDeviceGetGpuInstancePossiblePlacements",
@@ -311,7 +318,7 @@ class PynvmlApi:
         self, dev: NvmlHandle, *, profile_id: int, start: int, size: int
     ) -> GiHandle:
         """``nvmlDeviceCreateGpuInstanceWithPlacement``."""
-        placement = pynvml.c_nvmlGpuInstancePlacement_t()
+        placement = _pynvml().c_nvmlGpuInstancePlacement_t()
         placement.start = start
         placement.size = size
         return GiHandle(
@@ -351,7 +358,7 @@ class PynvmlApi:
                 if exc.code in (NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_INVALID_ARGUMENT):
                     continue
                 raise
-            handles = (pynvml.c_nvmlComputeInstance_t * 8)()
+            handles = (_pynvml().c_nvmlComputeInstance_t * 8)()
             count = ctypes.c_uint(0)
             self._call(
                 "nvmlGpuInstanceGetComputeInstances", gi, int(info.id), handles, ctypes.byref(count)
