@@ -1,5 +1,6 @@
 """Install guardrails: the unpublished default image on real GPUs, NVIDIA's image, NVIDIA users'
-`kubeletPlugin.affinity: null`, and the NOTES warning when no node can run the kubelet plugin."""
+`kubeletPlugin.affinity: null`, and the NOTES on the kubelet plugin's placement (how many
+nodes match, a warning when none can run it)."""
 
 from __future__ import annotations
 
@@ -99,6 +100,19 @@ def test_notes_warn_when_no_node_matches_the_default_affinity(helm: Path) -> Non
     assert "set kubeletPlugin.affinity (null: every node)" in notes
     for matching in (GPU, NFD):
         assert NO_NODE_WARNING not in render_notes(helm, nodes=[*PLAIN, matching])
+
+
+def test_notes_count_the_nodes_that_match(helm: Path) -> None:
+    notes = render_notes(helm, nodes=[*PLAIN, GPU, NFD])
+    assert "Kubelet plugin placement: 2 of the cluster's 4 nodes match" in notes
+    assert "affinity (gpu-1, gpu-2)." in notes
+    assert "Kubelet plugin placement:" not in render_notes(helm, nodes=PLAIN)
+
+
+def test_notes_say_placement_is_unchecked_offline(helm: Path) -> None:
+    for notes in (render_notes(helm), render_notes(helm, nodes=[])):
+        assert "Kubelet plugin placement: not checked (no Node could be read" in notes
+        assert "get daemonset shows DESIRED 0" in notes
 
 
 def test_notes_stay_quiet_offline_with_fake_gpus_and_with_affinity_null(helm: Path) -> None:

@@ -12,8 +12,8 @@ import pytest
 import yaml
 from chart_helpers import CHART, OWN_IMAGE, HelmFailed, daemonset, gpus_container, plugin_pod
 from chart_render import NVIDIA_VALUES, render_notes, render_objects
-from dra_kubelet_core import nvidia_gates
-from dra_kubelet_core.feature_gates import SPECIAL_GATES
+from dra_api_types import nvidia_gates
+from dra_api_types.feature_gates import SPECIAL_GATES
 
 SCHEMA = json.loads((CHART / "values.schema.json").read_text())
 NOT_IMPLEMENTED = "Accepted but not implemented yet"

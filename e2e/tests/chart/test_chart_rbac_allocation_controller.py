@@ -94,3 +94,29 @@ def test_no_lease_role_without_leader_election(helm: Path) -> None:
         for o in objects
         if o["kind"] == "Role" and "allocation-controller" in o["metadata"]["name"]
     ]
+
+
+def test_the_controller_watches_the_plugin_daemonset_it_may_read(helm: Path) -> None:
+    objects = render_objects(helm, namespace="gpu-system")
+    (plugin,) = [o for o in objects if o["kind"] == "DaemonSet"]
+    deployment = next(
+        o for o in objects if o["kind"] == "Deployment" and "allocation" in o["metadata"]["name"]
+    )
+    env = {
+        e["name"]: e.get("value")
+        for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    name = plugin["metadata"]["name"]
+    assert env["KUBELET_PLUGIN_DAEMONSETS"] == f"{plugin['metadata']['namespace']}/{name}"
+    (cluster_role,) = [
+        o
+        for o in objects
+        if o["kind"] == "ClusterRole" and "allocation-controller" in o["metadata"]["name"]
+    ]
+    (rule,) = [r for r in cluster_role["rules"] if "daemonsets" in r["resources"]]
+    assert rule == {
+        "apiGroups": ["apps"],
+        "resources": ["daemonsets"],
+        "resourceNames": [name],
+        "verbs": ["get"],
+    }

@@ -23,8 +23,8 @@ from chart_helpers import (
 )
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from dra_api_types.nvidia_gates import parse_feature_gates
 from dra_controller.webhook import judge_object
-from dra_kubelet_core.nvidia_gates import parse_feature_gates
 
 WEBHOOK = "dra-dra-driver-nvidia-gpu-webhook"
 NVIDIA_VALUES = Path(__file__).parent / "fixtures" / "nvidia-values-0.5.0-dev.yaml"

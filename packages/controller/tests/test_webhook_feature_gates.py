@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from dra_api_types.nvidia_gates import parse_feature_gates
 from dra_controller.webhook import judge_object, review
 from dra_controller.webhook.admission import DEFAULT_GATES
-from dra_kubelet_core.nvidia_gates import parse_feature_gates
 
 NV = "resource.nvidia.com/v1beta1"
 GPU = "gpu.nvidia.com"

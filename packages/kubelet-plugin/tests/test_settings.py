@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dra_kubelet_core import nvidia_gates
+from dra_api_types import nvidia_gates
 from dra_kubelet_core.errors import ConfigurationError
 from dra_kubelet_plugin.cli import main
 from dra_kubelet_plugin.settings import Settings, build_parser, flag_table, settings_from_args

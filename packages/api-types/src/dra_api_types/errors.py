@@ -5,6 +5,9 @@ Exception tree::
     DraApiTypesError
      +-- QuantityError (also ValueError)      a string is not a Kubernetes quantity
      +-- VersionError (also ValueError)       a string is not a semantic version 2.0.0
+ +-- FeatureGateError (also ValueError)   a --feature-gates value is malformed, names an
+ |                                        unknown gate or breaks a dependency rule; carries
+ |                                        .setting (the flag)
      +-- ValidationError (also ValueError)    an object breaks an API rule; carries .path and
      |                                        .object_ref
      +-- UnknownKindError (ValidationError)   apiVersion/kind this package does not model in a
@@ -26,6 +29,19 @@ class QuantityError(DraApiTypesError, ValueError):
 
 class VersionError(DraApiTypesError, ValueError):
     """A string is not a strict semantic version (semver.org 2.0.0)."""
+
+
+class FeatureGateError(DraApiTypesError, ValueError):
+    """A feature-gate setting is invalid; the message starts with the flag it came from.
+
+    Lives here, beside the gate table, so every component (kubelet plugins, controller,
+    webhook) can refuse a bad ``--feature-gates`` without depending on the kubelet core.
+    """
+
+    def __init__(self, setting: str, message: str) -> None:
+        super().__init__(f"{setting}: {message}")
+        self.setting = setting
+        self.message = message
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,10 +16,10 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
+from dra_api_types.nvidia_gates import parse_feature_gates
 from dra_kube_client import KubeConfigError, KubeTransport, LeaderElector, LeaseTimings
 from dra_kubelet_core.errors import ConfigurationError
 from dra_kubelet_core.logs import configure_logging
-from dra_kubelet_core.nvidia_gates import parse_feature_gates
 
 from .controller import ComputeDomainController
 from .gate_log import log_unbuilt_gates

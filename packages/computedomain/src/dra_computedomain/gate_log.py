@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from dra_kubelet_core.nvidia_gates import parse_feature_gates, unimplemented
+from dra_api_types.nvidia_gates import parse_feature_gates, unimplemented
 
 __all__ = ["log_unbuilt_gates"]
 

@@ -21,11 +21,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from dra_api_types import COMPUTE_DOMAIN_DRIVER
+from dra_api_types.errors import FeatureGateError
+from dra_api_types.nvidia_gates import parse_feature_gates
 from dra_kube_client import KubeApiError
 from dra_kubelet_core.errors import ConfigurationError, PluginError
 from dra_kubelet_core.health import HealthHub
 from dra_kubelet_core.logs import configure_logging
-from dra_kubelet_core.nvidia_gates import parse_feature_gates
 from dra_kubelet_core.runner import PluginRunner
 from dra_kubelet_core.settings import (
     CommonSettings,
@@ -111,7 +112,11 @@ def settings_from_args(args: argparse.Namespace) -> PluginSettings:
     alt = args.alt_proc_devices_path
     if alt and not Path(alt).is_absolute():
         raise ConfigurationError("--alt-proc-devices-path", f"{alt!r} must be an absolute path")
-    gates, _ = parse_feature_gates(args.feature_gates)
+    try:
+        gates, _ = parse_feature_gates(args.feature_gates)
+    except FeatureGateError as exc:
+        # The plugin's CLI reports every bad flag as a ConfigurationError.
+        raise ConfigurationError(exc.setting, exc.message) from exc
     host = check_imex_mode(args.imex_mode, args.imex_isolation, gates)
     host_imex = (
         HostImex(socket_path=args.imex_host_socket_path, driver_root=Path(args.nvidia_driver_root))

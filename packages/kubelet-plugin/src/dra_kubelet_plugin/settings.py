@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dra_api_types import GPU_DRIVER
+from dra_api_types.errors import FeatureGateError
+from dra_api_types.nvidia_gates import defaults, parse_feature_gates, unimplemented
 from dra_kubelet_core.errors import ConfigurationError
-from dra_kubelet_core.nvidia_gates import defaults, parse_feature_gates, unimplemented
 from dra_kubelet_core.settings import (
     CommonSettings,
     Flag,
@@ -31,7 +32,7 @@ __all__ = ["DRIVER_NAME", "FEATURE_GATES", "Settings", "build_parser", "settings
 
 DRIVER_NAME = GPU_DRIVER
 
-#: Every known feature gate at its default (table: :data:`dra_kubelet_core.nvidia_gates.GATES`).
+#: Every known feature gate at its default (table: :data:`dra_api_types.nvidia_gates.GATES`).
 FEATURE_GATES: Mapping[str, bool] = defaults()
 
 
@@ -213,7 +214,11 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         raise ConfigurationError("--device-backend", f"{args.device_backend!r} is not nvml|fake")
     if args.device_backend == "fake" and not args.fake_gpus and not args.fake_gpu_state_file:
         raise ConfigurationError("--fake-gpus", "required with --device-backend fake")
-    gates, explicit = parse_feature_gates(args.feature_gates)
+    try:
+        gates, explicit = parse_feature_gates(args.feature_gates)
+    except FeatureGateError as exc:
+        # The plugin's CLI reports every bad flag as a ConfigurationError.
+        raise ConfigurationError(exc.setting, exc.message) from exc
     try:
         shares = parse_consumable_shares(args.consumable_shares)
     except ConsumableSharesError as exc:

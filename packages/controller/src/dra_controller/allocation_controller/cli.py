@@ -28,6 +28,7 @@ from .controller import AllocationController, Settings
 from .events import EventPublisher, TokenBucket
 from .http import serve
 from .metrics import ControllerMetrics
+from .plugin_placement import PlacementChecker, PlacementWatch
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,18 @@ def _parser() -> argparse.ArgumentParser:
         choices=["true", "false"],
         help="post DRAUnsatisfiable Events (default true)",
     )
+    p.add_argument(
+        "--kubelet-plugin-daemonsets",
+        default=env("KUBELET_PLUGIN_DAEMONSETS", ""),
+        help="NAMESPACE/NAME,...: DaemonSets to warn about (log line and Warning Event) when "
+        "scheduled on no node for longer than --placement-grace-period (default: none)",
+    )
+    p.add_argument(
+        "--placement-grace-period",
+        type=float,
+        default=float(env("PLACEMENT_GRACE_PERIOD", "300")),
+        help="seconds a DaemonSet may want no pod before the warning (default 300)",
+    )
     p.add_argument("-v", "--verbosity", type=int, default=int(env("VERBOSITY", "0")))
     return p
 
@@ -95,9 +108,25 @@ def _address(text: str) -> tuple[str, int]:
     return host or "0.0.0.0", int(port)
 
 
+def parse_daemonsets(text: str) -> list[tuple[str, str]]:
+    """``NAMESPACE/NAME,...`` as pairs; raises ValueError naming the flag."""
+    pairs: list[tuple[str, str]] = []
+    for item in filter(None, (i.strip() for i in text.split(","))):
+        namespace, _, name = item.partition("/")
+        if not namespace or not name or "/" in name:
+            raise ValueError(f"--kubelet-plugin-daemonsets: {item!r} is not NAMESPACE/NAME")
+        pairs.append((namespace, name))
+    return pairs
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run until SIGTERM/SIGINT."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        daemonsets = parse_daemonsets(args.kubelet_plugin_daemonsets)
+    except ValueError as exc:
+        parser.error(str(exc))
     logs.setup(args.verbosity)
     try:
         transport = KubeTransport.from_kubeconfig(args.kubeconfig, fallback=True)
@@ -177,6 +206,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         target=controller.run, args=(stop,), kwargs={"ready": informers.synced}, daemon=True
     )
     worker.start()
+    if daemonsets:
+        placement = PlacementChecker(
+            transport,
+            daemonsets,
+            watch=PlacementWatch(grace_s=args.placement_grace_period),
+            publisher=publisher,
+        )
+        threading.Thread(
+            target=placement.run,
+            args=(stop,),
+            kwargs={"every_s": args.resync_period, "is_leader": controller.is_leader},
+            name="placement",
+            daemon=True,
+        ).start()
     stop.wait()
     server.shutdown()
     log.info("stopped", extra={"event": "stopped"})

@@ -27,6 +27,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from dra_api_types import ObjectRef, ValidationError, decode_opaque_config
+from dra_api_types.nvidia_gates import defaults as default_gates
 from dra_api_types.nvidia_v1beta1 import (
     COMPUTE_DOMAIN_DRIVER,
     GPU_DRIVER,
@@ -37,7 +38,6 @@ from dra_api_types.nvidia_v1beta1 import (
     OpaqueConfig,
 )
 from dra_cel.selector_names import selector_warnings
-from dra_kubelet_core.nvidia_gates import defaults as default_gates
 
 __all__ = [
     "ADMISSION_API_VERSION",

@@ -3,7 +3,7 @@
 Flags follow NVIDIA's webhook binary (``--tls-cert-file``, ``--tls-private-key-file``,
 ``--port``, ``--feature-gates`` with its environment twin ``FEATURE_GATES``), so the same
 Deployment arguments work with either image. The feature gates are the driver's (the table
-and semantics of :mod:`dra_kubelet_core.nvidia_gates`, the kubelet plugin's): the sharing
+and semantics of :mod:`dra_api_types.nvidia_gates`, the kubelet plugin's): the sharing
 gates decide which configs are admitted. The certificate and key are watched and reloaded
 when they change (``--tls-reload-interval``).
 """
@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from dra_kubelet_core.errors import ConfigurationError
-from dra_kubelet_core.nvidia_gates import parse_feature_gates
+from dra_api_types.errors import FeatureGateError
+from dra_api_types.nvidia_gates import parse_feature_gates
 
 from .admission import SHARING_GATES
 from .server import READYZ_PATH, VALIDATE_PATH, WebhookServer
@@ -82,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--tls-reload-interval: {args.tls_reload_interval} is not > 0 seconds")
     try:
         gates, _ = parse_feature_gates(args.feature_gates)
-    except ConfigurationError as exc:
+    except FeatureGateError as exc:
         parser.error(str(exc))
     try:
         certificate = ReloadingCertificate(args.tls_cert_file, args.tls_private_key_file)

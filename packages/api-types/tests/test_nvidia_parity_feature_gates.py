@@ -10,8 +10,8 @@ gates refused, ``AllAlpha``/``AllBeta``).
 from __future__ import annotations
 
 import pytest
-from dra_kubelet_core.errors import ConfigurationError
-from dra_kubelet_core.nvidia_gates import GATES, Maturity, Origin, parse_feature_gates
+from dra_api_types.errors import FeatureGateError
+from dra_api_types.nvidia_gates import GATES, Maturity, Origin, parse_feature_gates
 
 # NVIDIA's defaultFeatureGates: name -> (default, maturity).
 NVIDIA_DEFAULTS = {
@@ -71,7 +71,7 @@ def test_nvidias_validate_feature_gates_table(text: str, refused: tuple[str, str
             name, _, value = item.partition("=")
             assert gates[name] is (value == "true")
         return
-    with pytest.raises(ConfigurationError) as raised:
+    with pytest.raises(FeatureGateError) as raised:
         parse_feature_gates(text)
     assert refused[0] in str(raised.value)
     assert refused[1] in str(raised.value)
@@ -108,7 +108,7 @@ def test_values_are_read_as_component_base_reads_them(text: str, on: bool) -> No
     ],
 )
 def test_what_component_base_refuses_is_refused(text: str) -> None:
-    with pytest.raises(ConfigurationError, match=r"^--feature-gates: "):
+    with pytest.raises(FeatureGateError, match=r"^--feature-gates: "):
         parse_feature_gates(text)
 
 

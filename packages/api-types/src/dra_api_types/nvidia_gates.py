@@ -10,14 +10,14 @@ changes a log line (see :func:`unimplemented`). NVIDIA's dependency rules are en
 NVIDIA's driver enforces them, at start. The chart's ``values.schema.json`` lists the same
 gates (a chart test compares the two), so an unknown gate already fails ``helm install``.
 
-Pure: parsing and checking only (the machinery is :mod:`dra_kubelet_core.feature_gates`).
+Pure: parsing and checking only (the machinery is :mod:`dra_api_types.feature_gates`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from dra_kubelet_core.feature_gates import (
+from dra_api_types.feature_gates import (
     FeatureGate,
     GateRule,
     GateTable,
@@ -158,7 +158,7 @@ def check_rules(gates: Mapping[str, bool]) -> None:
     """Raise on the first of NVIDIA's dependency rules that ``gates`` break.
 
     Raises:
-        ConfigurationError: naming ``--feature-gates`` and the two gates.
+        FeatureGateError: naming ``--feature-gates`` and the two gates.
     """
     NVIDIA_GATES.check_rules(gates)
 
@@ -169,7 +169,7 @@ def parse_feature_gates(text: str) -> tuple[dict[str, bool], frozenset[str]]:
     Returns the effective gates and the names set explicitly in ``text``.
 
     Raises:
-        ConfigurationError: an item that is not ``Gate=true|false``, an unknown gate (the
+        FeatureGateError: an item that is not ``Gate=true|false``, an unknown gate (the
             message names it and lists the known ones), or a broken dependency rule.
     """
     return NVIDIA_GATES.parse(text)

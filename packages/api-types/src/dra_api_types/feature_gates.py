@@ -7,7 +7,7 @@ component-base (which NVIDIA's driver uses), ``AllAlpha=<bool>`` and ``AllBeta=<
 every alpha (beta) gate the same text does not name; the rules then apply to the result, so
 ``AllAlpha=true`` is refused where two alpha gates exclude each other, as NVIDIA's is.
 NVIDIA's table, the one every component of this driver accepts, is
-:mod:`dra_kubelet_core.nvidia_gates`.
+:mod:`dra_api_types.nvidia_gates`.
 
 Pure: parsing and checking only.
 """
@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from dra_kubelet_core.errors import ConfigurationError
+from dra_api_types.errors import FeatureGateError
 
 __all__ = [
     "SPECIAL_GATES",
@@ -126,11 +126,11 @@ class GateTable:
         """Raise on the first dependency rule that ``gates`` break.
 
         Raises:
-            ConfigurationError: naming ``--feature-gates`` and the two gates.
+            FeatureGateError: naming ``--feature-gates`` and the two gates.
         """
         for rule in self.rules:
             if rule.broken_by(gates):
-                raise ConfigurationError(_FLAG, rule.message())
+                raise FeatureGateError(_FLAG, rule.message())
 
     def parse(self, text: str) -> tuple[dict[str, bool], frozenset[str]]:
         """Parse ``Gate=true,Other=false`` over the defaults; check the rules.
@@ -142,7 +142,7 @@ class GateTable:
         ``t``, ``T``, ``TRUE``, ``true``, ``True`` and their false counterparts).
 
         Raises:
-            ConfigurationError: an item that is not ``Gate=true|false``, an unknown gate (the
+            FeatureGateError: an item that is not ``Gate=true|false``, an unknown gate (the
                 message names it and lists the known ones), or a broken dependency rule.
         """
         gates = self.defaults()
@@ -152,14 +152,14 @@ class GateTable:
             name, sep, value = item.partition("=")
             name, value = name.strip(), value.strip()
             if not sep or value not in _TRUE | _FALSE:
-                raise ConfigurationError(_FLAG, f"{item!r} is not Gate=true|false")
+                raise FeatureGateError(_FLAG, f"{item!r} is not Gate=true|false")
             on = value in _TRUE
             if name in SPECIAL_GATES:
                 by_maturity[SPECIAL_GATES[name]] = on
                 continue
             if name not in self._by_name:
                 known = ", ".join([*(g.name for g in self.gates), *SPECIAL_GATES])
-                raise ConfigurationError(_FLAG, f"unknown feature gate {name!r} (known: {known})")
+                raise FeatureGateError(_FLAG, f"unknown feature gate {name!r} (known: {known})")
             gates[name] = on
             explicit.add(name)
         # Named gates win over AllAlpha/AllBeta whatever their order, as in component-base.
