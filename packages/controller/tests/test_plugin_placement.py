@@ -72,9 +72,13 @@ def test_no_warning_within_the_grace_period_then_one_event_naming_the_selector(
     assert check.check() == []
     assert events(api) == []
     clock.now += 1
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.INFO):
         (found,) = check.check()
     assert found.for_s == 300
+    # The Event's own log line says what it is about, never a claim.
+    posted = {r.__dict__.get("event") for r in caplog.records if r.levelno == logging.INFO}
+    assert "kubelet_plugin_unscheduled_event_posted" in posted
+    assert "claim_unsatisfiable" not in posted
     (event,) = events(api)
     assert event["reason"] == REASON
     assert event["type"] == "Warning"

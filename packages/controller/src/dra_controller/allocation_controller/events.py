@@ -81,8 +81,16 @@ class EventPublisher:
         """Drop the memory of objects no longer of interest (keeps memory bounded)."""
         self._posted = {k: v for k, v in self._posted.items() if k[0] in uids}
 
-    def warn(self, obj: InvolvedObject, message: str, *, reason: str = REASON) -> bool:
-        """Post the Event unless it was posted recently or the rate limit is hit."""
+    def warn(
+        self,
+        obj: InvolvedObject,
+        message: str,
+        *,
+        reason: str = REASON,
+        log_event: str = "claim_unsatisfiable",
+    ) -> bool:
+        """Post the Event unless it was posted recently or the rate limit is hit; the log line
+        of a posted Event carries ``log_event`` (what the Event is about)."""
         now = self.clock()
         key = (obj.uid, message)
         last = self._posted.get(key)
@@ -132,7 +140,7 @@ class EventPublisher:
         log.info(
             message,
             extra={
-                "event": "claim_unsatisfiable",
+                "event": log_event,
                 "kind": obj.kind,
                 # "name" is a LogRecord attribute of its own: logging refuses it as an extra.
                 "object": f"{obj.namespace}/{obj.name}",

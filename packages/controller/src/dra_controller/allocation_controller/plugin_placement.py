@@ -139,7 +139,12 @@ class PlacementChecker:
                 },
             )
             if self.publisher is not None:
-                self.publisher.warn(unscheduled.obj, unscheduled.message(), reason=REASON)
+                self.publisher.warn(
+                    unscheduled.obj,
+                    unscheduled.message(),
+                    reason=REASON,
+                    log_event="kubelet_plugin_unscheduled_event_posted",
+                )
         return found
 
     def run(self, stop: threading.Event, *, every_s: float, is_leader: Callable[[], bool]) -> None:
