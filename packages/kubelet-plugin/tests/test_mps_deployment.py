@@ -99,7 +99,7 @@ def config(**changes: Any) -> MpsDeploymentConfig:
         "namespace": NS,
         "node_name": "node-1",
         "image": "registry.example/dra-driver:1.2",
-        "host_dirs": (Path("/run/nvidia/driver"),),
+        "host_dirs": ((Path("/run/nvidia/driver"), Path("/driver-root")),),
     }
     return MpsDeploymentConfig(**(fields | changes))
 
@@ -151,8 +151,9 @@ def test_start_creates_a_deployment_pinned_to_the_node(tmp_path: Path, api: Node
     assert container["securityContext"] == {"privileged": True}
     host = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"]}
     mounted = {host[m["name"]]: m["mountPath"] for m in container["volumeMounts"]}
-    for d in (dirs.pipe, dirs.log, dirs.shm, Path("/run/nvidia/driver")):
+    for d in (dirs.pipe, dirs.log, dirs.shm):
         assert mounted[str(d)] == str(d)  # same path inside as on the host
+    assert mounted["/run/nvidia/driver"] == "/driver-root"
     assert container["command"][:2] == [sys.executable, fake_mps_daemon.__file__]
     assert "--background" not in container["command"]  # the container's main process
     env = {e["name"]: e["value"] for e in container["env"]}

@@ -76,8 +76,9 @@ class MpsDeploymentConfig:
     node_name: str
     #: the driver image (the plugin's own)
     image: str
-    #: extra host directories mounted at the same paths (the driver root for real GPUs)
-    host_dirs: tuple[Path, ...] = ()
+    #: extra host directories as ``(host path, container path)`` (the driver root for real
+    #: GPUs, seen where the plugin sees it so the command's paths hold in both)
+    host_dirs: tuple[tuple[Path, Path], ...] = ()
     #: environment of the daemon container besides the MPS directories
     env: Mapping[str, str] = field(default_factory=dict)
 
@@ -125,10 +126,10 @@ def mps_deployment(
 ) -> dict[str, Any]:
     """The Deployment that runs ``command`` as the daemon of ``spec`` (pure)."""
     labels = _labels(config, spec.daemon_id)
-    mounts = [dirs.pipe, dirs.log, dirs.shm, *config.host_dirs]
+    mounts = [(d, d) for d in (dirs.pipe, dirs.log, dirs.shm)] + list(config.host_dirs)
     volumes = [
-        {"name": f"dir-{i}", "hostPath": {"path": str(p), "type": "Directory"}}
-        for i, p in enumerate(mounts)
+        {"name": f"dir-{i}", "hostPath": {"path": str(host), "type": "Directory"}}
+        for i, (host, _) in enumerate(mounts)
     ]
     env = {
         **config.env,
@@ -142,7 +143,9 @@ def mps_deployment(
         "command": list(command),
         "env": [{"name": k, "value": v} for k, v in sorted(env.items())],
         "securityContext": {"privileged": True},
-        "volumeMounts": [{"name": f"dir-{i}", "mountPath": str(p)} for i, p in enumerate(mounts)],
+        "volumeMounts": [
+            {"name": f"dir-{i}", "mountPath": str(inside)} for i, (_, inside) in enumerate(mounts)
+        ],
     }
     return {
         "apiVersion": "apps/v1",
@@ -161,6 +164,7 @@ def mps_deployment(
                 "metadata": {"labels": labels},
                 "spec": {
                     "nodeName": config.node_name,
+                    "terminationGracePeriodSeconds": 10,
                     # The daemon is node infrastructure: tainted nodes must not evict it.
                     "tolerations": [{"operator": "Exists"}],
                     "containers": [container],
@@ -203,8 +207,10 @@ def nvidia_daemon_command(control: Path, *, shm_size: str = "65536k") -> DaemonC
         for uuid, limit in sorted(spec.settings.pinned_memory_limits.items()):
             sends.append(f"set_default_device_pinned_mem_limit {uuid} {limit}")
         settle = "".join(f" && echo {shlex.quote(s)} | {ctl}" for s in sends)
+        # The shell is PID 1, which ignores SIGTERM: tell the daemon to quit instead, so a
+        # deleted Deployment's pod goes at once rather than after its grace period.
         script = (
-            "set -e; "
+            f"trap 'echo quit | {ctl}' TERM; "
             f"mountpoint -q {shlex.quote(str(dirs.shm))} || mount -t tmpfs -o "
             f"rw,nosuid,nodev,size={shm_size} tmpfs {shlex.quote(str(dirs.shm))}; "
             f"{ctl} -f {'-M ' if spec.settings.multi_user else ''}& daemon=$!; "
@@ -252,15 +258,17 @@ class DeploymentMpsLauncher:
         self._clock = clock
         self.provides_client = provides_client
 
-    def _collection(self, resource: str) -> str:
-        return f"/apis/apps/v1/namespaces/{path_segment(self._config.namespace)}/{resource}"
-
-    def _path(self, daemon_id: str) -> str:
-        return f"{self._collection('deployments')}/{path_segment(deployment_name(daemon_id))}"
+    # Paths are spelled out at each request: the chart's RBAC test reads them from here.
+    @property
+    def _ns(self) -> str:
+        return path_segment(self._config.namespace)
 
     def _get(self, daemon_id: str) -> dict[str, Any] | None:
         try:
-            return self._api.request("GET", self._path(daemon_id))
+            name = path_segment(deployment_name(daemon_id))
+            return self._api.request(
+                "GET", f"/apis/apps/v1/namespaces/{self._ns}/deployments/{name}"
+            )
         except KubeApiError as exc:
             if exc.status == 404:
                 return None
@@ -278,7 +286,9 @@ class DeploymentMpsLauncher:
         try:
             if self._get(spec.daemon_id) is None:
                 try:
-                    self._api.request("POST", self._collection("deployments"), body=wanted)
+                    self._api.request(
+                        "POST", f"/apis/apps/v1/namespaces/{self._ns}/deployments", body=wanted
+                    )
                 except KubeApiError as exc:
                     if exc.reason != "AlreadyExists":
                         raise
@@ -312,13 +322,13 @@ class DeploymentMpsLauncher:
         try:
             self._api.request(
                 "DELETE",
-                self._path(daemon_id),
+                f"/apis/apps/v1/namespaces/{self._ns}/deployments/{deployment_name(daemon_id)}",
                 body={"propagationPolicy": "Foreground"},
             )
         except KubeApiError as exc:
             if exc.status != 404:
                 raise SharingApplyError(gpu=daemon_id, operation=op, message=f"{exc}") from exc
-        pods = f"/api/v1/namespaces/{path_segment(self._config.namespace)}/pods"
+        pods = f"/api/v1/namespaces/{self._ns}/pods"
         query = {"labelSelector": daemon_selector(self._config, daemon_id)}
         deadline = self._clock() + timeout_s
         while self._api.request("GET", pods, query=query).get("items"):
@@ -336,7 +346,9 @@ class DeploymentMpsLauncher:
         ``live_claim_uids`` (left by a plugin that died between prepare and unprepare);
         return their names."""
         query = {"labelSelector": f"{self._config.driver}/{DAEMON_LABEL}"}
-        items = self._api.request("GET", self._collection("deployments"), query=query)
+        items = self._api.request(
+            "GET", f"/apis/apps/v1/namespaces/{self._ns}/deployments", query=query
+        )
         gone = []
         for item in items.get("items") or []:
             meta = item.get("metadata") or {}
@@ -347,8 +359,10 @@ class DeploymentMpsLauncher:
             if claim in live_claim_uids:
                 continue
             try:
-                path = f"{self._collection('deployments')}/{path_segment(meta['name'])}"
-                self._api.request("DELETE", path)
+                name = path_segment(meta["name"])
+                self._api.request(
+                    "DELETE", f"/apis/apps/v1/namespaces/{self._ns}/deployments/{name}"
+                )
             except KubeApiError as exc:
                 if exc.status != 404:
                     raise
