@@ -148,6 +148,7 @@ def test_start_creates_a_deployment_pinned_to_the_node(tmp_path: Path, api: Node
     assert pod["nodeName"] == "node-1"
     (container,) = pod["containers"]
     assert container["image"] == "registry.example/dra-driver:1.2"
+    assert container["imagePullPolicy"] == "IfNotPresent"
     assert container["securityContext"] == {"privileged": True}
     host = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"]}
     mounted = {host[m["name"]]: m["mountPath"] for m in container["volumeMounts"]}

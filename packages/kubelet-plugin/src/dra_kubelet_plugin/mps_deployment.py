@@ -140,6 +140,8 @@ def mps_deployment(
     container = {
         "name": "mps-control-daemon",
         "image": config.image,
+        # The plugin runs this image, so the node has it: no pull (air-gapped nodes too).
+        "imagePullPolicy": "IfNotPresent",
         "command": list(command),
         "env": [{"name": k, "value": v} for k, v in sorted(env.items())],
         "securityContext": {"privileged": True},
