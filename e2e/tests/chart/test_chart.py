@@ -464,7 +464,16 @@ def test_rbac_is_least_privilege(render: Render) -> None:
         for b in _kind(objects, "RoleBinding")
         if any(s["name"] == sa["metadata"]["name"] for s in b["subjects"])
     ]
-    assert not bound, "nothing namespaced is needed"
+    # One namespaced binding: the MPS daemon Deployments (and their pods, listed) in the
+    # driver's own namespace; nothing else, and no secrets.
+    (mps,) = bound
+    assert mps["metadata"]["namespace"] == NAMESPACE
+    (mps_role,) = [
+        r for r in _kind(objects, "Role") if r["metadata"]["name"] == mps["roleRef"]["name"]
+    ]
+    assert mps_role["metadata"]["namespace"] == NAMESPACE
+    assert {r for rule in mps_role["rules"] for r in rule["resources"]} == {"deployments", "pods"}
+    assert all("*" not in rule["verbs"] for rule in mps_role["rules"])
     binding = _plugin(objects, "ClusterRoleBinding")
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": NAMESPACE}

@@ -9,7 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from dra_kube_client.testing import MemoryApi
 from dra_kubelet_core.cdi import DeviceNode
+from dra_kubelet_core.errors import ConfigurationError
 from dra_kubelet_core.host_devices import HostDeviceNodes, StandInDeviceNodes
 from dra_kubelet_plugin.backend import (
     GpuBackend,
@@ -18,6 +20,7 @@ from dra_kubelet_plugin.backend import (
     open_backend,
 )
 from dra_kubelet_plugin.container_edits import FakeEdits, NvmlEdits
+from dra_kubelet_plugin.mps_deployment import DeploymentMpsLauncher
 from dra_kubelet_plugin.settings import Settings, build_parser, settings_from_args
 from dra_kubelet_plugin.vfio_host_nodes import VfioHostNodes
 from dra_nvlib import (
@@ -225,3 +228,46 @@ def test_a_real_node_skips_fabric_manager_without_nvswitch_and_names_libnvfm_wit
     (proc / "driver" / "nvidia-nvswitch" / "devices" / "0000:05:00.0").mkdir(parents=True)
     with pytest.raises(FabricManagerUnavailableError, match="no binding to libnvfm"):
         backend.fabric_manager()
+
+
+def test_deployment_launcher_is_chosen_once_with_the_backend(
+    tmp_path: Path, fake_lib: FakeDeviceLib
+) -> None:
+    process = backend_parts(
+        _settings(tmp_path, "--device-backend=fake", "--fake-gpus=1xA100"), fake_lib
+    )
+    assert process.mps_deployment is None  # local runs: daemons are this process's children
+    for backend_flags, client in (
+        (["--device-backend=fake", "--fake-gpus=1xA100"], True),
+        (
+            ["--nvidia-driver-root=/run/nvidia/driver", "--container-driver-root=/driver-root"],
+            False,
+        ),
+    ):
+        settings = _settings(
+            tmp_path,
+            *backend_flags,
+            "--mps-daemon-launcher=deployment",
+            "--mps-daemon-image=registry.example/driver:1",
+            "--namespace=dra",
+        )
+        opener = backend_parts(settings, fake_lib).mps_deployment
+        assert opener is not None
+        launcher = opener(MemoryApi())
+        assert isinstance(launcher, DeploymentMpsLauncher)
+        assert launcher.provides_client is client
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--mps-daemon-launcher=sidecar"], "--mps-daemon-launcher"),
+        (["--mps-daemon-launcher=deployment", "--namespace=dra"], "--mps-daemon-image"),
+        (["--mps-daemon-launcher=deployment", "--mps-daemon-image=i"], "--namespace"),
+    ],
+)
+def test_deployment_launcher_settings_are_named(
+    tmp_path: Path, flags: list[str], named: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=f"^{named}"):
+        _settings(tmp_path, *flags)

@@ -15,6 +15,12 @@ part               ``nvml`` (real GPUs)             ``fake`` (simulated fleet)
                    to start on an NVSwitch node)    the fleet's state (HGX layout)
 =================  ===============================  ===============================
 
+With ``--mps-daemon-launcher deployment`` (the chart's choice), ``mps_deployment`` opens a
+:class:`DeploymentMpsLauncher` once the API client is up, which runs each daemon in a
+Deployment of its own with the backend's command (the driver's ``nvidia-cuda-mps-control`` or
+the fake daemon through this image's python) and asks the pipe as the launcher above does;
+with ``process`` it is ``None`` and ``mps_launcher`` runs the daemons.
+
 ``fabric_manager`` is opened only with gate ``FabricManagerPartitioning``; it answers
 ``None`` where the node has no NVSwitch fabric (real: none detected, as NVIDIA's driver
 skips Fabric Manager then; fake: a GPU count that is not a power of two, or a fleet kept in
@@ -27,10 +33,12 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from dra_kube_client import JsonTransport
 from dra_kubelet_core.host_devices import HostDevices, StandInDeviceNodes
 from dra_nvlib import (
     DeviceLib,
@@ -44,11 +52,20 @@ from dra_nvlib import (
     open_device_lib,
     open_nvfm,
 )
-from dra_sharing import FakeMpsLauncher, MpsLauncher, NvidiaMpsLauncher
+from dra_sharing import FakeMpsLauncher, MpsLauncher, NvidiaMpsLauncher, fake_mps_daemon
 
 from dra_kubelet_plugin.container_edits import EditsProvider, FakeEdits, NvmlEdits
 from dra_kubelet_plugin.driver_files import driver_tool, nvml_library_at
-from dra_kubelet_plugin.settings import Settings
+from dra_kubelet_plugin.mps_deployment import (
+    DaemonCommand,
+    DeploymentMpsLauncher,
+    MpsDeploymentConfig,
+    PipeCheck,
+    fake_daemon_command,
+    fake_pipe_answers,
+    nvidia_daemon_command,
+)
+from dra_kubelet_plugin.settings import DRIVER_NAME, Settings
 from dra_kubelet_plugin.vfio_host_nodes import VfioHostNodes
 
 __all__ = [
@@ -61,6 +78,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: Opens the launcher of MPS daemon Deployments over the API client.
+MpsDeploymentOpener = Callable[[JsonTransport], MpsLauncher]
 
 #: Opens the node's Fabric Manager (``None``: the node has no NVSwitch fabric).
 FabricManagerOpener = Callable[[], FabricManager | None]
@@ -80,6 +100,8 @@ class GpuBackend:
     host: HostDevices
     #: the node's Fabric Manager (gate ``FabricManagerPartitioning``)
     fabric_manager: FabricManagerOpener
+    #: MPS daemons as Deployments (``--mps-daemon-launcher deployment``; else ``None``)
+    mps_deployment: MpsDeploymentOpener | None = None
 
 
 def _fake(settings: Settings) -> bool:
@@ -162,17 +184,54 @@ def _nvfm(settings: Settings) -> FabricManagerOpener:
     return open_fm
 
 
+def _deployments(
+    settings: Settings,
+    command: DaemonCommand,
+    check: PipeCheck,
+    *,
+    provides_client: bool,
+    host_dirs: tuple[tuple[Path, Path], ...] = (),
+) -> MpsDeploymentOpener | None:
+    if settings.mps_daemon_launcher != "deployment":
+        return None
+    config = MpsDeploymentConfig(
+        driver=DRIVER_NAME,
+        namespace=settings.namespace,
+        node_name=settings.node_name,
+        image=settings.mps_daemon_image,
+        host_dirs=host_dirs,
+    )
+
+    def open_launcher(transport: JsonTransport) -> MpsLauncher:
+        return DeploymentMpsLauncher(
+            transport, config, command=command, pipe_check=check, provides_client=provides_client
+        )
+
+    return open_launcher
+
+
 def backend_parts(settings: Settings, lib: DeviceLib) -> GpuBackend:
-    """The parts of the backend the settings select, around an open ``lib`` (no I/O)."""
+    """The parts of the backend the settings select, around an open ``lib`` (no I/O).
+
+    Raises:
+        MpsDeploymentConfigError: ``--mps-daemon-launcher deployment`` without a setting it
+            needs (named).
+    """
     if _fake(settings):
+        # The Deployment's container is this image: its python runs the same daemon file.
+        fake_command = fake_daemon_command(sys.executable, Path(fake_mps_daemon.__file__))
         return GpuBackend(
             lib=lib,
             edits=FakeEdits(settings.plugin_dir / "claims"),
             mps_launcher=FakeMpsLauncher(),
             host=StandInDeviceNodes(),
             fabric_manager=_fake_fabric_manager(lib, device_lib_config(settings).fake_state_path),
+            mps_deployment=_deployments(
+                settings, fake_command, fake_pipe_answers, provides_client=True
+            ),
         )
     root = settings.container_driver_root or settings.driver_root
+    control = driver_tool(root, "nvidia-cuda-mps-control")
     return GpuBackend(
         lib=lib,
         edits=NvmlEdits(
@@ -181,9 +240,16 @@ def backend_parts(settings: Settings, lib: DeviceLib) -> GpuBackend:
             dev_root=settings.dev_root,
             cdi_hook_path=settings.nvidia_cdi_hook_path,
         ),
-        mps_launcher=NvidiaMpsLauncher(driver_tool(root, "nvidia-cuda-mps-control")),
+        mps_launcher=NvidiaMpsLauncher(control),
         host=VfioHostNodes(vfio_dir=settings.vfio_dir, sysfs_root=settings.sysfs_root),
         fabric_manager=_nvfm(settings),
+        mps_deployment=_deployments(
+            settings,
+            nvidia_daemon_command(control),
+            NvidiaMpsLauncher(control, mount_shm=False).alive,
+            provides_client=False,
+            host_dirs=((settings.driver_root, root),),
+        ),
     )
 
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 import yaml
 from dra_api_types import ResourceSlice
-from dra_kube_client import KubeApiError
-from dra_kubelet_core.errors import PluginError
+from dra_kube_client import JsonTransport, KubeApiError
+from dra_kubelet_core.errors import ConfigurationError, PluginError
 from dra_kubelet_core.health import HealthHub
 from dra_kubelet_core.healthcheck import HealthcheckServer
 from dra_kubelet_core.metrics import PluginMetrics
@@ -110,13 +110,23 @@ def open_partitions(settings: Settings, backend: GpuBackend) -> PartitionClaims 
     return PartitionClaims(manager) if manager is not None else None
 
 
-def open_sharing(settings: Settings, backend: GpuBackend) -> GpuSharing:
+def open_sharing(
+    settings: Settings, backend: GpuBackend, transport: JsonTransport | None = None
+) -> GpuSharing:
     """Time-slicing, MPS daemons (below ``<plugin dir>/mps``) and dynamic MIG as the gates
-    select, on the backend's GPUs."""
+    select, on the backend's GPUs. MPS daemons run as Deployments where the backend chose
+    that and the plugin has an API client (``transport``)."""
     lib = backend.lib
     mps: MpsDaemonManager | None = None
     if settings.gate("MPSSupport"):
-        mps = MpsDaemonManager(settings.plugin_dir / "mps", lib=lib, launcher=backend.mps_launcher)
+        launcher = backend.mps_launcher
+        if backend.mps_deployment is not None:
+            if transport is None:
+                raise ConfigurationError(
+                    "--mps-daemon-launcher", "deployment needs the API server (no kubeconfig)"
+                )
+            launcher = backend.mps_deployment(transport)
+        mps = MpsDaemonManager(settings.plugin_dir / "mps", lib=lib, launcher=launcher)
     manager = SharingManager(
         time_slicer=TimeSlicer(lib),
         mps=mps,
@@ -181,7 +191,7 @@ class KubeletPlugin:
             devices=devices,
             edits=backend.edits,
             passthrough=passthrough,
-            sharing=open_sharing(s, backend),
+            sharing=open_sharing(s, backend, runner.transport),
             partitions=partitions,
         )
         self.state = state = runner.engine(gpus)

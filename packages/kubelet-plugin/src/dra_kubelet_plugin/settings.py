@@ -60,6 +60,13 @@ class Settings(CommonSettings):
     device_refresh_interval_s: float = 30.0
     print_resource_slices: bool = False
     consumable_shares: ConsumableShares = field(default_factory=ConsumableShares)
+    #: Where MPS control daemons run: ``deployment`` (one Deployment each, outliving this
+    #: process; the chart's choice) or ``process`` (children of this process; local runs).
+    mps_daemon_launcher: str = "process"
+    #: The image of MPS daemon Deployments (the driver's own).
+    mps_daemon_image: str = ""
+    #: The namespace of MPS daemon Deployments (this pod's).
+    namespace: str = ""
 
     @property
     def plugin_dir(self) -> Path:
@@ -161,6 +168,25 @@ _FLAGS: Sequence[Flag] = (
     _COMMON["--boot-id-file"],
     _COMMON["--stale-claim-cleanup-interval"],
     (
+        "--mps-daemon-launcher",
+        "MPS_DAEMON_LAUNCHER",
+        "process",
+        "where MPS control daemons run: deployment (a Deployment each, outlives this process) "
+        "or process (children of this process)",
+    ),
+    (
+        "--mps-daemon-image",
+        "MPS_DAEMON_IMAGE",
+        "",
+        "image of MPS daemon Deployments, the driver's (with --mps-daemon-launcher deployment)",
+    ),
+    (
+        "--namespace",
+        "POD_NAMESPACE",
+        "",
+        "namespace of MPS daemon Deployments, this pod's (with --mps-daemon-launcher deployment)",
+    ),
+    (
         "--device-refresh-interval",
         "DEVICE_REFRESH_INTERVAL",
         "30",
@@ -232,6 +258,17 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
                 "--feature-gates sets to false",
             )
         gates["ConsumableShares"] = True
+    if args.mps_daemon_launcher not in ("deployment", "process"):
+        raise ConfigurationError(
+            "--mps-daemon-launcher", f"{args.mps_daemon_launcher!r} is not deployment|process"
+        )
+    if args.mps_daemon_launcher == "deployment":
+        for flag, value in (
+            ("--mps-daemon-image", args.mps_daemon_image),
+            ("--namespace", args.namespace),
+        ):
+            if not value:
+                raise ConfigurationError(flag, "required with --mps-daemon-launcher deployment")
     refresh = parse_seconds(args.device_refresh_interval, "--device-refresh-interval")
     paths = {
         "--nvidia-driver-root": args.nvidia_driver_root,
@@ -268,4 +305,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         device_refresh_interval_s=refresh,
         print_resource_slices=bool(args.print_resource_slices),
         consumable_shares=shares,
+        mps_daemon_launcher=args.mps_daemon_launcher,
+        mps_daemon_image=args.mps_daemon_image,
+        namespace=args.namespace,
     )
