@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# Run only when named (``make bench BENCH=scale``): they start a cluster and need root.
-ON_DEMAND = ("bench_scale.py",)
+# Run only when named (``make bench BENCH=scale``, ``BENCH=chaos``): they start a cluster.
+ON_DEMAND = ("bench_scale.py", "bench_chaos.py")
 
 
 def discover() -> list[Path]:

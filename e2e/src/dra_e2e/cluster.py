@@ -488,6 +488,20 @@ class Cluster(ClusterView):
         progress(f"[dra-e2e] {node}: Ready again")
         return record
 
+    def restart_apiserver(self, *, timeout: float = 120.0) -> ProcessRecord:
+        """Stop kube-apiserver (SIGTERM, as a control-plane upgrade does) and start it again
+        with the same command line; returns once ``/readyz`` answers again."""
+        record = self.respawn("kube-apiserver", sig=signal.SIGTERM)
+        pki = self.pki_dir
+        ctx = tls_context(ca=pki / "ca.crt", cert=pki / "admin.crt", key=pki / "admin.key")
+        wait_for(
+            "kube-apiserver /readyz after the restart",
+            lambda: http_ok(f"{self.apiserver_url}/readyz", context=ctx),
+            process=record,
+            timeout=timeout,
+        )
+        return record
+
     def _ready_since(self, name: str, since: float) -> bool:
         """Whether node ``name`` is Ready with a heartbeat at or after ``since`` (epoch s)."""
         try:

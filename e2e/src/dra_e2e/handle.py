@@ -113,3 +113,12 @@ class ClusterHandle:
             )
         sig = signal.SIGTERM if graceful else signal.SIGKILL
         return self.local.restart_kubelet(node, sig=sig)
+
+    def restart_apiserver(self) -> ProcessRecord:
+        """Stop kube-apiserver and start it again with the same arguments; returns once it is
+        ready. Only the local cluster's API server can be restarted from here."""
+        if self.local is None:
+            raise ClusterStateError(
+                self.kubeconfig, "restart_apiserver needs the local e2e cluster (not --kubeconfig)"
+            )
+        return self.local.restart_apiserver()

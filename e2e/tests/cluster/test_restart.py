@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from dra_e2e.cluster import Cluster
 from dra_e2e.errors import ClusterStateError
+from dra_e2e.handle import ClusterHandle
 from dra_e2e.process import ProcessRecord, is_running, spawn, stop, tail
 from dra_e2e.state import STATE_FILE, ClusterState, NodeState
 
@@ -75,9 +76,19 @@ def test_restarting_an_unknown_node_or_process_is_a_clear_error(tmp_path: Path) 
             cluster.restart_kubelet("nope")
         with pytest.raises(ClusterStateError, match="no process named 'kubelet-nope'"):
             cluster.respawn("kubelet-nope")
+        with pytest.raises(ClusterStateError, match="no process named 'kube-apiserver'"):
+            cluster.restart_apiserver()
     finally:
         for record in cluster.processes():
             stop(record, timeout=5)
+
+
+def test_restarting_the_apiserver_of_a_cluster_not_run_here_is_a_clear_error(
+    tmp_path: Path,
+) -> None:
+    handle = ClusterHandle(kubeconfig=tmp_path / "kubeconfig", kubectl_path=Path("kubectl"))
+    with pytest.raises(ClusterStateError, match="restart_apiserver needs the local e2e cluster"):
+        handle.restart_apiserver()
 
 
 def test_cli_restart_kubelet_needs_a_cluster_and_a_node(tmp_path: Path) -> None:

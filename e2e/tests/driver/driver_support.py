@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from dra_e2e import chart
 from dra_e2e.chart import CHART, helm_path, run_helm
 from dra_e2e.configs import CDI_DIR, KUBELET_ROOT
@@ -287,3 +288,28 @@ def applied(
 def as_json(obj: Any) -> str:
     """JSON text of an object (manifests for ``kubectl apply``)."""
     return json.dumps(obj)
+
+
+def plugin_container(driver: Driver, node: str) -> tuple[str, str, int]:
+    """(pod name, containerd ID, restart count) of the node's ``gpus`` container."""
+    for item in driver.plugin_pods():
+        if item["spec"].get("nodeName") != node:
+            continue
+        for status in item["status"].get("containerStatuses", []):
+            if status["name"] == "gpus" and status.get("containerID"):
+                cid = str(status["containerID"]).removeprefix("containerd://")
+                return item["metadata"]["name"], cid, int(status["restartCount"])
+    raise AssertionError(f"no running gpus container on {node}")
+
+
+def kill_through_containerd(cluster: ClusterHandle, node: str, container_id: str) -> None:
+    """SIGKILL the container's task: the kernel ends its whole PID namespace."""
+    local = cluster.local
+    if local is None:
+        pytest.fail("killing a container through containerd needs the local e2e cluster")
+    target = next(n for n in local.state.nodes if n.name == node)
+    subprocess.run(
+        [str(local.bins.ctr), "--address", str(target.paths.containerd_socket),
+         "--namespace", "k8s.io", "tasks", "kill", "--signal", "SIGKILL", container_id],
+        check=True, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from compute_domain_support import as_list, cd_manifest, domain_object, wait_ready, worker_pod
 from dra_e2e.handle import ClusterHandle
 from driver_support import (
     Driver,
@@ -80,19 +81,6 @@ def diagnostics(request: pytest.FixtureRequest, driver: Driver) -> Iterator[None
                 ))  # fmt: skip
             except Exception as exc:
                 print(f"(no logs for {selector}: {exc})")
-
-
-def _domain(cluster: ClusterHandle, name: str, namespace: str) -> dict[str, Any]:
-    return dict(cluster.kubectl_json("get", "computedomain", name, "-n", namespace))
-
-
-def _wait_ready(cluster: ClusterHandle, name: str, namespace: str, nodes: int) -> dict[str, Any]:
-    def ready() -> bool:
-        status = _domain(cluster, name, namespace).get("status") or {}
-        return status.get("status") == "Ready" and len(status.get("nodes") or []) >= nodes
-
-    cluster.wait_until(f"ComputeDomain {namespace}/{name} Ready", ready, timeout=180, interval=2)
-    return _domain(cluster, name, namespace)
 
 
 def _leftovers(driver: Driver, uid: str) -> list[str]:
@@ -169,7 +157,7 @@ def test_nvidia_channel_injection_specs(
                 assert channel in log, log
             if "channel2047" not in expected:
                 assert "channel1" not in log.split(), log
-            domain = _wait_ready(cluster, pod, ns, nodes=1)
+            domain = wait_ready(cluster, pod, ns, nodes=1)
             uid = domain["metadata"]["uid"]
             node = cluster.kubectl_json("get", "pod", pod, "-n", ns)["spec"]["nodeName"]
             assert [n["name"] for n in domain["status"]["nodes"]] == [node]
@@ -181,40 +169,6 @@ def test_nvidia_channel_injection_specs(
         )
     finally:
         cluster.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=false")
-
-
-def _cd_manifest(name: str, ns: str, *, num_nodes: int = 1) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.nvidia.com/v1beta1",
-        "kind": "ComputeDomain",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"numNodes": num_nodes, "channel": {"resourceClaimTemplate": {"name": name}}},
-    }
-
-
-def _worker(name: str, ns: str, template: str | None, claim: str | None = None) -> dict[str, Any]:
-    source = {"resourceClaimTemplateName": template} if template else {"resourceClaimName": claim}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns, "labels": {"app": "cd-worker"}},
-        "spec": {
-            "terminationGracePeriodSeconds": 1,
-            "containers": [{
-                "name": "ctr", "image": "ubuntu:22.04", "command": ["bash", "-c"],
-                "args": ["ls /dev/nvidia-caps-imex-channels; trap 'exit 0' TERM; "
-                         "sleep 9999 & wait"],
-                "resources": {"claims": [{"name": "channel"}]},
-            }],
-            "resourceClaims": [{"name": "channel", **source}],
-        },
-    }  # fmt: skip
-
-
-def _list(*objects: dict[str, Any]) -> str:
-    import json
-
-    return json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)})
 
 
 def _events(cluster: ClusterHandle, ns: str, name: str) -> str:
@@ -253,8 +207,8 @@ def test_workload_in_another_namespace_is_refused_with_the_reason(driver: Driver
     other = ns + "-b"
     cluster.apply(_namespace(cluster, other))
     try:
-        cluster.apply(_list(_cd_manifest("cd", ns)))
-        uid = _domain(cluster, "cd", ns)["metadata"]["uid"]
+        cluster.apply(as_list(cd_manifest("cd", ns)))
+        uid = domain_object(cluster, "cd", ns)["metadata"]["uid"]
         claim = {
             "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
             "metadata": {"name": "stolen", "namespace": other},
@@ -267,7 +221,7 @@ def test_workload_in_another_namespace_is_refused_with_the_reason(driver: Driver
                         "kind": "ComputeDomainChannelConfig", "domainID": uid}}}],
             }},
         }  # fmt: skip
-        cluster.apply(_list(claim, _worker("thief", other, None, "stolen")))
+        cluster.apply(as_list(claim, worker_pod("thief", other, None, "stolen")))
         cluster.wait_until(
             "the prepare error naming the namespaces",
             lambda: "differs from ComputeDomain" in _events(cluster, other, "thief"),
@@ -282,7 +236,7 @@ def test_controller_and_daemon_killed_mid_way_recover_and_deletion_cleans_up(
     driver: Driver, ns: str
 ) -> None:
     cluster = driver.cluster
-    cluster.apply(_list(_cd_manifest("cd", ns)))
+    cluster.apply(as_list(cd_manifest("cd", ns)))
     # The controller dies right after the domain appears (mid-reconcile).
     cluster.kubectl(
         "delete",
@@ -299,10 +253,10 @@ def test_controller_and_daemon_killed_mid_way_recover_and_deletion_cleans_up(
         timeout=120,
         interval=2,
     )
-    cluster.apply(_list(_worker("w0", ns, "cd")))
+    cluster.apply(as_list(worker_pod("w0", ns, "cd")))
     wait_running(cluster, "w0", ns, timeout=240)
     assert "channel0" in cluster.kubectl("logs", "w0", "-n", ns)
-    domain = _wait_ready(cluster, "cd", ns, nodes=1)
+    domain = wait_ready(cluster, "cd", ns, nodes=1)
     uid = domain["metadata"]["uid"]
     # A daemon dies: its DaemonSet brings it back and the domain is Ready again.
     before = cluster.kubectl_json("get", "pods", "-n", driver.namespace, "-l", f"{LABEL}={uid}")[
@@ -318,7 +272,7 @@ def test_controller_and_daemon_killed_mid_way_recover_and_deletion_cleans_up(
             "items"
         ]
         fresh = [p for p in pods if p["metadata"]["uid"] != before[0]["metadata"]["uid"]]
-        status = _domain(cluster, "cd", ns).get("status") or {}
+        status = domain_object(cluster, "cd", ns).get("status") or {}
         return bool(fresh) and status.get("status") == "Ready"
 
     cluster.wait_until("a new daemon, domain Ready", replaced_and_ready, timeout=180, interval=2)
@@ -337,7 +291,7 @@ def test_two_nodes_like_the_nvbandwidth_job(driver: Driver, ns: str) -> None:
     cluster.apply(_spec_text(NVBANDWIDTH_DOMAIN, ns))
     name = "nvbandwidth-test-compute-domain-1"
     labels = {"app": "nvbandwidth-worker"}
-    worker = _worker("w", ns, f"{name}-channel")["spec"]
+    worker = worker_pod("w", ns, f"{name}-channel")["spec"]
     worker["affinity"] = {
         "podAntiAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": [
@@ -352,14 +306,14 @@ def test_two_nodes_like_the_nvbandwidth_job(driver: Driver, ns: str) -> None:
                  "podManagementPolicy": "Parallel", "selector": {"matchLabels": labels},
                  "template": {"metadata": {"labels": labels}, "spec": worker}},
     }  # fmt: skip
-    cluster.apply(_list(sts))
+    cluster.apply(as_list(sts))
     pods = [f"nvbandwidth-workers-{i}" for i in range(2)]
     for p in pods:
         wait_running(cluster, p, ns, timeout=300)
         assert "channel0" in cluster.kubectl("logs", p, "-n", ns).split()
     nodes = {cluster.kubectl_json("get", "pod", p, "-n", ns)["spec"]["nodeName"] for p in pods}
     assert len(nodes) == 2
-    domain = _wait_ready(cluster, name, ns, nodes=2)
+    domain = wait_ready(cluster, name, ns, nodes=2)
     assert {n["name"] for n in domain["status"]["nodes"]} == nodes
     uid = domain["metadata"]["uid"]
     daemons = cluster.kubectl_json("get", "pods", "-n", driver.namespace, "-l", f"{LABEL}={uid}")[
@@ -415,9 +369,9 @@ def test_a_drained_node_leaves_the_domain_and_comes_back(driver: Driver, ns: str
     # drops the node (NotReady below numNodes), the other daemon keeps running and forgets its
     # peer; once the node is back, the domain is Ready on both again.
     cluster = driver.cluster
-    cluster.apply(_list(_cd_manifest("cd", ns, num_nodes=2)))
+    cluster.apply(as_list(cd_manifest("cd", ns, num_nodes=2)))
     labels = {"app": "cd-leave"}
-    worker = _worker("w", ns, "cd")["spec"]
+    worker = worker_pod("w", ns, "cd")["spec"]
     worker["affinity"] = {
         "podAntiAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": [
@@ -432,10 +386,10 @@ def test_a_drained_node_leaves_the_domain_and_comes_back(driver: Driver, ns: str
                  "selector": {"matchLabels": labels},
                  "template": {"metadata": {"labels": labels}, "spec": worker}},
     }  # fmt: skip
-    cluster.apply(_list(sts))
+    cluster.apply(as_list(sts))
     for p in ("workers-0", "workers-1"):
         wait_running(cluster, p, ns, timeout=300)
-    domain = _wait_ready(cluster, "cd", ns, nodes=2)
+    domain = wait_ready(cluster, "cd", ns, nodes=2)
     uid = domain["metadata"]["uid"]
     leaving = cluster.kubectl_json("get", "pod", "workers-1", "-n", ns)["spec"]["nodeName"]
     staying = next(n["name"] for n in domain["status"]["nodes"] if n["name"] != leaving)
@@ -455,7 +409,7 @@ def test_a_drained_node_leaves_the_domain_and_comes_back(driver: Driver, ns: str
         )  # fmt: skip
 
         def left() -> bool:
-            status = _domain(cluster, "cd", ns).get("status") or {}
+            status = domain_object(cluster, "cd", ns).get("status") or {}
             nodes = [n["name"] for n in status.get("nodes") or []]
             daemons = _daemons(driver, uid)
             return (
@@ -482,7 +436,7 @@ def test_a_drained_node_leaves_the_domain_and_comes_back(driver: Driver, ns: str
     finally:
         cluster.kubectl("uncordon", leaving)
     wait_running(cluster, "workers-1", ns, timeout=300)
-    domain = _wait_ready(cluster, "cd", ns, nodes=2)
+    domain = wait_ready(cluster, "cd", ns, nodes=2)
     assert {n["name"] for n in domain["status"]["nodes"]} == {staying, leaving}
     cluster.wait_until(
         "the daemons list each other again",

@@ -11,7 +11,6 @@ deletes the daemon's Deployment."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,6 +21,8 @@ from driver_support import (
     applied,
     as_json,
     install,
+    kill_through_containerd,
+    plugin_container,
     pod_claims,
     uninstall,
     wait_running,
@@ -48,31 +49,6 @@ def driver(
 
 def _exec(cluster: ClusterHandle, pod: str, container: str, command: str) -> str:
     return cluster.kubectl("exec", pod, "-n", NS, "-c", container, "--", "sh", "-c", command)
-
-
-def _plugin_container(driver: Driver, node: str) -> tuple[str, str, int]:
-    """(pod name, containerd ID, restart count) of the node's ``gpus`` container."""
-    for item in driver.plugin_pods():
-        if item["spec"].get("nodeName") != node:
-            continue
-        for status in item["status"].get("containerStatuses", []):
-            if status["name"] == "gpus" and status.get("containerID"):
-                cid = str(status["containerID"]).removeprefix("containerd://")
-                return item["metadata"]["name"], cid, int(status["restartCount"])
-    raise AssertionError(f"no running gpus container on {node}")
-
-
-def _kill_through_containerd(cluster: ClusterHandle, node: str, container_id: str) -> None:
-    """SIGKILL the container's task: the kernel ends its whole PID namespace."""
-    local = cluster.local
-    if local is None:
-        pytest.fail("killing a container through containerd needs the local e2e cluster")
-    target = next(n for n in local.state.nodes if n.name == node)
-    subprocess.run(
-        [str(local.bins.ctr), "--address", str(target.paths.containerd_socket),
-         "--namespace", "k8s.io", "tasks", "kill", "--signal", "SIGKILL", container_id],
-        check=True, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
 
 
 def _client_pod(claim: str) -> dict[str, Any]:
@@ -107,12 +83,12 @@ def test_plugin_container_killed_keeps_the_mps_server_and_the_claim_stays_usable
         (claim,) = pod_claims(cluster, "test-pod", NS).values()
         claim_name = str(claim["metadata"]["name"])
 
-        pod, container_id, restarts = _plugin_container(driver, node)
-        _kill_through_containerd(cluster, node, container_id)
+        pod, container_id, restarts = plugin_container(driver, node)
+        kill_through_containerd(cluster, node, container_id)
         cluster.wait_until(
             "the kubelet to restart the plugin container and the plugin to be ready",
             lambda: (
-                (now := _plugin_container(driver, node))[2] > restarts
+                (now := plugin_container(driver, node))[2] > restarts
                 and now[1] != container_id
                 and all(
                     s.get("ready")

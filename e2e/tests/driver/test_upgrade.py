@@ -6,7 +6,8 @@
   (their fake ``nvidia-smi -L`` keeps listing it), the claims are not prepared a second time
   (checkpoint entry, CDI spec and the new plugin's log), and new claims still work.
 * ``helm rollback`` to that revision, with the same guarantees, and unpreparation by the
-  rolled-back plugin of a claim the newer one prepared.
+  rolled-back plugin of a claim the newer one prepared; and a rollback with MPS and
+  time-sliced claims prepared (NVIDIA's gpu-test5) keeps their pod running.
 * The takeover of DeviceClasses that another release (NVIDIA's) installed, as
   ``deployments/upgrade-and-takeover.md`` describes it.
 
@@ -46,6 +47,7 @@ from driver_support import (
     wait_gone,
     wait_running,
 )
+from sharing_support import demo, namespaces_of, running_pods
 from upgrade_support import helm_upgrade, plugin_pods_on, retag_driver_image
 
 pytestmark = pytest.mark.e2e
@@ -480,3 +482,45 @@ def test_takeover_adopts_deviceclasses_of_another_release(releases: Releases) ->
         if _helm_status(driver) is not None:
             _helm(driver, "uninstall", driver.release, "--wait")
         cluster.kubectl("delete", "deviceclass", *GPU_CLASSES, "--ignore-not-found")
+
+
+def test_rollback_keeps_running_pods_of_mps_and_time_sliced_claims(releases: Releases) -> None:
+    """NVIDIA's gpu-test5 (one pod, a time-sliced and an MPS GPU) prepared by the current chart;
+    ``helm rollback`` to the previous chart keeps the pod's containers, its claim's checkpoint
+    entry and CDI spec, and the rolled-back plugin does not prepare the claim again."""
+    driver, node = releases.driver, releases.node
+    cluster = driver.cluster
+    previous_tag = _tag_previous_image(releases)
+    # Both revisions run the sharing gates: the rolled-back plugin serves the same claims.
+    gates = (
+        *("--set", "featureGates.MPSSupport=true"),
+        *("--set", "featureGates.TimeSlicingSettings=true"),
+    )
+    _install_or_upgrade(releases, PREVIOUS_CHART, "--set", f"image.tag={previous_tag}", *gates)
+    driver.wait_for_slices()
+    old_plugin = _plugin_pod(driver, node)
+    _install_or_upgrade(releases, CHART, *gates)
+    app_version = str(yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"])
+    new_plugin = _wait_new_plugin(driver, node, old_plugin["metadata"]["uid"], app_version)
+    manifest = demo("quickstart_v1_gpu-test5.yaml")
+    with applied(cluster, manifest, namespaces=namespaces_of(manifest)):
+        (name,) = running_pods(cluster, "gpu-test5", 1)
+        containers = pod(cluster, name, "gpu-test5")["status"]["containerStatuses"]
+        (claim,) = pod_claims(cluster, name, "gpu-test5").values()
+        uid = str(claim["metadata"]["uid"])
+        entry, spec = _checkpoint_claims(driver, node)[uid], _cdi_spec(driver, node, uid)
+
+        _helm(driver, "rollback", driver.release, "1", "--wait", "--timeout", "5m")
+        rolled_back = _wait_new_plugin(driver, node, new_plugin["metadata"]["uid"], previous_tag)
+        after = pod(cluster, name, "gpu-test5")["status"]["containerStatuses"]
+        assert [(c["containerID"], c["restartCount"]) for c in after] == [
+            (c["containerID"], c["restartCount"]) for c in containers
+        ], "no container restarted or recreated"
+        assert all("running" in c["state"] for c in after), after
+        assert _checkpoint_claims(driver, node)[uid] == entry, "checkpoint entry unchanged"
+        assert _cdi_spec(driver, node, uid) == spec, "CDI spec unchanged"
+        assert uid not in _prepared_uids(_plugin_events(driver, rolled_back)), (
+            "the rolled-back plugin prepared the claim again"
+        )
+    _assert_unprepared(driver, node, uid)
+    _helm(driver, "uninstall", driver.release, "--wait")

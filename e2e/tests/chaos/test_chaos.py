@@ -1,0 +1,431 @@
+"""Chaos on the real harness (issue #23, item 8): faults an operator sees on day two, each
+against one chart install that prepares claims of every kind (whole GPU, static MIG,
+time-sliced, MPS, compute-domain channel) with the webhook on.
+
+- A webhook rollout while claims are being created refuses none of them (2 replicas, a
+  PodDisruptionBudget, ``maxUnavailable: 0``).
+- kube-apiserver stopped and started again (same arguments) while the allocation controller,
+  the ComputeDomain controller and the plugins run: no component restarts, every Lease is
+  renewed, and a new GPU pod and a new ComputeDomain workload start.
+- The GPU plugin's container SIGKILLed through containerd (a real PID namespace) with claims of
+  every kind prepared: every pod keeps running, the checkpoint and the CDI specs are the same
+  after the restart (nothing prepared twice, nothing leaked), new claims of each kind prepare
+  (the channel once the held one is released: a node has one channel device), and deleting
+  them all leaves no CDI spec behind.
+
+One chart install for the module (``driver``). Each test records its numbers (failed calls,
+recovery seconds) for ``make bench BENCH=chaos``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from compute_domain_support import as_list, cd_manifest, wait_ready, worker_pod
+from dra_e2e.errors import KubectlError
+from dra_e2e.handle import ClusterHandle
+from driver_support import (
+    Driver,
+    dump_diagnostics,
+    install,
+    kill_through_containerd,
+    plugin_container,
+    pod_claims,
+    uninstall,
+    wait_running,
+)
+
+#: ``record(**numbers)``: see the fixture.
+Record = Callable[..., None]
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.usefixtures("chaos_diagnostics")]
+
+NV = "resource.nvidia.com/v1beta1"
+TIME_SLICED = {"apiVersion": NV, "kind": "GpuConfig", "sharing": {"strategy": "TimeSlicing"}}
+MPS = {
+    "apiVersion": NV,
+    "kind": "GpuConfig",
+    "sharing": {"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": 50}},
+}
+#: Claim kind -> (device class, opaque GpuConfig or None).
+KINDS: dict[str, tuple[str, dict[str, Any] | None]] = {
+    "gpu": ("gpu.nvidia.com", None),
+    "mig": ("mig.nvidia.com", None),
+    "timesliced": ("gpu.nvidia.com", TIME_SLICED),
+    "mps": ("gpu.nvidia.com", MPS),
+}
+
+
+#: Where the scenarios append their numbers (one JSON object a line); the benchmark sets it.
+RESULTS_ENV = "DRA_E2E_CHAOS_RESULTS"
+
+VALUES = {
+    # GB200s for whole, time-sliced and MPS claims and the compute domain; one GH200 in MIG
+    # mode with its MIG devices created at start (static MIG).
+    "devices.fakeGpus": "{6xGB200,1xGH200-96GB:mig=7x1g.12gb}",
+    "resources.computeDomains.enabled": "true",
+    "featureGates.MPSSupport": "true",
+    "featureGates.TimeSlicingSettings": "true",
+    "webhook.enabled": "true",
+    # No cert-manager on the harness: the chart makes the CA and the certificate.
+    "webhook.tls.mode": "secret",
+}
+
+
+def _webhook_probe() -> str:
+    """A claim the webhook refuses (an unknown sharing strategy), for a server-side dry run."""
+    config = {"apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig"}
+    return json.dumps(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "webhook-probe", "namespace": "default"},
+            "spec": {
+                "devices": {
+                    "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}],
+                    "config": [
+                        {
+                            "requests": ["gpu"],
+                            "opaque": {
+                                "driver": "gpu.nvidia.com",
+                                "parameters": {**config, "sharing": {"strategy": "Bogus"}},
+                            },
+                        }
+                    ],
+                }
+            },
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def driver(
+    e2e_cluster: ClusterHandle, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Driver]:
+    """The chart with every sharing gate, compute domains and the webhook, once it serves."""
+    installed = install(e2e_cluster, tmp_path_factory.mktemp("chaos-images"), VALUES)
+    try:
+        if not installed.installed_here:
+            pytest.fail("the chaos tests install the chart themselves; unset DRA_E2E_RELEASE")
+
+        def serving() -> bool:
+            # Ready pods are not yet a webhook the API server reaches (it learns the address
+            # from the Service's endpoints): wait until a bad config is refused.
+            try:
+                e2e_cluster.kubectl(
+                    "apply", "--dry-run=server", "-f", "-", input_text=_webhook_probe()
+                )
+            except KubectlError as exc:
+                if "denied the request" in exc.stderr:
+                    return True
+                raise
+            return False
+
+        e2e_cluster.wait_until("the webhook to refuse a bad config", serving, timeout=120)
+        yield installed
+    except BaseException:
+        print(dump_diagnostics(installed))
+        raise
+    finally:
+        uninstall(installed)
+
+
+@pytest.fixture
+def chaos_diagnostics(request: pytest.FixtureRequest, driver: Driver) -> Iterator[None]:
+    """Prints the plugin's logs and recent events when the test failed (``usefixtures``)."""
+    failed_before = request.session.testsfailed
+    yield
+    if request.session.testsfailed > failed_before:
+        print(dump_diagnostics(driver))
+
+
+@pytest.fixture
+def record(request: pytest.FixtureRequest) -> Record:
+    """``record(**numbers)``: prints the scenario's numbers and appends them to
+    ``$DRA_E2E_CHAOS_RESULTS`` when set."""
+
+    def write(**numbers: float) -> None:
+        entry = {"scenario": request.node.name, **numbers}
+        print(f"[chaos] {json.dumps(entry)}")
+        target = os.environ.get(RESULTS_ENV)
+        if target:
+            with Path(target).open("a") as out:
+                out.write(json.dumps(entry) + "\n")
+
+    return write
+
+
+def _claim(name: str, namespace: str, kind: str) -> dict[str, Any]:
+    device_class, config = KINDS[kind]
+    devices: dict[str, Any] = {
+        "requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]
+    }
+    if config is not None:
+        devices["config"] = [
+            {"requests": ["gpu"], "opaque": {"driver": "gpu.nvidia.com", "parameters": config}}
+        ]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"devices": devices},
+    }
+
+
+def _claim_pod(name: str, namespace: str, kind: str) -> list[dict[str, Any]]:
+    """A claim of ``kind`` and a pod that holds it until deleted."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "terminationGracePeriodSeconds": 1,
+            "containers": [
+                {
+                    "name": "ctr",
+                    "image": "ubuntu:22.04",
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": ["bash", "-c", "trap 'exit 0' TERM; sleep infinity & wait"],
+                    "resources": {"claims": [{"name": "gpu"}]},
+                }
+            ],
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": name}],
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+        },
+    }
+    return [_claim(name, namespace, kind), pod]
+
+
+def _every_kind(driver: Driver, namespace: str, suffix: str, domain: str) -> list[str]:
+    """Pods holding a claim of every kind, all running; the channel claim is made from the
+    ComputeDomain ``domain``'s template (created first when it does not exist: a node serves
+    one domain at a time, so later channels join it)."""
+    objects: list[dict[str, Any]] = []
+    for kind in KINDS:
+        objects += _claim_pod(f"{kind}-{suffix}", namespace, kind)
+    if not driver.cluster.exists("computedomain", domain, "-n", namespace):
+        objects.append(cd_manifest(domain, namespace))
+    objects.append(worker_pod(f"channel-{suffix}", namespace, domain))
+    driver.cluster.apply(as_list(*objects))
+    names = [f"{kind}-{suffix}" for kind in KINDS] + [f"channel-{suffix}"]
+    for name in names:
+        wait_running(driver.cluster, name, namespace)
+    return names
+
+
+def _containers(driver: Driver, namespace: str, names: list[str]) -> dict[str, tuple[str, int]]:
+    """Pod -> (container ID, restart count) of its one container."""
+    found = {}
+    for name in names:
+        pod = driver.cluster.kubectl_json("get", "pod", name, "-n", namespace)
+        (status,) = pod["status"]["containerStatuses"]
+        assert pod["status"]["phase"] == "Running", (name, pod["status"])
+        found[name] = (str(status["containerID"]), int(status["restartCount"]))
+    return found
+
+
+def _restart_counts(driver: Driver) -> dict[str, int]:
+    """namespace/pod/container -> restart count of every pod of the release."""
+    pods = driver.cluster.kubectl_json("get", "pods", "-n", driver.namespace)["items"]
+    return {
+        f"{p['metadata']['name']}/{s['name']}": int(s["restartCount"])
+        for p in pods
+        for s in p["status"].get("containerStatuses", [])
+    }
+
+
+def _checkpoint_claims(driver: Driver, node: str) -> dict[str, Any]:
+    doc = json.loads((driver.plugin_dir(node) / "checkpoint.json").read_text())
+    return dict(doc.get("claims", {}))
+
+
+def _cdi_specs(driver: Driver, node: str) -> dict[str, str]:
+    """CDI spec file name -> content, every spec of the node."""
+    return {p.name: p.read_text() for p in sorted(driver.cdi_dir(node).iterdir()) if p.is_file()}
+
+
+def _webhook_deployment(driver: Driver) -> str:
+    items = driver.cluster.kubectl_json(
+        "get", "deployments", "-n", driver.namespace, "-l", "app.kubernetes.io/component=webhook"
+    )["items"]
+    (deployment,) = items
+    return str(deployment["metadata"]["name"])
+
+
+def test_webhook_rollout_refuses_no_claim_create(
+    driver: Driver, e2e_namespace: str, record: Record
+) -> None:
+    cluster = driver.cluster
+    deployment = _webhook_deployment(driver)
+    stop = threading.Event()
+    created: list[str] = []
+    refused: list[str] = []
+
+    def create_claims() -> None:
+        # Claims with one of our configs: exactly the writes the webhook is called for.
+        while not stop.is_set():
+            name = f"during-rollout-{len(created) + len(refused)}"
+            manifest = json.dumps(_claim(name, e2e_namespace, "timesliced"))
+            try:
+                cluster.kubectl("create", "-f", "-", input_text=manifest, timeout=30)
+                created.append(name)
+            except KubectlError as exc:
+                refused.append(f"{name}: {exc.stderr.strip()}")
+
+    loop = threading.Thread(target=create_claims, daemon=True)
+    loop.start()
+    try:
+        time.sleep(3)
+        started = time.monotonic()
+        cluster.kubectl("rollout", "restart", f"deployment/{deployment}", "-n", driver.namespace)
+        cluster.kubectl(
+            "rollout", "status", f"deployment/{deployment}", "-n", driver.namespace,
+            "--timeout=240s", timeout=260,
+        )  # fmt: skip
+        rollout_s = time.monotonic() - started
+        # The API server learns the new endpoints a moment after the rollout ends.
+        time.sleep(5)
+    finally:
+        stop.set()
+        loop.join(timeout=60)
+    record(creates=len(created), refused=len(refused), rollout_s=round(rollout_s, 1))
+    assert refused == []
+    assert len(created) >= 10, created
+
+
+def _lease_renewals(driver: Driver) -> dict[str, tuple[str, float]]:
+    """Lease -> (holder, renew time in epoch seconds) of the release's namespace."""
+    leases = driver.cluster.kubectl_json("get", "leases", "-n", driver.namespace)["items"]
+    return {
+        lease["metadata"]["name"]: (
+            str(lease["spec"].get("holderIdentity") or ""),
+            datetime.fromisoformat(lease["spec"]["renewTime"]).timestamp()
+            if lease["spec"].get("renewTime")
+            else 0.0,
+        )
+        for lease in leases
+    }
+
+
+def test_apiserver_restart_costs_no_controller_restart_and_new_workloads_start(
+    driver: Driver, e2e_namespace: str, record: Record
+) -> None:
+    cluster = driver.cluster
+    before = _restart_counts(driver)
+    leases = _lease_renewals(driver)
+    assert leases, "the controllers hold Leases in the release namespace"
+    stopped_at = time.time()
+    started = time.monotonic()
+    cluster.restart_apiserver()
+    ready_s = time.monotonic() - started
+
+    cluster.apply(as_list(*_claim_pod("after-restart", e2e_namespace, "gpu")))
+    wait_running(cluster, "after-restart", e2e_namespace)
+    gpu_pod_s = time.monotonic() - started
+    cluster.apply(
+        as_list(cd_manifest("cd", e2e_namespace), worker_pod("cd-worker", e2e_namespace, "cd"))
+    )
+    wait_ready(cluster, "cd", e2e_namespace, 1)
+    wait_running(cluster, "cd-worker", e2e_namespace)
+    domain_s = time.monotonic() - started
+
+    def renewed() -> bool:
+        now = _lease_renewals(driver)
+        return all(now[name][0] and now[name][1] >= int(stopped_at) for name in leases)
+
+    cluster.wait_until("every Lease renewed after the restart", renewed, timeout=60, interval=2)
+    leases_s = time.monotonic() - started
+    after = _restart_counts(driver)
+    record(
+        apiserver_ready_s=round(ready_s, 1),
+        gpu_pod_s=round(gpu_pod_s, 1),
+        compute_domain_s=round(domain_s, 1),
+        leases_renewed_s=round(leases_s, 1),
+        restarts=sum(after.get(k, 0) - v for k, v in before.items()),
+    )
+    assert {k: after.get(k) for k in before} == before
+
+
+def _claim_uids(driver: Driver, namespace: str, pods: list[str]) -> set[str]:
+    return {
+        str(claim["metadata"]["uid"])
+        for name in pods
+        for claim in pod_claims(driver.cluster, name, namespace).values()
+    }
+
+
+def _specs_of(driver: Driver, node: str, uids: set[str]) -> dict[str, str]:
+    """The node's CDI specs of these claims (an earlier test's may still be going away)."""
+    return {n: text for n, text in _cdi_specs(driver, node).items() if any(u in n for u in uids)}
+
+
+def test_plugin_container_killed_with_every_claim_kind_prepared(
+    driver: Driver, e2e_namespace: str, record: Record
+) -> None:
+    cluster = driver.cluster
+    node = sorted(driver.nodes)[0]
+    held = _every_kind(driver, e2e_namespace, "held", "cd")
+    uids = _claim_uids(driver, e2e_namespace, held)
+    containers = _containers(driver, e2e_namespace, held)
+    checkpoint = _checkpoint_claims(driver, node)
+    specs = _specs_of(driver, node, uids)
+    gpu_uids = uids & checkpoint.keys()
+    assert len(gpu_uids) == len(KINDS), checkpoint.keys()
+    assert len(specs) >= len(uids), "a CDI spec per claim"
+
+    _, container_id, restarts = plugin_container(driver, node)
+    started = time.monotonic()
+    kill_through_containerd(cluster, node, container_id)
+
+    def serving_again() -> bool:
+        name, now_id, now_restarts = plugin_container(driver, node)
+        ready = all(
+            s.get("ready")
+            for p in driver.plugin_pods()
+            if p["metadata"]["name"] == name
+            for s in p["status"].get("containerStatuses", [])
+        )
+        return now_restarts > restarts and now_id != container_id and ready
+
+    cluster.wait_until("the plugin container restarted and ready", serving_again, timeout=240)
+    recovery_s = time.monotonic() - started
+
+    assert _containers(driver, e2e_namespace, held) == containers, "every pod kept running"
+    after = _checkpoint_claims(driver, node)
+    assert {u: after.get(u) for u in gpu_uids} == {u: checkpoint[u] for u in gpu_uids}, (
+        "no claim prepared again"
+    )
+    assert after.keys() <= checkpoint.keys(), "nothing else prepared"
+    assert _specs_of(driver, node, uids) == specs, "no CDI spec written again or lost"
+
+    # A node has one channel device: the held channel's pod (and with it its claim) goes first.
+    cluster.kubectl("delete", "pod", "channel-held", "-n", e2e_namespace, "--wait=true",
+                    "--timeout=120s", timeout=150)  # fmt: skip
+    fresh = _every_kind(driver, e2e_namespace, "fresh", "cd")
+    new_claims_s = time.monotonic() - started
+    uids |= _claim_uids(driver, e2e_namespace, fresh)
+    assert len(uids & _checkpoint_claims(driver, node).keys()) == 2 * len(KINDS)
+
+    cluster.kubectl("delete", "pods,resourceclaims,computedomains", "--all", "-n", e2e_namespace,
+                    "--grace-period=1", "--wait=true", "--timeout=180s", timeout=200)  # fmt: skip
+    cluster.wait_until(
+        "every claim's CDI spec removed",
+        lambda: not _specs_of(driver, node, uids),
+        timeout=120,
+        interval=2,
+    )
+    assert not uids & _checkpoint_claims(driver, node).keys(), "every claim unprepared"
+    record(
+        plugin_recovery_s=round(recovery_s, 1),
+        new_claims_s=round(new_claims_s, 1),
+        pods=len(held) + len(fresh),
+        plugin_restarts=plugin_container(driver, node)[2] - restarts,
+    )
