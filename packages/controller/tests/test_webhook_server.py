@@ -212,6 +212,7 @@ def test_console_script_serves_until_sigterm(cert: tuple[Path, Path]) -> None:
             f"--tls-private-key-file={cert[1]}",
             f"--port={port}",
             "--bind-address=127.0.0.1",
+            "--shutdown-delay=1",
         ],
         stderr=subprocess.PIPE,
         text=True,
@@ -238,8 +239,12 @@ def test_console_script_serves_until_sigterm(cert: tuple[Path, Path]) -> None:
         assert denied["allowed"] is False
         assert '"TimeSlicingSettings" feature gate is not enabled' in denied["status"]["message"]
         proc.send_signal(signal.SIGTERM)
+        # Draining: still serving reviews, no longer ready.
+        assert _request(cert, port, "GET", "/readyz")[0] == 503
+        assert _request(cert, port, "POST", path, json.dumps(_review("MPS")).encode())[0] == 200
         assert proc.wait(timeout=15) == 0
         err = proc.communicate()[1]
+        assert "draining for 1.0s before shutdown" in err
         assert f"on https://127.0.0.1:{port}" in err
         assert "sharing gates TimeSlicingSettings=false, MPSSupport=true" in err
     finally:
@@ -266,3 +271,27 @@ def test_one_connection_serves_several_reviews(
             assert json.loads(response.read())["response"]["allowed"] is allowed
     finally:
         conn.close()
+
+
+def test_a_draining_server_serves_each_request_and_closes_the_connection_after_it(
+    server: WebhookServer, cert: tuple[Path, Path]
+) -> None:
+    """After SIGTERM the API server may still send reviews on kept-alive connections: each
+    is answered, with ``Connection: close`` so the client does not send another on it."""
+    conn = _client(cert, server.port)
+    try:
+        path = "/validate-resource-claim-parameters"
+        body = json.dumps(_review("MPS")).encode()
+        conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+        first = conn.getresponse()
+        first.read()
+        assert first.getheader("Connection") is None, "kept alive before the drain"
+        server.begin_drain()
+        conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+        during = conn.getresponse()
+        assert during.status == 200
+        assert json.loads(during.read())["response"]["allowed"] is True
+        assert during.getheader("Connection") == "close"
+    finally:
+        conn.close()
+    assert _request(cert, server.port, "GET", "/readyz") == (503, b"draining\n")

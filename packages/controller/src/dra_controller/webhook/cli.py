@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
@@ -24,7 +25,7 @@ from dra_api_types.errors import FeatureGateError
 from dra_api_types.nvidia_gates import parse_feature_gates
 
 from .admission import SHARING_GATES
-from .server import READYZ_PATH, VALIDATE_PATH, WebhookServer
+from .server import IDLE_TIMEOUT_S, READYZ_PATH, VALIDATE_PATH, WebhookServer
 from .tls import CertificateLoadError, ReloadingCertificate
 
 __all__ = ["main"]
@@ -62,6 +63,16 @@ def _parser() -> argparse.ArgumentParser:
         "--bind-address", default="0.0.0.0", help="address to listen on (default 0.0.0.0)"
     )
     parser.add_argument(
+        "--shutdown-delay",
+        type=float,
+        default=IDLE_TIMEOUT_S + 1,
+        help=(
+            "seconds to keep serving after SIGTERM while readiness fails and connections are "
+            f"closed after each response, so no review is refused (default {IDLE_TIMEOUT_S + 1}: "
+            "longer than a connection may stay idle; keep terminationGracePeriodSeconds above)"
+        ),
+    )
+    parser.add_argument(
         "-v", "--v", dest="verbosity", type=int, default=0, help="log verbosity (1+: debug)"
     )
     return parser
@@ -78,6 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if not 0 < args.port < 65536:
         parser.error(f"--port: {args.port} is not a TCP port (1-65535)")
+    if not args.shutdown_delay >= 0:
+        parser.error(f"--shutdown-delay: {args.shutdown_delay} is not >= 0 seconds")
     if not args.tls_reload_interval > 0:
         parser.error(f"--tls-reload-interval: {args.tls_reload_interval} is not > 0 seconds")
     try:
@@ -99,9 +112,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 1
 
+    def drain_then_shutdown() -> None:
+        server.begin_drain()
+        logging.getLogger(__name__).info("draining for %.1fs before shutdown", args.shutdown_delay)
+        time.sleep(args.shutdown_delay)
+        server.shutdown()
+
     def stop(_signum: int, _frame: FrameType | None) -> None:
         # shutdown() waits for serve_forever() to return: call it off the serving thread.
-        threading.Thread(target=server.shutdown, daemon=True).start()
+        threading.Thread(target=drain_then_shutdown, daemon=True).start()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)

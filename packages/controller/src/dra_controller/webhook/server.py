@@ -2,6 +2,14 @@
 
 Paths, as NVIDIA's webhook serves them: ``POST /validate-resource-claim-parameters`` (the
 ValidatingWebhookConfiguration points there) and ``GET /readyz`` (the probes).
+
+Shutting down without refusing a review (:meth:`WebhookServer.begin_drain`): the API server
+keeps keep-alive connections to a pod after its endpoint is removed, and a POST sent on a
+connection the server closes at that moment fails (Go does not retry it). So a draining
+server still serves every request, answers ``/readyz`` 503 (the endpoint goes), and closes
+each connection after its response with ``Connection: close``, which the client honours
+before reusing it; idle connections close themselves after :data:`IDLE_TIMEOUT_S`. The CLI
+stops serving only after a drain period longer than that.
 """
 
 from __future__ import annotations
@@ -9,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import ssl
+import threading
 from collections.abc import Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,13 +27,16 @@ from typing import Any, Final
 from .admission import DEFAULT_GATES, AdmissionReviewError, review
 from .tls import ReloadingCertificate
 
-__all__ = ["MAX_BODY_BYTES", "READYZ_PATH", "VALIDATE_PATH", "WebhookServer"]
+__all__ = ["IDLE_TIMEOUT_S", "MAX_BODY_BYTES", "READYZ_PATH", "VALIDATE_PATH", "WebhookServer"]
 
 VALIDATE_PATH: Final = "/validate-resource-claim-parameters"
 READYZ_PATH: Final = "/readyz"
 #: An AdmissionReview holds the object and, on UPDATE, the old one: objects are at most
 #: about 1.5 MiB in etcd, so a few MiB bound a legitimate request.
 MAX_BODY_BYTES: Final = 8 * 1024 * 1024
+#: Seconds a connection may stay idle or stall (the TLS handshake included): a slow client
+#: holds one thread, and a drain lasts longer than this so no idle connection outlives it.
+IDLE_TIMEOUT_S: Final = 15
 
 _log = logging.getLogger(__name__)
 
@@ -33,12 +45,16 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "dra-webhook"
     # Keep-alive: the API server reuses its connection instead of a TLS handshake per call.
     protocol_version = "HTTP/1.1"
-    # Seconds a client may stall (the TLS handshake included): a slow one holds one thread.
-    timeout = 15
+    timeout = IDLE_TIMEOUT_S
 
     def do_GET(self) -> None:
         if self.path.split("?", 1)[0] == READYZ_PATH:
-            self._reply(HTTPStatus.OK, b"ok\n", "text/plain; charset=utf-8")
+            if self._draining():
+                self._reply(
+                    HTTPStatus.SERVICE_UNAVAILABLE, b"draining\n", "text/plain; charset=utf-8"
+                )
+            else:
+                self._reply(HTTPStatus.OK, b"ok\n", "text/plain; charset=utf-8")
         else:
             self._error(HTTPStatus.NOT_FOUND, "not found")
 
@@ -86,10 +102,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         self._reply(status, (message + "\n").encode(), "text/plain; charset=utf-8")
 
+    def _draining(self) -> bool:
+        server = self.server
+        return isinstance(server, WebhookServer) and server.draining.is_set()
+
     def _reply(self, status: HTTPStatus, body: bytes, content_type: str) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
+        if self._draining():
+            self.send_header("Connection", "close")
+            self.close_connection = True
         self.end_headers()
         self.wfile.write(body)
 
@@ -122,6 +145,12 @@ class WebhookServer(ThreadingHTTPServer):
         super().__init__(address, _Handler)
         self._tls = tls
         self.gates = gates
+        self.draining = threading.Event()
+
+    def begin_drain(self) -> None:
+        """Keep serving, but fail readiness and close each connection after its response
+        (see the module docstring); :meth:`shutdown` ends serving later."""
+        self.draining.set()
 
     def get_request(self) -> tuple[socket, Any]:
         """Accept one connection, wrapped with the current TLS context (no handshake yet)."""
