@@ -233,11 +233,13 @@ def _containers(driver: Driver, namespace: str, names: list[str]) -> dict[str, t
 
 
 def _restart_counts(driver: Driver) -> dict[str, int]:
-    """namespace/pod/container -> restart count of every pod of the release."""
+    """namespace/pod/container -> restart count of every running pod of the release (a pod
+    being deleted, e.g. a webhook replica still draining, is on its way out)."""
     pods = driver.cluster.kubectl_json("get", "pods", "-n", driver.namespace)["items"]
     return {
         f"{p['metadata']['name']}/{s['name']}": int(s["restartCount"])
         for p in pods
+        if not p["metadata"].get("deletionTimestamp")
         for s in p["status"].get("containerStatuses", [])
     }
 
@@ -291,12 +293,27 @@ def test_webhook_rollout_refuses_no_claim_create(
             "--timeout=240s", timeout=260,
         )  # fmt: skip
         rollout_s = time.monotonic() - started
-        # The API server learns the new endpoints a moment after the rollout ends.
-        time.sleep(5)
+
+        # The old pods drain (still serving, not ready) after the rollout reports done:
+        # keep creating until they are gone, so the whole drain is under load.
+        def old_pods_gone() -> bool:
+            pods = cluster.kubectl_json(
+                "get", "pods", "-n", driver.namespace,
+                "-l", "app.kubernetes.io/component=webhook",
+            )["items"]  # fmt: skip
+            return not [p for p in pods if p["metadata"].get("deletionTimestamp")]
+
+        cluster.wait_until("the old webhook pods drained and gone", old_pods_gone, timeout=90)
+        drained_s = time.monotonic() - started
     finally:
         stop.set()
         loop.join(timeout=60)
-    record(creates=len(created), refused=len(refused), rollout_s=round(rollout_s, 1))
+    record(
+        creates=len(created),
+        refused=len(refused),
+        rollout_s=round(rollout_s, 1),
+        drained_s=round(drained_s, 1),
+    )
     assert refused == []
     assert len(created) >= 10, created
 

@@ -234,6 +234,7 @@ def test_console_script_serves_a_rotated_pair_without_restart(
             f"--port={port}",
             "--bind-address=127.0.0.1",
             "--tls-reload-interval=0.1",
+            "--shutdown-delay=0",
         ],
         stderr=subprocess.PIPE,
         text=True,

@@ -25,8 +25,11 @@ from dra_api_types.errors import FeatureGateError
 from dra_api_types.nvidia_gates import parse_feature_gates
 
 from .admission import SHARING_GATES
-from .server import IDLE_TIMEOUT_S, READYZ_PATH, VALIDATE_PATH, WebhookServer
+from .server import READYZ_PATH, VALIDATE_PATH, WebhookServer
 from .tls import CertificateLoadError, ReloadingCertificate
+
+#: The endpoint change reaches the API server within a few seconds; the rest is margin.
+DEFAULT_SHUTDOWN_DELAY_S = 15.0
 
 __all__ = ["main"]
 
@@ -65,11 +68,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--shutdown-delay",
         type=float,
-        default=IDLE_TIMEOUT_S + 1,
+        default=DEFAULT_SHUTDOWN_DELAY_S,
         help=(
             "seconds to keep serving after SIGTERM while readiness fails and connections are "
-            f"closed after each response, so no review is refused (default {IDLE_TIMEOUT_S + 1}: "
-            "longer than a connection may stay idle; keep terminationGracePeriodSeconds above)"
+            "closed after each response, so the API server moves to the other replicas "
+            f"without a refused review (default {DEFAULT_SHUTDOWN_DELAY_S:g}; keep the pod's "
+            "terminationGracePeriodSeconds above it)"
         ),
     )
     parser.add_argument(

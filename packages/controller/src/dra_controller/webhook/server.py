@@ -8,8 +8,11 @@ keeps keep-alive connections to a pod after its endpoint is removed, and a POST 
 connection the server closes at that moment fails (Go does not retry it). So a draining
 server still serves every request, answers ``/readyz`` 503 (the endpoint goes), and closes
 each connection after its response with ``Connection: close``, which the client honours
-before reusing it; idle connections close themselves after :data:`IDLE_TIMEOUT_S`. The CLI
-stops serving only after a drain period longer than that.
+before reusing it. The CLI stops serving after a drain period (``--shutdown-delay``).
+
+Idle keep-alive connections are closed by the client, not here: :data:`CONNECTION_TIMEOUT_S`
+is longer than the API server keeps one idle (90 s), because a close from this side can cross
+a review the client is just sending on that connection, and that review fails.
 """
 
 from __future__ import annotations
@@ -27,16 +30,23 @@ from typing import Any, Final
 from .admission import DEFAULT_GATES, AdmissionReviewError, review
 from .tls import ReloadingCertificate
 
-__all__ = ["IDLE_TIMEOUT_S", "MAX_BODY_BYTES", "READYZ_PATH", "VALIDATE_PATH", "WebhookServer"]
+__all__ = [
+    "CONNECTION_TIMEOUT_S",
+    "MAX_BODY_BYTES",
+    "READYZ_PATH",
+    "VALIDATE_PATH",
+    "WebhookServer",
+]
 
 VALIDATE_PATH: Final = "/validate-resource-claim-parameters"
 READYZ_PATH: Final = "/readyz"
 #: An AdmissionReview holds the object and, on UPDATE, the old one: objects are at most
 #: about 1.5 MiB in etcd, so a few MiB bound a legitimate request.
 MAX_BODY_BYTES: Final = 8 * 1024 * 1024
-#: Seconds a connection may stay idle or stall (the TLS handshake included): a slow client
-#: holds one thread, and a drain lasts longer than this so no idle connection outlives it.
-IDLE_TIMEOUT_S: Final = 15
+#: Seconds a connection may stay idle or stall (the TLS handshake included): above the API
+#: server's idle timeout for webhook connections (90 s), see the module docstring. A client
+#: that stalls holds one thread that long.
+CONNECTION_TIMEOUT_S: Final = 120
 
 _log = logging.getLogger(__name__)
 
@@ -45,7 +55,7 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "dra-webhook"
     # Keep-alive: the API server reuses its connection instead of a TLS handshake per call.
     protocol_version = "HTTP/1.1"
-    timeout = IDLE_TIMEOUT_S
+    timeout = CONNECTION_TIMEOUT_S
 
     def do_GET(self) -> None:
         if self.path.split("?", 1)[0] == READYZ_PATH:
