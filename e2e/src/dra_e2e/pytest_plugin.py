@@ -237,6 +237,19 @@ def e2e_cluster(request: pytest.FixtureRequest) -> Iterator[ClusterHandle]:
 
 
 @pytest.fixture(scope="module")
+def e2e_cluster_own(request: pytest.FixtureRequest) -> Iterator[ClusterHandle]:
+    """A local single-node cluster for this module alone, down when the module ends: for
+    tests that restart or kill control-plane components (chaos), so the session's cluster
+    stays as the other suites expect it. With ``--kubeconfig`` it is that cluster."""
+    if external_kubeconfig(request.config) is not None:
+        handle: ClusterHandle = request.getfixturevalue("e2e_cluster")
+        yield handle
+        return
+    with _local_cluster(request, nodes=1) as own:
+        yield own
+
+
+@pytest.fixture(scope="module")
 def e2e_cluster_nodes(request: pytest.FixtureRequest) -> Iterator[ClusterHandle]:
     """A cluster with the nodes the module asks for (``pytest.mark.e2e_nodes(N)``).
 

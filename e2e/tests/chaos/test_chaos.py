@@ -108,10 +108,10 @@ def _webhook_probe() -> str:
 
 @pytest.fixture(scope="module")
 def driver(
-    e2e_cluster: ClusterHandle, tmp_path_factory: pytest.TempPathFactory
+    e2e_cluster_own: ClusterHandle, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Driver]:
     """The chart with every sharing gate, compute domains and the webhook, once it serves."""
-    installed = install(e2e_cluster, tmp_path_factory.mktemp("chaos-images"), VALUES)
+    installed = install(e2e_cluster_own, tmp_path_factory.mktemp("chaos-images"), VALUES)
     try:
         if not installed.installed_here:
             pytest.fail("the chaos tests install the chart themselves; unset DRA_E2E_RELEASE")
@@ -120,7 +120,7 @@ def driver(
             # Ready pods are not yet a webhook the API server reaches (it learns the address
             # from the Service's endpoints): wait until a bad config is refused.
             try:
-                e2e_cluster.kubectl(
+                e2e_cluster_own.kubectl(
                     "apply", "--dry-run=server", "-f", "-", input_text=_webhook_probe()
                 )
             except KubectlError as exc:
@@ -129,7 +129,7 @@ def driver(
                 raise
             return False
 
-        e2e_cluster.wait_until("the webhook to refuse a bad config", serving, timeout=120)
+        e2e_cluster_own.wait_until("the webhook to refuse a bad config", serving, timeout=120)
         yield installed
     except BaseException:
         print(dump_diagnostics(installed))
