@@ -240,10 +240,11 @@ def e2e_cluster(request: pytest.FixtureRequest) -> Iterator[ClusterHandle]:
 def e2e_cluster_own(request: pytest.FixtureRequest) -> Iterator[ClusterHandle]:
     """A local single-node cluster for this module alone, down when the module ends: for
     tests that restart or kill control-plane components (chaos), so the session's cluster
-    stays as the other suites expect it. With ``--kubeconfig`` it is that cluster."""
-    if external_kubeconfig(request.config) is not None:
-        handle: ClusterHandle = request.getfixturevalue("e2e_cluster")
-        yield handle
+    stays as the other suites expect it. With ``--kubeconfig`` it is that cluster. A module
+    using it overrides ``e2e_cluster`` with it, so its namespaces live there too."""
+    external = external_kubeconfig(request.config)
+    if external is not None:
+        yield ClusterHandle(kubeconfig=external, kubectl_path=default_kubectl())
         return
     with _local_cluster(request, nodes=1) as own:
         yield own

@@ -107,6 +107,12 @@ def _webhook_probe() -> str:
 
 
 @pytest.fixture(scope="module")
+def e2e_cluster(e2e_cluster_own: ClusterHandle) -> ClusterHandle:
+    """Every fixture of this module (namespaces, diagnostics) works on its own cluster."""
+    return e2e_cluster_own
+
+
+@pytest.fixture(scope="module")
 def driver(
     e2e_cluster_own: ClusterHandle, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Driver]:
