@@ -163,10 +163,14 @@ def forget_fake_fleet(cluster: ClusterHandle) -> None:
     """
     if cluster.local is None or os.environ.get("DRA_E2E_RELEASE"):
         return
+    # Both plugins keep a fleet: the compute-domain plugin's refuses the next install's fleet
+    # just as the GPU plugin's does (a CD install followed by one with another fleet never
+    # became ready).
     for node in cluster.local.state.nodes:
-        plugin_dir = node.mounts.on_host(KUBELET_ROOT) / "plugins" / "gpu.nvidia.com"
-        for name in ("fake-gpus.json", "fake-gpus.json.lock"):
-            (plugin_dir / name).unlink(missing_ok=True)
+        plugins = node.mounts.on_host(KUBELET_ROOT) / "plugins"
+        for driver in ("gpu.nvidia.com", "compute-domain.nvidia.com"):
+            for name in ("fake-gpus.json", "fake-gpus.json.lock"):
+                (plugins / driver / name).unlink(missing_ok=True)
 
 
 def dump_diagnostics(driver: Driver) -> str:
