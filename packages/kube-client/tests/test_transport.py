@@ -111,19 +111,22 @@ def test_configuration_errors_name_their_source(
     with pytest.raises(KubeConfigError) as err:
         KubeTransport.from_kubeconfig()
     assert err.value.source == "in-cluster config"
-    # The loader reads $KUBECONFIG once, at import: its default is patched instead.
-    from kubernetes.config import kube_config
-
-    monkeypatch.setattr(
-        kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig(tmp_path, "http://127.0.0.1:9"))
-    )
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig(tmp_path, "http://127.0.0.1:9")))
     fallen_back = KubeTransport.from_kubeconfig(fallback=True)
+    assert fallen_back.server == "http://127.0.0.1:9"
     with pytest.raises(KubeApiError):
         fallen_back.request("GET", "/x", timeout_s=1)
-    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(missing))
+    monkeypatch.setenv("KUBECONFIG", str(missing))
     with pytest.raises(KubeConfigError) as err:
         KubeTransport.from_kubeconfig(in_cluster=False)
     assert err.value.source == "default kubeconfig"
+    assert str(missing) in err.value.message
+    # Neither $KUBECONFIG nor --kubeconfig: ~/.kube/config.
+    monkeypatch.delenv("KUBECONFIG")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".kube").mkdir()
+    kubeconfig(tmp_path, "http://127.0.0.1:8").rename(tmp_path / ".kube" / "config")
+    assert KubeTransport.from_kubeconfig(in_cluster=False).server == "http://127.0.0.1:8"
 
 
 def test_status_fields_and_path_segments() -> None:

@@ -1,13 +1,15 @@
 """The workspace's one Kubernetes JSON client.
 
-:class:`KubeTransport` sends JSON requests and streams watches through the ``kubernetes``
-client's connection handling (kubeconfig or in-cluster service account, TLS, bearer tokens);
-components depend on the :class:`JsonTransport` protocol, which the in-memory API server of
-:mod:`dra_kube_client.testing` also implements. The plumbing every component shares lives
-here too: :class:`Backoff` (:mod:`.backoff`, the one retry rule) and :class:`LeaderElector`
-(:mod:`.leader`, Lease leader election with client-go's three timings), and secure serving of
-``/metrics`` (:mod:`.secure_serving`: HTTPS, TokenReview and SubjectAccessReview through
-:class:`DelegatedAuth`, :mod:`.delegated_auth`).
+:class:`KubeTransport` sends JSON requests and streams watches; built from the in-cluster
+service account or a kubeconfig, it picks its connection code once: ``urllib3`` directly
+(:mod:`.http_transport`, for what :mod:`.connection` reads: tokens, client certificates, CAs)
+or, for a kubeconfig that needs more (credential plugins, auth providers), the ``kubernetes``
+client (:mod:`.client_library`). Components depend on the :class:`JsonTransport` protocol,
+which the in-memory API server of :mod:`dra_kube_client.testing` also implements. The
+plumbing every component shares lives here too: :class:`Backoff` (:mod:`.backoff`, the one
+retry rule) and :class:`LeaderElector` (:mod:`.leader`, Lease leader election with client-go's
+three timings), and secure serving of ``/metrics`` (:mod:`.secure_serving`: HTTPS,
+TokenReview and SubjectAccessReview through :class:`DelegatedAuth`, :mod:`.delegated_auth`).
 """
 
 from dra_kube_client.backoff import Backoff

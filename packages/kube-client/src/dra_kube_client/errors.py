@@ -9,6 +9,9 @@ Tree::
 
 from __future__ import annotations
 
+import json
+from typing import cast
+
 
 class KubeClientError(Exception):
     """Base class of every error raised by this package."""
@@ -46,3 +49,23 @@ class KubeConfigError(KubeClientError):
         super().__init__(f"{source}: {message}")
         self.source = source
         self.message = message
+
+
+def status_fields(raw: bytes | None) -> tuple[str, str]:
+    """``(reason, message)`` of a Status body; without one, no reason and the body's start."""
+    if not raw:
+        return "", ""
+    try:
+        decoded = json.loads(raw)
+    except ValueError:
+        decoded = None
+    if isinstance(decoded, dict) and isinstance(decoded.get("message"), str):
+        reason = decoded.get("reason")
+        return (reason if isinstance(reason, str) else "", cast(str, decoded["message"]))
+    return "", raw[:200].decode(errors="replace")
+
+
+def answer_error(method: str, path: str, status: int, raw: bytes | None) -> KubeApiError:
+    """The :class:`KubeApiError` of a non-2xx answer whose body is ``raw``."""
+    reason, message = status_fields(raw)
+    return KubeApiError(method, path, status, message, reason=reason)

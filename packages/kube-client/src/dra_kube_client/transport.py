@@ -1,29 +1,37 @@
-"""The API-server edge: raw JSON requests and watch streams over the ``kubernetes`` client.
+"""The API-server edge: raw JSON requests and watch streams (:class:`JsonTransport`), and
+:class:`KubeTransport`, which picks the connection code once, when it is built.
 
-Only the client's connection handling is used (kubeconfig or in-cluster service account
-loading, TLS, bearer tokens and their refresh). Bodies stay plain JSON, read leniently by
-:mod:`dra_api_types`, because the client's generated models reject fields they do not know.
+The common configurations (in-cluster service account; kubeconfig files with client
+certificates, bearer tokens, CAs) go through :class:`HttpTransport` on ``urllib3``, so a
+component never imports the ``kubernetes`` client (13 MB and half a second at start); a
+kubeconfig that needs what only that client does (credential plugins, auth providers,
+proxies, several merged files) goes through :class:`ClientLibraryTransport`. Bodies stay
+plain JSON, read leniently by :mod:`dra_api_types`.
 """
 
 from __future__ import annotations
 
-import json
+import os
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, cast
-from urllib.parse import urlencode
+from pathlib import Path
+from typing import Any, Protocol
 
-from dra_kube_client.errors import KubeApiError, KubeConfigError
+from dra_kube_client.client_library import ClientLibraryTransport
+from dra_kube_client.connection import (
+    IN_CLUSTER_SOURCE,
+    SERVICE_ACCOUNT_DIR,
+    NeedsClientLibrary,
+    connection_from_kubeconfig,
+    in_cluster_connection,
+)
+from dra_kube_client.errors import KubeConfigError, status_fields
+from dra_kube_client.http_transport import HttpTransport
 
-if TYPE_CHECKING:
-    # Imported lazily at run time: the client takes a second to import, and commands such as
-    # the kubelet plugin's --print-resource-slices never talk to a server.
-    from kubernetes import client as k8s_client
+__all__ = ["DEFAULT_KUBECONFIG", "JsonTransport", "KubeTransport", "status_fields"]
 
-__all__ = ["JsonTransport", "KubeTransport", "status_fields"]
-
-#: Seconds a watch request may outlive the server-side ``timeoutSeconds`` before the client
-#: gives up on a silent connection.
-WATCH_GRACE_S = 15
+#: The kubeconfig read when neither ``--kubeconfig`` nor ``$KUBECONFIG`` names one.
+DEFAULT_KUBECONFIG = "~/.kube/config"
+_DEFAULT_SOURCE = "default kubeconfig"
 
 
 class JsonTransport(Protocol):
@@ -50,11 +58,12 @@ class JsonTransport(Protocol):
 
 
 class KubeTransport:
-    """:class:`JsonTransport` on one ``kubernetes.client.ApiClient``."""
+    """:class:`JsonTransport` to one API server through the connection code chosen when it
+    was built (:attr:`backend`): :class:`HttpTransport` or :class:`ClientLibraryTransport`."""
 
-    def __init__(self, api_client: k8s_client.ApiClient) -> None:
-        """Use ``api_client``'s configuration and connection pool."""
-        self._api = api_client
+    def __init__(self, backend: HttpTransport | ClientLibraryTransport) -> None:
+        """Send everything through ``backend``."""
+        self.backend = backend
 
     @classmethod
     def from_kubeconfig(
@@ -69,60 +78,64 @@ class KubeTransport:
 
         Without either, the in-cluster service account when ``in_cluster`` (and, with
         ``fallback``, the default kubeconfig when not running in a pod); with ``in_cluster``
-        False, the default kubeconfig (``$KUBECONFIG``, ``~/.kube/config``).
+        False, the default kubeconfig (``$KUBECONFIG``, else ``~/.kube/config``).
 
         Raises:
             KubeConfigError: the configuration cannot be loaded.
         """
-        from kubernetes import client as k8s_client
-        from kubernetes import config as k8s_config
+        if kubeconfig is None and context is None and in_cluster:
+            try:
+                return cls.in_cluster(os.environ)
+            except KubeConfigError:
+                if not fallback:
+                    raise
+        return cls.from_file(kubeconfig, context=context, env=os.environ)
 
-        configuration = k8s_client.Configuration()
-        use_file = kubeconfig is not None or context is not None or not in_cluster
-        source = kubeconfig or ("default kubeconfig" if use_file else "in-cluster config")
-        try:
-            if use_file:
-                k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
-                    config_file=kubeconfig, context=context, client_configuration=configuration
-                )
-            else:
-                try:
-                    k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
-                        client_configuration=configuration
-                    )
-                except k8s_config.ConfigException:
-                    if not fallback:
-                        raise
-                    source = "default kubeconfig"
-                    k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
-                        client_configuration=configuration
-                    )
-        except Exception as exc:  # the loaders raise several unrelated types
-            raise KubeConfigError(source, f"cannot load: {exc}") from exc
-        return cls(k8s_client.ApiClient(configuration))
+    @classmethod
+    def in_cluster(
+        cls, env: Mapping[str, str], *, service_account_dir: str = SERVICE_ACCOUNT_DIR
+    ) -> KubeTransport:
+        """The pod's transport: the API service named by ``env``, the service account's token
+        (read again whenever the kubelet rotates it) and CA in ``service_account_dir``.
 
-    def close(self) -> None:
-        """Release the connection pool."""
-        self._api.close()  # type: ignore[no-untyped-call]
+        Raises:
+            KubeConfigError: not in a pod, or the token or CA cannot be read.
+        """
+        connection = in_cluster_connection(env, service_account_dir=service_account_dir)
+        return cls(HttpTransport(connection, source=IN_CLUSTER_SOURCE))
+
+    @classmethod
+    def from_file(
+        cls, kubeconfig: str | None, *, context: str | None = None, env: Mapping[str, str]
+    ) -> KubeTransport:
+        """The transport for the kubeconfig file ``kubeconfig`` (``None``: ``$KUBECONFIG`` of
+        ``env``, else ``~/.kube/config``) and ``context``: over ``urllib3`` unless the file
+        needs the ``kubernetes`` client.
+
+        Raises:
+            KubeConfigError: the file cannot be read or lacks what its context names.
+        """
+        source = kubeconfig if kubeconfig is not None else _DEFAULT_SOURCE
+        paths = kubeconfig if kubeconfig is not None else env.get("KUBECONFIG", "")
+        paths = paths or DEFAULT_KUBECONFIG
+        if os.pathsep in paths.strip(os.pathsep):  # several files, merged by the client
+            return cls(ClientLibraryTransport.from_kubeconfig(paths, context=context))
+        path = Path(paths.strip(os.pathsep)).expanduser()
+        found = connection_from_kubeconfig(
+            _read_yaml(path, source), source=source, base_dir=str(path.parent), context=context
+        )
+        if isinstance(found, NeedsClientLibrary):
+            return cls(ClientLibraryTransport.from_kubeconfig(str(path), context=context))
+        return cls(HttpTransport(found, source=source))
 
     @property
     def server(self) -> str:
         """The API server's address, as the configuration names it (for error messages)."""
-        return cast(str, self._api.configuration.host)
+        return self.backend.server
 
-    def _url(self, path: str, query: Mapping[str, str] | None) -> str:
-        url = cast(str, self._api.configuration.host) + path
-        return url + "?" + urlencode(query) if query else url
-
-    def _headers(self, content_type: str | None) -> dict[str, str]:
-        headers: dict[str, str] = {"Accept": "application/json"}
-        if content_type:
-            headers["Content-Type"] = content_type
-        headers.update(self._api.default_headers)
-        # Fills in the bearer token (and refreshes exec/oidc credentials) as the generated
-        # clients do.
-        self._api.update_params_for_auth(headers, [], ["BearerToken"], "", "GET", None)
-        return headers
+    def close(self) -> None:
+        """Release the connection pool."""
+        self.backend.close()
 
     def request(
         self,
@@ -139,96 +152,30 @@ class KubeTransport:
         Raises:
             KubeApiError: a transport failure (status 0) or a non-2xx answer.
         """
-        from kubernetes.client import ApiException
-
-        # The REST client serializes JSON bodies itself (a pre-encoded body is rejected); the
-        # round trip turns tuples and other JSON-able values into plain lists and dicts.
-        data = None if body is None else json.loads(json.dumps(body))
-        try:
-            response = self._api.call_api(
-                method,
-                self._url(path, query),
-                header_params=self._headers(content_type if data is not None else None),
-                body=data,
-                _request_timeout=timeout_s,
-            )
-            raw = response.read()  # type: ignore[no-untyped-call]
-        except ApiException as exc:  # status 0 (a request it cannot build, TLS) or a retry cap
-            raise KubeApiError(method, path, int(exc.status or 0), str(exc.reason)) from exc
-        except Exception as exc:  # urllib3 and socket errors: the API server is unreachable
-            raise KubeApiError(method, path, 0, str(exc)) from exc
-        status = int(response.status)
-        if not 200 <= status < 300:
-            raise _answer_error(method, path, status, raw)
-        try:
-            decoded = json.loads(raw) if raw else {}
-        except ValueError as exc:
-            raise KubeApiError(method, path, status, f"answer is not JSON: {exc}") from exc
-        if not isinstance(decoded, dict):
-            raise KubeApiError(method, path, status, "answer is not a JSON object")
-        return decoded
+        return self.backend.request(
+            method, path, query=query, body=body, content_type=content_type, timeout_s=timeout_s
+        )
 
     def watch_lines(
         self, path: str, *, query: Mapping[str, str], timeout_s: float
     ) -> Iterator[dict[str, Any]]:
         """Stream watch events (``{"type": ..., "object": ...}``) until the server ends it.
 
-        The server closes the stream after ``timeoutSeconds`` (``timeout_s`` unless the query
-        names it).
-
         Raises:
             KubeApiError: the watch could not be opened, broke, or sent a line that is not JSON
                 (method ``WATCH``).
         """
-        params = dict(query)
-        params["watch"] = "true"
-        params.setdefault("timeoutSeconds", str(int(timeout_s)))
-        try:
-            response = self._api.call_api(
-                "GET",
-                self._url(path, params),
-                header_params=self._headers(None),
-                _request_timeout=timeout_s + WATCH_GRACE_S,
-            )
-        except Exception as exc:
-            raise KubeApiError("WATCH", path, 0, str(exc)) from exc
-        status = int(response.status)
-        if status != 200:
-            raw = response.read()  # type: ignore[no-untyped-call]
-            raise _answer_error("WATCH", path, status, raw)
-        buffer = b""
-        try:
-            # decode_content: a server (or proxy) that compresses the stream is read the same.
-            for chunk in response.response.stream(amt=None, decode_content=True):
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if line.strip():
-                        event = json.loads(line)
-                        if isinstance(event, dict):
-                            yield event
-        except ValueError as exc:
-            raise KubeApiError("WATCH", path, 0, f"event is not JSON: {exc}") from exc
-        except Exception as exc:
-            raise KubeApiError("WATCH", path, 0, str(exc)) from exc
-        finally:
-            response.response.release_conn()
+        return self.backend.watch_lines(path, query=query, timeout_s=timeout_s)
 
 
-def status_fields(raw: bytes | None) -> tuple[str, str]:
-    """``(reason, message)`` of a Status body; without one, no reason and the body's start."""
-    if not raw:
-        return "", ""
+def _read_yaml(path: Path, source: str) -> object:
+    import yaml  # deferred import: a pod's in-cluster configuration reads no YAML
+
     try:
-        decoded = json.loads(raw)
-    except ValueError:
-        decoded = None
-    if isinstance(decoded, dict) and isinstance(decoded.get("message"), str):
-        reason = decoded.get("reason")
-        return (reason if isinstance(reason, str) else "", cast(str, decoded["message"]))
-    return "", raw[:200].decode(errors="replace")
-
-
-def _answer_error(method: str, path: str, status: int, raw: bytes | None) -> KubeApiError:
-    reason, message = status_fields(raw)
-    return KubeApiError(method, path, status, message, reason=reason)
+        text = path.read_text()
+    except OSError as exc:
+        raise KubeConfigError(source, f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise KubeConfigError(source, f"{path} is not YAML: {exc}") from exc

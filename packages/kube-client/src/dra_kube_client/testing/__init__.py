@@ -4,13 +4,15 @@
 of objects; :func:`serve_http` puts it behind a real HTTP server for a process that is given
 a kubeconfig. :class:`ScriptedServer` answers each HTTP request with a test's own function;
 :class:`MockTransport` does so one level up, for each ``request``/``watch_lines`` call;
-:class:`Reviews` answers the token and access reviews of secure serving.
+:class:`Reviews` answers the token and access reviews of secure serving; :class:`TestCa`
+issues certificates for HTTPS tests.
 """
 
 from dra_kube_client.testing.http_front import HttpFront, serve_http, status_body
 from dra_kube_client.testing.local_server import write_kubeconfig
 from dra_kube_client.testing.memory import MemoryApi
 from dra_kube_client.testing.mock_transport import Answer, Call, MockTransport
+from dra_kube_client.testing.pki import Issued, TestCa
 from dra_kube_client.testing.reviews import Reviews
 from dra_kube_client.testing.scripted_http import Reply, Request, ScriptedServer
 from dra_kube_client.testing.selectors import SelectorError, matches, parse_selector
@@ -19,6 +21,7 @@ __all__ = [
     "Answer",
     "Call",
     "HttpFront",
+    "Issued",
     "MemoryApi",
     "MockTransport",
     "Reply",
@@ -26,6 +29,7 @@ __all__ = [
     "Reviews",
     "ScriptedServer",
     "SelectorError",
+    "TestCa",
     "matches",
     "parse_selector",
     "serve_http",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import ssl
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -19,15 +20,18 @@ __all__ = ["HttpFront", "serve_http"]
 class HttpFront(LocalHttpServer):
     """Serves ``api`` on ``127.0.0.1`` (an ephemeral port) until :meth:`close`.
 
-    ``authorizations`` collects every ``Authorization`` header seen (``None`` when absent).
+    ``authorizations`` collects every ``Authorization`` header seen (``None`` when absent);
+    with ``tls`` (a server context) it serves HTTPS, and ``client_names`` collects the common
+    names of the client certificates presented.
     """
 
-    def __init__(self, api: MemoryApi) -> None:
+    def __init__(self, api: MemoryApi, *, tls: ssl.SSLContext | None = None) -> None:
         """Start serving ``api`` in a daemon thread."""
         self.api = api
         self.authorizations: set[str] = set()
+        self.client_names: set[str] = set()
         # One response per connection: a watch ends by closing it.
-        super().__init__(protocol="HTTP/1.0")
+        super().__init__(protocol="HTTP/1.0", tls=tls)
 
     def close(self) -> None:
         """End open watches and stop serving."""
@@ -39,6 +43,8 @@ class HttpFront(LocalHttpServer):
         url = urlsplit(h.path)
         query = dict(parse_qsl(url.query))
         self.authorizations.add(str(h.headers.get("Authorization")))
+        if isinstance(h.connection, ssl.SSLSocket):
+            self.client_names.update(_common_names(h.connection.getpeercert()))
         try:
             body = _body(h, method, url.path)
             if method == "GET" and query.pop("watch", "") == "true":
@@ -54,9 +60,10 @@ class HttpFront(LocalHttpServer):
         return _send(h, 201 if method == "POST" else 200, answer)
 
 
-def serve_http(api: MemoryApi) -> HttpFront:
-    """Serve ``api`` over HTTP (use as a context manager, or :meth:`HttpFront.close`)."""
-    return HttpFront(api)
+def serve_http(api: MemoryApi, *, tls: ssl.SSLContext | None = None) -> HttpFront:
+    """Serve ``api`` over HTTP, or HTTPS with ``tls`` (use as a context manager, or
+    :meth:`HttpFront.close`)."""
+    return HttpFront(api, tls=tls)
 
 
 def status_body(exc: KubeApiError) -> dict[str, Any]:
@@ -102,3 +109,11 @@ def _stream(h: http.server.BaseHTTPRequestHandler, events: Iterator[dict[str, An
             h.wfile.flush()
     except OSError:
         return  # the client went away
+
+
+def _common_names(cert: dict[str, Any] | None) -> list[str]:
+    """The subject common names of a peer certificate as :meth:`ssl.SSLSocket.getpeercert`
+    gives it (nested tuples of name/value pairs)."""
+    if not cert:
+        return []
+    return [value for rdn in cert.get("subject", ()) for key, value in rdn if key == "commonName"]

@@ -4,6 +4,7 @@ with a kubeconfig pointing at it. Subclasses say how each request is answered.""
 from __future__ import annotations
 
 import http.server
+import ssl
 import threading
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -34,10 +35,11 @@ class LocalHttpServer(ABC):
     """Serves until :meth:`close`; every request goes to :meth:`handle`.
 
     ``protocol`` is the HTTP version answered: ``HTTP/1.0`` ends each response by closing
-    the connection (a watch stream that simply ends), ``HTTP/1.1`` keeps it open.
+    the connection (a watch stream that simply ends), ``HTTP/1.1`` keeps it open. With
+    ``tls`` (a server context), it serves HTTPS.
     """
 
-    def __init__(self, *, protocol: str) -> None:
+    def __init__(self, *, protocol: str, tls: ssl.SSLContext | None = None) -> None:
         """Start serving in a daemon thread."""
         server = self
 
@@ -64,6 +66,10 @@ class LocalHttpServer(ABC):
 
         self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
+        self._tls = tls is not None
+        if tls is not None:
+            # The handshake happens on accept, in the serving thread: enough for tests.
+            self._httpd.socket = tls.wrap_socket(self._httpd.socket, server_side=True)
         threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
 
     @abstractmethod
@@ -73,7 +79,8 @@ class LocalHttpServer(ABC):
     @property
     def url(self) -> str:
         """The server's base URL."""
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        scheme = "https" if self._tls else "http"
+        return f"{scheme}://127.0.0.1:{self._httpd.server_address[1]}"
 
     def write_kubeconfig(self, path: Path | str, *, token: str = "test-token") -> Path:
         """A kubeconfig at ``path`` pointing at this server with a bearer ``token``."""
