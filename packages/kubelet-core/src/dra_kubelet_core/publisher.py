@@ -145,6 +145,7 @@ class SlicePublisher:
         self._resync_s = resync_s
         self._lease = lease
         self._trigger = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop reconciling, once run
         self._stop = threading.Event()
         self.reconciles = 0
         self._last_generation = 0
@@ -152,8 +153,19 @@ class SlicePublisher:
         self._warned_dropped: set[str] = set()
 
     def trigger(self) -> None:
-        """Ask for a reconcile soon."""
-        self._trigger.set()
+        """Ask for a reconcile soon (from any thread)."""
+        try:
+            here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        loop = self._loop
+        if loop is None or loop is here:
+            self._trigger.set()
+            return
+        # An asyncio.Event set from another thread does not wake the loop waiting on it: the
+        # reconcile would wait for the next resync.
+        with contextlib.suppress(RuntimeError):  # the loop is closed: shutting down
+            loop.call_soon_threadsafe(self._trigger.set)
 
     def _selector(self) -> dict[str, str]:
         return {"fieldSelector": f"spec.nodeName={self._node_name},spec.driver={self._driver_name}"}
@@ -330,7 +342,7 @@ class SlicePublisher:
         )
 
     async def _publish(self) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         informer = self.slice_informer()
         informer.store.subscribe(self._on_slice_change(loop, informer.store))
         watcher = threading.Thread(
