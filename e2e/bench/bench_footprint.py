@@ -275,8 +275,11 @@ def main() -> None:
     )
     # Bytecode first, as the image ships it: a process compiling its modules at start would
     # be measured with the compiler's memory and time (pynvml alone: +12 MB).
+    # PYTHONDONTWRITEBYTECODE (set in many development shells) would make this write nothing,
+    # and every measured process compile its modules again: the warm-up writes regardless.
     warm = "import dra_kubelet_plugin.cli, dra_computedomain.plugin_cli, pynvml"
-    subprocess.run([sys.executable, "-c", warm], check=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    subprocess.run([sys.executable, "-c", warm], check=True, env=env)
     root = Path(tempfile.mkdtemp(prefix="footprint-", dir="/tmp"))
     try:
         for row in run(root):
