@@ -35,8 +35,10 @@ __all__ = ["WATCH_GRACE_S", "HttpTransport", "TokenFile"]
 WATCH_GRACE_S = 15
 #: Bytes asked of the socket at a time while streaming a watch (``read1``: what is there).
 _READ_SIZE = 65536
-#: Connections kept per host: one per concurrent watch or request (informers each hold one).
-_POOL_SIZE = 10
+#: Connections kept per host: one per concurrent watch or request (informers each hold one);
+#: as many as the ``kubernetes`` client keeps, so a busy controller does not drop and reopen
+#: (and log) connections it would have kept before.
+_POOL_SIZE = (os.cpu_count() or 2) * 5
 _USER_AGENT = "dra-kube-client/python"
 
 log = logging.getLogger(__name__)
