@@ -18,9 +18,13 @@ from typing import Any
 
 import pytest
 import yaml
-from dra_kube_client import KubeApiError, KubeConfigError, KubeTransport
-from dra_kube_client.client_library import ClientLibraryTransport
-from dra_kube_client.http_transport import HttpTransport
+from dra_kube_client import (
+    ClientLibraryTransport,
+    HttpTransport,
+    KubeApiError,
+    KubeConfigError,
+    KubeTransport,
+)
 from dra_kube_client.testing import (
     HttpFront,
     MemoryApi,
@@ -186,7 +190,7 @@ def test_a_client_certificate_without_its_key_is_a_configuration_error(
 
 
 def test_the_server_certificate_is_checked_unless_told_otherwise(
-    ca: TestCa, tmp_path: Path
+    ca: TestCa, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     api = MemoryApi()
     api.documents["/version"] = {"gitVersion": "v1.34.0"}
@@ -213,7 +217,11 @@ def test_the_server_certificate_is_checked_unless_told_otherwise(
                 }
             )
         assert (err.value.status, "CERTIFICATE_VERIFY_FAILED" in err.value.message) == (0, True)
+        assert not [r for r in caplog.records if getattr(r, "event", "") == "tls_unverified"]
         assert version({"insecure-skip-tls-verify": True}) == {"gitVersion": "v1.34.0"}
+        # Said once, when the transport is built, naming the server.
+        (said,) = [r for r in caplog.records if getattr(r, "event", "") == "tls_unverified"]
+        assert getattr(said, "server", "") == front.url
 
 
 def test_in_cluster_rereads_the_service_account_token_when_rotated(

@@ -13,8 +13,10 @@ TokenReview and SubjectAccessReview through :class:`DelegatedAuth`, :mod:`.deleg
 """
 
 from dra_kube_client.backoff import Backoff
+from dra_kube_client.client_library import ClientLibraryTransport
 from dra_kube_client.delegated_auth import Decision, DelegatedAuth
 from dra_kube_client.errors import KubeApiError, KubeClientError, KubeConfigError
+from dra_kube_client.http_transport import HttpTransport
 from dra_kube_client.leader import LeaderElector, LeaseTimings
 from dra_kube_client.paths import path_segment
 from dra_kube_client.secure_serving import (
@@ -27,8 +29,10 @@ from dra_kube_client.transport import JsonTransport, KubeTransport, status_field
 
 __all__ = [
     "Backoff",
+    "ClientLibraryTransport",
     "Decision",
     "DelegatedAuth",
+    "HttpTransport",
     "JsonTransport",
     "KubeApiError",
     "KubeClientError",

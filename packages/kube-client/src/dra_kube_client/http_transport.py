@@ -112,7 +112,8 @@ class HttpTransport:
                 # Said once here rather than by urllib3 on every request: the kubeconfig
                 # asked for it.
                 log.warning(
-                    "%s: insecure-skip-tls-verify: %s is not verified", source, self._server
+                    "the API server's certificate is not verified (insecure-skip-tls-verify)",
+                    extra={"event": "tls_unverified", "source": source, "server": self._server},
                 )
                 warnings.filterwarnings("ignore", category=InsecureRequestWarning)
         self._pool = urllib3.PoolManager(**pool_kw)
