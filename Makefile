@@ -28,8 +28,11 @@ typecheck: install ## mypy --strict over every package's sources and tests
 	$(UV) run --frozen mypy packages/*/bench
 	MYPYPATH=packages/allocator/bench $(UV) run --frozen mypy e2e/bench
 
+# Two workers: one runs every e2e test (their own xdist group, so one cluster at a time), the
+# other the suites that need no cluster. PYTEST_XDIST= runs them all in one process.
+PYTEST_XDIST ?= -n 2 --dist loadgroup
 pytest: install ## the test suites of every package, e2e included
-	$(UV) run --frozen pytest $(PYTEST_ARGS)
+	$(UV) run --frozen pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 test: prepare lint typecheck pytest ## everything CI runs: lint, strict typing, all tests
 

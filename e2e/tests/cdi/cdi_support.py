@@ -14,6 +14,7 @@ import shutil
 import socket
 import stat
 import subprocess
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -171,8 +172,7 @@ def make_driver_root(
         (firmware / blob).write_bytes(b"\0")
     for ipc in ("run/nvidia-persistenced/socket", "run/nvidia-fabricmanager/socket"):
         (root / ipc).parent.mkdir(parents=True)
-        with socket.socket(socket.AF_UNIX) as sock:
-            sock.bind(str(root / ipc))
+        _socket_file(root / ipc)
     (root / "tmp/nvidia-mps").mkdir(parents=True)
     dev = root / "dev"
     for minor in range(gpus):
@@ -283,3 +283,16 @@ def add_mig_capabilities(driver: DriverRoot, proc_driver: Path, *, gpus: int = 2
     caps = proc_driver / "nvidia-caps"
     caps.mkdir(parents=True)
     (caps / "mig-minors").write_text("\n".join(lines) + "\n")
+
+
+def _socket_file(path: Path) -> None:
+    """A Unix socket file at ``path``, however long (the toolkit only looks for it).
+
+    A socket address holds at most 107 bytes and a temporary directory under an xdist
+    worker's base is longer, so the socket is bound in a short directory and moved.
+    """
+    with tempfile.TemporaryDirectory(prefix="cdi-") as short:
+        bound = Path(short) / "s"
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.bind(str(bound))
+        os.replace(bound, path)

@@ -41,6 +41,7 @@ from driver_support import (
     pod_claims,
     uninstall,
     wait_running,
+    wait_webhook_serving,
 )
 
 #: ``record(**numbers)``: see the fixture.
@@ -80,32 +81,6 @@ VALUES = {
 }
 
 
-def _webhook_probe() -> str:
-    """A claim the webhook refuses (an unknown sharing strategy), for a server-side dry run."""
-    config = {"apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig"}
-    return json.dumps(
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "metadata": {"name": "webhook-probe", "namespace": "default"},
-            "spec": {
-                "devices": {
-                    "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}],
-                    "config": [
-                        {
-                            "requests": ["gpu"],
-                            "opaque": {
-                                "driver": "gpu.nvidia.com",
-                                "parameters": {**config, "sharing": {"strategy": "Bogus"}},
-                            },
-                        }
-                    ],
-                }
-            },
-        }
-    )
-
-
 @pytest.fixture(scope="module")
 def e2e_cluster(e2e_cluster_own: ClusterHandle) -> ClusterHandle:
     """Every fixture of this module (namespaces, diagnostics) works on its own cluster."""
@@ -121,21 +96,7 @@ def driver(
     try:
         if not installed.installed_here:
             pytest.fail("the chaos tests install the chart themselves; unset DRA_E2E_RELEASE")
-
-        def serving() -> bool:
-            # Ready pods are not yet a webhook the API server reaches (it learns the address
-            # from the Service's endpoints): wait until a bad config is refused.
-            try:
-                e2e_cluster_own.kubectl(
-                    "apply", "--dry-run=server", "-f", "-", input_text=_webhook_probe()
-                )
-            except KubectlError as exc:
-                if "denied the request" in exc.stderr:
-                    return True
-                raise
-            return False
-
-        e2e_cluster_own.wait_until("the webhook to refuse a bad config", serving, timeout=120)
+        wait_webhook_serving(e2e_cluster_own)
         yield installed
     except BaseException:
         print(dump_diagnostics(installed))

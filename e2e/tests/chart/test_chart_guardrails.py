@@ -171,3 +171,18 @@ def test_notes_evaluate_custom_affinity_operators(
     file.write_text(yaml.safe_dump({"kubeletPlugin": {"affinity": affinity}}))
     notes = render_notes(helm, values=[file], nodes=[_node("n1", **labels)])
     assert (NO_NODE_WARNING in notes) is warns
+
+
+def _controller_args(objects: list[dict[str, Any]]) -> list[str]:
+    (deployment,) = [
+        o for o in objects if o["kind"] == "Deployment" and "allocation" in o["metadata"]["name"]
+    ]
+    return list(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+
+
+def test_the_placement_grace_period_reaches_the_allocation_controller(helm: Path) -> None:
+    assert "--placement-grace-period=300" in _controller_args(render_objects(helm))
+    short = {"allocationController.placementGracePeriod": "5"}
+    assert "--placement-grace-period=5" in _controller_args(render_objects(helm, short))
+    with pytest.raises(HelmFailed, match="placementGracePeriod"):
+        render_objects(helm, {"allocationController.placementGracePeriod": "-1"})

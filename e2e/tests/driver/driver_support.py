@@ -41,6 +41,7 @@ __all__ = [
     "exists",
     "helm_path",
     "install",
+    "own_install",
     "pod",
     "pod_claims",
     "run_helm",
@@ -48,9 +49,11 @@ __all__ = [
     "uninstall",
     "wait_gone",
     "wait_running",
+    "wait_webhook_serving",
 ]
 
 DRIVER = "gpu.nvidia.com"
+NV = "resource.nvidia.com/v1beta1"
 #: A mixed node: GPUs of 40 GiB (A100) and 24 GiB (L4), so memory selectors split them.
 FAKE_GPUS = tuple(os.environ.get("DRA_E2E_FAKE_GPUS", "4xA100-40GB,4xL4").split(","))
 SMI_LINE = re.compile(r"^GPU (\d+): (.+) \(UUID: (GPU-[0-9a-f-]+)\)$")
@@ -144,6 +147,24 @@ def install(
         install_output=installed.helm_output,
         installed_here=True,
     )
+
+
+@contextmanager
+def own_install(
+    cluster: ClusterHandle, workdir: Path, values: Mapping[str, str], *, needs: str
+) -> Iterator[Driver]:
+    """The chart installed with ``values`` for one module, uninstalled after it.
+
+    A module whose values an adopted release (``$DRA_E2E_RELEASE``) may lack is skipped there;
+    ``needs`` says what it needs, for the skip reason.
+    """
+    if os.environ.get("DRA_E2E_RELEASE"):
+        pytest.skip(f"needs its own install with {needs} (DRA_E2E_RELEASE is set)")
+    installed = install(cluster, workdir, values=values)
+    try:
+        yield installed
+    finally:
+        uninstall(installed)
 
 
 def uninstall(driver: Driver) -> None:
@@ -287,6 +308,50 @@ def applied(
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline and exists(cluster, "namespace", ns):
                 time.sleep(2)
+
+
+def _webhook_probe() -> str:
+    """A claim the webhook refuses (an unknown sharing strategy), for a server-side dry run."""
+    parameters = {"apiVersion": NV, "kind": "GpuConfig", "sharing": {"strategy": "Bogus"}}
+    return as_json(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "webhook-probe", "namespace": "default"},
+            "spec": {
+                "devices": {
+                    "requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER}}],
+                    "config": [
+                        {
+                            "requests": ["gpu"],
+                            "opaque": {"driver": DRIVER, "parameters": parameters},
+                        }
+                    ],
+                }
+            },
+        }
+    )
+
+
+def wait_webhook_serving(cluster: ClusterHandle, *, timeout: float = 120) -> None:
+    """Until the chart's webhook refuses a bad config.
+
+    Ready pods are not yet a webhook the API server reaches (its endpoint resolver learns the
+    address from the Service's endpoints); a server-side dry run goes through admission
+    without storing anything.
+    """
+    probe = _webhook_probe()
+
+    def serving() -> bool:
+        try:
+            cluster.kubectl("apply", "--dry-run=server", "-f", "-", input_text=probe)
+        except KubectlError as exc:
+            if "denied the request" in exc.stderr:
+                return True
+            raise
+        return False
+
+    cluster.wait_until("the webhook to refuse a bad config", serving, timeout=timeout)
 
 
 def as_json(obj: Any) -> str:

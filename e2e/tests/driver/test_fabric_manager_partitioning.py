@@ -11,7 +11,6 @@ the node shows it) and deactivates it when the pod and its claim are gone, as NV
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,15 +21,14 @@ from driver_support import (
     Driver,
     allocated_devices,
     applied,
-    dump_diagnostics,
-    install,
+    own_install,
     pod,
     pod_claims,
-    uninstall,
     wait_running,
 )
 
-pytestmark = [pytest.mark.e2e]
+# driver_diagnostics: conftest.py.
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("driver_diagnostics")]
 
 REPO = Path(__file__).resolve().parents[3]
 SPECS = REPO / "packages" / "api-types" / "tests" / "fixtures" / "nvidia-demo-specs"
@@ -42,24 +40,15 @@ POD = "fm-partition-pod"
 
 
 @pytest.fixture(scope="module")
-def fm_driver(
+def driver(
     e2e_cluster: ClusterHandle, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Driver]:
     """The chart on fake GPUs with both gates on (one install for the module)."""
-    if os.environ.get("DRA_E2E_RELEASE"):
-        pytest.skip("needs its own install with FabricManagerPartitioning on")
-    installed = install(e2e_cluster, tmp_path_factory.mktemp("fm-images"), values=GATES)
-    yield installed
-    uninstall(installed)
-
-
-@pytest.fixture
-def diagnostics(request: pytest.FixtureRequest, fm_driver: Driver) -> Iterator[None]:
-    """Plugin logs and events when the test failed."""
-    failed_before = request.session.testsfailed
-    yield
-    if request.session.testsfailed > failed_before:
-        print(dump_diagnostics(fm_driver))
+    workdir = tmp_path_factory.mktemp("fm-images")
+    with own_install(
+        e2e_cluster, workdir, GATES, needs="FabricManagerPartitioning on"
+    ) as installed:
+        yield installed
 
 
 def _active(driver: Driver, node: str) -> set[int]:
@@ -68,20 +57,19 @@ def _active(driver: Driver, node: str) -> set[int]:
     return {p["id"] for p in doc["partitions"] if p["active"]}
 
 
-@pytest.mark.usefixtures("diagnostics")
 def test_the_demo_pod_gets_two_gpus_of_one_partition_activated_while_it_runs(
-    fm_driver: Driver,
+    driver: Driver,
 ) -> None:
-    cluster = fm_driver.cluster
-    for node in fm_driver.nodes:
+    cluster = driver.cluster
+    for node in driver.nodes:
         vfio = {
             n: d["attributes"]
-            for n, d in fm_driver.devices(node).items()
+            for n, d in driver.devices(node).items()
             if d["attributes"]["type"]["string"] == "vfio"
         }
         assert vfio, "PassthroughSupport publishes gpu-vfio-M devices"
         assert all("partition2" in a and "gpuModuleID" in a for a in vfio.values()), vfio
-        assert _active(fm_driver, node) == set()
+        assert _active(driver, node) == set()
     manifest = "---\n".join(
         (SPECS / f"fabric-manager-partitioning_{name}.yaml").read_text()
         for name in ("resourceClaimTemplates", "pod")
@@ -91,15 +79,15 @@ def test_the_demo_pod_gets_two_gpus_of_one_partition_activated_while_it_runs(
         node = pod(cluster, POD, "default")["spec"]["nodeName"]
         (claim,) = pod_claims(cluster, POD, "default").values()
         devices = allocated_devices(claim)
-        published = fm_driver.devices(node)
+        published = driver.devices(node)
         assert len(devices) == 2
         attrs: list[dict[str, Any]] = [published[d]["attributes"] for d in devices]
         assert {a["type"]["string"] for a in attrs} == {"vfio"}
         (partition,) = {a["partition2"]["int"] for a in attrs}
-        assert _active(fm_driver, node) == {partition}
+        assert _active(driver, node) == {partition}
     cluster.wait_until(
         f"partition {partition} deactivated on {node} after the pod",
-        lambda: _active(fm_driver, node) == set(),
+        lambda: _active(driver, node) == set(),
         timeout=120,
         interval=2,
     )

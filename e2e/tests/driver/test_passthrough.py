@@ -23,14 +23,13 @@ from driver_support import (
     Driver,
     allocated_devices,
     applied,
-    dump_diagnostics,
-    install,
+    own_install,
     pod_claims,
-    uninstall,
     wait_running,
 )
 
-pytestmark = [pytest.mark.e2e]
+# driver_diagnostics: conftest.py.
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("driver_diagnostics")]
 
 REPO = Path(__file__).resolve().parents[3]
 SPECS = REPO / "packages" / "api-types" / "tests" / "fixtures" / "nvidia-demo-specs"
@@ -39,24 +38,13 @@ GATES = {"featureGates.PassthroughSupport": "true", "featureGates.DeviceMetadata
 
 
 @pytest.fixture(scope="module")
-def vfio_driver(
+def driver(
     e2e_cluster: ClusterHandle, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Driver]:
     """The chart on fake GPUs with passthrough on (one install for the module)."""
-    if os.environ.get("DRA_E2E_RELEASE"):
-        pytest.skip("needs its own install with PassthroughSupport on (DRA_E2E_RELEASE is set)")
-    installed = install(e2e_cluster, tmp_path_factory.mktemp("vfio-images"), values=GATES)
-    yield installed
-    uninstall(installed)
-
-
-@pytest.fixture
-def diagnostics(request: pytest.FixtureRequest, vfio_driver: Driver) -> Iterator[None]:
-    """Plugin logs and events when the test failed."""
-    failed_before = request.session.testsfailed
-    yield
-    if request.session.testsfailed > failed_before:
-        print(dump_diagnostics(vfio_driver))
+    workdir = tmp_path_factory.mktemp("vfio-images")
+    with own_install(e2e_cluster, workdir, GATES, needs="PassthroughSupport on") as installed:
+        yield installed
 
 
 def _sibling(devices: dict[str, dict[str, Any]], name: str) -> str:
@@ -141,14 +129,12 @@ def _run_spec(
     assert _kernel_driver(driver, node, bus_id) == "nvidia"
 
 
-@pytest.mark.usefixtures("diagnostics")
-def test_vfiopci_spec_passes_a_gpu_through(vfio_driver: Driver) -> None:
+def test_vfiopci_spec_passes_a_gpu_through(driver: Driver) -> None:
     manifest = (SPECS / "quickstart_v1_gpu-test-vfiopci.yaml").read_text()
-    _run_spec(vfio_driver, manifest, "pod1", NAMESPACE, api_device=False)
+    _run_spec(driver, manifest, "pod1", NAMESPACE, api_device=False)
 
 
-@pytest.mark.usefixtures("diagnostics")
-def test_vfio_config_spec_with_legacy_backend_and_api_device(vfio_driver: Driver) -> None:
+def test_vfio_config_spec_with_legacy_backend_and_api_device(driver: Driver) -> None:
     manifest = (SPECS / "quickstart_v1_gpu-test-vfio-config.yaml").read_text()
     docs = [d for d in yaml.safe_load_all(manifest) if d]
     (pod,) = [d for d in docs if d["kind"] == "Pod"]
@@ -162,5 +148,5 @@ def test_vfio_config_spec_with_legacy_backend_and_api_device(vfio_driver: Driver
     prerequisites = yaml.safe_dump_all(
         [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": pod_namespace}}, template]
     )
-    with applied(vfio_driver.cluster, prerequisites, namespaces=(pod_namespace,)):
-        _run_spec(vfio_driver, manifest, pod["metadata"]["name"], pod_namespace, api_device=True)
+    with applied(driver.cluster, prerequisites, namespaces=(pod_namespace,)):
+        _run_spec(driver, manifest, pod["metadata"]["name"], pod_namespace, api_device=True)

@@ -28,6 +28,7 @@ from driver_support import (
     install,
     run_helm,
     uninstall,
+    wait_webhook_serving,
 )
 
 pytestmark = pytest.mark.e2e
@@ -120,21 +121,7 @@ def driver(
         if not installed.installed_here:
             pytest.fail("the webhook test installs the chart itself; unset DRA_E2E_RELEASE")
         _set_webhook(installed, True)
-        # Ready pods are not yet a serving webhook for the API server: its endpoint resolver
-        # learns the address from the Service's endpoints. Server-side dry run goes through
-        # admission without storing anything.
-        probe = _claim("webhook-probe", "default", "v1", BAD_STRATEGY)
-
-        def serving() -> bool:
-            try:
-                e2e_cluster.kubectl("apply", "--dry-run=server", "-f", "-", input_text=probe)
-            except KubectlError as exc:
-                if "denied the request" in exc.stderr:
-                    return True
-                raise
-            return False
-
-        e2e_cluster.wait_until("the webhook to refuse a bad config", serving, timeout=120)
+        wait_webhook_serving(e2e_cluster)
         yield installed
     except BaseException:
         print(dump_diagnostics(installed))

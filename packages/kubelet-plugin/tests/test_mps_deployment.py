@@ -1,9 +1,9 @@
 """MPS control daemons as Deployments (:class:`DeploymentMpsLauncher`).
 
-The API server is :class:`MemoryApi`; a stand-in kubelet (:class:`NodeApi`) runs a created
-Deployment's container command as a process (the real fake MPS daemon, in the foreground) and
-kills it when the Deployment is deleted, so the launcher's wait on the control pipe, the
-adoption of a live daemon and the delete are exercised end to end.
+The API server is the shared :class:`MemoryApi`; a stand-in kubelet (:class:`FakeKubelet`)
+runs a created Deployment's container command as a process (the real fake MPS daemon, in the
+foreground) and kills it when the Deployment is deleted, so the launcher's wait on the control
+pipe, the adoption of a live daemon and the delete are exercised end to end.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,31 +38,31 @@ DEPLOYMENTS = f"/apis/apps/v1/namespaces/{NS}/deployments"
 PODS = f"/api/v1/namespaces/{NS}/pods"
 
 
-class NodeApi(MemoryApi):
-    """The API server plus a kubelet that runs each Deployment's one container locally."""
+class FakeKubelet:
+    """The node's kubelet over the shared :class:`MemoryApi`: it runs each Deployment's one
+    container as a local process and kills it when the Deployment is gone.
 
-    def __init__(self) -> None:
-        super().__init__()
+    It acts while the launcher waits (the launcher's injected ``sleep``), so every test runs
+    on one thread and each step happens where a real kubelet could have taken it.
+    """
+
+    def __init__(self, api: MemoryApi) -> None:
+        self.api = api
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Mapping[str, str] | None = None,
-        body: object = None,
-        content_type: str = "application/json",
-        timeout_s: float = 30.0,
-    ) -> dict[str, Any]:
-        out = super().request(
-            method, path, query=query, body=body, content_type=content_type, timeout_s=timeout_s
-        )
-        if method == "POST" and path == DEPLOYMENTS:
-            self._run(out)
-        elif method == "DELETE" and path.startswith(DEPLOYMENTS + "/"):
-            self._kill(path.rsplit("/", 1)[1])
-        return out
+    def sleep(self, seconds: float) -> None:
+        """Sync the node with the API server, then let time pass."""
+        self.sync()
+        time.sleep(seconds)
+
+    def sync(self) -> None:
+        """Start what the Deployments ask for; stop what no Deployment asks for any more."""
+        wanted = {d["metadata"]["name"]: d for d in self.api.kind_items("deployments")}
+        for name, deployment in wanted.items():
+            if name not in self.procs:
+                self._run(deployment)
+        for name in set(self.procs) - set(wanted):
+            self._kill(name)
 
     def _run(self, deployment: dict[str, Any]) -> None:
         name = deployment["metadata"]["name"]
@@ -69,26 +70,37 @@ class NodeApi(MemoryApi):
         (container,) = template["spec"]["containers"]
         env = {**os.environ, **{e["name"]: e["value"] for e in container["env"]}}
         self.procs[name] = subprocess.Popen(container["command"], env=env)
-        self.put_object(
+        self.api.put_object(
             f"{PODS}/{name}-pod",
-            {"metadata": {"name": f"{name}-pod", "labels": template["metadata"]["labels"]}},
+            {
+                "metadata": {
+                    "name": f"{name}-pod",
+                    "namespace": NS,
+                    "labels": template["metadata"]["labels"],
+                }
+            },
         )
 
     def _kill(self, name: str) -> None:
-        proc = self.procs.pop(name, None)
-        if proc is not None:
-            proc.terminate()
-            proc.wait(timeout=10)
-        super().request("DELETE", f"{PODS}/{name}-pod")
+        proc = self.procs.pop(name)
+        proc.terminate()
+        proc.wait(timeout=10)
+        self.api.request("DELETE", f"{PODS}/{name}-pod")
 
     def stop_all(self) -> None:
+        """Kill every daemon still running (the end of a test)."""
         for name in list(self.procs):
             self._kill(name)
 
 
 @pytest.fixture
-def api() -> Iterator[NodeApi]:
-    node = NodeApi()
+def api() -> MemoryApi:
+    return MemoryApi()
+
+
+@pytest.fixture
+def kubelet(api: MemoryApi) -> Iterator[FakeKubelet]:
+    node = FakeKubelet(api)
     yield node
     node.stop_all()
 
@@ -104,25 +116,26 @@ def config(**changes: Any) -> MpsDeploymentConfig:
     return MpsDeploymentConfig(**(fields | changes))
 
 
-def launcher(api: MemoryApi) -> DeploymentMpsLauncher:
+def launcher(kubelet: FakeKubelet) -> DeploymentMpsLauncher:
     return DeploymentMpsLauncher(
-        api,
+        kubelet.api,
         config(),
         command=fake_daemon_command(sys.executable, Path(fake_mps_daemon.__file__)),
         pipe_check=fake_pipe_answers,
         provides_client=True,
         poll_s=0.02,
+        sleep=kubelet.sleep,
     )
 
 
 CLAIM = "0f6c1b7e-3a52-4c1d-9d7e-2b1c4e5f6a7b"
 
 
-def manager(tmp_path: Path, api: MemoryApi) -> tuple[MpsDaemonManager, FakeDeviceLib]:
+def manager(tmp_path: Path, kubelet: FakeKubelet) -> tuple[MpsDaemonManager, FakeDeviceLib]:
     lib = FakeDeviceLib.open(
         state_path=tmp_path / "gpus.json", fleet="2xH100-80GB", node_name="node-1"
     )
-    return MpsDaemonManager(tmp_path / "mps", lib=lib, launcher=launcher(api)), lib
+    return MpsDaemonManager(tmp_path / "mps", lib=lib, launcher=launcher(kubelet)), lib
 
 
 def spec(lib: FakeDeviceLib) -> MpsDaemonSpec:
@@ -135,8 +148,10 @@ def spec(lib: FakeDeviceLib) -> MpsDaemonSpec:
     )
 
 
-def test_start_creates_a_deployment_pinned_to_the_node(tmp_path: Path, api: NodeApi) -> None:
-    mps, lib = manager(tmp_path, api)
+def test_start_creates_a_deployment_pinned_to_the_node(
+    tmp_path: Path, api: MemoryApi, kubelet: FakeKubelet
+) -> None:
+    mps, lib = manager(tmp_path, kubelet)
     s = spec(lib)
     dirs = mps.start(s)
     (deployment,) = api.kind_items("deployments")
@@ -164,35 +179,44 @@ def test_start_creates_a_deployment_pinned_to_the_node(tmp_path: Path, api: Node
     assert lib.gpus()[0].compute_mode == ComputeMode.EXCLUSIVE_PROCESS
 
 
-def test_second_start_adopts_the_deployment(tmp_path: Path, api: NodeApi) -> None:
-    mps, lib = manager(tmp_path, api)
+def test_second_start_adopts_the_deployment(
+    tmp_path: Path, api: MemoryApi, kubelet: FakeKubelet
+) -> None:
+    mps, lib = manager(tmp_path, kubelet)
     s = spec(lib)
     dirs = mps.start(s)
     pid = query(dirs.pipe, "get_server_list")
-    launcher(api).start(s, dirs, timeout_s=10)
+    launcher(kubelet).start(s, dirs, timeout_s=10)
     assert [m for m, p in api.requests if p == DEPLOYMENTS] == ["POST"]
     assert query(dirs.pipe, "get_server_list") == pid
 
 
-def test_stop_deletes_the_deployment_and_waits_for_its_pod(tmp_path: Path, api: NodeApi) -> None:
-    mps, lib = manager(tmp_path, api)
+def test_stop_deletes_the_deployment_and_waits_for_its_pod(
+    tmp_path: Path, api: MemoryApi, kubelet: FakeKubelet
+) -> None:
+    mps, lib = manager(tmp_path, kubelet)
     s = spec(lib)
     dirs = mps.start(s)
+    asked = len(api.requests)
     mps.stop(s.daemon_id)
     assert api.kind_items("deployments") == []
     assert api.kind_items("pods") == []
+    # The pod outlived its Deployment until the kubelet acted: stop listed it again.
+    assert [p for m, p in api.requests[asked:] if m == "GET" and p == PODS] == [PODS, PODS]
     assert not fake_pipe_answers(dirs)
     assert lib.gpus()[0].compute_mode == ComputeMode.DEFAULT
     mps.stop(s.daemon_id)  # idempotent: a Deployment that is gone is fine
 
 
-def test_restarted_plugin_readopts_a_live_daemon(tmp_path: Path, api: NodeApi) -> None:
-    mps, lib = manager(tmp_path, api)
+def test_restarted_plugin_readopts_a_live_daemon(
+    tmp_path: Path, api: MemoryApi, kubelet: FakeKubelet
+) -> None:
+    mps, lib = manager(tmp_path, kubelet)
     s = spec(lib)
     dirs = mps.start(s)
     pid = query(dirs.pipe, "get_server_list")
     posts = len(api.requests)
-    restarted, _ = manager(tmp_path, api)  # a new plugin process, same node and API
+    restarted, _ = manager(tmp_path, kubelet)  # a new plugin process, same node and API
     assert restarted.ensure(s.daemon_id) == "adopted"
     assert query(dirs.pipe, "get_server_list") == pid
     assert ("POST", DEPLOYMENTS) not in api.requests[posts:]
@@ -234,11 +258,13 @@ def test_names_are_dns_labels() -> None:
     assert a[-1].isalnum()
 
 
-def test_orphans_of_this_node_are_deleted(tmp_path: Path, api: NodeApi) -> None:
-    mps, lib = manager(tmp_path, api)
+def test_orphans_of_this_node_are_deleted(
+    tmp_path: Path, api: MemoryApi, kubelet: FakeKubelet
+) -> None:
+    mps, lib = manager(tmp_path, kubelet)
     s = spec(lib)
     mps.start(s)
-    other = launcher(api)
+    other = launcher(kubelet)
     assert other.orphans({CLAIM}) == []
     assert other.orphans(set()) == [deployment_name(s.daemon_id)]
     assert api.kind_items("deployments") == []
