@@ -234,8 +234,11 @@ def test_fake_backend_runs_unprivileged_with_only_the_mounts_it_needs(render: Re
         "plugins-registry": "/var/lib/kubelet/plugins_registry",
         "plugin-dir": "/var/lib/kubelet/plugins/gpu.nvidia.com",
         "cdi": "/var/run/cdi",
+        # Read-only (below): the kubelet's PodResources socket, for the container label.
+        "pod-resources": "/var/lib/kubelet/pod-resources",
     }
     mounts = {m["name"]: m for m in container["volumeMounts"]}
+    assert mounts["pod-resources"]["readOnly"] is True
     for name, path in host_paths.items():
         assert mounts[name]["mountPath"] == path, "sockets and CDI paths must match the host's"
         assert "mountPropagation" not in mounts[name], "Bidirectional needs a privileged container"
@@ -354,6 +357,51 @@ def test_flags_follow_the_values(render: Render) -> None:
     }
     assert volumes["plugin-dir"] == "/var/lib/k/plugins/gpu.nvidia.com"
     assert volumes["cdi"] == "/etc/cdi"
+
+
+def test_the_kubelets_pod_resources_directory_is_mounted_read_only_into_the_gpu_plugin(
+    render: Render,
+) -> None:
+    objects = render()
+    container = _container(objects)
+    assert (
+        "--kubelet-pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock"
+        in (container["args"])
+    )
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "pod-resources"]
+    assert mount == {
+        "name": "pod-resources",
+        "mountPath": "/var/lib/kubelet/pod-resources",
+        "readOnly": True,
+    }
+    (volume,) = [v for v in _pod_spec(objects)["volumes"] if v["name"] == "pod-resources"]
+    assert volume["hostPath"]["path"] == "/var/lib/kubelet/pod-resources"
+    # Only the GPU plugin asks the kubelet (the compute domain plugin has no per-pod series).
+    for other in _pod_spec(objects)["containers"]:
+        if other["name"] != "gpus":
+            assert all(m["name"] != "pod-resources" for m in other.get("volumeMounts", []))
+
+    moved = render(
+        {"kubeletPlugin.kubeletPodResourcesDirectoryPath": "/var/lib/k0s/kubelet/pod-resources/"}
+    )
+    assert (
+        "--kubelet-pod-resources-socket=/var/lib/k0s/kubelet/pod-resources/kubelet.sock"
+        in (_container(moved)["args"])
+    )
+    (volume,) = [v for v in _pod_spec(moved)["volumes"] if v["name"] == "pod-resources"]
+    assert volume["hostPath"]["path"] == "/var/lib/k0s/kubelet/pod-resources"
+
+
+def test_an_empty_pod_resources_directory_mounts_nothing_and_leaves_the_label_empty(
+    render: Render,
+) -> None:
+    objects = render({"kubeletPlugin.kubeletPodResourcesDirectoryPath": ""})
+    container = _container(objects)
+    assert "--kubelet-pod-resources-socket=" in container["args"]
+    assert all(m["name"] != "pod-resources" for m in container["volumeMounts"])
+    assert all(v["name"] != "pod-resources" for v in _pod_spec(objects)["volumes"])
+    with pytest.raises(HelmFailed, match="kubeletPodResourcesDirectoryPath"):
+        render({"kubeletPlugin.kubeletPodResourcesDirectoryPath": "pod-resources"})
 
 
 def test_negative_healthcheck_port_disables_the_probe(render: Render) -> None:

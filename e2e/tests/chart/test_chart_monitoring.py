@@ -199,11 +199,13 @@ def gpu_rules(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _info(pod: str, device: str, uuid: str, gi: str = "", mig: str = "") -> dict[str, str]:
+def _info(
+    pod: str, device: str, uuid: str, gi: str = "", mig: str = "", container: str = "ctr"
+) -> dict[str, str]:
     labels = (
         f'node="n1",driver="gpu.nvidia.com",namespace="team",pod="{pod}",pod_uid="u-{pod}",'
-        f'claim="c-{pod}",claim_uid="cu-{pod}",request="gpu",device="{device}",UUID="{uuid}",'
-        f'gpu="0",GPU_I_ID="{gi}",mig_uuid="{mig}"'
+        f'container="{container}",claim="c-{pod}",claim_uid="cu-{pod}",request="gpu",'
+        f'device="{device}",UUID="{uuid}",gpu="0",GPU_I_ID="{gi}",mig_uuid="{mig}"'
     )
     # Scraped with the plugin pod's target labels added (instance, job).
     return {
@@ -314,6 +316,59 @@ def test_dcgm_series_get_the_workload_pod_for_gpus_mig_and_shared_gpus(
                             ),
                             "value": 1024,
                         }
+                    ],
+                },
+            ],
+        }
+    ]
+    assert _run(promtool, gpu_rules, tests) == ""
+
+
+def test_a_gpu_shared_by_containers_of_one_pod_is_one_series_of_the_pod(
+    promtool: Path, gpu_rules: Path
+) -> None:
+    """The info series has one series per container using the claim; the pod-level rules
+    collapse them, so summing a pod's devices counts the GPU once (and a kubelet that names
+    no container, container empty, gives the same series)."""
+    recorded = "namespace_pod:DCGM_FI_DEV_FB_USED:max"
+    tests = [
+        {
+            "interval": "1m",
+            "input_series": [
+                {"series": 'DCGM_FI_DEV_FB_USED{UUID="GPU-a"}', "values": "1024x10"},
+                {"series": 'DCGM_FI_DEV_FB_USED{UUID="GPU-u"}', "values": "512x10"},
+                _info("trainer", "gpu-0", "GPU-a", container="main"),
+                _info("trainer", "gpu-0", "GPU-a", container="sidecar"),
+                _info("unknown", "gpu-1", "GPU-u", container=""),
+            ],
+            "promql_expr_test": [
+                {
+                    "expr": recorded,
+                    "eval_time": "5m",
+                    "exp_samples": [
+                        {
+                            "labels": _labels(recorded, _joined("trainer", "gpu-0", "GPU-a")),
+                            "value": 1024,
+                        },
+                        {
+                            "labels": _labels(recorded, _joined("unknown", "gpu-1", "GPU-u")),
+                            "value": 512,
+                        },
+                    ],
+                },
+                {
+                    "expr": f'sum by (namespace, pod) ({recorded}{{pod="trainer"}})',
+                    "eval_time": "5m",
+                    "exp_samples": [{"labels": '{namespace="team",pod="trainer"}', "value": 1024}],
+                },
+                {
+                    # A container's view: the info series has one series per container.
+                    "expr": "count by (container) "
+                    '(nvidia_dra_device_allocation_info{pod="trainer"})',
+                    "eval_time": "5m",
+                    "exp_samples": [
+                        {"labels": '{container="main"}', "value": 1},
+                        {"labels": '{container="sidecar"}', "value": 1},
                     ],
                 },
             ],

@@ -6,7 +6,9 @@ the chart's PodMonitor) and a stand-in for dcgm-exporter: an HTTP server in this
 serving ``DCGM_FI_DEV_GPU_UTIL`` for the GPU UUID the plugin reports, labelled with the
 exporter's own namespace and pod as a scrape of dcgm-exporter carries them. The chart's
 recording rules (its ``dra-gpu-pod-metrics.rules.yaml`` ConfigMap) must give the series the
-workload's namespace and pod.
+workload's namespace and pod. The info series names the pod's container that uses the claim,
+as the harness's kubelet (1.37: ``KubeletPodResourcesDynamicResources`` is GA, always on)
+reports it on its PodResources socket, which the chart mounts into the plugin.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ NAMESPACE = "dra-gpu-pod-metrics"
 RULES_FILE = "dra-gpu-pod-metrics.rules.yaml"
 STAND_IN_IMAGE = "ubuntu:22.04"
 UTIL = 42
+CONTAINER = "ctr"
 
 
 def _manifest() -> str:
@@ -64,7 +67,7 @@ def _manifest() -> str:
                 "terminationGracePeriodSeconds": 1,
                 "containers": [
                     {
-                        "name": "ctr",
+                        "name": CONTAINER,
                         "image": STAND_IN_IMAGE,
                         "command": ["bash", "-c", "trap 'exit 0' TERM; sleep 9999 & wait"],
                         "resources": {"claims": [{"name": "gpu"}]},
@@ -178,7 +181,12 @@ def test_a_dcgm_series_gets_the_namespace_and_pod_of_the_gpus_workload(
         )
         prom = Prometheus(f"http://127.0.0.1:{port}")
         try:
-            selector = f'nvidia_dra_device_allocation_info{{namespace="{NAMESPACE}",pod="trainer"}}'
+            # The container is asked of the kubelet at scrape time: a first scrape right after
+            # the prepare may not have it yet, a later one must.
+            selector = (
+                "nvidia_dra_device_allocation_info"
+                f'{{namespace="{NAMESPACE}",pod="trainer",container="{CONTAINER}"}}'
+            )
 
             def info() -> list[dict[str, Any]]:
                 try:
@@ -190,6 +198,7 @@ def test_a_dcgm_series_gets_the_namespace_and_pod_of_the_gpus_workload(
                 "the plugin's allocation info of pod trainer", info, timeout=90, interval=1
             )
             labels = row["metric"]
+            assert labels["container"] == CONTAINER
             assert labels["claim"].startswith("trainer-gpu")
             assert labels["request"] == "gpu"
             assert labels["UUID"].startswith("GPU-")
@@ -209,6 +218,9 @@ def test_a_dcgm_series_gets_the_namespace_and_pod_of_the_gpus_workload(
                 "the DCGM series joined to pod trainer", joined, timeout=90, interval=1
             )
             assert sample["metric"]["pod"] == "trainer"
+            # Per pod and device: the rules leave the container out (a GPU shared by a pod's
+            # containers is one series).
+            assert "container" not in sample["metric"]
             assert sample["metric"]["UUID"] == labels["UUID"]
             assert sample["metric"]["device"] == labels["device"]
             assert float(sample["value"][1]) == UTIL

@@ -71,6 +71,8 @@ def test_a_prepared_claim_has_one_series_per_device_and_pod_until_unprepared_and
         "namespace": "team-a",
         "pod": "trainer-0",
         "pod_uid": "pod-uid-0",
+        # No PodResources source in this plugin: which container is not known.
+        "container": "",
         "claim": "train",
         "claim_uid": ref[2],
         "request": "gpu",

@@ -77,6 +77,8 @@ def test_gpu_and_mig_devices_of_a_pod_carry_dcgm_join_labels(
         "namespace": "team-a",
         "pod": "job-0",
         "pod_uid": "p-0",
+        # No kubelet PodResources socket here: which container is not known.
+        "container": "",
         "claim": "train",
         "claim_uid": uid,
         "request": "gpu",

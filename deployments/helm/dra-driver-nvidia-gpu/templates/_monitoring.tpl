@@ -42,7 +42,10 @@ nvidia_dra_device_allocation_info does, keyed by dcgm-exporter's UUID (the GPU's
 device's parent's) and GPU_I_ID (MIG GPU instance, empty for a full GPU). The info series is
 the "many" side (a shared GPU has one per pod), each DCGM series reduced to one per
 (UUID, GPU_I_ID) first; namespace and pod of the result are the workload's, not those of
-the exporter pod a scrape may have attached.
+the exporter pod a scrape may have attached. The info series' container label (one series per
+container using the claim) is left out of the "by": a GPU shared by containers of one pod stays
+one series per pod and device, so sums over a pod's devices count each GPU once; join
+nvidia_dra_device_allocation_info on (namespace, pod, container) for a container's view.
 */}}
 {{- define "dra-driver-nvidia-gpu.gpuPodRuleGroups" -}}
 groups:

@@ -6,7 +6,9 @@ DRA-allocated GPU carry no pod. The plugin knows both sides: one row per (prepar
 pod the claim is reserved for), labelled to join dcgm-exporter's series on ``UUID`` (the
 GPU's, for a MIG device its parent's) and ``GPU_I_ID`` (the MIG GPU instance; empty for a
 full GPU, as dcgm-exporter leaves it). The rows are computed from the checkpoint, so they
-are the same after a restart and disappear with the claim's unprepare.
+are the same after a restart and disappear with the claim's unprepare. The ``container``
+label is added when the series are scraped, from the kubelet (:mod:`.pod_containers`): the
+containers of a pod are not known yet when its claims are prepared.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ ALLOCATION_INFO_LABELS = (
     "namespace",
     "pod",
     "pod_uid",
+    "container",
     "claim",
     "claim_uid",
     "request",
@@ -80,14 +83,16 @@ class AllocationInfo:
     request: str
     device: str
     identity: DeviceIdentity
+    #: A container of the pod that uses the claim ('' when unknown: :mod:`.pod_containers`).
+    container: str = ""
 
     def values(self) -> list[str]:
         """Label values in the order of :data:`ALLOCATION_INFO_LABELS`."""
         i = self.identity
         return [
-            self.node, self.driver, self.namespace, self.pod, self.pod_uid, self.claim,
-            self.claim_uid, self.request, self.device, i.uuid, i.index, i.gpu_instance_id,
-            i.mig_uuid,
+            self.node, self.driver, self.namespace, self.pod, self.pod_uid, self.container,
+            self.claim, self.claim_uid, self.request, self.device, i.uuid, i.index,
+            i.gpu_instance_id, i.mig_uuid,
         ]  # fmt: skip
 
 

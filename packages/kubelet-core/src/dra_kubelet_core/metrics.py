@@ -8,8 +8,9 @@ Two families, both always exported:
   ``operation``; prepared devices by ``node``, ``driver`` and ``device_type``; prepare and
   unprepare failures by ``driver`` and ``error_type``. As there, a claim is counted in
   ``nvidia_dra_requests_total`` (and its duration observed) when it succeeded. Beyond
-  NVIDIA's: ``nvidia_dra_device_allocation_info`` (value 1), one series per prepared device
-  and pod, labelled to join dcgm-exporter's series (:mod:`.allocation_info`).
+  NVIDIA's: ``nvidia_dra_device_allocation_info`` (value 1), one series per prepared device,
+  pod and container, labelled to join dcgm-exporter's series (:mod:`.allocation_info`,
+  :mod:`.pod_containers`).
 * This plugin's own (``dra_kubelet_plugin_*``): per gRPC call, with our failure reasons, slice
   writes and checkpoint problems.
 """
@@ -31,6 +32,7 @@ from prometheus_client.exposition import MetricsHandler
 from prometheus_client.registry import Collector
 
 from dra_kubelet_core.allocation_info import ALLOCATION_INFO_LABELS, AllocationInfo
+from dra_kubelet_core.pod_containers import ContainerIndex, ContainerSource, with_containers
 
 __all__ = [
     "ALLOCATION_INFO",
@@ -65,23 +67,30 @@ def nvidia_error_type(operation: str, reason: str) -> str:
     return _NVIDIA_ERROR_TYPES.get(reason, f"{operation}_devices")
 
 
+def _no_containers() -> ContainerIndex:
+    return {}
+
+
 class _AllocationCollector(Collector):
-    """Serves the rows swapped in whole by the last checkpoint write (never half of two)."""
+    """Serves the rows swapped in whole by the last checkpoint write (never half of two),
+    each once per container the source lists for it at scrape time."""
 
     def __init__(self) -> None:
         self.rows: tuple[AllocationInfo, ...] = ()
+        self.containers: ContainerSource = _no_containers
         self.lock = threading.Lock()
 
     def collect(self) -> Iterable[GaugeMetricFamily]:
         with self.lock:
-            rows = self.rows
+            rows, containers = self.rows, self.containers
         family = GaugeMetricFamily(
             ALLOCATION_INFO,
-            "1 per prepared device and pod the claim is reserved for; UUID and GPU_I_ID "
-            "join dcgm-exporter's series",
+            "1 per prepared device, pod the claim is reserved for and container of the pod "
+            "using the claim; UUID and GPU_I_ID join dcgm-exporter's series",
             labels=list(ALLOCATION_INFO_LABELS),
         )
-        for row in rows:
+        # No prepared device: nothing to ask the kubelet about.
+        for row in with_containers(rows, containers()) if rows else ():
             family.add_metric(row.values(), 1)
         return [family]
 
@@ -221,6 +230,12 @@ class PluginMetrics:
         """Replace every ``nvidia_dra_device_allocation_info`` series with ``rows``."""
         with self._allocations.lock:
             self._allocations.rows = tuple(rows)
+
+    def set_container_source(self, containers: ContainerSource) -> None:
+        """Label ``nvidia_dra_device_allocation_info`` with the containers ``containers``
+        lists when scraped (by default none: ``container`` stays empty)."""
+        with self._allocations.lock:
+            self._allocations.containers = containers
 
 
 def serve_metrics(

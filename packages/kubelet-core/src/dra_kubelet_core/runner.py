@@ -57,6 +57,7 @@ from dra_kubelet_core.health import ADVERTISED_HEALTH_SERVICES, HealthHub, healt
 from dra_kubelet_core.healthcheck import HealthcheckServer
 from dra_kubelet_core.metrics import PluginMetrics, serve_metrics
 from dra_kubelet_core.node_lock import InstanceLease, NodeLock
+from dra_kubelet_core.pod_resources import PodResourcesContainers
 from dra_kubelet_core.publisher import SlicePublisher, SliceSource
 from dra_kubelet_core.registration import RegistrationServer, supported_versions
 from dra_kubelet_core.resource_api import (
@@ -294,6 +295,8 @@ class PluginRunner:
                 tls = security.tls_context(host)
             except TlsFilesError as exc:
                 raise ConfigurationError("--metrics-tls-cert-file", str(exc)) from exc
+            if s.pod_resources_socket is not None:
+                self.metrics.set_container_source(PodResourcesContainers(s.pod_resources_socket))
             http_server = serve_metrics(
                 self.metrics.registry, host, int(port), s.metrics_path, tls=tls, auth=auth
             )

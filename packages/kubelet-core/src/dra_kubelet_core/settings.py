@@ -51,6 +51,9 @@ class CommonSettings:
     claims_directory: Path | None = None
     boot_id_file: Path = Path("/proc/sys/kernel/random/boot_id")
     stale_claim_cleanup_interval_s: float = 600.0
+    #: The kubelet's PodResources socket, for the ``container`` label of the per-pod device
+    #: series (:mod:`.pod_containers`); None: the label stays empty.
+    pod_resources_socket: Path | None = None
 
     def plugin_dir_of(self, driver_name: str) -> Path:
         """``<plugins dir>/<driver name>``: the driver's sockets, checkpoint, lock."""
@@ -116,6 +119,13 @@ def common_flags(driver_name: str) -> dict[str, Flag]:
             "METRICS_TLS_KEY_FILE",
             "",
             "PEM key of --metrics-tls-cert-file",
+        ),
+        (
+            "--kubelet-pod-resources-socket",
+            "KUBELET_POD_RESOURCES_SOCKET",
+            "/var/lib/kubelet/pod-resources/kubelet.sock",
+            "the kubelet's PodResources socket, asked which containers use a claim (the "
+            "container label of nvidia_dra_device_allocation_info); empty: label left empty",
         ),
         ("--kubeconfig", "KUBECONFIG", "", "kubeconfig file; in-cluster config when empty"),
         ("--pod-uid", "POD_UID", "", "this pod's UID: enables rolling-update socket names"),
@@ -204,6 +214,10 @@ def common_settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "--kubelet-registrar-directory-path": args.kubelet_registrar_directory_path,
         "--kubelet-plugins-directory-path": args.kubelet_plugins_directory_path,
     }
+    # A driver whose flag table leaves the socket out never asks the kubelet.
+    pod_resources = getattr(args, "kubelet_pod_resources_socket", "")
+    if pod_resources:
+        paths["--kubelet-pod-resources-socket"] = pod_resources
     for flag, value in paths.items():
         if not Path(value).is_absolute():
             raise ConfigurationError(flag, f"{value!r} must be an absolute path")
@@ -224,4 +238,5 @@ def common_settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "claims_directory": Path(args.claims_directory) if args.claims_directory else None,
         "boot_id_file": Path(args.boot_id_file),
         "stale_claim_cleanup_interval_s": interval,
+        "pod_resources_socket": Path(pod_resources) if pod_resources else None,
     }

@@ -90,6 +90,7 @@ _FLAGS: Sequence[Flag] = (
     _COMMON["--cdi-root"],
     _COMMON["--kubelet-registrar-directory-path"],
     _COMMON["--kubelet-plugins-directory-path"],
+    _COMMON["--kubelet-pod-resources-socket"],
     ("--nvidia-driver-root", "NVIDIA_DRIVER_ROOT", "/", "where the NVIDIA driver is installed"),
     (
         "--container-driver-root",
