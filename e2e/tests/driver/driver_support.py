@@ -41,6 +41,8 @@ __all__ = [
     "exists",
     "helm_path",
     "install",
+    "kernel_driver",
+    "pci_driver_link",
     "pod",
     "pod_claims",
     "run_helm",
@@ -287,6 +289,21 @@ def applied(
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline and exists(cluster, "namespace", ns):
                 time.sleep(2)
+
+
+def pci_driver_link(driver: Driver, node: str, bus_id: str) -> Path:
+    """The ``driver`` link of a GPU in a local node's fake host tree (``sys/bus/pci``): which
+    kernel driver holds it; a bind makes the link anew."""
+    devices = driver.plugin_dir(node) / "fake-gpus.host" / "sys" / "bus" / "pci" / "devices"
+    return devices / bus_id / "driver"
+
+
+def kernel_driver(driver: Driver, node: str, bus_id: str) -> str | None:
+    """The kernel driver of a GPU of a local node's fake host tree (``None``: unbound)."""
+    try:
+        return Path(os.readlink(pci_driver_link(driver, node, bus_id))).name
+    except OSError:
+        return None
 
 
 def as_json(obj: Any) -> str:

@@ -25,6 +25,7 @@ from driver_support import (
     applied,
     dump_diagnostics,
     install,
+    kernel_driver,
     pod_claims,
     uninstall,
     wait_running,
@@ -71,14 +72,6 @@ def _sibling(devices: dict[str, dict[str, Any]], name: str) -> str:
     return twin
 
 
-def _kernel_driver(driver: Driver, node: str, bus_id: str) -> str | None:
-    link = driver.plugin_dir(node) / "fake-gpus.host" / "sys" / "bus" / "pci" / "devices" / bus_id
-    try:
-        return Path(os.readlink(link / "driver")).name
-    except OSError:
-        return None
-
-
 def _run_spec(
     driver: Driver, manifest: str, pod_name: str, pod_namespace: str, *, api_device: bool
 ) -> None:
@@ -104,7 +97,7 @@ def _run_spec(
             interval=1,
         )
         assert device in driver.devices(node)
-        assert _kernel_driver(driver, node, bus_id) == "vfio-pci"
+        assert kernel_driver(driver, node, bus_id) == "vfio-pci"
         listing = cluster.kubectl(
             "exec", pod_name, "-n", pod_namespace, "--", "bash", "-c", "ls /dev/vfio"
         ).split()
@@ -138,7 +131,7 @@ def _run_spec(
         timeout=120,
         interval=2,
     )
-    assert _kernel_driver(driver, node, bus_id) == "nvidia"
+    assert kernel_driver(driver, node, bus_id) == "nvidia"
 
 
 @pytest.mark.usefixtures("diagnostics")
