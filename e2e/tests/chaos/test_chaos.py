@@ -198,20 +198,47 @@ def _claim_pod(name: str, namespace: str, kind: str) -> list[dict[str, Any]]:
     return [_claim(name, namespace, kind), pod]
 
 
+def _vfio_bus(driver: Driver, node: str, namespace: str, pod: str) -> str:
+    """The PCI address of the GPU the pod's passthrough claim holds."""
+    (claim,) = pod_claims(driver.cluster, pod, namespace).values()
+    (device,) = allocated_devices(claim)
+    attrs = driver.devices(node)[device]["attributes"]
+    return str(attrs["resource.kubernetes.io/pciBusID"]["string"])
+
+
 def _every_kind(driver: Driver, namespace: str, suffix: str, domain: str) -> list[str]:
     """Pods holding a claim of every kind, all running; the channel claim is made from the
     ComputeDomain ``domain``'s template (created first when it does not exist: a node serves
-    one domain at a time, so later channels join it)."""
+    one domain at a time, so later channels join it). The passthrough pod goes first, until
+    its GPU's twin ``gpu-N`` left the slice: allocated together, a ``gpu-N`` and its twin
+    ``gpu-vfio-M`` (one GPU) could go to two claims, and one prepare would be refused."""
+    cluster = driver.cluster
+    vfio = f"vfio-{suffix}"
+    cluster.apply(as_list(*_claim_pod(vfio, namespace, "vfio")))
+    wait_running(cluster, vfio, namespace)
+    node = str(cluster.kubectl_json("get", "pod", vfio, "-n", namespace)["spec"]["nodeName"])
+    bus = _vfio_bus(driver, node, namespace, vfio)
+
+    def twin_gone() -> bool:
+        return not [
+            d
+            for d in driver.devices(node).values()
+            if d["attributes"]["type"]["string"] == "gpu"
+            and d["attributes"].get("resource.kubernetes.io/pciBusID", {}).get("string") == bus
+        ]
+
+    cluster.wait_until(f"the twin of {vfio}'s GPU out of the slice", twin_gone, timeout=60)
     objects: list[dict[str, Any]] = []
     for kind in KINDS:
-        objects += _claim_pod(f"{kind}-{suffix}", namespace, kind)
-    if not driver.cluster.exists("computedomain", domain, "-n", namespace):
+        if kind != "vfio":
+            objects += _claim_pod(f"{kind}-{suffix}", namespace, kind)
+    if not cluster.exists("computedomain", domain, "-n", namespace):
         objects.append(cd_manifest(domain, namespace))
     objects.append(worker_pod(f"channel-{suffix}", namespace, domain))
-    driver.cluster.apply(as_list(*objects))
+    cluster.apply(as_list(*objects))
     names = [f"{kind}-{suffix}" for kind in KINDS] + [f"channel-{suffix}"]
     for name in names:
-        wait_running(driver.cluster, name, namespace)
+        wait_running(cluster, name, namespace)
     return names
 
 
@@ -376,14 +403,6 @@ def _claim_uids(driver: Driver, namespace: str, pods: list[str]) -> set[str]:
 def _specs_of(driver: Driver, node: str, uids: set[str]) -> dict[str, str]:
     """The node's CDI specs of these claims (an earlier test's may still be going away)."""
     return {n: text for n, text in _cdi_specs(driver, node).items() if any(u in n for u in uids)}
-
-
-def _vfio_bus(driver: Driver, node: str, namespace: str, pod: str) -> str:
-    """The PCI address of the GPU the pod's passthrough claim holds."""
-    (claim,) = pod_claims(driver.cluster, pod, namespace).values()
-    (device,) = allocated_devices(claim)
-    attrs = driver.devices(node)[device]["attributes"]
-    return str(attrs["resource.kubernetes.io/pciBusID"]["string"])
 
 
 def _binding(driver: Driver, node: str, bus_id: str) -> tuple[str | None, int, int]:
