@@ -287,7 +287,7 @@ def test_gpu_lost_at_run_time_costs_that_gpu_only(
             new_pod_s=round(new_pod_s, 1),
             failed_prepares=len(failed),
             stuck=len(stuck),
-            plugin_restarts=now_restarts - restarts,
+            restarts=now_restarts - restarts,
         )
 
         (taint,) = after[lost_name]["taints"]
@@ -344,7 +344,7 @@ def test_gpu_lost_before_plugin_start_costs_that_gpu_only(
             new_pod_s=round(new_pod_s, 1),
             failed_prepares=len(failed),
             stuck=int(stuck),
-            plugin_restarts=plugin_container(driver, node)[2],
+            restarts=plugin_container(driver, node)[2],
         )
 
         assert all(not after[n].get("taints") for n in expected)
