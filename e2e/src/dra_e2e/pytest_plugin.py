@@ -10,6 +10,9 @@ Loaded automatically (``pytest11`` entry point). Fixtures:
   ``pytestmark = pytest.mark.e2e_nodes(N)``: the session's when it has them, else a local one
   of its own for the module (the session's stays at ``$DRA_E2E_NODES`` nodes, default 1).
 * ``e2e_namespace`` (function): a fresh namespace, deleted after the test.
+* ``chaos_record`` (function): ``record(**numbers)`` prints the test's figures and appends
+  them to ``$DRA_E2E_CHAOS_RESULTS`` for ``make bench BENCH=chaos``
+  (:mod:`dra_e2e.chaos_results`).
 * ``helm`` (session): the pinned Helm binary (``dra_e2e.chart.helm_path``, built from the Go
   module proxy on first use), for the chart tests that render or install the chart.
 
@@ -36,6 +39,7 @@ import pytest
 
 from dra_e2e import preflight
 from dra_e2e.build import all_built, ensure_binaries
+from dra_e2e.chaos_results import ChaosRecord, record_numbers
 from dra_e2e.chart import HelmFailed, helm_path
 from dra_e2e.cluster import Cluster
 from dra_e2e.errors import E2EError
@@ -308,6 +312,17 @@ def e2e_namespace(e2e_cluster: ClusterHandle) -> Iterator[str]:
         yield name
     finally:
         e2e_cluster.kubectl("delete", "namespace", name, "--wait=false")
+
+
+@pytest.fixture
+def chaos_record(request: pytest.FixtureRequest) -> ChaosRecord:
+    """``record(**numbers)``: the test's figures, printed and appended to
+    ``$DRA_E2E_CHAOS_RESULTS`` when set (:func:`dra_e2e.chaos_results.record_numbers`)."""
+
+    def record(**numbers: float) -> None:
+        record_numbers(request.node.name, numbers)
+
+    return record
 
 
 @pytest.fixture(scope="session")

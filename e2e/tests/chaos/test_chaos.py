@@ -1,6 +1,6 @@
 """Chaos on the real harness (issue #23, item 8): faults an operator sees on day two, each
 against one chart install that prepares claims of every kind (whole GPU, static MIG,
-time-sliced, MPS, compute-domain channel) with the webhook on.
+time-sliced, MPS, VFIO passthrough, compute-domain channel) with the webhook on.
 
 - A webhook rollout while claims are being created refuses none of them (2 replicas, a
   PodDisruptionBudget, ``maxUnavailable: 0``).
@@ -9,12 +9,18 @@ time-sliced, MPS, compute-domain channel) with the webhook on.
   renewed, and a new GPU pod and a new ComputeDomain workload start.
 - The GPU plugin's container SIGKILLed through containerd (a real PID namespace) with claims of
   every kind prepared: every pod keeps running, the checkpoint and the CDI specs are the same
-  after the restart (nothing prepared twice, nothing leaked), new claims of each kind prepare
-  (the channel once the held one is released: a node has one channel device), and deleting
-  them all leaves no CDI spec behind.
+  after the restart (nothing prepared twice, nothing leaked), the passthrough GPU stays on
+  ``vfio-pci`` without being bound again (the same ``driver`` link in the fake host tree, no
+  ``vfio_bound`` in the new container's log), new claims of each kind prepare (the channel
+  once the held one is released: a node has one channel device), and deleting them all leaves
+  no CDI spec behind and every passthrough GPU back on ``nvidia``.
+
+The surge upgrade and the GPU lost at run time of item 8 are tests of their own
+(``e2e/tests/driver/test_seamless_upgrade.py``, ``test_health.py``: each needs its own
+install), which record their numbers through the ``chaos_record`` fixture too.
 
 One chart install for the module (``driver``). Each test records its numbers (failed calls,
-recovery seconds) for ``make bench BENCH=chaos``.
+recovery seconds) for ``make bench BENCH=chaos`` (the ``chaos_record`` fixture).
 """
 
 from __future__ import annotations
@@ -23,29 +29,29 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
 from compute_domain_support import as_list, cd_manifest, wait_ready, worker_pod
+from dra_e2e.chaos_results import ChaosRecord
 from dra_e2e.errors import KubectlError
 from dra_e2e.handle import ClusterHandle
 from driver_support import (
     Driver,
+    allocated_devices,
     dump_diagnostics,
     install,
+    kernel_driver,
     kill_through_containerd,
+    pci_driver_link,
     plugin_container,
     pod_claims,
     uninstall,
     wait_running,
     wait_webhook_serving,
 )
-
-#: ``record(**numbers)``: see the fixture.
-Record = Callable[..., None]
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.usefixtures("chaos_diagnostics")]
 
@@ -62,19 +68,17 @@ KINDS: dict[str, tuple[str, dict[str, Any] | None]] = {
     "mig": ("mig.nvidia.com", None),
     "timesliced": ("gpu.nvidia.com", TIME_SLICED),
     "mps": ("gpu.nvidia.com", MPS),
+    "vfio": ("vfio.gpu.nvidia.com", None),
 }
 
-
-#: Where the scenarios append their numbers (one JSON object a line); the benchmark sets it.
-RESULTS_ENV = "DRA_E2E_CHAOS_RESULTS"
-
 VALUES = {
-    # GB200s for whole, time-sliced and MPS claims and the compute domain; one GH200 in MIG
-    # mode with its MIG devices created at start (static MIG).
-    "devices.fakeGpus": "{6xGB200,1xGH200-96GB:mig=7x1g.12gb}",
+    # GB200s for whole, time-sliced, MPS and passthrough claims (held and fresh: 8) and the
+    # compute domain; one GH200 in MIG mode with its MIG devices created at start (static MIG).
+    "devices.fakeGpus": "{8xGB200,1xGH200-96GB:mig=7x1g.12gb}",
     "resources.computeDomains.enabled": "true",
     "featureGates.MPSSupport": "true",
     "featureGates.TimeSlicingSettings": "true",
+    "featureGates.PassthroughSupport": "true",
     "webhook.enabled": "true",
     # No cert-manager on the harness: the chart makes the CA and the certificate.
     "webhook.tls.mode": "secret",
@@ -112,22 +116,6 @@ def chaos_diagnostics(request: pytest.FixtureRequest, driver: Driver) -> Iterato
     yield
     if request.session.testsfailed > failed_before:
         print(dump_diagnostics(driver))
-
-
-@pytest.fixture
-def record(request: pytest.FixtureRequest) -> Record:
-    """``record(**numbers)``: prints the scenario's numbers and appends them to
-    ``$DRA_E2E_CHAOS_RESULTS`` when set."""
-
-    def write(**numbers: float) -> None:
-        entry = {"scenario": request.node.name, **numbers}
-        print(f"[chaos] {json.dumps(entry)}")
-        target = os.environ.get(RESULTS_ENV)
-        if target:
-            with Path(target).open("a") as out:
-                out.write(json.dumps(entry) + "\n")
-
-    return write
 
 
 def _claim(name: str, namespace: str, kind: str) -> dict[str, Any]:
@@ -171,20 +159,47 @@ def _claim_pod(name: str, namespace: str, kind: str) -> list[dict[str, Any]]:
     return [_claim(name, namespace, kind), pod]
 
 
+def _vfio_bus(driver: Driver, node: str, namespace: str, pod: str) -> str:
+    """The PCI address of the GPU the pod's passthrough claim holds."""
+    (claim,) = pod_claims(driver.cluster, pod, namespace).values()
+    (device,) = allocated_devices(claim)
+    attrs = driver.devices(node)[device]["attributes"]
+    return str(attrs["resource.kubernetes.io/pciBusID"]["string"])
+
+
 def _every_kind(driver: Driver, namespace: str, suffix: str, domain: str) -> list[str]:
     """Pods holding a claim of every kind, all running; the channel claim is made from the
     ComputeDomain ``domain``'s template (created first when it does not exist: a node serves
-    one domain at a time, so later channels join it)."""
+    one domain at a time, so later channels join it). The passthrough pod goes first, until
+    its GPU's twin ``gpu-N`` left the slice: allocated together, a ``gpu-N`` and its twin
+    ``gpu-vfio-M`` (one GPU) could go to two claims, and one prepare would be refused."""
+    cluster = driver.cluster
+    vfio = f"vfio-{suffix}"
+    cluster.apply(as_list(*_claim_pod(vfio, namespace, "vfio")))
+    wait_running(cluster, vfio, namespace)
+    node = str(cluster.kubectl_json("get", "pod", vfio, "-n", namespace)["spec"]["nodeName"])
+    bus = _vfio_bus(driver, node, namespace, vfio)
+
+    def twin_gone() -> bool:
+        return not [
+            d
+            for d in driver.devices(node).values()
+            if d["attributes"]["type"]["string"] == "gpu"
+            and d["attributes"].get("resource.kubernetes.io/pciBusID", {}).get("string") == bus
+        ]
+
+    cluster.wait_until(f"the twin of {vfio}'s GPU out of the slice", twin_gone, timeout=60)
     objects: list[dict[str, Any]] = []
     for kind in KINDS:
-        objects += _claim_pod(f"{kind}-{suffix}", namespace, kind)
-    if not driver.cluster.exists("computedomain", domain, "-n", namespace):
+        if kind != "vfio":
+            objects += _claim_pod(f"{kind}-{suffix}", namespace, kind)
+    if not cluster.exists("computedomain", domain, "-n", namespace):
         objects.append(cd_manifest(domain, namespace))
     objects.append(worker_pod(f"channel-{suffix}", namespace, domain))
-    driver.cluster.apply(as_list(*objects))
+    cluster.apply(as_list(*objects))
     names = [f"{kind}-{suffix}" for kind in KINDS] + [f"channel-{suffix}"]
     for name in names:
-        wait_running(driver.cluster, name, namespace)
+        wait_running(cluster, name, namespace)
     return names
 
 
@@ -230,7 +245,7 @@ def _webhook_deployment(driver: Driver) -> str:
 
 
 def test_webhook_rollout_refuses_no_claim_create(
-    driver: Driver, e2e_namespace: str, record: Record
+    driver: Driver, e2e_namespace: str, chaos_record: ChaosRecord
 ) -> None:
     cluster = driver.cluster
     deployment = _webhook_deployment(driver)
@@ -275,7 +290,7 @@ def test_webhook_rollout_refuses_no_claim_create(
     finally:
         stop.set()
         loop.join(timeout=60)
-    record(
+    chaos_record(
         creates=len(created),
         refused=len(refused),
         rollout_s=round(rollout_s, 1),
@@ -300,7 +315,7 @@ def _lease_renewals(driver: Driver) -> dict[str, tuple[str, float]]:
 
 
 def test_apiserver_restart_costs_no_controller_restart_and_new_workloads_start(
-    driver: Driver, e2e_namespace: str, record: Record
+    driver: Driver, e2e_namespace: str, chaos_record: ChaosRecord
 ) -> None:
     cluster = driver.cluster
     before = _restart_counts(driver)
@@ -328,7 +343,7 @@ def test_apiserver_restart_costs_no_controller_restart_and_new_workloads_start(
     cluster.wait_until("every Lease renewed after the restart", renewed, timeout=60, interval=2)
     leases_s = time.monotonic() - started
     after = _restart_counts(driver)
-    record(
+    chaos_record(
         apiserver_ready_s=round(ready_s, 1),
         gpu_pod_s=round(gpu_pod_s, 1),
         compute_domain_s=round(domain_s, 1),
@@ -351,8 +366,28 @@ def _specs_of(driver: Driver, node: str, uids: set[str]) -> dict[str, str]:
     return {n: text for n, text in _cdi_specs(driver, node).items() if any(u in n for u in uids)}
 
 
+def _binding(driver: Driver, node: str, bus_id: str) -> tuple[str | None, int, int]:
+    """(kernel driver, inode, mtime) of the GPU's ``driver`` link: a bind makes a new link."""
+    link = os.lstat(pci_driver_link(driver, node, bus_id))
+    return kernel_driver(driver, node, bus_id), link.st_ino, link.st_mtime_ns
+
+
+def _plugin_log_events(driver: Driver, pod: str) -> list[str]:
+    """The ``event`` of each structured line the pod's current ``gpus`` container logged."""
+    text = driver.cluster.kubectl("logs", "-c", "gpus", pod, "-n", driver.namespace)
+    events = []
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and "event" in entry:
+            events.append(str(entry["event"]))
+    return events
+
+
 def test_plugin_container_killed_with_every_claim_kind_prepared(
-    driver: Driver, e2e_namespace: str, record: Record
+    driver: Driver, e2e_namespace: str, chaos_record: ChaosRecord
 ) -> None:
     cluster = driver.cluster
     node = sorted(driver.nodes)[0]
@@ -364,6 +399,9 @@ def test_plugin_container_killed_with_every_claim_kind_prepared(
     gpu_uids = uids & checkpoint.keys()
     assert len(gpu_uids) == len(KINDS), checkpoint.keys()
     assert len(specs) >= len(uids), "a CDI spec per claim"
+    vfio_bus = _vfio_bus(driver, node, e2e_namespace, "vfio-held")
+    binding = _binding(driver, node, vfio_bus)
+    assert binding[0] == "vfio-pci", binding
 
     _, container_id, restarts = plugin_container(driver, node)
     started = time.monotonic()
@@ -389,6 +427,10 @@ def test_plugin_container_killed_with_every_claim_kind_prepared(
     )
     assert after.keys() <= checkpoint.keys(), "nothing else prepared"
     assert _specs_of(driver, node, uids) == specs, "no CDI spec written again or lost"
+    assert _binding(driver, node, vfio_bus) == binding, "the VM's GPU not bound again"
+    pod_name = plugin_container(driver, node)[0]
+    rebinds = {"vfio_bound", "vfio_recovered", "vfio_leftover_released"}
+    assert not rebinds & set(_plugin_log_events(driver, pod_name)), "no passthrough recovery"
 
     # A node has one channel device: the held channel's pod (and with it its claim) goes first.
     cluster.kubectl("delete", "pod", "channel-held", "-n", e2e_namespace, "--wait=true",
@@ -396,6 +438,8 @@ def test_plugin_container_killed_with_every_claim_kind_prepared(
     fresh = _every_kind(driver, e2e_namespace, "fresh", "cd")
     new_claims_s = time.monotonic() - started
     uids |= _claim_uids(driver, e2e_namespace, fresh)
+    fresh_vfio_bus = _vfio_bus(driver, node, e2e_namespace, "vfio-fresh")
+    assert fresh_vfio_bus != vfio_bus
     assert len(uids & _checkpoint_claims(driver, node).keys()) == 2 * len(KINDS)
 
     cluster.kubectl("delete", "pods,resourceclaims,computedomains", "--all", "-n", e2e_namespace,
@@ -407,7 +451,14 @@ def test_plugin_container_killed_with_every_claim_kind_prepared(
         interval=2,
     )
     assert not uids & _checkpoint_claims(driver, node).keys(), "every claim unprepared"
-    record(
+    buses = (vfio_bus, fresh_vfio_bus)
+    cluster.wait_until(
+        "every passthrough GPU back on nvidia",
+        lambda: all(kernel_driver(driver, node, b) == "nvidia" for b in buses),
+        timeout=60,
+        interval=2,
+    )
+    chaos_record(
         plugin_recovery_s=round(recovery_s, 1),
         new_claims_s=round(new_claims_s, 1),
         pods=len(held) + len(fresh),

@@ -41,7 +41,9 @@ __all__ = [
     "exists",
     "helm_path",
     "install",
+    "kernel_driver",
     "own_install",
+    "pci_driver_link",
     "pod",
     "pod_claims",
     "run_helm",
@@ -352,6 +354,21 @@ def wait_webhook_serving(cluster: ClusterHandle, *, timeout: float = 120) -> Non
         return False
 
     cluster.wait_until("the webhook to refuse a bad config", serving, timeout=timeout)
+
+
+def pci_driver_link(driver: Driver, node: str, bus_id: str) -> Path:
+    """The ``driver`` link of a GPU in a local node's fake host tree (``sys/bus/pci``): which
+    kernel driver holds it; a bind makes the link anew."""
+    devices = driver.plugin_dir(node) / "fake-gpus.host" / "sys" / "bus" / "pci" / "devices"
+    return devices / bus_id / "driver"
+
+
+def kernel_driver(driver: Driver, node: str, bus_id: str) -> str | None:
+    """The kernel driver of a GPU of a local node's fake host tree (``None``: unbound)."""
+    try:
+        return Path(os.readlink(pci_driver_link(driver, node, bus_id))).name
+    except OSError:
+        return None
 
 
 def as_json(obj: Any) -> str:

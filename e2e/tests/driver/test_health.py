@@ -7,18 +7,28 @@ is on in the harness). With ``HEALTH_RECOVERY_PERIOD`` set, the device is health
 that long passes without a further event: the taint goes and the status says ``Healthy``.
 The XID is injected into the fake GPUs' state file on the node, the way ``dra-nvlib`` fault
 injection works on a fake node.
+
+A lost GPU (``dra-nvlib lose-gpu``: Xid 79, fallen off the bus) costs that GPU only, whether
+it is lost while the plugin runs (tainted ``gpu-lost``, the plugin and the other pods carry
+on) or before the plugin starts (it starts and publishes the others). These two are also
+day-two chaos scenarios (issue #23, item 8): they record their numbers (seconds until the
+taint or the republished slice, until a new GPU pod runs; failed prepares, pods stuck, plugin
+restarts) for ``make bench BENCH=chaos`` (``chaos_record``).
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from dra_e2e.chaos_results import ChaosRecord
+from dra_e2e.errors import KubectlError
 from dra_e2e.handle import ClusterHandle
 from driver_support import (
     DRIVER,
@@ -26,6 +36,7 @@ from driver_support import (
     allocated_devices,
     applied,
     as_json,
+    plugin_container,
     pod,
     pod_claims,
     uninstall,
@@ -182,25 +193,133 @@ def _restart_plugin(driver: Driver, node: str) -> None:
     driver.cluster.wait_until(f"a new plugin pod ready on {node}", ready, timeout=180, interval=2)
 
 
+def _lose_gpu(driver: Driver, node: str, gpu_uuid: str) -> None:
+    """Xid 79 on a fake GPU: from now on NVML calls on it fail with GPU_IS_LOST."""
+    subprocess.run(
+        [str(DRA_NVLIB), "--backend", "fake", "--node", node,
+         "--state", str(driver.plugin_dir(node) / "fake-gpus.json"), "lose-gpu", gpu_uuid],
+        check=True, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+
+
+def _healthy_fleet_again(driver: Driver, node: str, devices: set[str]) -> None:
+    """Back to a healthy fleet for the tests after this one: a fresh state file, a restarted
+    plugin, every device published again."""
+    state = driver.plugin_dir(node) / "fake-gpus.json"
+    for path in (state, state.with_name("fake-gpus.json.lock")):
+        path.unlink(missing_ok=True)
+    _restart_plugin(driver, node)
+    driver.cluster.wait_until(
+        f"{node}'s slice with every GPU again",
+        lambda: set(driver.devices(node)) == devices,
+        timeout=120,
+        interval=2,
+    )
+
+
+def _gpu_devices(devices: dict[str, dict[str, Any]]) -> list[str]:
+    return sorted(n for n, d in devices.items() if d["attributes"]["type"]["string"] == "gpu")
+
+
+def _failed_prepares(cluster: ClusterHandle, namespace: str) -> list[str]:
+    """Messages of the namespace's ``FailedPrepareDynamicResources`` events."""
+    return [
+        str(e.get("message"))
+        for e in cluster.kubectl_json(
+            "get", "events", "-n", namespace,
+            "--field-selector", "reason=FailedPrepareDynamicResources",
+        )["items"]
+    ]  # fmt: skip
+
+
+def _deleted(cluster: ClusterHandle, manifest: str) -> bool:
+    """Delete what ``manifest`` created and wait; ``False``: still there after 120 s."""
+    try:
+        cluster.kubectl(
+            "delete", "-f", "-", "--grace-period=1", "--wait=true", "--timeout=120s",
+            input_text=manifest, timeout=150,
+        )  # fmt: skip
+    except (KubectlError, subprocess.TimeoutExpired):
+        return False
+    return True
+
+
+def test_gpu_lost_at_run_time_costs_that_gpu_only(
+    driver: Driver, e2e_namespace: str, chaos_record: ChaosRecord
+) -> None:
+    """Xid 79 on an idle GPU while the plugin runs and a pod holds another: the lost GPU is
+    tainted ``gpu-lost`` (NoExecute) in the slice, nothing else is, the pod keeps running,
+    the plugin container is not restarted, a new GPU pod runs on a healthy GPU, and both pods
+    go away when deleted."""
+    cluster, node = driver.cluster, driver.nodes[0]
+    before = driver.devices(node)
+    held, fresh = f"held-{uuid.uuid4().hex[:6]}", f"fresh-{uuid.uuid4().hex[:6]}"
+    held_manifest, fresh_manifest = _manifest(e2e_namespace, held), _manifest(e2e_namespace, fresh)
+    try:
+        cluster.apply(held_manifest)
+        wait_running(cluster, held, e2e_namespace)
+        (claim,) = pod_claims(cluster, held, e2e_namespace).values()
+        (held_device,) = allocated_devices(claim)
+        lost_name = [n for n in _gpu_devices(before) if n != held_device][-1]
+        _, container_id, restarts = plugin_container(driver, node)
+
+        started = time.monotonic()
+        _lose_gpu(driver, node, before[lost_name]["attributes"]["uuid"]["string"])
+        cluster.wait_until(
+            f"{lost_name} tainted gpu-lost in {node}'s slice",
+            lambda: any(t["key"] == f"{DRIVER}/gpu-lost" for t in _taints(driver, node, lost_name)),
+            timeout=90,
+            interval=1,
+        )
+        taint_s = time.monotonic() - started
+        cluster.apply(fresh_manifest)
+        wait_running(cluster, fresh, e2e_namespace)
+        new_pod_s = time.monotonic() - started
+        (fresh_claim,) = pod_claims(cluster, fresh, e2e_namespace).values()
+        fresh_devices = allocated_devices(fresh_claim)
+        after = driver.devices(node)
+        held_status = pod(cluster, held, e2e_namespace)["status"]
+        _, now_id, now_restarts = plugin_container(driver, node)
+        failed = _failed_prepares(cluster, e2e_namespace)
+        stuck = [m for m in (held_manifest, fresh_manifest) if not _deleted(cluster, m)]
+        chaos_record(
+            taint_s=round(taint_s, 1),
+            new_pod_s=round(new_pod_s, 1),
+            failed_prepares=len(failed),
+            stuck=len(stuck),
+            restarts=now_restarts - restarts,
+        )
+
+        (taint,) = after[lost_name]["taints"]
+        assert (taint["key"], taint["effect"]) == (f"{DRIVER}/gpu-lost", "NoExecute")
+        assert [n for n in after if n != lost_name and after[n].get("taints")] == []
+        assert lost_name not in fresh_devices
+        assert held_status["phase"] == "Running"
+        assert [s["restartCount"] for s in held_status["containerStatuses"]] == [0]
+        assert (now_id, now_restarts) == (container_id, restarts), "the plugin kept running"
+        assert failed == []
+        assert stuck == []
+    finally:
+        for manifest in (held_manifest, fresh_manifest):
+            _deleted(cluster, manifest)  # after a failure: nothing left on the lost fleet
+        _healthy_fleet_again(driver, node, set(before))
+
+
 def test_gpu_lost_before_plugin_start_costs_that_gpu_only(
-    driver: Driver, e2e_namespace: str
+    driver: Driver, e2e_namespace: str, chaos_record: ChaosRecord
 ) -> None:
     """Xid 79 before a plugin restart: the plugin starts (no CrashLoopBackOff), publishes the
     other GPUs untainted and leaves the lost one out (NVML cannot identify it in a fresh
     process), and a new GPU pod runs on a healthy GPU."""
     cluster, node = driver.cluster, driver.nodes[0]
-    state = driver.plugin_dir(node) / "fake-gpus.json"
     before = driver.devices(node)
-    lost_name = sorted(n for n in before if before[n]["attributes"].get("type", {}).get("string")
-                       == "gpu")[-1]  # fmt: skip
+    lost_name = _gpu_devices(before)[-1]
     lost_uuid = before[lost_name]["attributes"]["uuid"]["string"]
     try:
-        subprocess.run(
-            [str(DRA_NVLIB), "--backend", "fake", "--node", node, "--state", str(state),
-             "lose-gpu", lost_uuid],
-            check=True, capture_output=True, text=True, timeout=30,
-        )  # fmt: skip
+        _lose_gpu(driver, node, lost_uuid)
+        started = time.monotonic()
         _restart_plugin(driver, node)
+        plugin_s = time.monotonic() - started
         expected = set(before) - {lost_name}
         cluster.wait_until(
             f"{node}'s slice republished without {lost_name}",
@@ -208,21 +327,30 @@ def test_gpu_lost_before_plugin_start_costs_that_gpu_only(
             timeout=120,
             interval=2,
         )
+        republished_s = time.monotonic() - started
         after = driver.devices(node)
-        assert all(not after[n].get("taints") for n in expected)
         name = f"lost-{uuid.uuid4().hex[:6]}"
-        with applied(cluster, _manifest(e2e_namespace, name)):
-            wait_running(cluster, name, e2e_namespace)
-            (claim,) = pod_claims(cluster, name, e2e_namespace).values()
-            assert allocated_devices(claim) != [lost_name]
-    finally:
-        # Back to a healthy fleet for the tests after this one: a fresh state file.
-        for path in (state, state.with_name("fake-gpus.json.lock")):
-            path.unlink(missing_ok=True)
-        _restart_plugin(driver, node)
-        cluster.wait_until(
-            f"{node}'s slice with every GPU again",
-            lambda: set(driver.devices(node)) == set(before),
-            timeout=120,
-            interval=2,
+        manifest = _manifest(e2e_namespace, name)
+        cluster.apply(manifest)
+        wait_running(cluster, name, e2e_namespace)
+        new_pod_s = time.monotonic() - started
+        (claim,) = pod_claims(cluster, name, e2e_namespace).values()
+        devices = allocated_devices(claim)
+        failed = _failed_prepares(cluster, e2e_namespace)
+        stuck = not _deleted(cluster, manifest)
+        chaos_record(
+            plugin_ready_s=round(plugin_s, 1),
+            republished_s=round(republished_s, 1),
+            new_pod_s=round(new_pod_s, 1),
+            failed_prepares=len(failed),
+            stuck=int(stuck),
+            restarts=plugin_container(driver, node)[2],
         )
+
+        assert all(not after[n].get("taints") for n in expected)
+        assert devices != [lost_name]
+        assert failed == []
+        assert not stuck
+        assert plugin_container(driver, node)[2] == 0, "the new plugin never crashed"
+    finally:
+        _healthy_fleet_again(driver, node, set(before))

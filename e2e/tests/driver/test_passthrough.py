@@ -10,7 +10,6 @@ address), and the sibling ``gpu-N`` is gone from the slice; after the pod, the G
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ from driver_support import (
     Driver,
     allocated_devices,
     applied,
+    kernel_driver,
     own_install,
     pod_claims,
     wait_running,
@@ -59,14 +59,6 @@ def _sibling(devices: dict[str, dict[str, Any]], name: str) -> str:
     return twin
 
 
-def _kernel_driver(driver: Driver, node: str, bus_id: str) -> str | None:
-    link = driver.plugin_dir(node) / "fake-gpus.host" / "sys" / "bus" / "pci" / "devices" / bus_id
-    try:
-        return Path(os.readlink(link / "driver")).name
-    except OSError:
-        return None
-
-
 def _run_spec(
     driver: Driver, manifest: str, pod_name: str, pod_namespace: str, *, api_device: bool
 ) -> None:
@@ -92,7 +84,7 @@ def _run_spec(
             interval=1,
         )
         assert device in driver.devices(node)
-        assert _kernel_driver(driver, node, bus_id) == "vfio-pci"
+        assert kernel_driver(driver, node, bus_id) == "vfio-pci"
         listing = cluster.kubectl(
             "exec", pod_name, "-n", pod_namespace, "--", "bash", "-c", "ls /dev/vfio"
         ).split()
@@ -126,7 +118,7 @@ def _run_spec(
         timeout=120,
         interval=2,
     )
-    assert _kernel_driver(driver, node, bus_id) == "nvidia"
+    assert kernel_driver(driver, node, bus_id) == "nvidia"
 
 
 def test_vfiopci_spec_passes_a_gpu_through(driver: Driver) -> None:

@@ -6,7 +6,9 @@ next to the old one, each registered on its own sockets; the test checks that no
 ``NodePrepareResources`` failed (no ``FailedPrepareDynamicResources`` event, no
 ``prepare_failed`` in either plugin's log), that every pod of the loop ran and went away (none
 stuck), that no claim was prepared twice (one ``prepared`` line per claim over both plugins'
-logs), and that the two plugin pods did overlap.
+logs), and that the two plugin pods did overlap. Its numbers (failed prepares, pods stuck,
+claims prepared twice, upgrade seconds) are recorded for ``make bench BENCH=chaos``
+(``chaos_record``), before the assertions, so a failing run still shows them.
 
 Needs the local e2e cluster: the new tag is given to the imported image on every node.
 """
@@ -16,12 +18,14 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from dra_e2e.chaos_results import ChaosRecord
 from dra_e2e.errors import KubectlError
 from dra_e2e.handle import ClusterHandle
 from driver_support import CHART, Driver, dump_diagnostics
@@ -152,7 +156,10 @@ def followed_logs(driver: Driver, tmp_path: Path) -> Iterator[dict[str, Path]]:
 
 
 def test_helm_upgrade_to_a_new_image_while_gpu_pods_come_and_go(
-    driver: Driver, e2e_namespace: str, followed_logs: dict[str, Path]
+    driver: Driver,
+    e2e_namespace: str,
+    followed_logs: dict[str, Path],
+    chaos_record: ChaosRecord,
 ) -> None:
     cluster = driver.cluster
     if cluster.local is None:
@@ -167,33 +174,43 @@ def test_helm_upgrade_to_a_new_image_while_gpu_pods_come_and_go(
         target=_pod_loop, args=(driver, node, e2e_namespace, upgraded, report), daemon=True
     )
     loop.start()
+    started = time.monotonic()
     try:
         helm_upgrade(driver, CHART, "--reuse-values", "--set", f"image.tag={tag}")
     finally:
+        upgrade_s = time.monotonic() - started
         upgraded.set()
         loop.join(timeout=900)
     try:
         assert not loop.is_alive(), "the pod loop did not finish"
         (new_plugin,) = plugin_pods_on(driver, node)
-        assert new_plugin["metadata"]["uid"] != old_plugin["metadata"]["uid"]
-        assert new_plugin["spec"]["containers"][0]["image"].endswith(f":{tag}")
-        assert report.stuck == []
-        assert len(report.ran) >= MIN_ROUNDS
-        assert report.max_plugins == 2, "the old and the new plugin pod never ran at once"
-
         failed = cluster.kubectl_json(
             "get", "events", "-n", e2e_namespace,
             "--field-selector", "reason=FailedPrepareDynamicResources",
         )["items"]  # fmt: skip
-        assert [e.get("message") for e in failed] == []
-
         old_log = followed_logs[old_plugin["metadata"]["name"]].read_text()
         new_log = cluster.kubectl(
             "logs", "-c", "gpus", new_plugin["metadata"]["name"], "-n", driver.namespace
         )
         events = _log_events(old_log) + _log_events(new_log)
-        assert [e for e in events if e.get("event") == "prepare_failed"] == []
+        prepare_failed = [e for e in events if e.get("event") == "prepare_failed"]
         prepared = [str(e["claim_uid"]) for e in events if e.get("event") == "prepared"]
+        chaos_record(
+            upgrade_s=round(upgrade_s, 1),
+            pods=len(report.ran),
+            failed_prepares=len(failed) + len(prepare_failed),
+            stuck=len(report.stuck),
+            prepared_twice=len(prepared) - len(set(prepared)),
+            plugins_at_once=report.max_plugins,
+        )
+
+        assert new_plugin["metadata"]["uid"] != old_plugin["metadata"]["uid"]
+        assert new_plugin["spec"]["containers"][0]["image"].endswith(f":{tag}")
+        assert report.stuck == []
+        assert len(report.ran) >= MIN_ROUNDS
+        assert report.max_plugins == 2, "the old and the new plugin pod never ran at once"
+        assert [e.get("message") for e in failed] == []
+        assert prepare_failed == []
         assert len(prepared) == len(set(prepared)), "a claim was prepared twice"
         assert len(prepared) >= len(report.ran)
         # The old plugin handed over: it unregistered and drained, and the new one publishes.

@@ -22,6 +22,7 @@ from dra_kubelet_plugin.mps_deployment import (
     DeploymentMpsLauncher,
     MpsDeploymentConfig,
     MpsDeploymentConfigError,
+    OrphanDaemon,
     deployment_name,
     fake_daemon_command,
     fake_pipe_answers,
@@ -266,5 +267,7 @@ def test_orphans_of_this_node_are_deleted(
     mps.start(s)
     other = launcher(kubelet)
     assert other.orphans({CLAIM}) == []
-    assert other.orphans(set()) == [deployment_name(s.daemon_id)]
+    assert other.orphans(set()) == [
+        OrphanDaemon(name=deployment_name(s.daemon_id), claim_uid=CLAIM)
+    ]
     assert api.kind_items("deployments") == []

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -339,6 +340,51 @@ def test_two_instances_refuse_each_others_passthrough_twins(node: Node) -> None:
         assert (await second.prepare_claims([vm]))[vm.uid].error == ""
         assert node.kernel_driver(1) == "vfio-pci"
         assert (await second.unprepare_claims([vm]))[vm.uid].error == ""
+
+    asyncio.run(go())
+
+
+def test_two_instances_share_a_passthrough_gpu_until_its_last_claim_goes(
+    node: Node, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Two VMs share gpu-vfio-0 (admin access); each instance prepares and unprepares one,
+    # interleaved, each deciding from what the other did since (no state of its own).
+    a = node.add(name="a", uid="uid-a", devices=["gpu-vfio-0"], admin_access=True)
+    b = node.add(name="b", uid="uid-b", devices=["gpu-vfio-0"], admin_access=True)
+    ctr = node.add(name="ctr", uid="uid-ctr", devices=["gpu-0"])
+    gpu0 = node.lib.gpus()[0].uuid
+    caplog.set_level(logging.INFO)
+
+    async def go() -> None:
+        first, _ = node.engine()
+        second, _ = node.engine()
+        await first.start()
+        await second.start()
+        assert (await first.prepare_claims([a]))[a.uid].error == ""
+        # The driver loses the GPU's persistence mode while vfio-pci holds it.
+        node.lib.set_persistence_mode(gpu0, enabled=False)
+        assert (await second.prepare_claims([b]))[b.uid].error == ""
+        assert node.kernel_driver(0) == "vfio-pci"
+        bound = [r for r in caplog.records if getattr(r, "event", None) == "vfio_bound"]
+        assert len(bound) == 1, "bound once, for the first VM"
+        claims = await first.prepared_claims()
+        assert claims[b.uid].devices[0].driver_state == claims[a.uid].devices[0].driver_state, (
+            "the second VM records the GPU as it was before passthrough"
+        )
+
+        assert (await first.unprepare_claims([a]))[a.uid].error == ""
+        assert node.kernel_driver(0) == "vfio-pci", "uid-b's VM still has the GPU"
+        # The first instance saw uid-a go, not uid-b come: the twin is still refused.
+        refused = (await first.prepare_claims([ctr]))[ctr.uid]
+        assert "uid-b" in refused.error
+        assert node.kernel_driver(0) == "vfio-pci"
+
+        assert (await second.unprepare_claims([b]))[b.uid].error == ""
+        assert node.kernel_driver(0) == "nvidia"
+        assert node.lib.persistence_mode(gpu0) is True, "restored by the last claim's release"
+        assert (await first.prepare_claims([ctr]))[ctr.uid].error == ""
+        assert (await first.unprepare_claims([ctr]))[ctr.uid].error == ""
+        assert await second.prepared_claims() == {}
 
     asyncio.run(go())
 

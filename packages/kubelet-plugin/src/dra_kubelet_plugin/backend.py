@@ -80,7 +80,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 #: Opens the launcher of MPS daemon Deployments over the API client.
-MpsDeploymentOpener = Callable[[JsonTransport], MpsLauncher]
+MpsDeploymentOpener = Callable[[JsonTransport], DeploymentMpsLauncher]
 
 #: Opens the node's Fabric Manager (``None``: the node has no NVSwitch fabric).
 FabricManagerOpener = Callable[[], FabricManager | None]
@@ -202,7 +202,7 @@ def _deployments(
         host_dirs=host_dirs,
     )
 
-    def open_launcher(transport: JsonTransport) -> MpsLauncher:
+    def open_launcher(transport: JsonTransport) -> DeploymentMpsLauncher:
         return DeploymentMpsLauncher(
             transport, config, command=command, pipe_check=check, provides_client=provides_client
         )

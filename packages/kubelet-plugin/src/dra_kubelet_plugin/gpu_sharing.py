@@ -13,7 +13,9 @@ Pure adapters around the sharing package, so the prepare path stays one call eac
 - :func:`concrete_device` turns a dynamic MIG placement into the MIG device created for it;
 - :class:`GpuSharing` runs the step for the driver: resolution at plan time, the side effects
   at prepare and unprepare (reference-counted against the other claims of the checkpoint read
-  under the node lock), recovery at start.
+  under the node lock), recovery at start; where MPS daemons run as Deployments, recovery
+  also deletes the daemon Deployments of this node whose claim is no longer prepared
+  (:class:`MpsOrphans`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from dra_kubelet_core.cdi import ContainerEdits, Mount
 from dra_kubelet_core.errors import (
@@ -52,10 +55,12 @@ from dra_sharing import (
 from dra_kubelet_plugin.allocation import PlannedDevice
 from dra_kubelet_plugin.container_edits import EditsProvider
 from dra_kubelet_plugin.inventory import DeviceType, NodeDevice
+from dra_kubelet_plugin.mps_deployment import OrphanDaemon
 
 __all__ = [
     "STATE_KEY",
     "GpuSharing",
+    "MpsOrphans",
     "SharingFailedError",
     "SharingResult",
     "SharingStep",
@@ -249,6 +254,20 @@ def plan_sharing(
     return SharingStep(plan=plan, mig_requests=tuple(mig_requests(planned)))
 
 
+class MpsOrphans(Protocol):
+    """Finds and deletes MPS daemons that outlived their claim outside the plugin's
+    directory (:class:`~dra_kubelet_plugin.mps_deployment.DeploymentMpsLauncher`)."""
+
+    def orphans(self, live_claim_uids: set[str]) -> list[OrphanDaemon]:
+        """Delete the daemons whose claim is not in ``live_claim_uids``; return each (with
+        the error of a delete that failed).
+
+        Raises:
+            PluginError: they could not be listed.
+        """
+        ...
+
+
 class GpuSharing:
     """The GPU driver's sharing: resolution at plan time, side effects at prepare and
     unprepare, recovery at start. Keeps no state between calls: time-slices, MPS daemons and
@@ -263,13 +282,17 @@ class GpuSharing:
         manager: SharingManager,
         gates: SharingGates,
         edits: EditsProvider,
+        orphans: MpsOrphans | None = None,
     ) -> None:
         """``lib`` re-enumerates GPUs after sharing changed them; ``edits`` (the backend's)
-        adds the env that shows the sharing to the container's tools."""
+        adds the env that shows the sharing to the container's tools; ``orphans``: the MPS
+        daemons run as Deployments, and recovery deletes those of claims no longer
+        prepared."""
         self._lib = lib
         self._manager = manager
         self._gates = gates
         self._edits = edits
+        self._orphans = orphans
 
     def plan(self, ref: ClaimRef, planned: Sequence[PlannedDevice]) -> SharingStep:
         """Resolve the claim's sharing (pure); see :func:`plan_sharing`."""
@@ -340,11 +363,14 @@ class GpuSharing:
         daemons and MIG devices no completed claim records, and check each daemon a completed
         claim records: re-adopted if it answers, restarted with its recorded settings if it
         died with the plugin's container. What may belong to the ``unknown`` claims (state
-        lost, spec still serving) is kept, and their daemons are checked too. ``refs`` name
-        the claims in logs and errors. Every step is tried.
+        lost, spec still serving) is kept, and their daemons are checked too. With daemons as
+        Deployments, those of this node whose claim is none of the checkpoint's are deleted
+        (:meth:`_delete_orphans`). ``refs`` name the claims in logs and errors. Every step is
+        tried.
 
         Raises:
-            RecoveryError: what could not be undone, removed or restarted (each claim named).
+            RecoveryError: what could not be undone, removed, restarted or deleted (each claim
+                named); the engine retries recovery while the plugin serves.
         """
         refs = refs or {}
         kept = [s for s in completed.values() if not s.empty]
@@ -381,8 +407,41 @@ class GpuSharing:
                     },
                 )
                 failures.append(f"{ref}: MPS control daemon not restarted: {problem}")
+        # Every claim of the checkpoint keeps its Deployment: a half-prepared one's was
+        # stopped above if it was its own, and a rebuilt one's state is unknown.
+        failures += await self._delete_orphans({*completed, *started, *unknown})
         if failures:
             raise RecoveryError("; ".join(failures))
+
+    async def _delete_orphans(self, live: set[str]) -> list[str]:
+        """Delete the daemon Deployments of claims not in ``live`` (none without
+        ``orphans``); each is logged with its claim UID. Returns what failed."""
+        if self._orphans is None:
+            return []
+        try:
+            found = await asyncio.to_thread(self._orphans.orphans, live)
+        except PluginError as exc:
+            log.error(str(exc), extra={"event": "mps_orphans_list_failed"})
+            return [str(exc)]
+        failures: list[str] = []
+        for orphan in found:
+            extra = {"claim_uid": orphan.claim_uid, "deployment": orphan.name}
+            if orphan.error is None:
+                log.warning(
+                    "MPS daemon Deployment of a claim no longer prepared deleted",
+                    extra={"event": "mps_orphan_deleted", **extra},
+                )
+                continue
+            log.error(
+                "MPS daemon Deployment of a claim no longer prepared not deleted; retried "
+                "while the plugin serves",
+                extra={"event": "mps_orphan_delete_failed", "error": orphan.error, **extra},
+            )
+            failures.append(
+                f"MPS daemon Deployment {orphan.name} (claim {orphan.claim_uid}) not "
+                f"deleted: {orphan.error}"
+            )
+        return failures
 
 
 def _log_report(report: RecoveryReport) -> None:

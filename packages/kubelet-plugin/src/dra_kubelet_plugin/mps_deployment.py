@@ -11,6 +11,12 @@ What runs in the container is the :class:`DaemonCommand` the backend chose (the 
 daemon, or :mod:`dra_sharing.fake_mps_daemon` through the image's python), and whether the
 daemon answers is asked through the pipe directory (the liveness check of that backend), so
 the harness exercises the same path as real GPUs.
+
+A Deployment whose claim is no longer prepared (the plugin died between creating it and
+recording the claim, or the checkpoint that named it was lost) is found by its labels and
+deleted by :meth:`DeploymentMpsLauncher.orphans`, which the plugin's start-up recovery calls
+(:meth:`dra_kubelet_plugin.gpu_sharing.GpuSharing.recover`) and retries while serving until
+every such Deployment is gone.
 """
 
 from __future__ import annotations
@@ -25,15 +31,18 @@ from pathlib import Path
 from typing import Any
 
 from dra_kube_client import JsonTransport, KubeApiError, path_segment
+from dra_kubelet_core.errors import PluginError
 from dra_sharing import SharingApplyError
 from dra_sharing.fake_mps_daemon import query
 from dra_sharing.mps_spec import MpsDaemonSpec, MpsDirs
 
 __all__ = [
     "DaemonCommand",
+    "DaemonListError",
     "DeploymentMpsLauncher",
     "MpsDeploymentConfig",
     "MpsDeploymentConfigError",
+    "OrphanDaemon",
     "PipeCheck",
     "deployment_name",
     "fake_daemon_command",
@@ -62,6 +71,30 @@ class MpsDeploymentConfigError(ValueError):
         """Name the setting and why it is refused."""
         super().__init__(f"MPS daemon Deployment: {setting}: {message}")
         self.setting = setting
+
+
+class DaemonListError(PluginError):
+    """The daemon Deployments of a node could not be listed (names namespace and node)."""
+
+    def __init__(self, *, namespace: str, node: str, message: str) -> None:
+        """Name where the list was asked and why it failed."""
+        super().__init__(
+            f"MPS daemon Deployments of node {node} in namespace {namespace}: list: {message}"
+        )
+        self.namespace = namespace
+        self.node = node
+
+
+@dataclass(frozen=True)
+class OrphanDaemon:
+    """A daemon Deployment of this node whose claim is no longer prepared."""
+
+    #: the Deployment's name
+    name: str
+    #: the claim it was created for (its ``claim-uid`` label; empty when it has none)
+    claim_uid: str
+    #: why the delete failed (``None``: deleted, or already gone)
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -343,30 +376,42 @@ class DeploymentMpsLauncher:
                 )
             self._sleep(self._poll)
 
-    def orphans(self, live_claim_uids: set[str]) -> list[str]:
+    def orphans(self, live_claim_uids: set[str]) -> list[OrphanDaemon]:
         """Delete the daemon Deployments of this node whose claim is not in
-        ``live_claim_uids`` (left by a plugin that died between prepare and unprepare);
-        return their names."""
+        ``live_claim_uids`` (left by a plugin that died between prepare and unprepare, or
+        named by a checkpoint that was lost); return each, with the error of a delete that
+        failed (every one is tried).
+
+        Raises:
+            DaemonListError: the Deployments could not be listed (nothing was deleted).
+        """
         query = {"labelSelector": f"{self._config.driver}/{DAEMON_LABEL}"}
-        items = self._api.request(
-            "GET", f"/apis/apps/v1/namespaces/{self._ns}/deployments", query=query
-        )
-        gone = []
+        try:
+            items = self._api.request(
+                "GET", f"/apis/apps/v1/namespaces/{self._ns}/deployments", query=query
+            )
+        except KubeApiError as exc:
+            raise DaemonListError(
+                namespace=self._config.namespace, node=self._config.node_name, message=str(exc)
+            ) from exc
+        found = []
         for item in items.get("items") or []:
             meta = item.get("metadata") or {}
             template = ((item.get("spec") or {}).get("template") or {}).get("spec") or {}
             if template.get("nodeName") != self._config.node_name:
                 continue
-            claim = (meta.get("labels") or {}).get(f"{self._config.driver}/{CLAIM_LABEL}")
+            claim = str((meta.get("labels") or {}).get(f"{self._config.driver}/{CLAIM_LABEL}", ""))
             if claim in live_claim_uids:
                 continue
+            name = str(meta.get("name", ""))
+            error: str | None = None
             try:
-                name = path_segment(meta["name"])
                 self._api.request(
-                    "DELETE", f"/apis/apps/v1/namespaces/{self._ns}/deployments/{name}"
+                    "DELETE",
+                    f"/apis/apps/v1/namespaces/{self._ns}/deployments/{path_segment(name)}",
                 )
             except KubeApiError as exc:
                 if exc.status != 404:
-                    raise
-            gone.append(str(meta["name"]))
-        return gone
+                    error = str(exc)
+            found.append(OrphanDaemon(name=name, claim_uid=claim, error=error))
+        return found

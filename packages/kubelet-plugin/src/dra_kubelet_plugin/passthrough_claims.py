@@ -8,11 +8,15 @@ reboot discards the checkpoint (new boot ID) and the kubelet prepares the claims
 binds again. With ``DeviceMetadata`` the KEP-5304 file of each request naming the GPU's PCI
 address and IOMMU facts is written and mounted (:mod:`dra_kubelet_plugin.device_metadata`).
 
-Which devices are prepared (device name -> claim UIDs) is taken from the checkpoint the engine
-read under the node lock for each call, so a second plugin instance's claims count too. The
-last set seen drives the slice: the twin of a prepared device is left out
-(:func:`~dra_kubelet_plugin.inventory.hidden_siblings`), and ``on_change`` republishes when it
-changes.
+Which devices are prepared (device name -> claim UIDs), and which claims hold a GPU on
+``vfio-pci`` (its reference count: VMs sharing one ``gpu-vfio-M`` by admin access), are taken
+from the checkpoint the engine read under the node lock for each call, never from memory, so a
+second plugin instance's claims count too (a surge rollout): a GPU already on ``vfio-pci`` for
+another claim is not bound again and the new claim records the state the first one recorded
+before the switch (the persistence mode to restore), and an unprepare gives the GPU back to
+``nvidia`` only when no other claim holds it. The last set seen drives the slice: the twin
+of a prepared device is left out (:func:`~dra_kubelet_plugin.inventory.hidden_siblings`), and
+``on_change`` republishes when it changes.
 """
 
 from __future__ import annotations
@@ -114,13 +118,14 @@ class PassthroughClaims:
         vfio = [p for p in unique.values() if p.device.type is DeviceType.VFIO]
         if not vfio:
             return {}
-        states = {
-            p.device.name: {
-                **_state_of(ctx.entry, p.device.name),
-                **await asyncio.to_thread(self.passthrough.device_state, p.device),
-            }
-            for p in vfio
-        }
+        states: dict[str, dict[str, object]] = {}
+        for p in vfio:
+            # A GPU another claim holds on vfio-pci keeps the state recorded before its switch
+            # (read now, it would say what vfio-pci left, not what to restore).
+            held = _holder_state(ctx.claims, p.device.gpu.pci_bus_id, besides=ref.uid)
+            if held is None:
+                held = await asyncio.to_thread(self.passthrough.device_state, p.device)
+            states[p.device.name] = {**_state_of(ctx.entry, p.device.name), **held}
         await ctx.record(device_states=states)
         bound: list[tuple[PlannedDevice, BoundDevice]] = []
         for p in vfio:
@@ -171,15 +176,30 @@ class PassthroughClaims:
 
     # ------------------------------------------------------------------ unprepare
     async def unprepare(self, entry: PreparedClaim, *, claims: Mapping[str, PreparedClaim]) -> None:
-        """Give the entry's switched GPUs back to ``nvidia`` and remove its metadata files
-        (idempotent); ``claims`` are the checkpoint's, read under the node lock.
+        """Give the entry's switched GPUs back to ``nvidia``, each unless another claim of
+        ``claims`` (the checkpoint's, read under the node lock: either instance's) still
+        holds it on ``vfio-pci``, and remove its metadata files (idempotent).
 
         Raises:
             PluginError: a GPU could not be given back (the kubelet retries).
         """
         for device in entry.devices:
-            if Passthrough.bus_id_of(device.driver_state) is not None:
-                await asyncio.to_thread(self.passthrough.restore, device.driver_state)
+            bus_id = Passthrough.bus_id_of(device.driver_state)
+            if bus_id is None:
+                continue
+            others = _holders(claims, bus_id, besides=entry.uid)
+            if others:
+                log.info(
+                    "GPU kept on vfio-pci: other claims hold it",
+                    extra={
+                        "event": "vfio_release_deferred",
+                        "claim_uid": entry.uid,
+                        "pci_bus_id": bus_id,
+                        "holders": others,
+                    },
+                )
+                continue
+            await asyncio.to_thread(self.passthrough.restore, device.driver_state)
         if self._metadata is not None:
             self._metadata.release(entry.uid)
             legacy = MetadataFiles.legacy_key(entry.namespace, entry.name)
@@ -221,6 +241,29 @@ class PassthroughClaims:
                 "GPUs given back to nvidia at recovery",
                 extra={"event": "vfio_recovered", "pci_bus_ids": given},
             )
+
+
+def _holders(claims: Mapping[str, PreparedClaim], bus_id: str, *, besides: str) -> list[str]:
+    """UIDs of the claims but ``besides`` whose devices recorded handing ``bus_id`` to
+    ``vfio-pci`` (pure)."""
+    return sorted(
+        uid
+        for uid, entry in claims.items()
+        if uid != besides
+        and any(Passthrough.bus_id_of(d.driver_state) == bus_id for d in entry.devices)
+    )
+
+
+def _holder_state(
+    claims: Mapping[str, PreparedClaim], bus_id: str, *, besides: str
+) -> dict[str, object] | None:
+    """The state another claim than ``besides`` recorded for ``bus_id`` before its switch
+    (``None``: no other claim holds it; pure)."""
+    for uid in _holders(claims, bus_id, besides=besides):
+        for device in claims[uid].devices:
+            if Passthrough.bus_id_of(device.driver_state) == bus_id:
+                return dict(device.driver_state)
+    return None
 
 
 def _state_of(entry: PreparedClaim, device_name: str) -> dict[str, object]:

@@ -19,13 +19,20 @@ from dra_kubelet_core.runner import PluginRunner
 from dra_kubelet_core.sockets import SocketPaths
 from dra_kubelet_core.state import ClaimEngine
 from dra_nvlib import DeviceLib
-from dra_sharing import DynamicMig, MpsDaemonManager, SharingGates, SharingManager, TimeSlicer
+from dra_sharing import (
+    DynamicMig,
+    MpsDaemonManager,
+    MpsLauncher,
+    SharingGates,
+    SharingManager,
+    TimeSlicer,
+)
 
 from dra_kubelet_plugin.backend import GpuBackend, open_backend
 from dra_kubelet_plugin.device_metadata import MetadataFiles
 from dra_kubelet_plugin.device_taints import lost_gpu_health
 from dra_kubelet_plugin.gpu_driver import GpuDriver, GpuPlan, gpu_identity
-from dra_kubelet_plugin.gpu_sharing import GpuSharing
+from dra_kubelet_plugin.gpu_sharing import GpuSharing, MpsOrphans
 from dra_kubelet_plugin.health_monitor import HealthMonitor, mark_lost_gpus
 from dra_kubelet_plugin.inventory import NodeDevice, build_inventory
 from dra_kubelet_plugin.partition_attributes import PartitionAttributes
@@ -115,17 +122,20 @@ def open_sharing(
 ) -> GpuSharing:
     """Time-slicing, MPS daemons (below ``<plugin dir>/mps``) and dynamic MIG as the gates
     select, on the backend's GPUs. MPS daemons run as Deployments where the backend chose
-    that and the plugin has an API client (``transport``)."""
+    that and the plugin has an API client (``transport``); start-up recovery then also
+    deletes the daemon Deployments of claims no longer prepared."""
     lib = backend.lib
     mps: MpsDaemonManager | None = None
+    orphans: MpsOrphans | None = None
     if settings.gate("MPSSupport"):
-        launcher = backend.mps_launcher
+        launcher: MpsLauncher = backend.mps_launcher
         if backend.mps_deployment is not None:
             if transport is None:
                 raise ConfigurationError(
                     "--mps-daemon-launcher", "deployment needs the API server (no kubeconfig)"
                 )
-            launcher = backend.mps_deployment(transport)
+            # Recovery deletes the Deployments of claims no longer prepared through it.
+            launcher = orphans = backend.mps_deployment(transport)
         mps = MpsDaemonManager(settings.plugin_dir / "mps", lib=lib, launcher=launcher)
     manager = SharingManager(
         time_slicer=TimeSlicer(lib),
@@ -135,7 +145,7 @@ def open_sharing(
     gates = SharingGates(
         time_slicing=settings.gate("TimeSlicingSettings"), mps=settings.gate("MPSSupport")
     )
-    return GpuSharing(lib=lib, manager=manager, gates=gates, edits=backend.edits)
+    return GpuSharing(lib=lib, manager=manager, gates=gates, edits=backend.edits, orphans=orphans)
 
 
 def _split_counters(runner: PluginRunner) -> bool:
