@@ -7,9 +7,11 @@ from dra_e2e.scale_metrics import (
     COMPONENTS_FLOW_SCHEMA,
     DISPATCHED,
     WEBHOOK_HISTOGRAM,
+    claims_in,
     components_flow_schema,
     delta,
     histogram_quantile,
+    lags,
     parse_samples,
     percentile,
     ratio_ok,
@@ -71,3 +73,19 @@ def test_flow_schema_takes_every_service_account_of_the_namespace() -> None:
     assert rule["subjects"][0]["serviceAccount"] == {"namespace": "nvidia-dra-driver", "name": "*"}
     assert schema["spec"]["priorityLevelConfiguration"]["name"] == "workload-low"
     assert schema["metadata"]["name"] == COMPONENTS_FLOW_SCHEMA
+
+
+def test_claims_in_the_allocation_controllers_metrics_and_their_lag() -> None:
+    text = (
+        "# HELP kube_resourceclaim_allocated x\n"
+        'kube_resourceclaim_allocated{namespace="scale-with",name="a",resource_class="g"} 1\n'
+        'kube_resourceclaim_allocated{namespace="scale-with",name="b",resource_class="g"} 1\n'
+        'kube_resourceclaim_allocated{namespace="other",name="c",resource_class="g"} 1\n'
+        'kube_resourceclaim_pending{namespace="scale-with",name="d",resource_class="g"} 1\n'
+    )
+    assert claims_in(text, "scale-with") == {"a", "b"}
+    assert claims_in(text, "scale-with", "kube_resourceclaim_pending") == {"d"}
+    assert sorted(lags({"a": 1.0, "b": 2.0, "x": 3.0}, {"a": 1.5, "b": 4.0, "c": 9.0})) == [
+        0.5,
+        2.0,
+    ]
