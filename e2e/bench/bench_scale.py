@@ -46,6 +46,7 @@ from dra_e2e.pod_usage import PodUsage, pod_usage
 from dra_e2e.scale_domains import (
     DOMAIN_NODES,
     channel_device_class,
+    channel_template_name,
     compute_domain,
     domain_count,
     domain_deployment,
@@ -161,7 +162,11 @@ def _workload(namespace: str, gb200_nodes: int) -> Workload:
     return work
 
 
-def _setup(cluster: Cluster, work: Workload, with_components: bool) -> None:
+def _setup(
+    cluster: Cluster, transport: KubeTransport, work: Workload, with_components: bool
+) -> float | None:
+    """Templates (and domains), then the Deployments at zero replicas; with our components,
+    return the seconds the ComputeDomain controller took to write every channel template."""
     ns = work.namespace
     objects: list[dict[str, Any]] = [claim_template(k, ns) for k in TEMPLATES]
     for i in range(work.domains):
@@ -169,9 +174,24 @@ def _setup(cluster: Cluster, work: Workload, with_components: bool) -> None:
         objects.append(
             compute_domain(i, ns) if with_components else stand_in_channel_template(i, ns)
         )
-    objects += [deployment(k, ns, 0) for k in TEMPLATES]
+    started = time.monotonic()
+    _apply(cluster, objects, ns)
+    templates_s = None
+    if with_components and work.domains:
+        # A pod whose template is missing waits in the resourceclaim controller's backoff:
+        # the pods are asked for once the controller has written every channel template.
+        wanted = {channel_template_name(i) for i in range(work.domains)}
+        path = f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates"
+
+        def written() -> bool:
+            items = transport.request("GET", path).get("items") or []
+            return wanted <= {t["metadata"]["name"] for t in items}
+
+        templates_s = _wait("channel templates of the ComputeDomains", written, 120, 0.2) - started
+    objects = [deployment(k, ns, 0) for k in TEMPLATES]
     objects += [domain_deployment(i, ns, 0) for i in range(work.domains)]
     _apply(cluster, objects, ns)
+    return templates_s
 
 
 def _scale(transport: KubeTransport, ns: str, name: str, count: int) -> None:
@@ -361,7 +381,7 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
     usage_start = _usage(transport) if with_components else {}
     before = _metrics(cluster)
     started = time.monotonic()
-    _setup(cluster, work, with_components)
+    templates_s = _setup(cluster, transport, work, with_components)
     first_calls: dict[str, str] = {}
 
     def on_count(n: int) -> None:
@@ -390,6 +410,7 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
         webhook_steady=_webhook(mid, after_creation),
         requests=_requests(before, after_creation),
         seconds=created - started,
+        templates_s=templates_s,
     )
     # explain: one allocated claim of the workload, one that stays pending.
     _apply(cluster, [_pending_claim(ns)], ns)

@@ -40,6 +40,8 @@ class Creation:
     webhook_steady: WebhookFigures
     requests: Mapping[str, float]
     seconds: float
+    #: seconds from the ComputeDomains' creation to the controller's last channel template
+    templates_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,12 @@ def rows(without: Phase, with_: Phase) -> list[tuple[str, str, str, str]]:
     out = [
         ("pods scheduled", str(wo.scheduled), str(wi.scheduled), "all"),
         ("ComputeDomains (4 nodes)", str(wo.domains), str(wi.domains), "(in the mix)"),
+        (
+            "domains to channel templates",
+            "(written by the bench)",
+            format_figure(wi.templates_s, "s", 2),
+            "(reported)",
+        ),
         (
             "pods/s scheduled",
             format_figure(wo.pods_per_s, ""),

@@ -64,6 +64,7 @@ def test_rows_judge_each_figure_against_its_target() -> None:
         "with", pods_per_s=4.9, p99=1.2, usage=usage, lag=[0.3] * 99 + [2.5], explain=4.0
     )
     table = {r[0]: r[1:] for r in rows(without, with_)}
+    assert table["domains to channel templates"][1] == "n/a"
     assert table["pods/s scheduled"] == ("5.0", "4.9", "with >= 95% of without: ok")
     assert table["claim-to-bound p99"][2] == "with <= 110% of without: MISSED"
     assert table["webhook p99, first 30 calls"] == ("-", "400.0 ms", "(reported)")
