@@ -58,6 +58,7 @@ from dra_e2e.scale_metrics import (
     WEBHOOK_HISTOGRAM,
     components_flow_schema,
     delta,
+    histogram_bucket,
     histogram_quantile,
     lags,
     parse_samples,
@@ -65,7 +66,7 @@ from dra_e2e.scale_metrics import (
     sum_by,
 )
 from dra_e2e.scale_observe import ClaimWatch, MetricsScraper
-from dra_e2e.scale_report import Churn, Creation, Phase, Usage, render
+from dra_e2e.scale_report import Churn, Creation, Phase, Usage, WebhookFigures, render
 from dra_e2e.scale_schedule import due, interleave, replicas_after
 from dra_e2e.scale_workload import (
     APP_LABEL,
@@ -123,7 +124,7 @@ def _apply(cluster: Cluster, objects: list[dict[str, Any]], namespace: str | Non
     cluster.kubectl(*args, input_text="\n".join(json.dumps(o) for o in objects), timeout=120)
 
 
-def _webhook(before: str, after: str) -> tuple[float | None, float | None, int]:
+def _webhook(before: str, after: str) -> WebhookFigures:
     buckets = delta(
         parse_samples(before, f"{WEBHOOK_HISTOGRAM}_bucket"),
         parse_samples(after, f"{WEBHOOK_HISTOGRAM}_bucket"),
@@ -131,7 +132,12 @@ def _webhook(before: str, after: str) -> tuple[float | None, float | None, int]:
     count = sum(
         delta(*(parse_samples(t, f"{WEBHOOK_HISTOGRAM}_count") for t in (before, after))).values()
     )
-    return histogram_quantile(0.5, buckets), histogram_quantile(0.99, buckets), int(count)
+    return (
+        histogram_quantile(0.5, buckets),
+        histogram_quantile(0.99, buckets),
+        int(count),
+        histogram_bucket(0.99, buckets),
+    )
 
 
 def _requests(before: str, after: str) -> dict[str, float]:

@@ -78,6 +78,26 @@ def histogram_quantile(q: float, buckets: Mapping[Labels, float]) -> float | Non
     return lower
 
 
+def histogram_bucket(q: float, buckets: Mapping[Labels, float]) -> tuple[float, float] | None:
+    """The bucket ``(lower, upper]`` the ``q`` quantile falls in: all a histogram can say of
+    it (the interpolation inside a bucket is a guess); ``None`` without observations."""
+    per_le: dict[float, float] = defaultdict(float)
+    for labels, value in buckets.items():
+        le = dict(labels).get("le")
+        if le is not None:
+            per_le[math.inf if le == "+Inf" else float(le)] += value
+    bounds = sorted(per_le)
+    if not bounds or per_le[bounds[-1]] <= 0:
+        return None
+    rank = q * per_le[bounds[-1]]
+    lower = 0.0
+    for bound in bounds:
+        if per_le[bound] >= rank:
+            return lower, bound
+        lower = bound
+    return lower, math.inf
+
+
 def sum_by(samples: Mapping[Labels, float], label: str) -> dict[str, float]:
     """Samples summed by the value of one label."""
     out: dict[str, float] = defaultdict(float)

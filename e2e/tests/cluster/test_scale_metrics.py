@@ -7,9 +7,11 @@ from dra_e2e.scale_metrics import (
     COMPONENTS_FLOW_SCHEMA,
     DISPATCHED,
     WEBHOOK_HISTOGRAM,
+    Labels,
     claims_in,
     components_flow_schema,
     delta,
+    histogram_bucket,
     histogram_quantile,
     lags,
     parse_samples,
@@ -89,3 +91,18 @@ def test_claims_in_the_allocation_controllers_metrics_and_their_lag() -> None:
         0.5,
         2.0,
     ]
+
+
+def test_histogram_bucket_names_the_bucket_a_quantile_falls_in() -> None:
+    le = "le"
+    buckets: dict[Labels, float] = {
+        ((le, "0.005"),): 90.0,
+        ((le, "0.025"),): 99.0,
+        ((le, "0.1"),): 100.0,
+        ((le, "+Inf"),): 100.0,
+    }
+    assert histogram_bucket(0.5, buckets) == (0.0, 0.005)
+    assert histogram_bucket(0.95, buckets) == (0.005, 0.025)
+    assert histogram_bucket(0.99, buckets) == (0.005, 0.025)
+    assert histogram_bucket(0.999, buckets) == (0.025, 0.1)
+    assert histogram_bucket(0.5, {}) is None
