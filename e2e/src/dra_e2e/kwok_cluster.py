@@ -34,7 +34,13 @@ from dra_e2e.kwok import (
     node_name,
     render_kwok_config,
 )
-from dra_e2e.kwok_slices import FLEET_LABEL, fleet_of, plugin_settings, publish_node_slices
+from dra_e2e.kwok_slices import (
+    FLEET_LABEL,
+    fleet_of,
+    plugin_settings,
+    publish_channel_slices,
+    publish_node_slices,
+)
 from dra_e2e.process import ProcessRecord, is_running
 
 
@@ -121,15 +127,17 @@ def create_kwok_node(
     transport: JsonTransport, index: int, gpus: int, metrics: PluginMetrics
 ) -> str:
     """Create simulated node ``index`` (its fleet kind by :func:`fleet_of`) and publish its
-    ``gpus`` GPUs' slices, owned by the Node; return its name."""
+    ``gpus`` GPUs' slices (and, on NVLink kinds, its IMEX channel's), owned by the Node;
+    return its name."""
     kind = fleet_of(index)
     body = kwok_node(index, labels={FLEET_LABEL: kind.name})
     created = transport.request("POST", "/api/v1/nodes", body=body)
     name = node_name(index)
     settings = plugin_settings(name, kind.spec(gpus))
-    publish_node_slices(
-        transport, settings, node_uid=str(created["metadata"]["uid"]), metrics=metrics
-    )
+    uid = str(created["metadata"]["uid"])
+    publish_node_slices(transport, settings, node_uid=uid, metrics=metrics)
+    if kind.channels:
+        publish_channel_slices(transport, name, node_uid=uid, metrics=metrics)
     return name
 
 

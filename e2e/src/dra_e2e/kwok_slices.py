@@ -6,6 +6,11 @@ MIG-partitioned A100 nodes in turn). Its slices come out of the same path as
 fleet held in memory, the plugin's device enumeration and slice source, and the kubelet
 core's :class:`~dra_kubelet_core.publisher.SlicePublisher` writing them to the API server.
 Nothing here writes slice YAML by hand, so a scale run measures what the plugin publishes.
+
+GB200 nodes (NVLink, so ComputeDomains) also get the compute-domain plugin's slice
+(:func:`publish_channel_slices`: its ``compute_domain_slices``, ``daemon-0`` and
+``channel-0``, through the same publisher), so ComputeDomain channel claims can be allocated
+on them.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from dra_api_types import COMPUTE_DOMAIN_DRIVER
+from dra_computedomain.plugin_driver import compute_domain_slices
 from dra_kube_client import JsonTransport
 from dra_kubelet_core.health import HealthHub
 from dra_kubelet_core.metrics import PluginMetrics
@@ -38,13 +45,15 @@ class FleetKind:
     name: str
     model: str
     options: str = ""
+    #: whether the node also publishes the compute-domain plugin's devices (NVLink nodes)
+    channels: bool = False
 
     def spec(self, gpus: int) -> str:
         """The fake fleet spec of a node with ``gpus`` of this kind."""
         return f"{gpus}x{self.model}{self.options}"
 
 
-GB200 = FleetKind("gb200", "GB200")
+GB200 = FleetKind("gb200", "GB200", channels=True)
 H100 = FleetKind("h100", "H100-80GB")
 A100_MIG = FleetKind("a100-mig", "A100-40GB", f":mig={A100_MIG_LAYOUT}")
 #: The mix, in the order node indices cycle through.
@@ -104,6 +113,27 @@ def publish_node_slices(
         node_name=settings.node_name,
         slices=source,
         health=hub,
+        metrics=metrics or PluginMetrics(),
+    )
+    return publisher.reconcile_once()
+
+
+def publish_channel_slices(
+    transport: JsonTransport,
+    node_name: str,
+    *,
+    node_uid: str = "",
+    metrics: PluginMetrics | None = None,
+) -> bool:
+    """Publish the compute-domain plugin's pool of ``node_name`` (its daemon slot and IMEX
+    channel) once through the kubelet core's publisher, owned by the Node when ``node_uid``
+    is given; return whether it wrote anything."""
+    publisher = SlicePublisher(
+        transport=transport,
+        driver_name=COMPUTE_DOMAIN_DRIVER,
+        node_name=node_name,
+        slices=lambda generation: compute_domain_slices(node_name, node_uid or None, generation),
+        health=HealthHub(node_name),
         metrics=metrics or PluginMetrics(),
     )
     return publisher.reconcile_once()

@@ -7,6 +7,10 @@ dispatched per FlowSchema (``apiserver_flowcontrol_dispatched_requests_total``).
 server labels no metric with the user agent; the benchmark gives our components a FlowSchema
 of their own (:func:`components_flow_schema`) so their requests are counted apart.
 
+Our allocation controller's ``/metrics`` is scraped during a run: a claim's first sample in
+``kube_resourceclaim_allocated`` against its allocation seen by a claim watch is the metrics
+lag (:func:`claims_in`, :func:`lags`).
+
 Pure: text in, numbers out.
 """
 
@@ -20,6 +24,8 @@ from typing import Any
 
 WEBHOOK_HISTOGRAM = "apiserver_admission_webhook_admission_duration_seconds"
 DISPATCHED = "apiserver_flowcontrol_dispatched_requests_total"
+#: Our allocation controller's series of an allocated claim (``namespace``, ``name``).
+CLAIM_ALLOCATED = "kube_resourceclaim_allocated"
 #: The FlowSchema the benchmark puts our components' service accounts in.
 COMPONENTS_FLOW_SCHEMA = "dra-driver-components"
 
@@ -72,12 +78,47 @@ def histogram_quantile(q: float, buckets: Mapping[Labels, float]) -> float | Non
     return lower
 
 
+def histogram_bucket(q: float, buckets: Mapping[Labels, float]) -> tuple[float, float] | None:
+    """The bucket ``(lower, upper]`` the ``q`` quantile falls in: all a histogram can say of
+    it (the interpolation inside a bucket is a guess); ``None`` without observations."""
+    per_le: dict[float, float] = defaultdict(float)
+    for labels, value in buckets.items():
+        le = dict(labels).get("le")
+        if le is not None:
+            per_le[math.inf if le == "+Inf" else float(le)] += value
+    bounds = sorted(per_le)
+    if not bounds or per_le[bounds[-1]] <= 0:
+        return None
+    rank = q * per_le[bounds[-1]]
+    lower = 0.0
+    for bound in bounds:
+        if per_le[bound] >= rank:
+            return lower, bound
+        lower = bound
+    return lower, math.inf
+
+
 def sum_by(samples: Mapping[Labels, float], label: str) -> dict[str, float]:
     """Samples summed by the value of one label."""
     out: dict[str, float] = defaultdict(float)
     for labels, value in samples.items():
         out[dict(labels).get(label, "")] += value
     return dict(out)
+
+
+def claims_in(text: str, namespace: str, metric: str = CLAIM_ALLOCATED) -> set[str]:
+    """Names of the claims of ``namespace`` that ``metric`` has a non-zero sample for."""
+    return {
+        dict(labels).get("name", "")
+        for labels, value in parse_samples(text, metric).items()
+        if value and dict(labels).get("namespace") == namespace
+    }
+
+
+def lags(since: Mapping[str, float], seen: Mapping[str, float]) -> list[float]:
+    """``seen[k] - since[k]`` for every key in both (e.g. a claim's allocation, as a claim
+    watch saw it, to its first scrape showing it allocated), in seconds."""
+    return [seen[k] - since[k] for k in since.keys() & seen.keys()]
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:

@@ -11,14 +11,19 @@ from dra_e2e.kwok_slices import (
     H100,
     fleet_of,
     plugin_settings,
+    publish_channel_slices,
     publish_node_slices,
 )
 from dra_kube_client.testing import MemoryApi
 from dra_kubelet_core.metrics import PluginMetrics
 
 
-def _devices(api: MemoryApi, node: str) -> list[dict[str, object]]:
-    slices = [s for s in api.kind_items("resourceslices") if s["spec"]["nodeName"] == node]
+def _devices(api: MemoryApi, node: str, driver: str = "gpu.nvidia.com") -> list[dict[str, object]]:
+    slices = [
+        s
+        for s in api.kind_items("resourceslices")
+        if s["spec"]["nodeName"] == node and s["spec"]["driver"] == driver
+    ]
     return [d for s in slices for d in s["spec"].get("devices") or []]
 
 
@@ -75,6 +80,34 @@ def test_each_node_gets_its_own_devices_and_node_object() -> None:
     ]
     uuids = [_attr(d, "uuid") for name in names for d in _devices(api, name)]
     assert len(uuids) == len(set(uuids)) > 6
+    drivers = {}
     for name, node in zip(names, nodes, strict=True):
-        (owned,) = [s for s in api.kind_items("resourceslices") if s["spec"]["nodeName"] == name]
-        assert owned["metadata"]["ownerReferences"][0]["uid"] == node["metadata"]["uid"]
+        owned = [s for s in api.kind_items("resourceslices") if s["spec"]["nodeName"] == name]
+        assert {s["metadata"]["ownerReferences"][0]["uid"] for s in owned} == {
+            node["metadata"]["uid"]
+        }
+        drivers[name] = sorted(s["spec"]["driver"] for s in owned)
+    # Only the NVLink kind (GB200) carries the compute-domain plugin's channel.
+    assert drivers == {
+        "kwok-node-0": ["compute-domain.nvidia.com", "gpu.nvidia.com"],
+        "kwok-node-1": ["gpu.nvidia.com"],
+        "kwok-node-2": ["gpu.nvidia.com"],
+    }
+    channel = _devices(api, "kwok-node-0", "compute-domain.nvidia.com")
+    assert sorted((str(d["name"]), _attr(d, "type")) for d in channel) == [
+        ("channel-0", "channel"),
+        ("daemon-0", "daemon"),
+    ]
+
+
+def test_channel_slices_are_the_plugins_and_published_once() -> None:
+    api = MemoryApi()
+    assert publish_channel_slices(api, "kwok-node-3", node_uid="uid-3")
+    (stored,) = api.kind_items("resourceslices")
+    parsed = ResourceSlice.from_dict(stored, validate=True)
+    assert (parsed.spec.driver, parsed.spec.node_name) == (
+        "compute-domain.nvidia.com",
+        "kwok-node-3",
+    )
+    assert parsed.spec.pool.name == "kwok-node-3"
+    assert not publish_channel_slices(api, "kwok-node-3", node_uid="uid-3")

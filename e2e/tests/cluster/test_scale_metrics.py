@@ -7,9 +7,13 @@ from dra_e2e.scale_metrics import (
     COMPONENTS_FLOW_SCHEMA,
     DISPATCHED,
     WEBHOOK_HISTOGRAM,
+    Labels,
+    claims_in,
     components_flow_schema,
     delta,
+    histogram_bucket,
     histogram_quantile,
+    lags,
     parse_samples,
     percentile,
     ratio_ok,
@@ -71,3 +75,34 @@ def test_flow_schema_takes_every_service_account_of_the_namespace() -> None:
     assert rule["subjects"][0]["serviceAccount"] == {"namespace": "nvidia-dra-driver", "name": "*"}
     assert schema["spec"]["priorityLevelConfiguration"]["name"] == "workload-low"
     assert schema["metadata"]["name"] == COMPONENTS_FLOW_SCHEMA
+
+
+def test_claims_in_the_allocation_controllers_metrics_and_their_lag() -> None:
+    text = (
+        "# HELP kube_resourceclaim_allocated x\n"
+        'kube_resourceclaim_allocated{namespace="scale-with",name="a",resource_class="g"} 1\n'
+        'kube_resourceclaim_allocated{namespace="scale-with",name="b",resource_class="g"} 1\n'
+        'kube_resourceclaim_allocated{namespace="other",name="c",resource_class="g"} 1\n'
+        'kube_resourceclaim_pending{namespace="scale-with",name="d",resource_class="g"} 1\n'
+    )
+    assert claims_in(text, "scale-with") == {"a", "b"}
+    assert claims_in(text, "scale-with", "kube_resourceclaim_pending") == {"d"}
+    assert sorted(lags({"a": 1.0, "b": 2.0, "x": 3.0}, {"a": 1.5, "b": 4.0, "c": 9.0})) == [
+        0.5,
+        2.0,
+    ]
+
+
+def test_histogram_bucket_names_the_bucket_a_quantile_falls_in() -> None:
+    le = "le"
+    buckets: dict[Labels, float] = {
+        ((le, "0.005"),): 90.0,
+        ((le, "0.025"),): 99.0,
+        ((le, "0.1"),): 100.0,
+        ((le, "+Inf"),): 100.0,
+    }
+    assert histogram_bucket(0.5, buckets) == (0.0, 0.005)
+    assert histogram_bucket(0.95, buckets) == (0.005, 0.025)
+    assert histogram_bucket(0.99, buckets) == (0.005, 0.025)
+    assert histogram_bucket(0.999, buckets) == (0.025, 0.1)
+    assert histogram_bucket(0.5, {}) is None

@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 from dra_e2e.handle import ClusterHandle
+from dra_e2e.kwok import NODE_PREFIX
 from dra_e2e.kwok_cluster import add_kwok_nodes, delete_kwok_nodes, list_kwok_nodes, transport_of
+from dra_e2e.kwok_slices import GB200, fleet_of
 from dra_e2e.scale_workload import (
     APP_LABEL,
     device_classes,
@@ -83,12 +85,17 @@ def test_claims_are_allocated_once_and_survive_churn(
         interval=3,
     )
     claims = _items(cluster, "resourceclaims", ns)
-    slice_nodes = {
-        s["spec"]["nodeName"]
+    slices = [
+        s
         for s in cluster.kubectl_json("get", "resourceslices")["items"]
         if s["spec"].get("nodeName") in nodes
-    }
-    assert slice_nodes == nodes
+    ]
+    assert {s["spec"]["nodeName"] for s in slices} == nodes
+    # The GB200 nodes (every third) also carry the compute-domain plugin's IMEX channel.
+    gb200 = {n for n in nodes if fleet_of(int(n.removeprefix(NODE_PREFIX))) == GB200}
+    assert {
+        s["spec"]["nodeName"] for s in slices if s["spec"]["driver"] == "compute-domain.nvidia.com"
+    } == gb200
     used_pools = {
         r["pool"] for c in claims for r in c["status"]["allocation"]["devices"]["results"]
     }

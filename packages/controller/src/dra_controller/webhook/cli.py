@@ -27,6 +27,7 @@ from dra_api_types.nvidia_gates import parse_feature_gates
 from .admission import SHARING_GATES
 from .server import READYZ_PATH, VALIDATE_PATH, WebhookServer
 from .tls import CertificateLoadError, ReloadingCertificate
+from .warmup import warm_up
 
 #: The endpoint change reaches the API server within a few seconds; the rest is margin.
 DEFAULT_SHUTDOWN_DELAY_S = 15.0
@@ -108,6 +109,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"--tls-cert-file {args.tls_cert_file} / --tls-private-key-file "
             f"{args.tls_private_key_file}: cannot load: {exc.reason}"
         )
+    # Before the port is bound: the pod turns Ready only once the first review is as fast
+    # as the others (see .warmup).
+    started = time.monotonic()
+    samples = warm_up(gates)
+    logging.getLogger(__name__).info(
+        "warmed up: %d sample reviews in %.3fs", samples, time.monotonic() - started
+    )
     try:
         server = WebhookServer((args.bind_address, args.port), tls=certificate, gates=gates)
     except OSError as exc:

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from socket import socket
+from socket import IPPROTO_TCP, TCP_NODELAY, socket
 from typing import Any, Final
 
 from .admission import DEFAULT_GATES, AdmissionReviewError, review
@@ -56,6 +56,11 @@ class _Handler(BaseHTTPRequestHandler):
     # Keep-alive: the API server reuses its connection instead of a TLS handshake per call.
     protocol_version = "HTTP/1.1"
     timeout = CONNECTION_TIMEOUT_S
+    # A buffered writer: the status line, headers and body leave in one write (flushed after
+    # each request). Unbuffered, the body followed the headers as a second small TLS record,
+    # which Nagle's algorithm held until the client's delayed ACK of the first: 40 ms a
+    # review on a kept-alive connection.
+    wbufsize = -1
 
     def do_GET(self) -> None:
         if self.path.split("?", 1)[0] == READYZ_PATH:
@@ -165,6 +170,8 @@ class WebhookServer(ThreadingHTTPServer):
     def get_request(self) -> tuple[socket, Any]:
         """Accept one connection, wrapped with the current TLS context (no handshake yet)."""
         conn, client = self.socket.accept()
+        # As Go's servers do: a response is never held back for an ACK (see _Handler).
+        conn.setsockopt(IPPROTO_TCP, TCP_NODELAY, 1)
         if self._tls is None:
             return conn, client
         context = self._tls.context if isinstance(self._tls, ReloadingCertificate) else self._tls

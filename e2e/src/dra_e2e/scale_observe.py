@@ -1,0 +1,130 @@
+"""What the scale benchmark watches while a phase runs, on the client's clock.
+
+:class:`ClaimWatch` follows a namespace's Pods and ResourceClaims: when each pod got a node,
+and each claim was first seen, first seen allocated, and first seen allocated and reserved
+for its pod. :class:`MetricsScraper` scrapes our allocation controller's ``/metrics`` every
+``interval`` seconds and records when each claim of the namespace first shows as allocated
+there. Both run in daemon threads until :meth:`stop`; the times are ``time.monotonic()``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dra_kube_client import JsonTransport
+
+from dra_e2e.scale_metrics import claims_in
+
+Say = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+@dataclass
+class ClaimWatch:
+    """Client-side times of pods getting a node and claims getting allocated and reserved."""
+
+    transport: JsonTransport
+    namespace: str
+    say: Say = _quiet
+    scheduled: dict[str, float] = field(default_factory=dict)
+    claim_created: dict[str, float] = field(default_factory=dict)
+    claim_allocated: dict[str, float] = field(default_factory=dict)
+    claim_bound: dict[str, float] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def _follow(self, plural: str, path: str, on: Callable[[dict[str, Any], float], None]) -> None:
+        while not self._stop.is_set():
+            try:
+                for event in self.transport.watch_lines(path, query={}, timeout_s=60):
+                    if event.get("type") != "DELETED":
+                        on(event.get("object") or {}, time.monotonic())
+                    if self._stop.is_set():
+                        return
+            except Exception as exc:  # a broken watch is reopened; the report counts what it saw
+                self.say(f"[bench] {plural} watch reopened after: {exc}")
+
+    def _pod(self, obj: dict[str, Any], now: float) -> None:
+        name = obj.get("metadata", {}).get("name", "")
+        if (obj.get("spec") or {}).get("nodeName") and name not in self.scheduled:
+            self.scheduled[name] = now
+
+    def _claim(self, obj: dict[str, Any], now: float) -> None:
+        name = obj.get("metadata", {}).get("name", "")
+        self.claim_created.setdefault(name, now)
+        status = obj.get("status") or {}
+        if status.get("allocation"):
+            self.claim_allocated.setdefault(name, now)
+            if status.get("reservedFor"):
+                self.claim_bound.setdefault(name, now)
+
+    def start(self) -> None:
+        """Open both watches (each in a daemon thread)."""
+        ns = self.namespace
+        for plural, path, on in (
+            ("pods", f"/api/v1/namespaces/{ns}/pods", self._pod),
+            ("claims", f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims", self._claim),
+        ):
+            threading.Thread(target=self._follow, args=(plural, path, on), daemon=True).start()
+
+    def stop(self) -> None:
+        """Stop recording (the threads end with their watch's next event or timeout)."""
+        self._stop.set()
+
+    def bound_since(self, since: float) -> list[float]:
+        """Claim-to-bound seconds of the claims first seen at or after ``since``."""
+        return [
+            self.claim_bound[c] - created
+            for c, created in list(self.claim_created.items())
+            if created >= since and c in self.claim_bound
+        ]
+
+
+@dataclass
+class MetricsScraper:
+    """When each claim of ``namespace`` first shows in ``kube_resourceclaim_allocated`` of
+    the allocation controller at ``url`` (plain HTTP: the benchmark installs its metrics
+    with ``metrics.insecure``, so the scrapes make no TokenReview that would count as our
+    components' API requests)."""
+
+    url: str
+    namespace: str
+    interval: float = 0.5
+    say: Say = _quiet
+    seen: dict[str, float] = field(default_factory=dict)
+    scrapes: int = 0
+    failures: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            began = time.monotonic()
+            try:
+                with urllib.request.urlopen(self.url, timeout=10) as resp:
+                    text = resp.read().decode()
+            except OSError as exc:
+                self.failures += 1
+                if self.failures <= 3:
+                    self.say(f"[bench] scrape of {self.url} failed: {exc}")
+            else:
+                # The claim appeared after the previous scrape and before this one's collect
+                # (right after its start): the lag is over-stated by at most one interval.
+                for name in claims_in(text, self.namespace) - self.seen.keys():
+                    self.seen[name] = began
+                self.scrapes += 1
+            self._stop.wait(max(0.0, self.interval - (time.monotonic() - began)))
+
+    def start(self) -> None:
+        """Scrape in a daemon thread until :meth:`stop`."""
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def stop(self) -> None:
+        """Stop scraping."""
+        self._stop.set()

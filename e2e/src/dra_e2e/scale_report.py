@@ -1,0 +1,255 @@
+"""The scale benchmark's figures and its report: each figure without and with our components,
+next to issue #27's target.
+
+Pure: the phases' figures in, table rows and text out (``e2e/bench/bench_scale.py``
+measures them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from dra_e2e.pod_usage import PodUsage
+from dra_e2e.scale_metrics import COMPONENTS_FLOW_SCHEMA, format_figure, percentile, ratio_ok, top
+
+#: (p50, p99, observations, the bucket p99 falls in) of the webhook's admission histogram
+#: over a span, seconds.
+WebhookFigures = tuple[float | None, float | None, int, tuple[float, float] | None]
+
+_MB = 1_000_000
+ALLOCATION_CONTROLLER = "allocation-controller"
+#: Issue #27's targets.
+ALLOCATION_RSS_MB = 300
+ALLOCATION_CORES = 0.5
+WEBHOOK_P99_MS = 20
+METRICS_LAG_P99_S = 2.0
+EXPLAIN_S = 3.0
+
+
+@dataclass(frozen=True)
+class Creation:
+    """The workload asked for at a steady rate, until every claim is bound."""
+
+    pods_per_s: float | None
+    scheduled: int
+    claims: int
+    domains: int
+    bound_p50: float | None
+    bound_p99: float | None
+    webhook_first: WebhookFigures
+    webhook_steady: WebhookFigures
+    requests: Mapping[str, float]
+    seconds: float
+    #: seconds from the ComputeDomains' creation to the controller's last channel template
+    templates_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Churn:
+    """Pods deleted and nodes replaced, until the workload is whole again."""
+
+    deleted_pods: int
+    replaced_nodes: int
+    claims: int
+    bound_p50: float | None
+    bound_p99: float | None
+    webhook: WebhookFigures
+    requests: Mapping[str, float]
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Our components' processes at a phase's start and end, and the seconds between."""
+
+    start: Mapping[str, PodUsage]
+    end: Mapping[str, PodUsage]
+    seconds: float
+
+    def cpu_s(self, component: str) -> float | None:
+        """CPU seconds ``component`` used over the phase (``None``: not found)."""
+        if component not in self.start or component not in self.end:
+            return None
+        return self.end[component].cpu_s - self.start[component].cpu_s
+
+    def peak_mb(self, component: str) -> float | None:
+        """``component``'s peak RSS since it started (the kernel's high-water mark), MB."""
+        usage = self.end.get(component)
+        return None if usage is None or not usage.processes else usage.peak_rss / _MB
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase's figures (``usage`` and ``metrics_lag`` only with our components)."""
+
+    name: str
+    creation: Creation
+    churn: Churn
+    #: wall seconds of ``kubectl dra explain``: (pending claim, allocated claim)
+    explain: tuple[float, float]
+    usage: Usage | None
+    #: (lag of each claim, seconds; scrapes; failed scrapes)
+    metrics_lag: tuple[Sequence[float], int, int] | None
+    requests: Mapping[str, float]
+    seconds: float
+
+
+def _ms(value: float | None) -> str:
+    return format_figure(None if value is None else value * 1000.0, "ms")
+
+
+def _verdict(ok: bool | None) -> str:
+    return "n/a" if ok is None else ("ok" if ok else "MISSED")
+
+
+def _at_most(value: float | None, target: float) -> str:
+    return _verdict(None if value is None else value <= target)
+
+
+def _webhook_verdict(figures: WebhookFigures) -> str:
+    """Judged by the bucket p99 falls in: the API server's buckets are 5, 25, 100 ms..., so
+    a p99 inside (5, 25] ms cannot be told from the 20 ms target."""
+    bucket = figures[3]
+    target = WEBHOOK_P99_MS / 1000
+    if bucket is None:
+        return f"<= {WEBHOOK_P99_MS} ms: n/a"
+    low, high = bucket
+    span = f"p99 in ({low * 1000:g}, {high * 1000:g}] ms"
+    if high <= target:
+        return f"<= {WEBHOOK_P99_MS} ms: ok ({span})"
+    if low >= target:
+        return f"<= {WEBHOOK_P99_MS} ms: MISSED ({span})"
+    return f"<= {WEBHOOK_P99_MS} ms: cannot tell ({span})"
+
+
+def rows(without: Phase, with_: Phase) -> list[tuple[str, str, str, str]]:
+    """``(figure, without, with, target and verdict)`` rows of the report."""
+    wo, wi = without.creation, with_.creation
+    out = [
+        ("pods scheduled", str(wo.scheduled), str(wi.scheduled), "all"),
+        ("ComputeDomains (4 nodes)", str(wo.domains), str(wi.domains), "(in the mix)"),
+        (
+            "domains to channel templates",
+            "(written by the bench)",
+            format_figure(wi.templates_s, "s", 2),
+            "(reported)",
+        ),
+        (
+            "pods/s scheduled",
+            format_figure(wo.pods_per_s, ""),
+            format_figure(wi.pods_per_s, ""),
+            "with >= 95% of without: " + ratio_ok(wo.pods_per_s, wi.pods_per_s, most=1 / 0.95),
+        ),
+        ("claim-to-bound p50", _ms(wo.bound_p50), _ms(wi.bound_p50), "(reported)"),
+        (
+            "claim-to-bound p99",
+            _ms(wo.bound_p99),
+            _ms(wi.bound_p99),
+            "with <= 110% of without: " + ratio_ok(wi.bound_p99, wo.bound_p99, most=1.10),
+        ),
+    ]
+    first, steady, churn = wi.webhook_first, wi.webhook_steady, with_.churn.webhook
+    out += [
+        (f"webhook p50, first {first[2]} calls", "-", _ms(first[0]), "(reported)"),
+        (f"webhook p99, first {first[2]} calls", "-", _ms(first[1]), _webhook_verdict(first)),
+        (f"webhook p50, next {steady[2]} calls", "-", _ms(steady[0]), "(reported)"),
+        (f"webhook p99, next {steady[2]} calls", "-", _ms(steady[1]), _webhook_verdict(steady)),
+        (f"webhook p99, churn ({churn[2]} calls)", "-", _ms(churn[1]), _webhook_verdict(churn)),
+    ]
+    cw, ci = without.churn, with_.churn
+    out += [
+        (
+            "churn: pods deleted, nodes replaced",
+            f"{cw.deleted_pods}, {cw.replaced_nodes}",
+            f"{ci.deleted_pods}, {ci.replaced_nodes}",
+            "(reported)",
+        ),
+        ("churn: whole again after", f"{cw.seconds:.0f} s", f"{ci.seconds:.0f} s", "(reported)"),
+        ("churn: claim-to-bound p50", _ms(cw.bound_p50), _ms(ci.bound_p50), "(reported)"),
+        (
+            "churn: claim-to-bound p99",
+            _ms(cw.bound_p99),
+            _ms(ci.bound_p99),
+            "with <= 110% of without: " + ratio_ok(ci.bound_p99, cw.bound_p99, most=1.10),
+        ),
+    ]
+    out += _usage_rows(with_)
+    out += _lag_rows(with_)
+    for index, which in enumerate(("pending", "allocated")):
+        out.append(
+            (
+                f"kubectl dra explain, {which} claim",
+                f"{without.explain[index]:.2f} s",
+                f"{with_.explain[index]:.2f} s",
+                f"<= {EXPLAIN_S:g} s: "
+                + _verdict(max(without.explain[index], with_.explain[index]) <= EXPLAIN_S),
+            )
+        )
+    ours = with_.requests.get(COMPONENTS_FLOW_SCHEMA, 0.0)
+    per_minute = ours / (with_.seconds / 60) if with_.seconds > 0 else None
+    out.append(
+        ("our components' API requests/min", "-", format_figure(per_minute, "", 0), "(reported)")
+    )
+    return out
+
+
+def _usage_rows(phase: Phase) -> list[tuple[str, str, str, str]]:
+    usage = phase.usage
+    if usage is None:
+        return []
+    out = []
+    for component in sorted(usage.end):
+        cpu = usage.cpu_s(component)
+        cores = None if cpu is None or usage.seconds <= 0 else cpu / usage.seconds
+        peak = usage.peak_mb(component)
+        cpu_target = rss_target = "(reported)"
+        if component == ALLOCATION_CONTROLLER:
+            cpu_target = f"<= {ALLOCATION_CORES:g} core: " + _at_most(cores, ALLOCATION_CORES)
+            rss_target = f"<= {ALLOCATION_RSS_MB} MB: " + _at_most(peak, ALLOCATION_RSS_MB)
+        cpu_text = "n/a" if cpu is None else f"{cpu:.1f} s = {cores:.3f} core"
+        out.append((f"{component} CPU", "-", cpu_text, cpu_target))
+        out.append((f"{component} peak RSS", "-", format_figure(peak, "MB"), rss_target))
+    return out
+
+
+def _lag_rows(phase: Phase) -> list[tuple[str, str, str, str]]:
+    if phase.metrics_lag is None:
+        return [("metrics lag p99", "-", "n/a", "(not scraped)")]
+    values, scrapes, failures = phase.metrics_lag
+    p99 = percentile(values, 0.99)
+    return [
+        (
+            f"metrics lag p50 ({len(values)} claims)",
+            "-",
+            _ms(percentile(values, 0.5)),
+            "(reported)",
+        ),
+        (
+            f"metrics lag p99 ({scrapes} scrapes, {failures} failed)",
+            "-",
+            _ms(p99),
+            f"<= {METRICS_LAG_P99_S:g} s: " + _at_most(p99, METRICS_LAG_P99_S),
+        ),
+    ]
+
+
+def render(
+    without: Phase, with_: Phase, *, nodes: int, gpus: int, pods: int, rate: float, cpus: int
+) -> str:
+    """The whole report: the table, then the API requests per FlowSchema of each phase."""
+    lines = [
+        f"scale: {nodes} kwok nodes x {gpus} GPUs, {pods} pods asked for at {rate:g}/s, "
+        f"1 real node, {cpus} CPUs",
+        f"{'figure':40} {'without':>14} {'with':>22}  target (issue #27)",
+    ]
+    lines += [f"{a:40} {b:>14} {c:>22}  {d}" for a, b, c, d in rows(without, with_)]
+    lines.append(
+        "\nAPI requests dispatched by FlowSchema (the API server has no user-agent label):"
+    )
+    for phase in (without, with_):
+        counts = ", ".join(f"{k}={v:.0f}" for k, v in top(phase.requests))
+        lines.append(f"  {phase.name} ({phase.seconds:.0f} s): {counts}")
+    ours = with_.requests.get(COMPONENTS_FLOW_SCHEMA, 0.0)
+    lines.append(f"  our components ({COMPONENTS_FLOW_SCHEMA}): {ours:.0f} requests in the phase")
+    return "\n".join(lines)

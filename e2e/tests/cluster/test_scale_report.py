@@ -1,0 +1,97 @@
+"""The scale benchmark's report: each figure without and with, against issue #27's target."""
+
+from __future__ import annotations
+
+from dra_e2e.pod_usage import PodUsage, ProcessUsage
+from dra_e2e.scale_report import Churn, Creation, Phase, Usage, render, rows
+
+
+def _pod(cpu_s: float, peak_mb: float) -> PodUsage:
+    return PodUsage((ProcessUsage(1, "python", cpu_s, 1, int(peak_mb * 1_000_000)),))
+
+
+def _phase(
+    name: str,
+    *,
+    pods_per_s: float,
+    p99: float,
+    usage: Usage | None = None,
+    lag: list[float] | None = None,
+    explain: float = 1.0,
+) -> Phase:
+    creation = Creation(
+        pods_per_s=pods_per_s,
+        scheduled=200,
+        claims=208,
+        domains=2,
+        bound_p50=0.2,
+        bound_p99=p99,
+        webhook_first=(0.002, 0.4, 30, (0.1, 0.5)),
+        webhook_steady=(0.001, 0.004, 170, (0, 0.005)),
+        requests={"dra-driver-components": 60.0},
+        seconds=50,
+    )
+    churn = Churn(
+        deleted_pods=20,
+        replaced_nodes=5,
+        claims=40,
+        bound_p50=0.3,
+        bound_p99=p99,
+        webhook=(0.001, 0.024, 40, (0.005, 0.025)),
+        requests={},
+        seconds=70,
+    )
+    return Phase(
+        name=name,
+        creation=creation,
+        churn=churn,
+        explain=(explain, explain / 2),
+        usage=usage,
+        metrics_lag=None if lag is None else (lag, 100, 1),
+        requests={"dra-driver-components": 120.0, "exempt": 500.0},
+        seconds=120,
+    )
+
+
+def test_rows_judge_each_figure_against_its_target() -> None:
+    usage = Usage(
+        start={"allocation-controller": _pod(10, 90), "webhook": _pod(1, 40)},
+        end={"allocation-controller": _pod(40, 120), "webhook": _pod(3, 45)},
+        seconds=120,
+    )
+    without = _phase("without", pods_per_s=5.0, p99=1.0)
+    with_ = _phase(
+        "with", pods_per_s=4.9, p99=1.2, usage=usage, lag=[0.3] * 99 + [2.5], explain=4.0
+    )
+    table = {r[0]: r[1:] for r in rows(without, with_)}
+    assert table["domains to channel templates"][1] == "n/a"
+    assert table["pods/s scheduled"] == ("5.0", "4.9", "with >= 95% of without: ok")
+    assert table["claim-to-bound p99"][2] == "with <= 110% of without: MISSED"
+    assert table["webhook p99, first 30 calls"] == (
+        "-",
+        "400.0 ms",
+        "<= 20 ms: MISSED (p99 in (100, 500] ms)",
+    )
+    assert table["webhook p99, next 170 calls"] == (
+        "-",
+        "4.0 ms",
+        "<= 20 ms: ok (p99 in (0, 5] ms)",
+    )
+    assert table["webhook p99, churn (40 calls)"][2] == "<= 20 ms: cannot tell (p99 in (5, 25] ms)"
+    assert table["allocation-controller CPU"] == ("-", "30.0 s = 0.250 core", "<= 0.5 core: ok")
+    assert table["allocation-controller peak RSS"] == ("-", "120.0 MB", "<= 300 MB: ok")
+    assert table["webhook peak RSS"] == ("-", "45.0 MB", "(reported)")
+    assert table["metrics lag p99 (100 scrapes, 1 failed)"] == ("-", "300.0 ms", "<= 2 s: ok")
+    assert table["kubectl dra explain, pending claim"] == ("1.00 s", "4.00 s", "<= 3 s: MISSED")
+    assert table["kubectl dra explain, allocated claim"][2] == "<= 3 s: ok"
+    assert table["our components' API requests/min"] == ("-", "60", "(reported)")
+    text = render(without, with_, nodes=50, gpus=8, pods=200, rate=5, cpus=2)
+    assert "50 kwok nodes x 8 GPUs, 200 pods asked for at 5/s" in text
+    assert "our components (dra-driver-components): 120 requests in the phase" in text
+
+
+def test_a_phase_without_scrapes_or_usage_says_so() -> None:
+    phase = _phase("with", pods_per_s=5.0, p99=1.0)
+    table = {r[0]: r[1:] for r in rows(phase, phase)}
+    assert table["metrics lag p99"] == ("-", "n/a", "(not scraped)")
+    assert not [k for k in table if k.endswith("peak RSS")]
