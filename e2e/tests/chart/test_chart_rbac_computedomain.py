@@ -14,6 +14,7 @@ import pytest
 from chart_helpers import HelmFailed, helm_path
 from chart_render import render_objects
 from dra_computedomain import controller, daemon
+from dra_computedomain.controller_cli import build_parser, lease_lock
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +76,6 @@ def test_nothing_of_compute_domains_without_them() -> None:
 def test_two_replicas_compete_for_nvidias_lease_in_the_release_namespace() -> None:
     # NVIDIA's chart: LEADER_ELECTION_LEASE_LOCK_NAME=<chart name>-controller in the release's
     # namespace; its leader-election test looks the holder up on that Lease.
-    from dra_computedomain.controller_cli import build_parser, lease_lock
-
     sets = {
         "resources.computeDomains.enabled": "true",
         "controller.replicas": "2",
