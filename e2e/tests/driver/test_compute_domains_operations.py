@@ -151,11 +151,18 @@ def _channels(cluster: ClusterHandle, name: str, namespace: str) -> list[str]:
     return out.split()
 
 
-def _cd_plugin_on(driver: Driver, node: str) -> str:
+def _args(item: dict[str, Any], container: str) -> list[str]:
+    (found,) = [c for c in item["spec"]["containers"] if c["name"] == container]
+    return list(found.get("args") or [])
+
+
+def _cd_plugin_on(driver: Driver, node: str, verbosity: int) -> str:
+    """The compute-domain plugin's pod on ``node`` that runs at ``verbosity`` (the rollout's)."""
+    flag = f"-v={verbosity}"
     (name,) = [
         p["metadata"]["name"]
         for p in driver.plugin_pods()
-        if p["spec"].get("nodeName") == node and not p["metadata"].get("deletionTimestamp")
+        if p["spec"].get("nodeName") == node and flag in _args(p, CD_PLUGIN)
     ]
     return str(name)
 
@@ -278,6 +285,10 @@ def _images(driver: Driver) -> set[str]:
     return {c["image"] for p in live for c in p["spec"]["containers"]}
 
 
+def _tags(driver: Driver) -> set[str]:
+    return {image.rsplit(":", 1)[1] for image in _images(driver)}
+
+
 def test_helm_upgrade_and_rollback_leave_a_running_domain_and_its_workload_alone(
     driver: Driver, ns: str
 ) -> None:
@@ -299,7 +310,12 @@ def test_helm_upgrade_and_rollback_leave_a_running_domain_and_its_workload_alone
     ]
     for step, tag, run in steps:
         run()
-        assert {i.rsplit(":", 1)[1] for i in _images(driver)} == {tag}, (step, _images(driver))
+        cluster.wait_until(
+            f"every driver pod on :{tag} after the {step}",
+            lambda: _tags(driver) == {tag},  # noqa: B023 (called within this iteration)
+            timeout=120,
+            interval=2,
+        )
         # The workload was not touched: same containers, never restarted, channel still there.
         assert _containers(cluster, "cd", ns) == running, step
         assert _channels(cluster, "cd", ns) == ["channel0"], step
@@ -322,8 +338,11 @@ def _set_verbosity(driver: Driver, level: int) -> None:
     helm_upgrade(driver, CHART, "--reuse-values", "--set", f"logVerbosity={level}")
 
 
-def _controller_lines(driver: Driver) -> list[dict[str, Any]]:
-    return [e for p in _controllers(driver) for e in _logs(driver, p["metadata"]["name"])]
+def _controller_lines(driver: Driver, verbosity: int) -> list[dict[str, Any]]:
+    """The log lines of the controller replicas that run at ``verbosity`` (the rollout's)."""
+    pods = [p for p in _controllers(driver) if f"-v={verbosity}" in _args(p, "compute-domain")]
+    assert len(pods) == 2, [p["metadata"]["name"] for p in _controllers(driver)]
+    return [e for p in pods for e in _logs(driver, p["metadata"]["name"])]
 
 
 def test_log_verbosity_changes_what_the_controller_plugin_and_daemons_log(
@@ -334,10 +353,10 @@ def test_log_verbosity_changes_what_the_controller_plugin_and_daemons_log(
     # updated ComputeDomain", its -v 2), but no API request detail and no gRPC request detail
     # in the plugin (both -v 6).
     node, uid = _start_workload(driver, ns, "v4")
-    lines = _controller_lines(driver)
+    lines = _controller_lines(driver, 4)
     assert [e for e in lines if e.get("event") == "reconcile" and e.get("domain_uid") == uid]
     assert _api_detail(lines) == []
-    plugin = _logs(driver, _cd_plugin_on(driver, node), CD_PLUGIN)
+    plugin = _logs(driver, _cd_plugin_on(driver, node, 4), CD_PLUGIN)
     assert [e for e in plugin if e.get("event") == "request_started"] == []
     (daemon,) = domain_daemons(cluster, driver.namespace, uid)
     assert _api_detail(_logs(driver, daemon["metadata"]["name"])) == []
@@ -346,8 +365,8 @@ def test_log_verbosity_changes_what_the_controller_plugin_and_daemons_log(
     # 6: API request detail in the controller and the daemons, gRPC request detail in the plugin.
     _set_verbosity(driver, 6)
     node, uid = _start_workload(driver, ns, "v6")
-    assert _api_detail(_controller_lines(driver))
-    plugin = _logs(driver, _cd_plugin_on(driver, node), CD_PLUGIN)
+    assert _api_detail(_controller_lines(driver, 6))
+    plugin = _logs(driver, _cd_plugin_on(driver, node, 6), CD_PLUGIN)
     assert [e for e in plugin if e.get("event") == "request_started"]
     (daemon,) = domain_daemons(cluster, driver.namespace, uid)
     assert _api_detail(_logs(driver, daemon["metadata"]["name"]))
@@ -356,13 +375,13 @@ def test_log_verbosity_changes_what_the_controller_plugin_and_daemons_log(
     # 0: the configuration at start, and no debug line at all.
     _set_verbosity(driver, 0)
     node, uid = _start_workload(driver, ns, "v0")
-    lines = _controller_lines(driver)
+    lines = _controller_lines(driver, 0)
     starts = [e for e in lines if e.get("event") == "start"]
     assert {(e.get("verbosity"), e.get("lease")) for e in starts} == {
         (0, f"{driver.namespace}/{LEASE}")
     }
     assert _debug(lines) == []
-    plugin = _logs(driver, _cd_plugin_on(driver, node), CD_PLUGIN)
+    plugin = _logs(driver, _cd_plugin_on(driver, node, 0), CD_PLUGIN)
     assert [e for e in plugin if e.get("event") == "started"]
     assert _debug(plugin) == []
     (daemon,) = domain_daemons(cluster, driver.namespace, uid)
