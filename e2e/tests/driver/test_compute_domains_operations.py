@@ -225,8 +225,13 @@ def test_one_of_two_controller_replicas_holds_the_lease_and_the_other_takes_over
     )
     before = _lease(driver)
     leader = str(before["holderIdentity"])
-    # Exactly one replica says it leads: the Lease's holder.
-    assert [n for n in names if _leads(driver, n)] == [leader]
+    # Exactly one replica says it leads: the Lease's holder (it logs once the write is done).
+    cluster.wait_until(
+        "the holder, and only it, leading",
+        lambda: [n for n in names if _leads(driver, n)] == [leader],
+        timeout=20,
+        interval=1,
+    )
     standby = next(n for n in names if n != leader)
 
     # NVIDIA's demo workload is created, and the leader is force-deleted while its domain is
@@ -246,7 +251,7 @@ def test_one_of_two_controller_replicas_holds_the_lease_and_the_other_takes_over
     assert after["holderIdentity"] in {p["metadata"]["name"] for p in _controllers(driver)}
     assert int(after.get("leaseTransitions") or 0) > int(before.get("leaseTransitions") or 0)
     if after["holderIdentity"] == standby:
-        assert _leads(driver, standby)
+        cluster.wait_until("the standby leading", lambda: _leads(driver, standby), timeout=20)
 
     wait_running(cluster, "imex-channel-injection", ns, timeout=240)
     assert "channel0" in cluster.kubectl("logs", "imex-channel-injection", "-n", ns)
@@ -260,6 +265,7 @@ def test_one_of_two_controller_replicas_holds_the_lease_and_the_other_takes_over
     )
     holder = _lease(driver)["holderIdentity"]
     names = [p["metadata"]["name"] for p in _controllers(driver)]
+    assert holder in names
     assert [n for n in names if _leads(driver, n)] == [holder]
     _delete_domain(
         driver, ns, ["imex-channel-injection"], "imex-channel-injection", domain["metadata"]["uid"]
