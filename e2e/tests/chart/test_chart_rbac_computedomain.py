@@ -14,6 +14,7 @@ import pytest
 from chart_helpers import HelmFailed, helm_path
 from chart_render import render_objects
 from dra_computedomain import controller, daemon
+from dra_computedomain.controller_cli import build_parser, lease_lock
 
 
 @pytest.fixture(scope="module")
@@ -70,3 +71,20 @@ def test_nothing_of_compute_domains_without_them() -> None:
         pytest.fail(str(exc))
     rendered = render_objects(helm, {"resources.computeDomains.enabled": "false"})
     assert not [o for o in rendered if "compute-domain" in o["metadata"]["name"]]
+
+
+def test_two_replicas_compete_for_nvidias_lease_in_the_release_namespace() -> None:
+    # NVIDIA's chart: LEADER_ELECTION_LEASE_LOCK_NAME=<chart name>-controller in the release's
+    # namespace; its leader-election test looks the holder up on that Lease.
+    sets = {
+        "resources.computeDomains.enabled": "true",
+        "controller.replicas": "2",
+        "controller.leaderElection.enabled": "true",
+    }
+    deployment = _one(render_objects(helm_path(), sets), "Deployment", "-compute-domain-controller")
+    assert deployment["spec"]["replicas"] == 2
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    parsed = build_parser().parse_args([a.replace("$(POD_NAMESPACE)", "driver-ns") for a in args])
+    assert parsed.leader_election
+    assert parsed.verbosity == 4
+    assert lease_lock(parsed) == ("driver-ns", "dra-driver-nvidia-gpu-controller")

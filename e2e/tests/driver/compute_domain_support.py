@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from dra_e2e.handle import ClusterHandle
@@ -59,3 +60,61 @@ def worker_pod(
 def as_list(*objects: dict[str, Any]) -> str:
     """A kubectl List of ``objects`` (applied in one call)."""
     return json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)})
+
+
+#: NVIDIA's demo specs (demo/specs), copied verbatim.
+SPECS = (
+    Path(__file__).resolve().parents[3]
+    / "packages"
+    / "api-types"
+    / "tests"
+    / "fixtures"
+    / "nvidia-demo-specs"
+)
+#: The label the controller puts on every object of a domain (value: the domain's UID).
+DOMAIN_LABEL = "resource.nvidia.com/computeDomain"
+
+
+def nvidia_spec(name: str, namespace: str) -> str:
+    """NVIDIA's demo spec ``name``, unchanged but for the namespace the test runs in."""
+    return spec_in_namespace((SPECS / name).read_text(), namespace)
+
+
+def spec_in_namespace(text: str, namespace: str) -> str:
+    """``text``'s objects placed in ``namespace`` (NVIDIA's specs use the default one)."""
+    return text.replace("metadata:\n  name:", f"metadata:\n  namespace: {namespace}\n  name:")
+
+
+def namespace_manifest(name: str) -> str:
+    """A Namespace object."""
+    return json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+
+def domain_events(cluster: ClusterHandle, namespace: str, name: str) -> str:
+    """``REASON MESSAGE`` lines of the events about ``name`` in ``namespace``."""
+    return cluster.kubectl(
+        "get", "events", "-n", namespace, "--field-selector", f"involvedObject.name={name}",
+        "-o", "custom-columns=R:.reason,M:.message", "--no-headers",
+    )  # fmt: skip
+
+
+def domain_leftovers(cluster: ClusterHandle, driver_namespace: str, uid: str) -> list[str]:
+    """Everything still labelled with the domain's UID (DaemonSets, templates, cliques, nodes)."""
+    found = []
+    for kind, scope in (
+        ("daemonsets", ["-n", driver_namespace]),
+        ("resourceclaimtemplates", ["-A"]),
+        ("computedomaincliques", ["-n", driver_namespace]),
+        ("nodes", []),
+    ):
+        items = cluster.kubectl_json("get", kind, *scope, "-l", f"{DOMAIN_LABEL}={uid}")["items"]
+        found += [f"{kind}/{i['metadata']['name']}" for i in items]
+    return found
+
+
+def domain_daemons(cluster: ClusterHandle, driver_namespace: str, uid: str) -> list[dict[str, Any]]:
+    """The domain's daemon pods."""
+    pods = cluster.kubectl_json(
+        "get", "pods", "-n", driver_namespace, "-l", f"{DOMAIN_LABEL}={uid}"
+    )
+    return list(pods["items"])

@@ -41,6 +41,7 @@ __all__ = [
     "exists",
     "helm_path",
     "install",
+    "json_log_lines",
     "kernel_driver",
     "own_install",
     "pci_driver_link",
@@ -214,6 +215,19 @@ def dump_diagnostics(driver: Driver) -> str:
     except Exception as exc:
         parts.append(f"(no events: {exc})")
     return "\n".join(parts)
+
+
+def json_log_lines(text: str) -> list[dict[str, Any]]:
+    """The JSON objects of a component's log (our components log one per line), in order."""
+    out = []
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict):
+            out.append(entry)
+    return out
 
 
 def pod(cluster: ClusterHandle, name: str, namespace: str) -> dict[str, Any]:

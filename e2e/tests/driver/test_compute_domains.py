@@ -9,11 +9,23 @@ is ``4xGB200``: the nodes of one harness cluster share an NVLink clique.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from compute_domain_support import as_list, cd_manifest, domain_object, wait_ready, worker_pod
+from compute_domain_support import (
+    DOMAIN_LABEL,
+    as_list,
+    cd_manifest,
+    domain_daemons,
+    domain_events,
+    domain_leftovers,
+    domain_object,
+    namespace_manifest,
+    nvidia_spec,
+    spec_in_namespace,
+    wait_ready,
+    worker_pod,
+)
 from dra_e2e.handle import ClusterHandle
 from driver_support import (
     Driver,
@@ -28,10 +40,8 @@ from driver_support import (
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.e2e_nodes(2)]
 
-REPO = Path(__file__).resolve().parents[3]
-SPECS = REPO / "packages" / "api-types" / "tests" / "fixtures" / "nvidia-demo-specs"
 CD_DRIVER = "compute-domain.nvidia.com"
-LABEL = "resource.nvidia.com/computeDomain"
+LABEL = DOMAIN_LABEL
 #: The ComputeDomain of NVIDIA's demo/specs/imex/nvbandwidth-test-job-1.yaml, verbatim (the
 #: rest of that file is an MPIJob, which needs the MPI operator).
 NVBANDWIDTH_DOMAIN = """\
@@ -83,34 +93,6 @@ def diagnostics(request: pytest.FixtureRequest, driver: Driver) -> Iterator[None
                 print(f"(no logs for {selector}: {exc})")
 
 
-def _leftovers(driver: Driver, uid: str) -> list[str]:
-    """Everything still labelled with the domain's UID."""
-    cluster = driver.cluster
-    found = []
-    for kind, scope in (
-        ("daemonsets", ["-n", driver.namespace]),
-        ("resourceclaimtemplates", ["-A"]),
-        ("computedomaincliques", ["-n", driver.namespace]),
-        ("nodes", []),
-    ):
-        items = cluster.kubectl_json("get", kind, *scope, "-l", f"{LABEL}={uid}")["items"]
-        found += [f"{kind}/{i['metadata']['name']}" for i in items]
-    return found
-
-
-def _spec(name: str, namespace: str) -> str:
-    return _spec_text((SPECS / name).read_text(), namespace)
-
-
-def _spec_text(text: str, namespace: str) -> str:
-    # Unchanged but for the namespace the test runs in (the specs use the default one).
-    return text.replace("metadata:\n  name:", f"metadata:\n  namespace: {namespace}\n  name:")
-
-
-def _namespace(cluster: ClusterHandle, name: str) -> str:
-    return f'{{"apiVersion": "v1", "kind": "Namespace", "metadata": {{"name": "{name}"}}}}'
-
-
 def test_a_compute_domain_slice_per_node_next_to_the_gpu_one(driver: Driver) -> None:
     # The seed's `kubectl get resourceslice` view.
     out = driver.cluster.kubectl("get", "resourceslices", "--no-headers")
@@ -148,9 +130,9 @@ def test_nvidia_channel_injection_specs(
 ) -> None:
     cluster = driver.cluster
     ns = "cd-" + pod.removeprefix("imex-")[:20]
-    cluster.apply(_namespace(cluster, ns))
+    cluster.apply(namespace_manifest(ns))
     try:
-        with applied(cluster, _spec(spec, ns)):
+        with applied(cluster, nvidia_spec(spec, ns)):
             wait_running(cluster, pod, ns, timeout=240)
             log = cluster.kubectl("logs", pod, "-n", ns)
             for channel in expected:
@@ -161,9 +143,13 @@ def test_nvidia_channel_injection_specs(
             uid = domain["metadata"]["uid"]
             node = cluster.kubectl_json("get", "pod", pod, "-n", ns)["spec"]["nodeName"]
             assert [n["name"] for n in domain["status"]["nodes"]] == [node]
-            assert _leftovers(driver, uid)
+            assert domain_leftovers(driver.cluster, driver.namespace, uid)
         # The domain was deleted with the pod: nothing of it stays.
-        wait_gone(cluster, "the domain's objects", lambda: not _leftovers(driver, uid))
+        wait_gone(
+            cluster,
+            "the domain's objects",
+            lambda: not domain_leftovers(driver.cluster, driver.namespace, uid),
+        )
         wait_gone(
             cluster, "the domain", lambda: not exists(cluster, "computedomain", pod, "-n", ns)
         )
@@ -171,25 +157,11 @@ def test_nvidia_channel_injection_specs(
         cluster.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=false")
 
 
-def _events(cluster: ClusterHandle, ns: str, name: str) -> str:
-    return cluster.kubectl(
-        "get",
-        "events",
-        "-n",
-        ns,
-        "--field-selector",
-        f"involvedObject.name={name}",
-        "-o",
-        "custom-columns=R:.reason,M:.message",
-        "--no-headers",
-    )
-
-
 @pytest.fixture
 def ns(driver: Driver, request: pytest.FixtureRequest) -> Iterator[str]:
     """A namespace of the test's own."""
     name = "cd-" + request.node.name.removeprefix("test_")[:40].replace("_", "-").rstrip("-")
-    driver.cluster.apply(_namespace(driver.cluster, name))
+    driver.cluster.apply(namespace_manifest(name))
     yield name
     driver.cluster.kubectl(
         "delete",
@@ -205,7 +177,7 @@ def ns(driver: Driver, request: pytest.FixtureRequest) -> Iterator[str]:
 def test_workload_in_another_namespace_is_refused_with_the_reason(driver: Driver, ns: str) -> None:
     cluster = driver.cluster
     other = ns + "-b"
-    cluster.apply(_namespace(cluster, other))
+    cluster.apply(namespace_manifest(other))
     try:
         cluster.apply(as_list(cd_manifest("cd", ns)))
         uid = domain_object(cluster, "cd", ns)["metadata"]["uid"]
@@ -224,7 +196,7 @@ def test_workload_in_another_namespace_is_refused_with_the_reason(driver: Driver
         cluster.apply(as_list(claim, worker_pod("thief", other, None, "stolen")))
         cluster.wait_until(
             "the prepare error naming the namespaces",
-            lambda: "differs from ComputeDomain" in _events(cluster, other, "thief"),
+            lambda: "differs from ComputeDomain" in domain_events(cluster, other, "thief"),
             timeout=120, interval=3,
         )  # fmt: skip
         assert not cluster.kubectl_json("get", "nodes", "-l", f"{LABEL}={uid}")["items"]
@@ -278,9 +250,13 @@ def test_controller_and_daemon_killed_mid_way_recover_and_deletion_cleans_up(
     cluster.wait_until("a new daemon, domain Ready", replaced_and_ready, timeout=180, interval=2)
     # The domain is deleted while its workload runs: every object and label goes.
     cluster.kubectl("delete", "computedomain", "cd", "-n", ns, "--wait=false")
-    wait_gone(cluster, "the domain's objects", lambda: not _leftovers(driver, uid))
+    wait_gone(
+        cluster,
+        "the domain's objects",
+        lambda: not domain_leftovers(driver.cluster, driver.namespace, uid),
+    )
     wait_gone(cluster, "the domain", lambda: not exists(cluster, "computedomain", "cd", "-n", ns))
-    assert "Deleted" in _events(cluster, ns, "cd")
+    assert "Deleted" in domain_events(cluster, ns, "cd")
 
 
 def test_two_nodes_like_the_nvbandwidth_job(driver: Driver, ns: str) -> None:
@@ -288,7 +264,7 @@ def test_two_nodes_like_the_nvbandwidth_job(driver: Driver, ns: str) -> None:
     # workers as a StatefulSet with pod anti-affinity (the MPI operator cannot be built here).
     cluster = driver.cluster
     assert len(driver.nodes) >= 2
-    cluster.apply(_spec_text(NVBANDWIDTH_DOMAIN, ns))
+    cluster.apply(spec_in_namespace(NVBANDWIDTH_DOMAIN, ns))
     name = "nvbandwidth-test-compute-domain-1"
     labels = {"app": "nvbandwidth-worker"}
     worker = worker_pod("w", ns, f"{name}-channel")["spec"]
@@ -342,14 +318,10 @@ def test_two_nodes_like_the_nvbandwidth_job(driver: Driver, ns: str) -> None:
         cluster.wait_until("daemons list each other", lists_both, timeout=60, interval=2)
     cluster.kubectl("delete", "statefulset", "nvbandwidth-workers", "-n", ns, "--wait=true")
     cluster.kubectl("delete", "computedomain", name, "-n", ns, "--wait=false")
-    wait_gone(cluster, "the domain's objects", lambda: not _leftovers(driver, uid))
-
-
-def _daemons(driver: Driver, uid: str) -> list[dict[str, Any]]:
-    return list(
-        driver.cluster.kubectl_json("get", "pods", "-n", driver.namespace, "-l", f"{LABEL}={uid}")[
-            "items"
-        ]
+    wait_gone(
+        cluster,
+        "the domain's objects",
+        lambda: not domain_leftovers(driver.cluster, driver.namespace, uid),
     )
 
 
@@ -393,7 +365,11 @@ def test_a_drained_node_leaves_the_domain_and_comes_back(driver: Driver, ns: str
     uid = domain["metadata"]["uid"]
     leaving = cluster.kubectl_json("get", "pod", "workers-1", "-n", ns)["spec"]["nodeName"]
     staying = next(n["name"] for n in domain["status"]["nodes"] if n["name"] != leaving)
-    kept = next(d for d in _daemons(driver, uid) if d["spec"]["nodeName"] == staying)
+    kept = next(
+        d
+        for d in domain_daemons(driver.cluster, driver.namespace, uid)
+        if d["spec"]["nodeName"] == staying
+    )
     kept_ip = kept["status"]["podIP"]
     cluster.wait_until(
         "the daemons list each other",
@@ -411,7 +387,7 @@ def test_a_drained_node_leaves_the_domain_and_comes_back(driver: Driver, ns: str
         def left() -> bool:
             status = domain_object(cluster, "cd", ns).get("status") or {}
             nodes = [n["name"] for n in status.get("nodes") or []]
-            daemons = _daemons(driver, uid)
+            daemons = domain_daemons(driver.cluster, driver.namespace, uid)
             return (
                 nodes == [staying]
                 and status.get("status") == "NotReady"
@@ -427,12 +403,12 @@ def test_a_drained_node_leaves_the_domain_and_comes_back(driver: Driver, ns: str
             timeout=60,
             interval=2,
         )
-        (same,) = _daemons(driver, uid)
+        (same,) = domain_daemons(driver.cluster, driver.namespace, uid)
         # The remaining daemon kept running: same pod, not restarted, still Ready.
         assert same["metadata"]["uid"] == kept["metadata"]["uid"]
         assert all(c["restartCount"] == 0 for c in same["status"]["containerStatuses"])
         assert all(c["ready"] for c in same["status"]["containerStatuses"])
-        assert "NotReady" in _events(cluster, ns, "cd")
+        assert "NotReady" in domain_events(cluster, ns, "cd")
     finally:
         cluster.kubectl("uncordon", leaving)
     wait_running(cluster, "workers-1", ns, timeout=300)
@@ -446,4 +422,8 @@ def test_a_drained_node_leaves_the_domain_and_comes_back(driver: Driver, ns: str
     )
     cluster.kubectl("delete", "statefulset", "workers", "-n", ns, "--wait=true")
     cluster.kubectl("delete", "computedomain", "cd", "-n", ns, "--wait=false")
-    wait_gone(cluster, "the domain's objects", lambda: not _leftovers(driver, uid))
+    wait_gone(
+        cluster,
+        "the domain's objects",
+        lambda: not domain_leftovers(driver.cluster, driver.namespace, uid),
+    )

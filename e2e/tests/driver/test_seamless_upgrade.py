@@ -22,13 +22,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 from dra_e2e.chaos_results import ChaosRecord
 from dra_e2e.errors import KubectlError
 from dra_e2e.handle import ClusterHandle
-from driver_support import CHART, Driver, dump_diagnostics
+from driver_support import CHART, Driver, dump_diagnostics, json_log_lines
 from upgrade_support import helm_upgrade, plugin_pods_on, retag_driver_image
 
 pytestmark = pytest.mark.e2e
@@ -117,18 +116,6 @@ def _phase(cluster: ClusterHandle, name: str, namespace: str) -> str:
     return str(cluster.kubectl_json("get", "pod", name, "-n", namespace)["status"].get("phase"))
 
 
-def _log_events(text: str) -> list[dict[str, Any]]:
-    out = []
-    for line in text.splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict):
-            out.append(entry)
-    return out
-
-
 @pytest.fixture
 def followed_logs(driver: Driver, tmp_path: Path) -> Iterator[dict[str, Path]]:
     """``kubectl logs -f`` of every plugin pod there is now, to files: the old pods' logs
@@ -192,7 +179,7 @@ def test_helm_upgrade_to_a_new_image_while_gpu_pods_come_and_go(
         new_log = cluster.kubectl(
             "logs", "-c", "gpus", new_plugin["metadata"]["name"], "-n", driver.namespace
         )
-        events = _log_events(old_log) + _log_events(new_log)
+        events = json_log_lines(old_log) + json_log_lines(new_log)
         prepare_failed = [e for e in events if e.get("event") == "prepare_failed"]
         prepared = [str(e["claim_uid"]) for e in events if e.get("event") == "prepared"]
         chaos_record(
@@ -214,7 +201,7 @@ def test_helm_upgrade_to_a_new_image_while_gpu_pods_come_and_go(
         assert len(prepared) == len(set(prepared)), "a claim was prepared twice"
         assert len(prepared) >= len(report.ran)
         # The old plugin handed over: it unregistered and drained, and the new one publishes.
-        assert any(e.get("event") == "handover_drain" for e in _log_events(old_log))
+        assert any(e.get("event") == "handover_drain" for e in json_log_lines(old_log))
         driver.wait_for_slices()
     except AssertionError:
         print(dump_diagnostics(driver))

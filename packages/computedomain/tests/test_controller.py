@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import logging
 from typing import Any
 
 import pytest
@@ -335,3 +336,18 @@ def test_host_managed_imex_makes_no_daemons_and_the_domain_is_ready(api: MemoryA
         controller.reconcile_once()
     assert CD_PATH not in api.objects
     assert api.kind_items("resourceclaimtemplates") == []
+
+
+def test_each_reconcile_is_a_debug_line_naming_the_domain(
+    api: MemoryApi, caplog: pytest.LogCaptureFixture
+) -> None:
+    # NVIDIA's controller logs "Processing added or updated ComputeDomain" from -v 2; the
+    # chart's logVerbosity (default 4) shows ours, -v 0 hides it.
+    uid = _setup(api)
+    with caplog.at_level(logging.INFO, logger="dra_computedomain"):
+        ComputeDomainController(api, SETTINGS).reconcile_once()
+    assert not [r for r in caplog.records if getattr(r, "event", "") == "reconcile"]
+    with caplog.at_level(logging.DEBUG, logger="dra_computedomain"):
+        ComputeDomainController(api, SETTINGS).reconcile_once()
+    lines = [r for r in caplog.records if getattr(r, "event", "") == "reconcile"]
+    assert [(r.levelno, getattr(r, "domain_uid", "")) for r in lines] == [(logging.DEBUG, uid)]

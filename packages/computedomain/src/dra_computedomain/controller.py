@@ -124,6 +124,11 @@ class ComputeDomainController:
         """
         self.reconciles[uid] += 1
         observed = self.cache.observe(uid)
+        # NVIDIA's "Processing added or updated ComputeDomain" (its -v 2): shown from -v 1.
+        log.debug(
+            "processing ComputeDomain",
+            extra={"event": "reconcile", "domain_uid": uid, "found": bool(observed.domains)},
+        )
         if not observed.domains:
             stale = list(stale_uids(observed))
             if stale:

@@ -27,7 +27,7 @@ from .host_imex import DRIVER_MANAGED, check_imex_mode
 from .manifests import DaemonSettings
 from .names import LEASE_NAME, MAX_NODES_PER_IMEX_DOMAIN
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "lease_lock", "main"]
 
 log = logging.getLogger(__name__)
 
@@ -94,14 +94,35 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--leader-election",
+        "--leader-election-enabled",  # NVIDIA's name (and its LEADER_ELECTION_ENABLED)
+        dest="leader_election",
         action="store_true",
-        default=_env("LEADER_ELECTION", "false").lower() == "true",
+        default=_env("LEADER_ELECTION_ENABLED", _env("LEADER_ELECTION", "false")).lower() == "true",
+    )
+    # NVIDIA's flags: its chart names the Lease `<chart name>-controller` in the release's
+    # namespace, so a runbook (or NVIDIA's own leader-election test) finds it under that name.
+    p.add_argument(
+        "--leader-election-lease-lock-name",
+        default=_env("LEADER_ELECTION_LEASE_LOCK_NAME", LEASE_NAME),
+    )
+    p.add_argument(
+        "--leader-election-lease-lock-namespace",
+        default=_env("LEADER_ELECTION_LEASE_LOCK_NAMESPACE", ""),
+        help="default: --namespace (the driver namespace, where the chart's Role grants Leases)",
     )
     p.add_argument("--leader-election-lease-duration", type=_duration, default=15.0)
     p.add_argument("--leader-election-renew-deadline", type=_duration, default=10.0)
     p.add_argument("--leader-election-retry-period", type=_duration, default=2.0)
     p.add_argument("-v", "--verbosity", type=int, default=int(_env("LOG_VERBOSITY", "1")))
     return p
+
+
+def lease_lock(args: argparse.Namespace) -> tuple[str, str]:
+    """``(namespace, name)`` of the Lease the replicas compete for."""
+    return (
+        args.leader_election_lease_lock_namespace or args.namespace,
+        args.leader_election_lease_lock_name,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -160,13 +181,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             "event": "start",
             "namespace": args.namespace,
             "leader_election": args.leader_election,
+            # NVIDIA logs its configuration at every verbosity, 0 included.
+            "verbosity": args.verbosity,
+            "max_nodes_per_imex_domain": args.max_nodes_per_imex_domain,
+            "lease": "/".join(lease_lock(args)) if args.leader_election else "",
         },
     )
     if args.leader_election:
+        lease_namespace, lease_name = lease_lock(args)
         elector = LeaderElector(
             transport,
-            namespace=args.namespace,
-            name=LEASE_NAME,
+            namespace=lease_namespace,
+            name=lease_name,
             identity=args.pod_name,
             timings=timings,
         )
