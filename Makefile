@@ -28,11 +28,15 @@ typecheck: install ## mypy --strict over every package's sources and tests
 	$(UV) run --frozen mypy packages/*/bench
 	MYPYPATH=packages/allocator/bench $(UV) run --frozen mypy e2e/bench
 
-# Two workers: one runs every e2e test (their own xdist group, so one cluster at a time), the
-# other the suites that need no cluster. PYTEST_XDIST= runs them all in one process.
-PYTEST_XDIST ?= -n 2 --dist loadgroup
+# Without PYTEST_ARGS: the e2e tests and the suites that need no cluster in two processes side
+# by side (scripts/pytest_split.sh); PYTEST_SPLIT= runs them all in one.
+PYTEST_SPLIT ?= 1
 pytest: install ## the test suites of every package, e2e included
-	$(UV) run --frozen pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
+ifeq ($(PYTEST_SPLIT)$(PYTEST_ARGS),1)
+	UV=$(UV) bash scripts/pytest_split.sh
+else
+	$(UV) run --frozen pytest $(PYTEST_ARGS)
+endif
 
 test: prepare lint typecheck pytest ## everything CI runs: lint, strict typing, all tests
 

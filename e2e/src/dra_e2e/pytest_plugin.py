@@ -27,7 +27,6 @@ it starts (so no per-test timeout applies). Set
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 import threading
 import uuid
@@ -80,13 +79,8 @@ def _say(config: pytest.Config, message: str) -> None:
     """Write a line to the terminal even while output capturing is active."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     capman = config.pluginmanager.get_plugin("capturemanager")
-    if reporter is None or hasattr(config, "workerinput"):
-        # An xdist worker's terminal reporter writes nowhere; its stderr is the session's.
-        if capman is not None:
-            with capman.global_and_fixture_disabled():
-                print(message, file=sys.stderr, flush=True)
-        else:
-            print(message, file=sys.stderr, flush=True)
+    if reporter is None:
+        print(message, flush=True)
         return
     if capman is not None:
         with capman.global_and_fixture_disabled():
@@ -104,25 +98,6 @@ def _wants_local_cluster(session: pytest.Session) -> bool:
     return external_kubeconfig(session.config) is None and any(
         item.get_closest_marker("e2e") for item in session.items
     )
-
-
-#: The xdist group of every ``e2e`` test: one worker runs them all, in order, on the clusters
-#: it starts, while the other workers run the suites that need no cluster.
-E2E_GROUP = "dra-e2e-cluster"
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under ``pytest -n N --dist loadgroup``: every ``e2e`` test in one group.
-
-    Two clusters at once on a small machine slow each other past their timeouts, and the
-    session's cluster is shared by the modules that use it, so the e2e tests stay together on
-    one worker (in collection order, as without xdist).
-    """
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        if item.get_closest_marker("e2e") is not None:
-            item.add_marker(pytest.mark.xdist_group(E2E_GROUP))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
