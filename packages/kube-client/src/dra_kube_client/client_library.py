@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 
 from dra_kube_client.errors import KubeApiError, KubeConfigError, answer_error
 from dra_kube_client.http_transport import WATCH_GRACE_S
+from dra_kube_client.wire import decode_answer, watch_events
 
 if TYPE_CHECKING:
     # Imported lazily at run time: the client takes a second to import, and commands such as
@@ -110,16 +111,7 @@ class ClientLibraryTransport:
             raise KubeApiError(method, path, int(exc.status or 0), str(exc.reason)) from exc
         except Exception as exc:  # urllib3 and socket errors: the API server is unreachable
             raise KubeApiError(method, path, 0, str(exc)) from exc
-        status = int(response.status)
-        if not 200 <= status < 300:
-            raise answer_error(method, path, status, raw)
-        try:
-            decoded = json.loads(raw) if raw else {}
-        except ValueError as exc:
-            raise KubeApiError(method, path, status, f"answer is not JSON: {exc}") from exc
-        if not isinstance(decoded, dict):
-            raise KubeApiError(method, path, status, "answer is not a JSON object")
-        return decoded
+        return decode_answer(method, path, int(response.status), raw)
 
     def watch_lines(
         self, path: str, *, query: Mapping[str, str], timeout_s: float
@@ -149,17 +141,9 @@ class ClientLibraryTransport:
         if status != 200:
             raw = response.read()  # type: ignore[no-untyped-call]
             raise answer_error("WATCH", path, status, raw)
-        buffer = b""
         try:
             # decode_content: a server (or proxy) that compresses the stream is read the same.
-            for chunk in response.response.stream(amt=None, decode_content=True):
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if line.strip():
-                        event = json.loads(line)
-                        if isinstance(event, dict):
-                            yield event
+            yield from watch_events(response.response.stream(amt=None, decode_content=True))
         except ValueError as exc:
             raise KubeApiError("WATCH", path, 0, f"event is not JSON: {exc}") from exc
         except Exception as exc:

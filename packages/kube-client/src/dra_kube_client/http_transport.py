@@ -27,6 +27,7 @@ from urllib3.exceptions import HTTPError, InsecureRequestWarning
 
 from dra_kube_client.connection import Connection
 from dra_kube_client.errors import KubeApiError, KubeConfigError, answer_error
+from dra_kube_client.wire import decode_answer, watch_events
 
 __all__ = ["WATCH_GRACE_S", "HttpTransport", "TokenFile"]
 
@@ -154,16 +155,7 @@ class HttpTransport:
             )
         except (HTTPError, OSError) as exc:  # refused, TLS, timed out: the server is unreachable
             raise KubeApiError(method, path, 0, str(exc)) from exc
-        status, raw = response.status, response.data
-        if not 200 <= status < 300:
-            raise answer_error(method, path, status, raw)
-        try:
-            decoded = json.loads(raw) if raw else {}
-        except ValueError as exc:
-            raise KubeApiError(method, path, status, f"answer is not JSON: {exc}") from exc
-        if not isinstance(decoded, dict):
-            raise KubeApiError(method, path, status, "answer is not a JSON object")
-        return decoded
+        return decode_answer(method, path, response.status, response.data)
 
     def watch_lines(
         self, path: str, *, query: Mapping[str, str], timeout_s: float
@@ -194,17 +186,9 @@ class HttpTransport:
         try:
             if response.status != 200:
                 raise answer_error("WATCH", path, response.status, response.read())
-            buffer = b""
             # read1: what has arrived, so each event is handed on as soon as its line is whole
             # (a plain read waits for a full buffer or the end of the stream).
-            while chunk := response.read1(_READ_SIZE):
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if line.strip():
-                        event = json.loads(line)
-                        if isinstance(event, dict):
-                            yield event
+            yield from watch_events(iter(lambda: response.read1(_READ_SIZE), b""))
             ended = True
         except ValueError as exc:
             raise KubeApiError("WATCH", path, 0, f"event is not JSON: {exc}") from exc
