@@ -39,6 +39,7 @@ from driver_support import (
     exists,
     helm_path,
     install,
+    json_log_lines,
     pod,
     pod_claims,
     run_helm,
@@ -205,15 +206,7 @@ def _wait_new_plugin(driver: Driver, node: str, old_uid: str, image_tag: str) ->
 def _plugin_events(driver: Driver, plugin: dict[str, Any]) -> list[dict[str, Any]]:
     """The JSON log lines of a plugin pod."""
     logs = driver.cluster.kubectl("logs", plugin["metadata"]["name"], "-n", driver.namespace)
-    out = []
-    for line in logs.splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict):
-            out.append(entry)
-    return out
+    return json_log_lines(logs)
 
 
 def _prepared_uids(events: list[dict[str, Any]]) -> list[str]:
