@@ -7,6 +7,8 @@ import threading
 from typing import Any
 
 import pytest
+from controller_objects import stores
+from dra_controller.allocation_controller import AllocationController, ControllerMetrics
 from dra_controller.allocation_controller.cli import parse_daemonsets
 from dra_controller.allocation_controller.events import EventPublisher
 from dra_controller.allocation_controller.plugin_placement import (
@@ -105,6 +107,27 @@ def test_the_same_warning_is_not_posted_again_at_every_check() -> None:
     assert len(check.check()) == 1
     clock.now += 30
     assert len(check.check()) == 1
+    assert len(events(api)) == 1
+
+
+def test_the_controllers_reconciles_between_checks_do_not_repost_the_warning() -> None:
+    # One publisher for both posters, as the command wires them: each reconcile forgets the
+    # pods and claims no longer of interest, which the DaemonSet never is. Forgetting it too
+    # posted the same Event again at every check (one every resync period).
+    api, clock = MemoryApi(), Clock()
+    api.put_object(PATH, daemonset(0))
+    publisher = EventPublisher(api, instance="ctrl-0", clock=clock)
+    check = PlacementChecker(
+        api, [(NS, NAME)], watch=PlacementWatch(grace_s=0), publisher=publisher, clock=clock
+    )
+    controller = AllocationController(
+        stores([]), metrics=ControllerMetrics(), publisher=publisher, clock=clock
+    )
+    assert len(check.check()) == 1
+    for _ in range(3):
+        controller.reconcile()
+        clock.now += 30
+        assert len(check.check()) == 1
     assert len(events(api)) == 1
 
 

@@ -30,7 +30,7 @@ from dra_kube_client.informers.store import Store
 from .availability import AvailabilityCache, free_devices
 from .claim_series import ClaimSeries, SeriesCache, claim_series
 from .diagnosis import Finding, diagnose_pod, is_unschedulable, make_cluster, pod_uid
-from .events import EventPublisher, InvolvedObject
+from .events import REASON, EventPublisher, InvolvedObject
 from .metrics import ClusterSeries, ControllerMetrics
 from .view import ClusterView
 
@@ -146,7 +146,7 @@ class AllocationController:
                 self._publish(finding)
         if self.publisher is not None:
             claim_uids = {c.uid for c in snapshot.claims}
-            self.publisher.forget_except(live | claim_uids)
+            self.publisher.forget_except(live | claim_uids, reason=REASON)
         return findings
 
     def _publish(self, finding: Finding) -> None:

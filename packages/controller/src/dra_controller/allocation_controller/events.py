@@ -3,12 +3,17 @@
 The same message about the same object is posted at most once per ``repeat_s``; all
 posts share a token bucket (``rate_per_s``, ``burst``). Failures to post are logged and
 counted, never raised: the next reconcile tries again.
+
+One publisher serves several posters (the controller's reconciles and the kubelet plugin's
+placement check, each in its own thread), so its memory is locked and each poster prunes only
+the memory of its own reason.
 """
 
 from __future__ import annotations
 
 import datetime
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -75,11 +80,20 @@ class EventPublisher:
         self.bucket = bucket if bucket is not None else TokenBucket(rate_per_s=5.0, burst=20)
         self.clock = clock
         self.on_outcome = on_outcome
-        self._posted: dict[tuple[str, str], float] = {}
+        # (reason, object uid, message) -> when posted. Guarded by _lock, as is the bucket.
+        self._posted: dict[tuple[str, str, str], float] = {}
+        self._lock = threading.Lock()
 
-    def forget_except(self, uids: set[str]) -> None:
-        """Drop the memory of objects no longer of interest (keeps memory bounded)."""
-        self._posted = {k: v for k, v in self._posted.items() if k[0] in uids}
+    def forget_except(self, uids: set[str], *, reason: str = REASON) -> None:
+        """Drop the memory of ``reason`` Events about objects no longer of interest (keeps
+        memory bounded).
+
+        Only ``reason``'s: the caller knows which of its own objects are still of interest, not
+        another poster's (the placement check's DaemonSet is no pod or claim of the
+        controller's; forgetting it made its Event repeat at every check).
+        """
+        with self._lock:
+            self._posted = {k: v for k, v in self._posted.items() if k[0] != reason or k[1] in uids}
 
     def warn(
         self,
@@ -92,12 +106,15 @@ class EventPublisher:
         """Post the Event unless it was posted recently or the rate limit is hit; the log line
         of a posted Event carries ``log_event`` (what the Event is about)."""
         now = self.clock()
-        key = (obj.uid, message)
-        last = self._posted.get(key)
-        if last is not None and now - last < self.repeat_s:
+        key = (reason, obj.uid, message)
+        with self._lock:
+            last = self._posted.get(key)
+            deduplicated = last is not None and now - last < self.repeat_s
+            allowed = not deduplicated and self.bucket.take()
+        if deduplicated:
             self.on_outcome(reason, "deduplicated")
             return False
-        if not self.bucket.take():
+        if not allowed:
             self.on_outcome(reason, "rate_limited")
             return False
         stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -135,7 +152,8 @@ class EventPublisher:
                 },
             )
             return False
-        self._posted[key] = now
+        with self._lock:
+            self._posted[key] = now
         self.on_outcome(reason, "posted")
         log.info(
             message,
