@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 
 from dra_kube_client.errors import KubeApiError, KubeConfigError, answer_error
 from dra_kube_client.http_transport import WATCH_GRACE_S
+from dra_kube_client.live_connections import LiveConnections
 from dra_kube_client.wire import decode_answer, watch_events
 
 if TYPE_CHECKING:
@@ -32,6 +33,8 @@ class ClientLibraryTransport:
     def __init__(self, api_client: k8s_client.ApiClient) -> None:
         """Use ``api_client``'s configuration and connection pool."""
         self._api = api_client
+        self._live = LiveConnections(str(api_client.configuration.host))
+        self._live.install(api_client.rest_client.pool_manager)
 
     @classmethod
     def from_kubeconfig(
@@ -56,7 +59,9 @@ class ClientLibraryTransport:
         return cls(k8s_client.ApiClient(configuration))
 
     def close(self) -> None:
-        """Release the connection pool."""
+        """Close every connection, those in use too (see :class:`LiveConnections`; behind
+        a SOCKS proxy, requests in flight end by their timeouts)."""
+        self._live.abort()
         self._api.close()  # type: ignore[no-untyped-call]
 
     @property

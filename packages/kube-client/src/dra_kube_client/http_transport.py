@@ -27,6 +27,7 @@ from urllib3.exceptions import HTTPError, InsecureRequestWarning
 
 from dra_kube_client.connection import Connection
 from dra_kube_client.errors import KubeApiError, KubeConfigError, answer_error
+from dra_kube_client.live_connections import LiveConnections
 from dra_kube_client.wire import decode_answer, watch_events
 
 __all__ = ["WATCH_GRACE_S", "HttpTransport", "TokenFile"]
@@ -118,6 +119,8 @@ class HttpTransport:
                 )
                 warnings.filterwarnings("ignore", category=InsecureRequestWarning)
         self._pool = urllib3.PoolManager(**pool_kw)
+        self._live = LiveConnections(self._server)
+        self._live.install(self._pool)
 
     @property
     def server(self) -> str:
@@ -125,7 +128,9 @@ class HttpTransport:
         return self._server
 
     def close(self) -> None:
-        """Close the pooled connections."""
+        """Close every connection, those in use too: a request or watch in flight fails at
+        once (status 0), as does every later one."""
+        self._live.abort()
         self._pool.clear()
 
     def request(

@@ -21,6 +21,11 @@ instance lease (:class:`~dra_kubelet_core.node_lock.InstanceLease`) publishes, s
 slices never flap between two views. The other waits for the lease and takes over, from
 the slices as the server holds them, when the first stops.
 
+Stopping (cancelling :meth:`SlicePublisher.run`) never waits for the API server: a
+reconcile's request in flight goes on until it is answered or the transport is closed
+(which fails it at once), and keeps the lease until then; :meth:`SlicePublisher.join`
+waits for the publisher's threads after that.
+
 The slices are built and compared as ``resource.k8s.io/v1``; on a server that serves only a
 beta version (Kubernetes 1.32, 1.33) they are written and read in that version
 (:class:`~dra_kubelet_core.resource_api.ResourceApi`, found by discovery).
@@ -32,6 +37,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -147,6 +153,12 @@ class SlicePublisher:
         self._trigger = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop reconciling, once run
         self._stop = threading.Event()
+        # Whether a reconcile runs on its worker thread, and whether run() has ended; both
+        # decide who gives the lease up (see _release_lease).
+        self._state = threading.Condition()
+        self._in_flight = False
+        self._stopped = False
+        self._watcher: threading.Thread | None = None
         self.reconciles = 0
         self._last_generation = 0
         self._written: dict[str, _Written] = {}
@@ -319,13 +331,57 @@ class SlicePublisher:
     async def run(self) -> None:
         """Take the lease (waiting while another instance holds it), then reconcile now, on
         every trigger, health change, watch event and resync period; give the lease up when
-        cancelled."""
+        cancelled (once a reconcile in flight returned)."""
         try:
             await self._take_lease()
             await self._publish()
         finally:
-            if self._lease is not None:
+            self._stop.set()
+            self._release_lease()
+
+    def join(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` seconds for the threads of a stopped publisher (the
+        slice watch, a reconcile in flight) to end; return whether they did. Once the
+        transport is closed they end at once: their requests fail."""
+        deadline = time.monotonic() + timeout_s
+        watcher = self._watcher
+        if watcher is not None:
+            watcher.join(timeout_s)
+        with self._state:
+            idle = self._state.wait_for(
+                lambda: not self._in_flight, max(0.0, deadline - time.monotonic())
+            )
+        return idle and (watcher is None or not watcher.is_alive())
+
+    def _reconcile_unless_stopped(self) -> None:
+        """:meth:`reconcile_once` on a worker thread, unless :meth:`run` ended while it was
+        queued; when :meth:`run` ended during it, the lease is given up here, after it."""
+        with self._state:
+            queued_past_stop = self._stopped
+            self._in_flight = not queued_past_stop
+        if queued_past_stop:
+            return
+        try:
+            self.reconcile_once()
+        finally:
+            with self._state:
+                self._in_flight = False
+                release = self._stopped
+                self._state.notify_all()
+            if release and self._lease is not None:
                 self._lease.release()
+
+    def _release_lease(self) -> None:
+        """Give the lease up, or leave that to the reconcile in flight. Cancelling
+        :meth:`run` does not stop a reconcile's request (it ends with its answer, or when
+        the transport is closed); that reconcile keeps the lease until it returns, so the
+        next instance never publishes alongside a write of ours."""
+        with self._state:
+            self._stopped = True
+            if self._in_flight:
+                return
+        if self._lease is not None:
+            self._lease.release()
 
     async def _take_lease(self) -> None:
         lease = self._lease
@@ -345,7 +401,7 @@ class SlicePublisher:
         loop = self._loop = asyncio.get_running_loop()
         informer = self.slice_informer()
         informer.store.subscribe(self._on_slice_change(loop, informer.store))
-        watcher = threading.Thread(
+        self._watcher = watcher = threading.Thread(
             target=informer.run, args=(self._stop,), name="slice-watch", daemon=True
         )
         watcher.start()
@@ -356,7 +412,7 @@ class SlicePublisher:
             while True:
                 self._trigger.clear()
                 try:
-                    await asyncio.to_thread(self.reconcile_once)
+                    await asyncio.to_thread(self._reconcile_unless_stopped)
                     backoff.reset()
                     wait = self._resync_s
                 except Exception as exc:  # never let the publisher die: retry with backoff

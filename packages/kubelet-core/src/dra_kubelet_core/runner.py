@@ -76,7 +76,7 @@ from dra_kubelet_core.sockets import (
 )
 from dra_kubelet_core.state import ClaimEngine
 
-__all__ = ["HANDOVER_DRAIN_S", "EngineParts", "PluginRunner"]
+__all__ = ["HANDOVER_DRAIN_S", "STOP_JOIN_S", "EngineParts", "PluginRunner"]
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +84,12 @@ log = logging.getLogger(__name__)
 #: registration socket: the kubelet sees the removal through inotify and moves to the other
 #: instance, and a call it sent just before must still find this one answering.
 HANDOVER_DRAIN_S = 2.0
+
+#: Seconds the shutdown waits, once the API connections are closed, for the threads that
+#: used them (the slice publisher's watch and reconcile) to end. Closing fails their
+#: requests at once, so they end in milliseconds; the bound only keeps a thread stuck
+#: elsewhere from holding the stop (it is a daemon thread and dies with the process).
+STOP_JOIN_S = 5.0
 
 #: The keyword arguments of :class:`ClaimEngine` the runner provides (all but ``driver``,
 #: ``retry`` and ``hooks``).
@@ -166,7 +172,7 @@ class PluginRunner:
             except KubeConfigError as exc:
                 raise ConfigurationError("--kubeconfig", str(exc)) from exc
             self.transport = transport
-            self.on_stop(transport.close)
+            self.on_stop(self._close_transport)
             self.node_uid = await asyncio.to_thread(_node_uid, transport, s.node_name)
             try:
                 self.resource_api = await asyncio.to_thread(discover_resource_api, transport)
@@ -300,6 +306,8 @@ class PluginRunner:
             http_server = serve_metrics(
                 self.metrics.registry, host, int(port), s.metrics_path, tls=tls, auth=auth
             )
+            # Undone in reverse: the serving loop ends, then the port is freed.
+            self.on_stop(http_server.server_close)
             self.on_stop(http_server.shutdown)
 
     def publish(self, slices: SliceSource, *, health: HealthHub) -> SlicePublisher | None:
@@ -368,6 +376,22 @@ class PluginRunner:
         if self.sockets is None:
             raise RuntimeError("PluginRunner.connect() must run first")
         return self.sockets
+
+    async def _close_transport(self) -> None:
+        """The last step of the shutdown: close the API connections, those in use too, so
+        that no request or watch in flight (the publisher's, an event's, a claim read of a
+        call the DRA server gave up on) holds the stop, nor the join of the event loop's
+        executor that follows it; then wait, at most :data:`STOP_JOIN_S`, for the
+        publisher's threads."""
+        if self.transport is None:
+            return
+        self.transport.close()
+        publisher = self.publisher
+        if publisher is not None and not await asyncio.to_thread(publisher.join, STOP_JOIN_S):
+            log.warning(
+                "the ResourceSlice publisher's threads did not end",
+                extra={"event": "publisher_not_stopped", "seconds": STOP_JOIN_S},
+            )
 
     async def _stop_tasks(self) -> None:
         for task in self._tasks:

@@ -10,7 +10,7 @@ issues certificates for HTTPS tests.
 
 from dra_kube_client.testing.http_front import HttpFront, serve_http, status_body
 from dra_kube_client.testing.local_server import write_kubeconfig
-from dra_kube_client.testing.memory import MemoryApi
+from dra_kube_client.testing.memory import Hold, MemoryApi
 from dra_kube_client.testing.mock_transport import Answer, Call, MockTransport
 from dra_kube_client.testing.pki import Issued, TestCa
 from dra_kube_client.testing.reviews import Reviews
@@ -20,6 +20,7 @@ from dra_kube_client.testing.selectors import SelectorError, matches, parse_sele
 __all__ = [
     "Answer",
     "Call",
+    "Hold",
     "HttpFront",
     "Issued",
     "MemoryApi",

@@ -31,6 +31,15 @@ def write_kubeconfig(path: Path | str, *, url: str, token: str = "test-token") -
     return out
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    # A plugin under test opens several connections at once (lists, watches, writes, claim
+    # reads, events); with the default backlog of 5, a loaded machine that is slow to run
+    # the accepting thread drops connection attempts, and each retry of one waits longer
+    # (1, 2, 4, 8... seconds): a request that seems to hang.
+    request_queue_size = 128
+    daemon_threads = True
+
+
 class LocalHttpServer(ABC):
     """Serves until :meth:`close`; every request goes to :meth:`handle`.
 
@@ -64,8 +73,7 @@ class LocalHttpServer(ABC):
             def do_DELETE(self) -> None:
                 server.handle(self, "DELETE")
 
-        self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _Server(("127.0.0.1", 0), Handler)
         self._tls = tls is not None
         if tls is not None:
             # The handshake happens on accept, in the serving thread: enough for tests.

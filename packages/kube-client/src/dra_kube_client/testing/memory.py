@@ -23,7 +23,7 @@ from dra_kube_client.testing.selectors import (
     parse_selector,
 )
 
-__all__ = ["MemoryApi"]
+__all__ = ["Hold", "MemoryApi"]
 
 _COLLECTION = re.compile(
     r"^(?P<prefix>/apis?/.+?)(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[a-z0-9]+)$"
@@ -38,6 +38,28 @@ class _Event:
     type: str
     path: str
     obj: dict[str, Any]
+
+
+class Hold:
+    """Requests ``method`` of ``path`` (``WATCH`` for a watch) left unanswered until
+    :meth:`release`, as an API server that hangs: :attr:`entered` is set once one arrived."""
+
+    def __init__(self, method: str, path: str) -> None:
+        """Hold every ``method`` request of ``path``."""
+        self.method = method
+        self.path = path
+        self.entered = threading.Event()
+        self._released = threading.Event()
+
+    def release(self) -> None:
+        """Answer the held requests (and every later one) as usual."""
+        self._released.set()
+
+    def wait(self, method: str, path: str) -> None:
+        """Block a matching request until :meth:`release`."""
+        if (method, path) == (self.method, self.path) and not self._released.is_set():
+            self.entered.set()
+            self._released.wait()
 
 
 @dataclass(frozen=True)
@@ -65,7 +87,8 @@ class MemoryApi:
     - ``requests``: every ``(method, path)`` asked, watches as ``WATCH``;
     - ``fail``: ``(method, path) -> HTTP status`` answered once, instead of the request;
     - ``watch_wait_s``: how long a watch waits for events before it ends (0: it replays what
-      happened and ends at once, for single-threaded tests).
+      happened and ends at once, for single-threaded tests);
+    - :meth:`hold`: leave some requests unanswered (an API server that hangs).
 
     Subclasses may override :meth:`admit` to validate or change what is written.
     """
@@ -82,6 +105,7 @@ class MemoryApi:
         self._version = 0
         self._serial = 0
         self._closed = False
+        self._holds: list[Hold] = []
 
     # ---------------------------------------------------------------- test setup
     def put_object(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
@@ -99,10 +123,27 @@ class MemoryApi:
             return [o for p, o in sorted(self.objects.items()) if p.rsplit("/", 2)[-2] == plural]
 
     def close(self) -> None:
-        """End every open watch (a server shutting down)."""
+        """End every open watch and answer the held requests (a server shutting down)."""
         with self.cond:
             self._closed = True
             self.cond.notify_all()
+            holds = list(self._holds)
+        for held in holds:
+            held.release()
+
+    def hold(self, method: str, path: str) -> Hold:
+        """Leave every ``method`` request of ``path`` (``WATCH``: a watch of it) unanswered
+        until the returned :class:`Hold` is released (or :meth:`close`)."""
+        held = Hold(method, path)
+        with self.cond:
+            self._holds.append(held)
+        return held
+
+    def _wait_held(self, method: str, path: str) -> None:
+        with self.cond:
+            holds = list(self._holds)
+        for held in holds:  # waited for outside the lock: other requests go on meanwhile
+            held.wait(method, path)
 
     def admit(self, method: str, path: str, obj: dict[str, Any]) -> dict[str, Any]:
         """The object as stored by a POST, PUT or PATCH of ``path`` (a hook: unchanged here).
@@ -126,6 +167,7 @@ class MemoryApi:
     ) -> dict[str, Any]:
         """Answer as the API server would; errors are :class:`KubeApiError` with a reason."""
         del timeout_s
+        self._wait_held(method, path)
         with self.cond:
             self.requests.append((method, path))
             status = self.fail.pop((method, path), None)
@@ -139,6 +181,7 @@ class MemoryApi:
         """Events of the collection at ``path``: after ``resourceVersion`` when one is given
         (else the current objects as ``ADDED``), then new ones for up to ``watch_wait_s``
         (and ``timeoutSeconds``)."""
+        self._wait_held("WATCH", path)
         with self.cond:
             self.requests.append(("WATCH", path))
             status = self.fail.pop(("WATCH", path), None)
