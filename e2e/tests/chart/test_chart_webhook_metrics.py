@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 from chart_helpers import BASE_SETS, CHART, NAMESPACE, OWN_IMAGE, HelmFailed, run_helm, set_args
+from chart_render import render_notes
 from dra_controller.webhook.metrics import REVIEW_SECONDS
 
 WEBHOOK = "dra-dra-driver-nvidia-gpu-webhook"
@@ -104,3 +105,9 @@ def test_values_document_the_metrics_default_off() -> None:
     webhook = yaml.safe_load(text)["webhook"]
     assert webhook["metrics"] == {"enabled": False, "port": 8080}
     assert REVIEW_SECONDS in text
+
+
+def test_notes_say_where_the_webhook_metrics_are_only_when_on(helm: Path) -> None:
+    line = f'service/{WEBHOOK} port "metrics" (/metrics, plain HTTP)'
+    assert line in render_notes(helm, {**ENABLED, "webhook.metrics.enabled": "true"})
+    assert REVIEW_SECONDS not in render_notes(helm, ENABLED)
