@@ -18,8 +18,12 @@ the chart first, then with it. Each phase:
    workload is whole again.
 
 Figures (each printed next to issue #27's target): pods/s scheduled, claim-to-bound
-p50/p99 (creation, churn), webhook admission p50/p99 (the API server's histogram: the first
-calls after install apart from the steady state), API requests per FlowSchema (our
+p50/p99 (creation, churn), webhook admission p50/p99 (the first calls after install apart from
+the rest of the creation, and the churn), each window twice: the API server's histogram (a
+call's whole span: TLS, network, queueing and the review; buckets too coarse to place p99
+against 20 ms) and the webhook's own ``dra_webhook_review_duration_seconds`` (the review
+inside the webhook: body read, parse, validate, response written; fine buckets), scraped from
+each webhook pod at the moments the API server's is read, API requests per FlowSchema (our
 components' service accounts get one of their own), our controllers' CPU seconds and peak
 RSS (from /proc: their pods run on this host), the metrics lag (a claim's allocation, seen by
 a watch, to its first scrape in our allocation controller's metrics) and explain's wall time.
@@ -34,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,10 +61,10 @@ from dra_e2e.scale_domains import (
 from dra_e2e.scale_metrics import (
     DISPATCHED,
     WEBHOOK_HISTOGRAM,
+    WEBHOOK_REVIEW_HISTOGRAM,
     components_flow_schema,
     delta,
-    histogram_bucket,
-    histogram_quantile,
+    histogram_figures,
     lags,
     parse_samples,
     percentile,
@@ -96,11 +101,12 @@ TIMEOUT_S = _env("SCALE_TIMEOUT_S", 1800)
 FIRST_CALL_PODS = 20
 #: The chart with every control-plane component on: the allocation controller (on by
 #: default; plain-HTTP metrics, so the benchmark's scrapes cost no TokenReview), the webhook
-#: (TLS from a chart-made Secret; the time-slicing gate on so it admits that config) and the
-#: ComputeDomain controller.
+#: (TLS from a chart-made Secret; the time-slicing gate on so it admits that config; its own
+#: review histogram on its plain-HTTP metrics port) and the ComputeDomain controller.
 COMPONENTS = {
     "webhook.enabled": "true",
     "webhook.tls.mode": "secret",
+    "webhook.metrics.enabled": "true",
     "featureGates.TimeSlicingSettings": "true",
     "resources.computeDomains.enabled": "true",
     "allocationController.metrics.insecure": "true",
@@ -108,6 +114,8 @@ COMPONENTS = {
 #: Our control-plane components, by the chart's component label.
 MEASURED = ("allocation-controller", "compute-domain-controller", "webhook")
 METRICS_PORT = 8080
+#: The chart's default webhook.metrics.port.
+WEBHOOK_METRICS_PORT = 8080
 SCRAPE_INTERVAL_S = 0.5
 
 
@@ -125,19 +133,16 @@ def _apply(cluster: Cluster, objects: list[dict[str, Any]], namespace: str | Non
 
 
 def _webhook(before: str, after: str) -> WebhookFigures:
-    buckets = delta(
-        parse_samples(before, f"{WEBHOOK_HISTOGRAM}_bucket"),
-        parse_samples(after, f"{WEBHOOK_HISTOGRAM}_bucket"),
-    )
-    count = sum(
-        delta(*(parse_samples(t, f"{WEBHOOK_HISTOGRAM}_count") for t in (before, after))).values()
-    )
-    return (
-        histogram_quantile(0.5, buckets),
-        histogram_quantile(0.99, buckets),
-        int(count),
-        histogram_bucket(0.99, buckets),
-    )
+    return histogram_figures(WEBHOOK_HISTOGRAM, {"apiserver": before}, {"apiserver": after})
+
+
+def _own_webhook(
+    before: dict[str, str] | None, after: dict[str, str] | None
+) -> WebhookFigures | None:
+    """The webhook pods' own review histogram over a span (``None``: not scraped)."""
+    if before is None or after is None:
+        return None
+    return histogram_figures(WEBHOOK_REVIEW_HISTOGRAM, before, after)
 
 
 def _requests(before: str, after: str) -> dict[str, float]:
@@ -305,6 +310,31 @@ def _scrape_url(transport: KubeTransport) -> str | None:
     return None if ip is None else f"http://{ip}:{METRICS_PORT}/metrics"
 
 
+def _webhook_texts(transport: KubeTransport) -> dict[str, str]:
+    """Each webhook pod's ``/metrics`` by pod name (pod IP, plain HTTP, as the allocation
+    controller's); a pod that does not answer is left out, and said."""
+    pods = (
+        transport.request(
+            "GET",
+            f"/api/v1/namespaces/{chart.NAMESPACE}/pods",
+            query={"labelSelector": "app.kubernetes.io/component=webhook"},
+        ).get("items")
+        or []
+    )
+    out = {}
+    for pod in pods:
+        name, ip = pod["metadata"]["name"], (pod.get("status") or {}).get("podIP")
+        if not ip:
+            continue
+        url = f"http://{ip}:{WEBHOOK_METRICS_PORT}/metrics"
+        try:
+            with urllib.request.urlopen(url, timeout=10) as resp:
+                out[name] = resp.read().decode()
+        except OSError as exc:
+            say(f"[bench] webhook pod {name}: {url}: {exc}")
+    return out
+
+
 def _explain(cluster: Cluster, ns: str, claim: str) -> float:
     """Wall seconds of ``kubectl dra explain resourceclaim/<claim>`` against the cluster."""
     binary = Path(sys.executable).parent / "kubectl-dra"
@@ -385,19 +415,26 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
             scraper.start()
     time.sleep(1)  # the watches are open before the first object exists
     usage_start = _usage(transport) if with_components else {}
-    before = _metrics(cluster)
+
+    def webhook_texts() -> dict[str, str] | None:
+        return _webhook_texts(transport) if with_components else None
+
+    # The webhook pods are read right after the API server, at each window's boundary.
+    before, own_before = _metrics(cluster), webhook_texts()
     started = time.monotonic()
     templates_s = _setup(cluster, transport, work, with_components)
     first_calls: dict[str, str] = {}
+    own_first_calls: dict[str, dict[str, str] | None] = {}
 
     def on_count(n: int) -> None:
         if n >= FIRST_CALL_PODS and "text" not in first_calls:
             first_calls["text"] = _metrics(cluster)
+            own_first_calls["text"] = webhook_texts()
 
     say(f"[bench] {name}: asking for {PODS} pods at {RATE:g}/s ({work.domains} ComputeDomains)")
     _ask_at_rate(transport, work, on_count)
     created = _wait(f"{name}: {PODS} pods scheduled, claims bound", lambda: _whole(transport, work))
-    after_creation = _metrics(cluster)
+    after_creation, own_after_creation = _metrics(cluster), webhook_texts()
     last = max(watch.scheduled.values(), default=started)
     bound = [watch.claim_bound[c] - watch.claim_created[c] for c in watch.claim_bound]
     say(
@@ -405,6 +442,7 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
         f"in {created - started:.0f} s"
     )
     mid = first_calls.get("text", after_creation)
+    own_mid = own_first_calls.get("text", own_after_creation)
     creation = Creation(
         pods_per_s=len(watch.scheduled) / (last - started) if last > started else None,
         scheduled=len(watch.scheduled),
@@ -417,6 +455,8 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
         requests=_requests(before, after_creation),
         seconds=created - started,
         templates_s=templates_s,
+        own_first=_own_webhook(own_before, own_mid),
+        own_steady=_own_webhook(own_mid, own_after_creation),
     )
     # explain: one allocated claim of the workload, one that stays pending.
     _apply(cluster, [_pending_claim(ns)], ns)
@@ -427,7 +467,7 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
     churn_started = time.monotonic()
     deleted_pods, replaced_nodes = _churn(cluster, transport, work, rng)
     settled = _wait(f"{name}: workload whole after churn", lambda: _whole(transport, work))
-    after = _metrics(cluster)
+    after, own_after = _metrics(cluster), webhook_texts()
     churn_bound = watch.bound_since(churn_started)
     churn = Churn(
         deleted_pods=deleted_pods,
@@ -438,6 +478,7 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
         webhook=_webhook(after_creation, after),
         requests=_requests(after_creation, after),
         seconds=settled - churn_started,
+        own_webhook=_own_webhook(own_after_creation, own_after),
     )
     usage = None
     if with_components:

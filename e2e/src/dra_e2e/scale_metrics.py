@@ -9,7 +9,9 @@ of their own (:func:`components_flow_schema`) so their requests are counted apar
 
 Our allocation controller's ``/metrics`` is scraped during a run: a claim's first sample in
 ``kube_resourceclaim_allocated`` against its allocation seen by a claim watch is the metrics
-lag (:func:`claims_in`, :func:`lags`).
+lag (:func:`claims_in`, :func:`lags`). Our webhook's pods' ``/metrics`` are read at the same
+moments as the API server's: their own review histogram (``dra_webhook_review_duration_seconds``,
+fine buckets around the 20 ms target) summed over the pods (:func:`histogram_figures`).
 
 Pure: text in, numbers out.
 """
@@ -22,7 +24,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from dra_controller.webhook.metrics import REVIEW_SECONDS
+
 WEBHOOK_HISTOGRAM = "apiserver_admission_webhook_admission_duration_seconds"
+#: The webhook's own: a review's time inside it (see dra_controller.webhook.metrics).
+WEBHOOK_REVIEW_HISTOGRAM = REVIEW_SECONDS
 DISPATCHED = "apiserver_flowcontrol_dispatched_requests_total"
 #: Our allocation controller's series of an allocated claim (``namespace``, ``name``).
 CLAIM_ALLOCATED = "kube_resourceclaim_allocated"
@@ -33,6 +39,9 @@ _SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 Labels = tuple[tuple[str, str], ...]
+#: (p50, p99, observations, the bucket p99 falls in) of a latency histogram over a span,
+#: seconds.
+HistogramFigures = tuple[float | None, float | None, int, tuple[float, float] | None]
 
 
 def parse_samples(text: str, name: str) -> dict[Labels, float]:
@@ -52,9 +61,9 @@ def delta(before: Mapping[Labels, float], after: Mapping[Labels, float]) -> dict
     return {k: v - before.get(k, 0.0) for k, v in after.items()}
 
 
-def histogram_quantile(q: float, buckets: Mapping[Labels, float]) -> float | None:
-    """The ``q`` quantile of a histogram's ``_bucket`` samples (all label sets summed per
-    ``le``), interpolated as Prometheus does; ``None`` without observations."""
+def _cumulative(buckets: Mapping[Labels, float]) -> list[tuple[float, float]] | None:
+    """A histogram's ``_bucket`` samples as ``(le, cumulative count)`` by rising ``le``, all
+    label sets summed per ``le``; ``None`` without observations."""
     per_le: dict[float, float] = defaultdict(float)
     for labels, value in buckets.items():
         le = dict(labels).get("le")
@@ -63,11 +72,18 @@ def histogram_quantile(q: float, buckets: Mapping[Labels, float]) -> float | Non
     bounds = sorted(per_le)
     if not bounds or per_le[bounds[-1]] <= 0:
         return None
-    total = per_le[bounds[-1]]
-    rank = q * total
+    return [(bound, per_le[bound]) for bound in bounds]
+
+
+def histogram_quantile(q: float, buckets: Mapping[Labels, float]) -> float | None:
+    """The ``q`` quantile of a histogram's ``_bucket`` samples (all label sets summed per
+    ``le``), interpolated as Prometheus does; ``None`` without observations."""
+    cumulative = _cumulative(buckets)
+    if cumulative is None:
+        return None
+    rank = q * cumulative[-1][1]
     lower, below = 0.0, 0.0
-    for bound in bounds:
-        count = per_le[bound]
+    for bound, count in cumulative:
         if count >= rank:
             if math.isinf(bound):
                 return lower
@@ -81,21 +97,46 @@ def histogram_quantile(q: float, buckets: Mapping[Labels, float]) -> float | Non
 def histogram_bucket(q: float, buckets: Mapping[Labels, float]) -> tuple[float, float] | None:
     """The bucket ``(lower, upper]`` the ``q`` quantile falls in: all a histogram can say of
     it (the interpolation inside a bucket is a guess); ``None`` without observations."""
-    per_le: dict[float, float] = defaultdict(float)
-    for labels, value in buckets.items():
-        le = dict(labels).get("le")
-        if le is not None:
-            per_le[math.inf if le == "+Inf" else float(le)] += value
-    bounds = sorted(per_le)
-    if not bounds or per_le[bounds[-1]] <= 0:
+    cumulative = _cumulative(buckets)
+    if cumulative is None:
         return None
-    rank = q * per_le[bounds[-1]]
+    rank = q * cumulative[-1][1]
     lower = 0.0
-    for bound in bounds:
-        if per_le[bound] >= rank:
+    for bound, count in cumulative:
+        if count >= rank:
             return lower, bound
         lower = bound
     return lower, math.inf
+
+
+def span_samples(
+    name: str, before: Mapping[str, str], after: Mapping[str, str]
+) -> dict[Labels, float]:
+    """The samples of ``name`` over a span, summed per label set over every source: each
+    source's (an endpoint's, e.g. one webhook pod's) Prometheus text at the span's start
+    (``before``) and end (``after``). A source new at the end counts from zero; one gone by
+    the end (a replaced pod) is left out."""
+    out: dict[Labels, float] = defaultdict(float)
+    for source, text in after.items():
+        start = parse_samples(before.get(source, ""), name)
+        for labels, value in delta(start, parse_samples(text, name)).items():
+            out[labels] += value
+    return dict(out)
+
+
+def histogram_figures(
+    name: str, before: Mapping[str, str], after: Mapping[str, str]
+) -> HistogramFigures:
+    """p50, p99 (interpolated: :func:`histogram_quantile`), the observations and the bucket
+    p99 falls in, of histogram ``name`` over a span (sources as :func:`span_samples`)."""
+    buckets = span_samples(f"{name}_bucket", before, after)
+    count = sum(span_samples(f"{name}_count", before, after).values())
+    return (
+        histogram_quantile(0.5, buckets),
+        histogram_quantile(0.99, buckets),
+        int(count),
+        histogram_bucket(0.99, buckets),
+    )
 
 
 def sum_by(samples: Mapping[Labels, float], label: str) -> dict[str, float]:

@@ -1,24 +1,29 @@
-"""The scale benchmark's arithmetic over the API server's Prometheus text."""
+"""The scale benchmark's arithmetic over the API server's and our webhook pods' Prometheus text."""
 
 from __future__ import annotations
 
 import pytest
+from dra_controller.webhook.metrics import REVIEW_SECONDS, ReviewMetrics
 from dra_e2e.scale_metrics import (
     COMPONENTS_FLOW_SCHEMA,
     DISPATCHED,
     WEBHOOK_HISTOGRAM,
+    WEBHOOK_REVIEW_HISTOGRAM,
     Labels,
     claims_in,
     components_flow_schema,
     delta,
     histogram_bucket,
+    histogram_figures,
     histogram_quantile,
     lags,
     parse_samples,
     percentile,
     ratio_ok,
+    span_samples,
     sum_by,
 )
+from prometheus_client import generate_latest
 
 BEFORE = f"""# HELP {WEBHOOK_HISTOGRAM} x
 # TYPE {WEBHOOK_HISTOGRAM} histogram
@@ -106,3 +111,80 @@ def test_histogram_bucket_names_the_bucket_a_quantile_falls_in() -> None:
     assert histogram_bucket(0.99, buckets) == (0.005, 0.025)
     assert histogram_bucket(0.999, buckets) == (0.025, 0.1)
     assert histogram_bucket(0.5, {}) is None
+
+
+def test_quantile_and_bucket_read_the_same_cumulative_counts_of_every_label_set() -> None:
+    # Two label sets (two outcomes) summed per le, out of order, as a scrape may list them.
+    buckets: dict[Labels, float] = {
+        (("le", "+Inf"), ("outcome", "denied")): 10.0,
+        (("le", "0.01"), ("outcome", "allowed")): 40.0,
+        (("le", "0.02"), ("outcome", "allowed")): 90.0,
+        (("le", "0.01"), ("outcome", "denied")): 0.0,
+        (("le", "0.02"), ("outcome", "denied")): 10.0,
+        (("le", "+Inf"), ("outcome", "allowed")): 90.0,
+    }
+    # 100 in all: 40 <= 10 ms, 100 <= 20 ms. The 50th: 10 of the 60 in (10, 20] ms.
+    assert histogram_quantile(0.5, buckets) == pytest.approx(0.01 + 0.01 * 10 / 60)
+    assert histogram_bucket(0.5, buckets) == (0.01, 0.02)
+    assert histogram_quantile(0.99, buckets) == pytest.approx(0.01 + 0.01 * 59 / 60)
+    assert histogram_bucket(0.99, buckets) == (0.01, 0.02)
+    # Only +Inf above the rank: the highest finite bound, as Prometheus answers.
+    assert histogram_quantile(0.5, {(("le", "0.1"),): 0.0, (("le", "+Inf"),): 4.0}) == 0.1
+
+
+def _pod_text(seconds: list[tuple[str, str, float]]) -> str:
+    """What one webhook pod's /metrics would say after these reviews (the webhook's own
+    histogram, buckets and all)."""
+    metrics = ReviewMetrics()
+    for kind, outcome, took in seconds:
+        metrics.observe(kind, outcome, took)
+    return generate_latest(metrics.registry).decode()
+
+
+def test_the_webhooks_own_histogram_is_summed_over_its_pods_over_a_span() -> None:
+    assert WEBHOOK_REVIEW_HISTOGRAM == REVIEW_SECONDS
+    fast = [("ResourceClaim", "allowed", 0.004)] * 50
+    before = {"webhook-a": _pod_text(fast[:10]), "webhook-b": _pod_text([])}
+    after = {
+        # a: 40 more fast reviews; b: 48 fast, 1 denied at 12 ms, 1 at 18 ms; c: a pod new in
+        # the span (counts from zero) with one slow template review.
+        "webhook-a": _pod_text(fast),
+        "webhook-b": _pod_text(
+            [
+                *fast[:48],
+                ("ResourceClaimTemplate", "denied", 0.012),
+                ("ResourceClaim", "error", 0.018),
+            ]
+        ),
+        "webhook-c": _pod_text([("ResourceClaimTemplate", "allowed", 0.06)]),
+    }
+    count = span_samples(f"{REVIEW_SECONDS}_count", before, after)
+    assert sum(count.values()) == 40 + 50 + 1
+    p50, p99, reviews, bucket = histogram_figures(REVIEW_SECONDS, before, after)
+    assert reviews == 91
+    # 88 of 91 in (3, 5] ms: the 45.5th by interpolation.
+    assert p50 == pytest.approx(0.003 + 0.002 * 45.5 / 88)
+    # The 90.09th: the 90th is the 18 ms review in (15, 20], the 91st the 60 ms one.
+    assert bucket == (0.05, 0.1)
+    assert p99 == pytest.approx(0.05 + 0.05 * (0.99 * 91 - 90) / 1)
+    # Without the slow pod, p99 falls in (15, 20] ms: under the target, as the buckets say.
+    del after["webhook-c"]
+    _, p99, reviews, bucket = histogram_figures(REVIEW_SECONDS, before, after)
+    assert reviews == 90
+    assert bucket == (0.015, 0.02)
+    assert p99 is not None
+    assert 0.015 < p99 <= 0.02
+
+
+def test_a_pod_gone_by_the_end_of_a_span_is_left_out() -> None:
+    before = {"webhook-a": _pod_text([("ResourceClaim", "allowed", 0.004)] * 5)}
+    assert histogram_figures(REVIEW_SECONDS, before, {}) == (None, None, 0, None)
+
+
+def test_the_api_servers_figures_are_one_source_over_the_span() -> None:
+    p50, p99, calls, bucket = histogram_figures(
+        WEBHOOK_HISTOGRAM, {"apiserver": BEFORE}, {"apiserver": AFTER}
+    )
+    assert p50 == pytest.approx(0.005)
+    assert p99 == pytest.approx(0.0925)
+    assert (calls, bucket) == (100, (0.025, 0.1))

@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from dra_e2e.pod_usage import PodUsage, ProcessUsage
-from dra_e2e.scale_report import Churn, Creation, Phase, Usage, render, rows
+from dra_e2e.scale_report import (
+    API_SERVER_SPAN,
+    WEBHOOK_SPAN,
+    Churn,
+    Creation,
+    Phase,
+    Usage,
+    render,
+    rows,
+)
 
 
 def _pod(cpu_s: float, peak_mb: float) -> PodUsage:
@@ -18,6 +27,7 @@ def _phase(
     usage: Usage | None = None,
     lag: list[float] | None = None,
     explain: float = 1.0,
+    own: bool = False,
 ) -> Phase:
     creation = Creation(
         pods_per_s=pods_per_s,
@@ -30,6 +40,8 @@ def _phase(
         webhook_steady=(0.001, 0.004, 170, (0, 0.005)),
         requests={"dra-driver-components": 60.0},
         seconds=50,
+        own_first=(0.0021, 0.0182, 31, (0.015, 0.02)) if own else None,
+        own_steady=(0.0012, 0.0034, 170, (0.003, 0.005)) if own else None,
     )
     churn = Churn(
         deleted_pods=20,
@@ -40,6 +52,7 @@ def _phase(
         webhook=(0.001, 0.024, 40, (0.005, 0.025)),
         requests={},
         seconds=70,
+        own_webhook=(0.0011, 0.0213, 40, (0.02, 0.025)) if own else None,
     )
     return Phase(
         name=name,
@@ -61,23 +74,48 @@ def test_rows_judge_each_figure_against_its_target() -> None:
     )
     without = _phase("without", pods_per_s=5.0, p99=1.0)
     with_ = _phase(
-        "with", pods_per_s=4.9, p99=1.2, usage=usage, lag=[0.3] * 99 + [2.5], explain=4.0
+        "with",
+        pods_per_s=4.9,
+        p99=1.2,
+        usage=usage,
+        lag=[0.3] * 99 + [2.5],
+        explain=4.0,
+        own=True,
     )
     table = {r[0]: r[1:] for r in rows(without, with_)}
     assert table["domains to channel templates"][1] == "n/a"
     assert table["pods/s scheduled"] == ("5.0", "4.9", "with >= 95% of without: ok")
     assert table["claim-to-bound p99"][2] == "with <= 110% of without: MISSED"
-    assert table["webhook p99, first 30 calls"] == (
+    api, own = f"({API_SERVER_SPAN})", f"({WEBHOOK_SPAN})"
+    assert "TLS, network, queueing" in api
+    assert "parse+validate+write" in own
+    assert table[f"webhook p50, first 30 calls {api}"] == ("-", "2.0 ms", "(reported)")
+    assert table[f"webhook p99, first 30 calls {api}"] == (
         "-",
         "400.0 ms",
         "<= 20 ms: MISSED (p99 in (100, 500] ms)",
     )
-    assert table["webhook p99, next 170 calls"] == (
+    assert table[f"webhook p50, first 31 reviews {own}"] == ("-", "2.1 ms", "(reported)")
+    assert table[f"webhook p99, first 31 reviews {own}"] == (
+        "-",
+        "18.2 ms",
+        "<= 20 ms: ok (p99 in (15, 20] ms)",
+    )
+    assert table[f"webhook p99, next 170 calls {api}"] == (
         "-",
         "4.0 ms",
         "<= 20 ms: ok (p99 in (0, 5] ms)",
     )
-    assert table["webhook p99, churn (40 calls)"][2] == "<= 20 ms: cannot tell (p99 in (5, 25] ms)"
+    assert table[f"webhook p99, next 170 reviews {own}"][2] == ("<= 20 ms: ok (p99 in (3, 5] ms)")
+    # The API server's buckets cannot place this p99; the webhook's own can.
+    assert table[f"webhook p99, churn 40 calls {api}"][2] == (
+        "<= 20 ms: cannot tell (p99 in (5, 25] ms)"
+    )
+    assert table[f"webhook p99, churn 40 reviews {own}"] == (
+        "-",
+        "21.3 ms",
+        "<= 20 ms: MISSED (p99 in (20, 25] ms)",
+    )
     assert table["allocation-controller CPU"] == ("-", "30.0 s = 0.250 core", "<= 0.5 core: ok")
     assert table["allocation-controller peak RSS"] == ("-", "120.0 MB", "<= 300 MB: ok")
     assert table["webhook peak RSS"] == ("-", "45.0 MB", "(reported)")
@@ -94,4 +132,9 @@ def test_a_phase_without_scrapes_or_usage_says_so() -> None:
     phase = _phase("with", pods_per_s=5.0, p99=1.0)
     table = {r[0]: r[1:] for r in rows(phase, phase)}
     assert table["metrics lag p99"] == ("-", "n/a", "(not scraped)")
+    assert table[f"webhook p99, churn ? reviews ({WEBHOOK_SPAN})"] == (
+        "-",
+        "n/a",
+        "(not scraped)",
+    )
     assert not [k for k in table if k.endswith("peak RSS")]

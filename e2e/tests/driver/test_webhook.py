@@ -4,6 +4,9 @@ bad opaque configs (and sharing configs whose gate is off) refused at
 ``kubectl apply`` with the field path, good ones admitted, for ResourceClaims and
 ResourceClaimTemplates in every ``resource.k8s.io`` version the cluster serves.
 
+Last, the webhook rolled with its own metrics port on (``webhook.metrics.enabled``) starts,
+serves, and counts its reviews by kind and outcome; then rolled back to off.
+
 The harness runs no kube-proxy; the API server reaches the webhook at its pod address
 (``--enable-aggregator-routing=true``, see dra_e2e.commands).
 """
@@ -17,8 +20,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from dra_controller.webhook.metrics import REVIEW_SECONDS
 from dra_e2e.errors import KubectlError
 from dra_e2e.handle import ClusterHandle
+from dra_e2e.scale_metrics import parse_samples
 from driver_support import (
     CHART,
     Driver,
@@ -246,3 +251,92 @@ def test_a_selector_naming_an_unpublished_attribute_is_admitted_with_a_warning(
         "Warning: spec.devices.requests[0].exactly.selectors[0].cel.expression: gpu.nvidia.com "
         "publishes no attribute 'productname' (did you mean 'productName'?)"
     ) in proc.stderr
+
+
+def _review_counts(driver: Driver) -> dict[tuple[str, str], float]:
+    """``dra_webhook_review_duration_seconds_count`` by (kind, outcome), summed over the
+    webhook pods, read through the API server's pod proxy (plain HTTP, no token)."""
+    pods = driver.cluster.kubectl_json(
+        "get", "pods", "-n", driver.namespace, "-l", "app.kubernetes.io/component=webhook"
+    )
+    counts: dict[tuple[str, str], float] = {}
+    for pod in pods["items"]:
+        ports = [
+            p["containerPort"]
+            for c in pod["spec"]["containers"]
+            for p in c.get("ports", [])
+            if p.get("name") == "metrics"
+        ]
+        # Pods of the rollout before (no metrics port) may still be draining.
+        if not ports or pod["metadata"].get("deletionTimestamp"):
+            continue
+        port = ports[0]
+        name = pod["metadata"]["name"]
+        text = driver.cluster.kubectl(
+            "get",
+            "--raw",
+            f"/api/v1/namespaces/{driver.namespace}/pods/{name}:{port}/proxy/metrics",
+        )
+        for labels, value in parse_samples(text, f"{REVIEW_SECONDS}_count").items():
+            key = (dict(labels)["kind"], dict(labels)["outcome"])
+            counts[key] = counts.get(key, 0.0) + value
+    return counts
+
+
+def test_the_webhooks_own_metrics_count_its_reviews_when_turned_on(
+    driver: Driver, e2e_namespace: str
+) -> None:
+    """Last in the module: the webhook rolled with ``webhook.metrics.enabled=true`` starts,
+    serves, and counts each review by kind and outcome; then it is rolled back to off."""
+    try:
+        _set_metrics(driver, True)
+        wait_webhook_serving(driver.cluster)
+        bad = _claim("metrics-bad", e2e_namespace, "v1", BAD_STRATEGY)
+        good = _template("metrics-good", e2e_namespace, "v1", GOOD_CONFIG)
+
+        def counted() -> bool:
+            # Server-side dry runs go through admission; sent again each round, since the
+            # API server may still send one to a draining pod of the rollout before.
+            _refused(driver.cluster, bad, "--dry-run=server")
+            driver.cluster.kubectl("apply", "--dry-run=server", "-f", "-", input_text=good)
+            counts = _review_counts(driver)
+            return (
+                counts.get(("ResourceClaim", "denied"), 0) >= 1
+                and counts.get(("ResourceClaimTemplate", "allowed"), 0) >= 1
+            )
+
+        driver.cluster.wait_until(
+            "the webhook pods to count a denied claim and an admitted template", counted
+        )
+    finally:
+        _set_metrics(driver, False)
+    wait_webhook_serving(driver.cluster)
+    pods = driver.cluster.kubectl_json(
+        "get", "pods", "-n", driver.namespace, "-l", "app.kubernetes.io/component=webhook"
+    )
+    ports = [
+        port["name"]
+        for pod in pods["items"]
+        if not pod["metadata"].get("deletionTimestamp")
+        for container in pod["spec"]["containers"]
+        for port in container.get("ports", [])
+    ]
+    assert "metrics" not in ports
+
+
+def _set_metrics(driver: Driver, enabled: bool) -> str:
+    return run_helm(
+        helm_path(),
+        "upgrade",
+        driver.release,
+        str(CHART),
+        "--namespace",
+        driver.namespace,
+        "--reuse-values",
+        "--set",
+        f"webhook.metrics.enabled={str(enabled).lower()}",
+        "--wait",
+        "--timeout",
+        "5m",
+        env=_helm_env(driver.cluster),
+    )

@@ -34,8 +34,8 @@ from dra_controller.allocation_controller import (
 )
 from dra_controller.allocation_controller.diagnosis import make_cluster
 from dra_controller.allocation_controller.events import EventPublisher, TokenBucket
-from dra_controller.allocation_controller.http import serve
 from dra_controller.allocation_controller.view import ClusterView
+from dra_controller.metrics_http import serve
 from dra_kube_client import DelegatedAuth, ServingSecurity
 from dra_kube_client.testing import MemoryApi, Reviews
 from prometheus_client import generate_latest

@@ -82,6 +82,9 @@ Monitoring:
   - Grafana dashboard: ConfigMap {{ $ac.dashboard.namespace | default $ns }}/{{ include "dra-driver-nvidia-gpu.allocationControllerName" . }}-dashboard, key dra-allocation.json, labels {{ $ac.dashboard.labels | toJson }} (for Grafana's sidecar: its label and namespace settings must match).
 {{- end }}
 {{- end }}
+{{- if and .Values.webhook.enabled .Values.webhook.metrics.enabled }}
+  - Webhook review latency (dra_webhook_review_duration_seconds): service/{{ include "dra-driver-nvidia-gpu.webhookName" . }} port "metrics" (/metrics, plain HTTP); no ServiceMonitor is rendered for it.
+{{- end }}
 {{- if and .Values.resources.gpus.enabled .Values.monitoring.gpuPodMetrics.enabled .Values.monitoring.gpuPodMetrics.dcgmMetrics }}
   - GPU use per pod (recording rules namespace_pod:<DCGM metric>:max; needs dcgm-exporter's series in the same Prometheus):
     {{- if eq (include "dra-driver-nvidia-gpu.monitoringRenders" $pr) "true" }} PrometheusRule {{ $ns }}/{{ include "dra-driver-nvidia-gpu.gpuPodMetricsName" . }}.{{ else }} ConfigMap {{ $ns }}/{{ include "dra-driver-nvidia-gpu.gpuPodMetricsName" . }}-rules, key dra-gpu-pod-metrics.rules.yaml ({{ include "dra-driver-nvidia-gpu.monitoringSkipped" $pr }}).{{ end }}

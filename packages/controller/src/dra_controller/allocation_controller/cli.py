@@ -23,10 +23,10 @@ from dra_kube_client import (
 )
 from dra_kube_client.informers.shared import SharedInformers
 
+from ..metrics_http import serve
 from . import logs
 from .controller import AllocationController, Settings
 from .events import EventPublisher, TokenBucket
-from .http import serve
 from .metrics import ControllerMetrics
 from .plugin_placement import PlacementChecker, PlacementWatch
 

@@ -5,7 +5,9 @@ Flags follow NVIDIA's webhook binary (``--tls-cert-file``, ``--tls-private-key-f
 Deployment arguments work with either image. The feature gates are the driver's (the table
 and semantics of :mod:`dra_api_types.nvidia_gates`, the kubelet plugin's): the sharing
 gates decide which configs are admitted. The certificate and key are watched and reloaded
-when they change (``--tls-reload-interval``).
+when they change (``--tls-reload-interval``). ``--metrics-port`` (this project's, off by
+default) serves the webhook's own review latency (:mod:`.metrics`) in plain HTTP, with the
+allocation controller's serving code (:mod:`dra_controller.metrics_http`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from types import FrameType
 from dra_api_types.errors import FeatureGateError
 from dra_api_types.nvidia_gates import parse_feature_gates
 
+from ..metrics_http import serve
 from .admission import SHARING_GATES
+from .metrics import REVIEW_SECONDS, ReviewMetrics
 from .server import READYZ_PATH, VALIDATE_PATH, WebhookServer
 from .tls import CertificateLoadError, ReloadingCertificate
 from .warmup import warm_up
@@ -67,6 +71,14 @@ def _parser() -> argparse.ArgumentParser:
         "--bind-address", default="0.0.0.0", help="address to listen on (default 0.0.0.0)"
     )
     parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=0,
+        help=f"plain-HTTP port of /metrics ({REVIEW_SECONDS}: each review's time in the "
+        "webhook, by kind and outcome), /healthz and /readyz, on --bind-address "
+        "(default 0: not served)",
+    )
+    parser.add_argument(
         "--shutdown-delay",
         type=float,
         default=DEFAULT_SHUTDOWN_DELAY_S,
@@ -94,6 +106,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if not 0 < args.port < 65536:
         parser.error(f"--port: {args.port} is not a TCP port (1-65535)")
+    if not 0 <= args.metrics_port < 65536:
+        parser.error(f"--metrics-port: {args.metrics_port} is not a TCP port (1-65535, 0: off)")
+    if args.metrics_port == args.port:
+        parser.error(f"--metrics-port: {args.metrics_port} is --port's too")
     if not args.shutdown_delay >= 0:
         parser.error(f"--shutdown-delay: {args.shutdown_delay} is not >= 0 seconds")
     if not args.tls_reload_interval > 0:
@@ -116,13 +132,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger(__name__).info(
         "warmed up: %d sample reviews in %.3fs", samples, time.monotonic() - started
     )
+    metrics = ReviewMetrics() if args.metrics_port else None
     try:
-        server = WebhookServer((args.bind_address, args.port), tls=certificate, gates=gates)
+        server = WebhookServer(
+            (args.bind_address, args.port), tls=certificate, gates=gates, metrics=metrics
+        )
     except OSError as exc:
         print(
             f"dra-webhook: cannot listen on {args.bind_address}:{args.port}: {exc}", file=sys.stderr
         )
         return 1
+    metrics_server = None
+    if metrics is not None:
+        try:
+            metrics_server = serve(
+                (args.bind_address, args.metrics_port),
+                registry=metrics.registry,
+                ready=lambda: not server.draining.is_set(),
+                not_ready=b"draining\n",
+            )
+        except OSError as exc:
+            server.server_close()
+            print(
+                f"dra-webhook: cannot listen on {args.bind_address}:{args.metrics_port} "
+                f"(--metrics-port): {exc}",
+                file=sys.stderr,
+            )
+            return 1
+        logging.getLogger(__name__).info(
+            "serving /metrics on http://%s:%d", args.bind_address, args.metrics_port
+        )
 
     def drain_then_shutdown() -> None:
         server.begin_drain()
@@ -160,4 +199,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         stop_watching.set()
         watcher.join()
+        if metrics_server is not None:
+            metrics_server.shutdown()
     return 0

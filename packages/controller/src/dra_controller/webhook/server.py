@@ -1,4 +1,5 @@
-"""The webhook's HTTPS server: AdmissionReviews in over POST, verdicts out (stdlib only).
+"""The webhook's HTTPS server: AdmissionReviews in over POST, verdicts out (the standard
+library's server; each review timed into :mod:`.metrics` when the server is given them).
 
 Paths, as NVIDIA's webhook serves them: ``POST /validate-resource-claim-parameters`` (the
 ValidatingWebhookConfiguration points there) and ``GET /readyz`` (the probes).
@@ -21,6 +22,7 @@ import json
 import logging
 import ssl
 import threading
+import time
 from collections.abc import Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -28,6 +30,7 @@ from socket import IPPROTO_TCP, TCP_NODELAY, socket
 from typing import Any, Final
 
 from .admission import DEFAULT_GATES, AdmissionReviewError, review
+from .metrics import OTHER_KIND, ReviewMetrics, reviewed_kind
 from .tls import ReloadingCertificate
 
 __all__ = [
@@ -77,33 +80,50 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.split("?", 1)[0] != VALIDATE_PATH:
             self._error(HTTPStatus.NOT_FOUND, "not found")
             return
+        server = self.server
+        assert isinstance(server, WebhookServer)
+        # The span of dra_webhook_review_duration_seconds (see .metrics): the headers are
+        # read, the body is not yet; it ends once the response is flushed into the socket.
+        started = time.perf_counter()
+        kind, outcome = OTHER_KIND, "error"
+        try:
+            kind, outcome = self._review(server)
+            self.wfile.flush()
+        finally:
+            if server.metrics is not None:
+                server.metrics.observe(kind, outcome, time.perf_counter() - started)
+
+    def _review(self, server: WebhookServer) -> tuple[str, str]:
+        """Read, judge and answer one review; return its ``kind`` and ``outcome`` labels."""
         content_type = self.headers.get("Content-Type", "").split(";", 1)[0].strip()
         if content_type != "application/json":
             self._error(
                 HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
                 f"contentType={content_type!r}, expected application/json",
             )
-            return
+            return OTHER_KIND, "error"
         try:
             length = int(self.headers.get("Content-Length", ""))
         except ValueError:
             self._error(HTTPStatus.LENGTH_REQUIRED, "Content-Length required")
-            return
+            return OTHER_KIND, "error"
         if not 0 <= length <= MAX_BODY_BYTES:
             self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body over {MAX_BODY_BYTES} bytes")
-            return
-        server = self.server
-        assert isinstance(server, WebhookServer)
+            return OTHER_KIND, "error"
         try:
-            answer = review(json.loads(self.rfile.read(length)), gates=server.gates)
+            body = json.loads(self.rfile.read(length))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             self._error(HTTPStatus.BAD_REQUEST, f"body is not JSON: {exc}")
-            return
+            return OTHER_KIND, "error"
+        kind = reviewed_kind(body)
+        try:
+            answer = review(body, gates=server.gates)
         except AdmissionReviewError as exc:
             self._error(HTTPStatus.BAD_REQUEST, str(exc))
-            return
+            return kind, "error"
         self._log_verdict(answer["response"])
         self._reply(HTTPStatus.OK, json.dumps(answer).encode(), "application/json")
+        return kind, "allowed" if answer["response"]["allowed"] else "denied"
 
     def _log_verdict(self, response: dict[str, Any]) -> None:
         if response["allowed"]:
@@ -144,7 +164,7 @@ class WebhookServer(ThreadingHTTPServer):
     handshake runs in the request's thread (not in ``accept``), so a client that stalls it
     cannot block the others. Port 0 picks a free port (see ``server_address``). ``gates``
     are the driver's effective feature gates every verdict follows (NVIDIA's defaults if
-    not given).
+    not given). With ``metrics``, each POST to the validate path is observed in them.
     """
 
     daemon_threads = True
@@ -155,11 +175,13 @@ class WebhookServer(ThreadingHTTPServer):
         *,
         tls: ReloadingCertificate | ssl.SSLContext | None = None,
         gates: Mapping[str, bool] = DEFAULT_GATES,
+        metrics: ReviewMetrics | None = None,
     ) -> None:
         """Bind the listening socket; serve TLS with ``tls`` when set."""
         super().__init__(address, _Handler)
         self._tls = tls
         self.gates = gates
+        self.metrics = metrics
         self.draining = threading.Event()
 
     def begin_drain(self) -> None:

@@ -1,9 +1,12 @@
-"""``/healthz``, ``/readyz`` and ``/metrics`` on one port.
+"""``/healthz``, ``/readyz`` and ``/metrics`` on one port, for both services: the allocation
+controller's port, and the webhook's metrics port (``dra-webhook --metrics-port``).
 
-HTTPS by default, where ``/metrics`` (which names every claim) is answered only to bearer
-tokens the API server authenticates and allows to ``get`` it
-(:func:`dra_kube_client.admit`); the probes stay open, as the kube components' always-allowed
-``/healthz`` and ``/readyz``. Plain HTTP to anyone only with ``--metrics-insecure=true``.
+The allocation controller serves it over HTTPS by default, where ``/metrics`` (which names
+every claim) is answered only to bearer tokens the API server authenticates and allows to
+``get`` it (:func:`dra_kube_client.admit`); the probes stay open, as the kube components'
+always-allowed ``/healthz`` and ``/readyz``. Plain HTTP to anyone only with
+``--metrics-insecure=true``. The webhook serves it in plain HTTP: its metrics are latencies,
+and it holds no API credentials to check tokens with.
 """
 
 from __future__ import annotations
@@ -25,10 +28,12 @@ def serve(
     ready: Callable[[], bool],
     tls: ssl.SSLContext | None = None,
     auth: DelegatedAuth | None = None,
+    not_ready: bytes = b"caches not synced\n",
 ) -> ThreadingHTTPServer:
     """Start serving on a daemon thread; return the server (``server_address`` has the port).
 
     HTTPS with ``tls``; with ``auth``, ``/metrics`` needs an allowed bearer token.
+    ``/readyz`` answers 503 with ``not_ready`` while ``ready()`` is false.
     """
 
     class Handler(BaseHTTPRequestHandler):
@@ -43,7 +48,7 @@ def serve(
             elif path == "/readyz":
                 ok = ready()
                 status = HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE
-                self._reply(status, b"ok\n" if ok else b"caches not synced\n", "text/plain")
+                self._reply(status, b"ok\n" if ok else not_ready, "text/plain")
             else:
                 self._reply(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain")
 
