@@ -82,6 +82,10 @@ class Usage:
     start: Mapping[str, PodUsage]
     end: Mapping[str, PodUsage]
     seconds: float
+    #: CPU seconds the allocation controller spent answering the benchmark's own scrapes of
+    #: its ``/metrics`` (every 0.5 s, for the metrics lag; Prometheus scrapes every 15-60 s):
+    #: the measured cost of one scrape at the phase's end times the scrapes made.
+    scrape_cpu_s: float = 0.0
 
     def cpu_s(self, component: str) -> float | None:
         """CPU seconds ``component`` used over the phase (``None``: not found)."""
@@ -264,7 +268,25 @@ def _usage_rows(phase: Phase) -> list[tuple[str, str, str, str]]:
             cpu_target = f"<= {ALLOCATION_CORES:g} core: " + _at_most(cores, ALLOCATION_CORES)
             rss_target = f"<= {ALLOCATION_RSS_MB} MB: " + _at_most(peak, ALLOCATION_RSS_MB)
         cpu_text = "n/a" if cpu is None else f"{cpu:.1f} s = {cores:.3f} core"
-        out.append((f"{component} CPU", "-", cpu_text, cpu_target))
+        if component == ALLOCATION_CONTROLLER and cpu is not None and usage.scrape_cpu_s > 0:
+            # The target is the controller's own work: judged without the benchmark's scrapes.
+            out.append((f"{component} CPU, all", "-", cpu_text, "(reported)"))
+            net = max(0.0, cpu - usage.scrape_cpu_s)
+            cores = None if usage.seconds <= 0 else net / usage.seconds
+            cpu_target = f"<= {ALLOCATION_CORES:g} core: " + _at_most(cores, ALLOCATION_CORES)
+            cpu_text = f"{net:.1f} s = {cores:.3f} core"
+            out.append(
+                (
+                    f"{component} CPU, bench scrapes",
+                    "-",
+                    f"{usage.scrape_cpu_s:.1f} s",
+                    "(reported)",
+                )
+            )
+            component_label = f"{component} CPU, less scrapes"
+        else:
+            component_label = f"{component} CPU"
+        out.append((component_label, "-", cpu_text, cpu_target))
         out.append((f"{component} peak RSS", "-", format_figure(peak, "MB"), rss_target))
     return out
 

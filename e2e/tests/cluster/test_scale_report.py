@@ -138,3 +138,22 @@ def test_a_phase_without_scrapes_or_usage_says_so() -> None:
         "(not scraped)",
     )
     assert not [k for k in table if k.endswith("peak RSS")]
+
+
+def test_allocation_controller_cpu_is_judged_without_the_benchmarks_scrapes() -> None:
+    usage = Usage(
+        start={"allocation-controller": _pod(10, 90)},
+        end={"allocation-controller": _pod(100, 120)},
+        seconds=120,
+        scrape_cpu_s=60.0,
+    )
+    with_ = _phase("with", pods_per_s=5.0, p99=1.0, usage=usage)
+    table = {r[0]: r[1:] for r in rows(_phase("without", pods_per_s=5.0, p99=1.0), with_)}
+    assert table["allocation-controller CPU, all"] == ("-", "90.0 s = 0.750 core", "(reported)")
+    assert table["allocation-controller CPU, bench scrapes"] == ("-", "60.0 s", "(reported)")
+    assert table["allocation-controller CPU, less scrapes"] == (
+        "-",
+        "30.0 s = 0.250 core",
+        "<= 0.5 core: ok",
+    )
+    assert "allocation-controller CPU" not in table
