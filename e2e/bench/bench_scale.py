@@ -89,7 +89,7 @@ from dra_e2e.scale_workload import (
     device_classes,
     replicas,
 )
-from dra_kube_client import KubeTransport
+from dra_kube_client import KubeApiError, KubeTransport
 
 
 def _env(name: str, default: float) -> float:
@@ -416,14 +416,22 @@ def _pending_claim(ns: str) -> dict[str, Any]:
 def _churn(
     cluster: Cluster, transport: KubeTransport, work: Workload, rng: random.Random
 ) -> tuple[int, int]:
-    """Delete ``CHURN`` % of the pods at ``RATE``, replace as many % of the kwok nodes."""
+    """Replace ``CHURN`` % of the kwok nodes, and delete ``CHURN`` % of the pods (of the
+    other nodes) at ``RATE``."""
     pods, _ = _live(transport, work.namespace)
-    doomed = rng.sample([p["metadata"]["name"] for p in pods], int(len(pods) * CHURN / 100))
     nodes = sorted(n["metadata"]["name"] for n in list_kwok_nodes(transport))
     gone = rng.sample(nodes, int(len(nodes) * CHURN / 100))
+    # The pods of a deleted node go with it (the pod GC, after its quarantine); deleting
+    # them too would race it.
+    staying = [p["metadata"]["name"] for p in pods if p["spec"].get("nodeName") not in gone]
+    doomed = rng.sample(staying, min(len(staying), int(len(pods) * CHURN / 100)))
     delete_kwok_nodes(transport, gone)
     for name in doomed:
-        transport.request("DELETE", f"/api/v1/namespaces/{work.namespace}/pods/{name}")
+        try:
+            transport.request("DELETE", f"/api/v1/namespaces/{work.namespace}/pods/{name}")
+        except KubeApiError as exc:
+            if exc.status != 404:  # gone already: a ComputeDomain pod evicted with its peers
+                raise
         time.sleep(1.0 / RATE)
     add_kwok_nodes(cluster, len(gone), gpus=GPUS, progress=say, timeout=max(300, NODES))
     return len(doomed), len(gone)
