@@ -563,6 +563,8 @@ def main() -> int:
         classes = [*device_classes(), channel_device_class()]
         _apply(cluster, classes)
         without = run_phase(cluster, "without", with_components=False, rng=rng)
+        # Kept in the log should the second phase fail: a phase at 1,000 nodes takes 20 min.
+        say(f"[bench] without: {without!r}")
         for device_class in classes:
             cluster.kubectl("delete", "deviceclass", device_class["metadata"]["name"])
         _apply(cluster, [components_flow_schema(chart.NAMESPACE)])
