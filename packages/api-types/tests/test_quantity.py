@@ -385,7 +385,8 @@ def test_integers_roundtrip_through_every_format(n: int) -> None:
 def test_a_repeated_string_parses_to_the_same_value_and_bad_input_fails_every_time() -> None:
     first = Quantity.parse("1.50Gi")
     again = Quantity.parse("1.50Gi")
-    assert again == first and str(again) == str(first) == "1536Mi"
+    assert again == first
+    assert str(again) == str(first) == "1536Mi"
     assert Quantity.parse("80Gi").value == 80 * 2**30
     for _ in range(2):
         with pytest.raises(QuantityError):
