@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import subprocess
 import tempfile
 import uuid
@@ -28,14 +27,13 @@ from chart_render import render_objects
 from dra_e2e.errors import KubectlError
 from dra_e2e.handle import ClusterHandle
 from driver_support import (
-    CHART,
     DRIVER,
     Driver,
     helm_path,
     install,
-    run_helm,
     uninstall,
 )
+from upgrade_support import upgrade_reusing_values
 
 # driver_diagnostics: conftest.py.
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("driver_diagnostics")]
@@ -400,20 +398,8 @@ def test_nvidias_feature_gates_start_the_plugin_and_are_logged(driver: Driver) -
         "LoggingAlphaOptions": "true",
         "ContextualLogging": "true",
     }
-    sets = [arg for name, on in gates.items() for arg in ("--set", f"featureGates.{name}={on}")]
-    run_helm(
-        helm_path(),
-        "upgrade",
-        driver.release,
-        str(CHART),
-        "--namespace",
-        driver.namespace,
-        "--reuse-values",
-        *sets,
-        "--wait",
-        "--timeout",
-        "3m",
-        env={**os.environ, "KUBECONFIG": str(driver.cluster.kubeconfig)},
+    upgrade_reusing_values(
+        driver, {f"featureGates.{name}": on for name, on in gates.items()}, timeout="3m"
     )
     driver.cluster.kubectl(
         "rollout",

@@ -14,7 +14,6 @@ The harness runs no kube-proxy; the API server reaches the webhook at its pod ad
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Iterator
 from typing import Any
@@ -25,16 +24,14 @@ from dra_e2e.errors import KubectlError
 from dra_e2e.handle import ClusterHandle
 from dra_e2e.scale_metrics import parse_samples
 from driver_support import (
-    CHART,
     Driver,
     dump_diagnostics,
     exists,
-    helm_path,
     install,
-    run_helm,
     uninstall,
     wait_webhook_serving,
 )
+from upgrade_support import upgrade_reusing_values
 
 pytestmark = pytest.mark.e2e
 
@@ -43,33 +40,15 @@ BAD_STRATEGY = {"apiVersion": NV, "kind": "GpuConfig", "sharing": {"strategy": "
 GOOD_CONFIG = {"apiVersion": NV, "kind": "GpuConfig", "sharing": {"strategy": "TimeSlicing"}}
 
 
-def _helm_env(cluster: ClusterHandle) -> dict[str, str]:
-    return {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
-
-
 def _set_webhook(driver: Driver, enabled: bool) -> str:
-    sets = [f"webhook.enabled={str(enabled).lower()}"]
+    values = {"webhook.enabled": str(enabled).lower()}
     if enabled:
         # No cert-manager on the harness: the chart makes the CA and the certificate.
-        sets.append("webhook.tls.mode=secret")
+        values["webhook.tls.mode"] = "secret"
         # The webhook judges by the plugin's gates: GOOD_CONFIG (TimeSlicing) needs its gate;
         # MPSSupport stays off, so an MPS config is refused naming it.
-        sets.append("featureGates.TimeSlicingSettings=true")
-    args = [a for s in sets for a in ("--set", s)]
-    return run_helm(
-        helm_path(),
-        "upgrade",
-        driver.release,
-        str(CHART),
-        "--namespace",
-        driver.namespace,
-        "--reuse-values",
-        *args,
-        "--wait",
-        "--timeout",
-        "5m",
-        env=_helm_env(driver.cluster),
-    )
+        values["featureGates.TimeSlicingSettings"] = "true"
+    return upgrade_reusing_values(driver, values)
 
 
 def _devices(version: str, parameters: dict[str, Any]) -> dict[str, Any]:
@@ -283,6 +262,10 @@ def _review_counts(driver: Driver) -> dict[tuple[str, str], float]:
     return counts
 
 
+def _set_metrics(driver: Driver, enabled: bool) -> str:
+    return upgrade_reusing_values(driver, {"webhook.metrics.enabled": str(enabled).lower()})
+
+
 def test_the_webhooks_own_metrics_count_its_reviews_when_turned_on(
     driver: Driver, e2e_namespace: str
 ) -> None:
@@ -322,21 +305,3 @@ def test_the_webhooks_own_metrics_count_its_reviews_when_turned_on(
         for port in container.get("ports", [])
     ]
     assert "metrics" not in ports
-
-
-def _set_metrics(driver: Driver, enabled: bool) -> str:
-    return run_helm(
-        helm_path(),
-        "upgrade",
-        driver.release,
-        str(CHART),
-        "--namespace",
-        driver.namespace,
-        "--reuse-values",
-        "--set",
-        f"webhook.metrics.enabled={str(enabled).lower()}",
-        "--wait",
-        "--timeout",
-        "5m",
-        env=_helm_env(driver.cluster),
-    )
