@@ -299,18 +299,22 @@ def _wait(
     return time.monotonic()
 
 
+def _component_pods(transport: KubeTransport, component: str) -> list[dict[str, Any]]:
+    """The pods of one of the chart's components (its ``app.kubernetes.io/component`` label)
+    in the driver's namespace."""
+    pods = transport.request(
+        "GET",
+        f"/api/v1/namespaces/{chart.NAMESPACE}/pods",
+        query={"labelSelector": f"app.kubernetes.io/component={component}"},
+    ).get("items")
+    return list(pods or [])
+
+
 def _usage(transport: KubeTransport) -> dict[str, PodUsage]:
     """Each measured component's pod's processes (the first pod of each)."""
     out = {}
     for component in MEASURED:
-        pods = (
-            transport.request(
-                "GET",
-                f"/api/v1/namespaces/{chart.NAMESPACE}/pods",
-                query={"labelSelector": f"app.kubernetes.io/component={component}"},
-            ).get("items")
-            or []
-        )
+        pods = _component_pods(transport, component)
         if pods:
             out[component] = pod_usage(str(pods[0]["metadata"]["uid"]))
     return out
@@ -330,14 +334,7 @@ def _scrape_cpu_s(transport: KubeTransport, url: str) -> float:
 
 
 def _scrape_url(transport: KubeTransport) -> str | None:
-    pods = (
-        transport.request(
-            "GET",
-            f"/api/v1/namespaces/{chart.NAMESPACE}/pods",
-            query={"labelSelector": "app.kubernetes.io/component=allocation-controller"},
-        ).get("items")
-        or []
-    )
+    pods = _component_pods(transport, ALLOCATION_CONTROLLER)
     ip = next(
         (p["status"].get("podIP") for p in pods if (p.get("status") or {}).get("podIP")), None
     )
@@ -347,16 +344,8 @@ def _scrape_url(transport: KubeTransport) -> str | None:
 def _webhook_texts(transport: KubeTransport) -> dict[str, str]:
     """Each webhook pod's ``/metrics`` by pod name (pod IP, plain HTTP, as the allocation
     controller's); a pod that does not answer is left out, and said."""
-    pods = (
-        transport.request(
-            "GET",
-            f"/api/v1/namespaces/{chart.NAMESPACE}/pods",
-            query={"labelSelector": "app.kubernetes.io/component=webhook"},
-        ).get("items")
-        or []
-    )
     out = {}
-    for pod in pods:
+    for pod in _component_pods(transport, "webhook"):
         name, ip = pod["metadata"]["name"], (pod.get("status") or {}).get("podIP")
         if not ip:
             continue
