@@ -19,6 +19,7 @@ import pytest
 from dra_controller.webhook.server import WebhookServer
 from dra_controller.webhook.tls import CertificateLoadError, ReloadingCertificate
 from webhook_certs import CertificateAuthority, SecretVolume, ServingPair
+from webhook_support import serving
 
 TLS_LOGGER = "dra_controller.webhook.tls"
 
@@ -44,13 +45,8 @@ def certificate(volume: tuple[SecretVolume, ServingPair]) -> ReloadingCertificat
 
 @pytest.fixture
 def server(certificate: ReloadingCertificate) -> Iterator[WebhookServer]:
-    srv = WebhookServer(("127.0.0.1", 0), tls=certificate)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
-    thread.join(timeout=10)
+    with serving(WebhookServer(("127.0.0.1", 0), tls=certificate)) as srv:
+        yield srv
 
 
 def _trusting(ca: CertificateAuthority) -> ssl.SSLContext:

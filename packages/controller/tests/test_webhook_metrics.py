@@ -4,7 +4,6 @@ server per review with its kind and outcome, served by ``dra-webhook --metrics-p
 from __future__ import annotations
 
 import http.client
-import json
 import math
 import os
 import signal
@@ -20,7 +19,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dra_controller.webhook.admission import DEFAULT_GATES
 from dra_controller.webhook.cli import main
 from dra_controller.webhook.metrics import (
     BUCKETS,
@@ -34,10 +32,7 @@ from dra_controller.webhook.metrics import (
 from dra_controller.webhook.server import VALIDATE_PATH, WebhookServer
 from dra_controller.webhook.tls import ReloadingCertificate
 from webhook_certs import write_self_signed
-
-NV = "resource.nvidia.com/v1beta1"
-SHARING_ON = {**DEFAULT_GATES, "TimeSlicingSettings": True, "MPSSupport": True}
-PLURALS = {"ResourceClaim": "resourceclaims", "ResourceClaimTemplate": "resourceclaimtemplates"}
+from webhook_support import SHARING_ON, review_body, serving
 
 
 @pytest.fixture(scope="module")
@@ -70,12 +65,8 @@ def server(cert: tuple[Path, Path]) -> Iterator[WebhookServer]:
         gates=SHARING_ON,
         metrics=_Counted(),
     )
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
-    thread.join(timeout=10)
+    with serving(srv):
+        yield srv
 
 
 def _post(
@@ -95,34 +86,6 @@ def _post(
         return response.status
     finally:
         conn.close()
-
-
-def _review(kind: str, strategy: str, *, uid: str = "abc") -> bytes:
-    devices = {
-        "config": [
-            {
-                "opaque": {
-                    "driver": "gpu.nvidia.com",
-                    "parameters": {
-                        "apiVersion": NV,
-                        "kind": "GpuConfig",
-                        "sharing": {"strategy": strategy},
-                    },
-                }
-            }
-        ]
-    }
-    spec = {"devices": devices} if kind == "ResourceClaim" else {"spec": {"devices": devices}}
-    request = {
-        "uid": uid,
-        "kind": {"group": "resource.k8s.io", "version": "v1", "kind": kind},
-        "resource": {"group": "resource.k8s.io", "version": "v1", "resource": PLURALS[kind]},
-        "operation": "CREATE",
-        "object": {"kind": kind, "metadata": {"name": "c", "namespace": "ns"}, "spec": spec},
-    }
-    return json.dumps(
-        {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
-    ).encode()
 
 
 def _metrics(server: WebhookServer, reviews: int) -> ReviewMetrics:
@@ -153,7 +116,7 @@ def test_an_admitted_claim_is_observed_with_its_kind_and_a_duration_within_the_c
     server: WebhookServer, cert: tuple[Path, Path]
 ) -> None:
     started = time.perf_counter()
-    assert _post(cert, server.port, _review("ResourceClaim", "MPS")) == 200
+    assert _post(cert, server.port, review_body("MPS")) == 200
     metrics = _metrics(server, 1)
     call = time.perf_counter() - started
     assert {k: v for k, v in _counts(metrics).items() if v} == {("ResourceClaim", "allowed"): 1}
@@ -179,8 +142,8 @@ def test_an_admitted_claim_is_observed_with_its_kind_and_a_duration_within_the_c
 def test_a_denied_template_is_observed_as_denied(
     server: WebhookServer, cert: tuple[Path, Path]
 ) -> None:
-    assert _post(cert, server.port, _review("ResourceClaimTemplate", "Bogus")) == 200
-    assert _post(cert, server.port, _review("ResourceClaimTemplate", "TimeSlicing")) == 200
+    assert _post(cert, server.port, review_body("Bogus", kind="ResourceClaimTemplate")) == 200
+    assert _post(cert, server.port, review_body("TimeSlicing", kind="ResourceClaimTemplate")) == 200
     assert {k: v for k, v in _counts(_metrics(server, 2)).items() if v} == {
         ("ResourceClaimTemplate", "denied"): 1,
         ("ResourceClaimTemplate", "allowed"): 1,
@@ -191,11 +154,11 @@ def test_requests_answered_with_an_http_error_are_observed_as_errors(
     server: WebhookServer, cert: tuple[Path, Path]
 ) -> None:
     assert _post(cert, server.port, b"{not json") == 400
-    assert _post(cert, server.port, _review("ResourceClaim", "MPS"), content_type="text/x") == 415
+    assert _post(cert, server.port, review_body("MPS"), content_type="text/x") == 415
     # An AdmissionReview without a uid: its kind is known, no verdict.
-    assert _post(cert, server.port, _review("ResourceClaim", "MPS", uid="")) == 400
+    assert _post(cert, server.port, review_body("MPS", uid="")) == 400
     # Not the validate path: not a review, not observed.
-    assert _post(cert, server.port, _review("ResourceClaim", "MPS"), path="/other") == 404
+    assert _post(cert, server.port, review_body("MPS"), path="/other") == 404
     assert {k: v for k, v in _counts(_metrics(server, 3)).items() if v} == {
         (OTHER_KIND, "error"): 2,
         ("ResourceClaim", "error"): 1,
@@ -273,12 +236,12 @@ def test_console_script_serves_metrics_in_plain_http_only_when_asked(
     ]
     if metrics_on:
         argv.append(f"--metrics-port={metrics_port}")
-    # The MPS config of _review needs its gate (NVIDIA's default: off, denied).
+    # The MPS config of review_body needs its gate (NVIDIA's default: off, denied).
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "FEATURE_GATES": "MPSSupport=true"}
     proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, env=env)
     try:
         _serving(cert, port, proc)
-        assert _post(cert, port, _review("ResourceClaim", "MPS")) == 200
+        assert _post(cert, port, review_body("MPS")) == 200
         if metrics_on:
             # Observed just after the answer was flushed: scraped until it is there.
             counted = f'{REVIEW_SECONDS}_count{{kind="ResourceClaim",outcome="allowed"}} 1.0'
@@ -320,12 +283,6 @@ def test_a_server_without_metrics_observes_nothing(
     cert: tuple[Path, Path],
 ) -> None:
     srv = WebhookServer(("127.0.0.1", 0), tls=ReloadingCertificate(*cert), gates=SHARING_ON)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(srv):
         assert srv.metrics is None
-        assert _post(cert, srv.port, _review("ResourceClaim", "MPS")) == 200
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        thread.join(timeout=10)
+        assert _post(cert, srv.port, review_body("MPS")) == 200

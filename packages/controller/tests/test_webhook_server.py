@@ -10,21 +10,16 @@ import socket
 import ssl
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from dra_controller.webhook.admission import DEFAULT_GATES
 from dra_controller.webhook.cli import main
 from dra_controller.webhook.server import WebhookServer
 from dra_controller.webhook.tls import ReloadingCertificate
 from webhook_certs import write_self_signed
-
-NV = "resource.nvidia.com/v1beta1"
-SHARING_ON = {**DEFAULT_GATES, "TimeSlicingSettings": True, "MPSSupport": True}
+from webhook_support import SHARING_ON, review_body, serving
 
 
 @pytest.fixture(scope="module")
@@ -34,13 +29,10 @@ def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 @pytest.fixture
 def server(cert: tuple[Path, Path]) -> Iterator[WebhookServer]:
-    srv = WebhookServer(("127.0.0.1", 0), tls=ReloadingCertificate(*cert), gates=SHARING_ON)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
-    thread.join(timeout=10)
+    with serving(
+        WebhookServer(("127.0.0.1", 0), tls=ReloadingCertificate(*cert), gates=SHARING_ON)
+    ) as srv:
+        yield srv
 
 
 def _client(cert: tuple[Path, Path], port: int) -> http.client.HTTPSConnection:
@@ -66,51 +58,16 @@ def _request(
         conn.close()
 
 
-def _review(strategy: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "abc",
-            "resource": {
-                "group": "resource.k8s.io",
-                "version": "v1beta1",
-                "resource": "resourceclaims",
-            },
-            "operation": "CREATE",
-            "object": {
-                "metadata": {"name": "c", "namespace": "ns"},
-                "spec": {
-                    "devices": {
-                        "config": [
-                            {
-                                "opaque": {
-                                    "driver": "gpu.nvidia.com",
-                                    "parameters": {
-                                        "apiVersion": NV,
-                                        "kind": "GpuConfig",
-                                        "sharing": {"strategy": strategy},
-                                    },
-                                }
-                            }
-                        ]
-                    }
-                },
-            },
-        },
-    }
-
-
 def test_readyz(server: WebhookServer, cert: tuple[Path, Path]) -> None:
     assert _request(cert, server.port, "GET", "/readyz") == (200, b"ok\n")
 
 
 def test_validate_admits_and_denies(server: WebhookServer, cert: tuple[Path, Path]) -> None:
     path = "/validate-resource-claim-parameters"
-    status, body = _request(cert, server.port, "POST", path, json.dumps(_review("MPS")).encode())
+    status, body = _request(cert, server.port, "POST", path, review_body("MPS"))
     assert status == 200
     assert json.loads(body)["response"] == {"uid": "abc", "allowed": True}
-    status, body = _request(cert, server.port, "POST", path, json.dumps(_review("X")).encode())
+    status, body = _request(cert, server.port, "POST", path, review_body("X"))
     assert status == 200
     response = json.loads(body)["response"]
     assert response["allowed"] is False
@@ -126,7 +83,7 @@ def test_kept_alive_reviews_are_not_held_for_a_delayed_ack(
     # Headers and body sent as two writes made every review on a kept-alive connection wait
     # for the client's delayed ACK (40 ms on Linux); one write answers in about a millisecond.
     conn = _client(cert, server.port)
-    body = json.dumps(_review("MPS")).encode()
+    body = review_body("MPS")
     took = []
     try:
         for _ in range(21):
@@ -258,7 +215,7 @@ def test_console_script_serves_until_sigterm(cert: tuple[Path, Path]) -> None:
         path = "/validate-resource-claim-parameters"
         verdicts = {}
         for strategy in ("MPS", "TimeSlicing"):
-            body = json.dumps(_review(strategy)).encode()
+            body = review_body(strategy)
             verdicts[strategy] = json.loads(_request(cert, port, "POST", path, body)[1])
         assert verdicts["MPS"]["response"]["allowed"] is True
         denied = verdicts["TimeSlicing"]["response"]
@@ -267,7 +224,7 @@ def test_console_script_serves_until_sigterm(cert: tuple[Path, Path]) -> None:
         proc.send_signal(signal.SIGTERM)
         # Draining: still serving reviews, no longer ready.
         assert _request(cert, port, "GET", "/readyz")[0] == 503
-        assert _request(cert, port, "POST", path, json.dumps(_review("MPS")).encode())[0] == 200
+        assert _request(cert, port, "POST", path, review_body("MPS"))[0] == 200
         assert proc.wait(timeout=15) == 0
         err = proc.communicate()[1]
         assert "draining for 1.0s before shutdown" in err
@@ -285,7 +242,7 @@ def test_one_connection_serves_several_reviews(
     conn = _client(cert, server.port)
     try:
         for strategy, allowed in (("MPS", True), ("X", False), ("TimeSlicing", True)):
-            body = json.dumps(_review(strategy)).encode()
+            body = review_body(strategy)
             conn.request(
                 "POST",
                 "/validate-resource-claim-parameters",
@@ -307,7 +264,7 @@ def test_a_draining_server_serves_each_request_and_closes_the_connection_after_i
     conn = _client(cert, server.port)
     try:
         path = "/validate-resource-claim-parameters"
-        body = json.dumps(_review("MPS")).encode()
+        body = review_body("MPS")
         conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
         first = conn.getresponse()
         first.read()
