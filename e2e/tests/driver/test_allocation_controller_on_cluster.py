@@ -19,19 +19,18 @@ import subprocess
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from dra_e2e.chart import CHART
 from dra_e2e.prometheus import (
     ensure_prometheus,
     pod_target,
     scraper_token,
     secure_scrape_config,
 )
-from driver_support import Driver, applied, events_for, helm_path, pod, run_helm
+from driver_support import Driver, applied, events_for, pod
+from upgrade_support import upgrade_reusing_values
 
 # driver and driver_diagnostics: conftest.py.
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("driver_diagnostics")]
@@ -128,13 +127,8 @@ def prometheus(driver: Driver, tmp_path_factory: pytest.TempPathFactory) -> Iter
     """Prometheus scraping the chart's controller every 2 s, with the chart's rules."""
     binaries = ensure_prometheus(progress=print)
     workdir = tmp_path_factory.mktemp("prometheus")
-    kubeconfig = Path(driver.cluster.kubeconfig)
     # The test values: the same chart, a short `for:` so that the alert fires in seconds.
-    run_helm(
-        helm_path(), f"--kubeconfig={kubeconfig}", "upgrade", driver.release, str(CHART),
-        "--namespace", driver.namespace, "--reuse-values", "--wait", "--timeout", "3m",
-        "--set", f"allocationController.alerts.for={ALERT_FOR}",
-    )  # fmt: skip
+    upgrade_reusing_values(driver, {"allocationController.alerts.for": ALERT_FOR}, timeout="3m")
     config_maps = driver.cluster.kubectl_json(
         "get", "configmaps", "-n", driver.namespace, "-l", COMPONENT
     )

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from dra_e2e.chart import CHART
 from dra_e2e.handle import ClusterHandle
-from driver_support import Driver, events_for, helm_path, json_log_lines, own_install, run_helm
+from driver_support import Driver, events_for, json_log_lines, own_install
+from upgrade_support import upgrade_reusing_values
 
 # driver_diagnostics: conftest.py.
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("driver_diagnostics")]
@@ -70,11 +70,9 @@ def test_a_plugin_on_no_node_is_named_in_the_notes_and_by_an_event(driver: Drive
     # Scheduled on every node since the install: no warning.
     assert _unscheduled(driver, name) == []
 
-    notes = run_helm(
-        helm_path(), f"--kubeconfig={cluster.kubeconfig}", "upgrade", driver.release,
-        str(CHART), "--namespace", namespace, "--reuse-values", "--wait", "--timeout", "3m",
-        "--set", f"kubeletPlugin.nodeSelector.{LABEL}={NOWHERE}",
-    )  # fmt: skip
+    notes = upgrade_reusing_values(
+        driver, {f"kubeletPlugin.nodeSelector.{LABEL}": NOWHERE}, timeout="3m"
+    )
     assert f"WARNING: none of the cluster's {nodes} nodes matches the kubelet plugin's" in notes
     assert "so its DaemonSet runs no pod (`rollout status` still succeeds)" in notes
 
