@@ -6,7 +6,6 @@ import http.client
 import logging
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -19,7 +18,7 @@ import pytest
 from dra_controller.webhook.server import WebhookServer
 from dra_controller.webhook.tls import CertificateLoadError, ReloadingCertificate
 from webhook_certs import CertificateAuthority, SecretVolume, ServingPair
-from webhook_support import serving
+from webhook_support import free_port, serving
 
 TLS_LOGGER = "dra_controller.webhook.tls"
 
@@ -211,17 +210,11 @@ def test_the_watcher_reloads_until_stopped(
     assert not watcher.is_alive()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_console_script_serves_a_rotated_pair_without_restart(
     ca: CertificateAuthority, volume: tuple[SecretVolume, ServingPair]
 ) -> None:
     vol, first = volume
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [
             str(Path(sys.executable).parent / "dra-webhook"),

@@ -7,7 +7,6 @@ import http.client
 import math
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -32,7 +31,7 @@ from dra_controller.webhook.metrics import (
 from dra_controller.webhook.server import VALIDATE_PATH, WebhookServer
 from dra_controller.webhook.tls import ReloadingCertificate
 from webhook_certs import write_self_signed
-from webhook_support import SHARING_ON, review_body, serving
+from webhook_support import SHARING_ON, free_port, review_body, serving
 
 
 @pytest.fixture(scope="module")
@@ -192,12 +191,6 @@ def test_the_buckets_can_place_p99_against_the_20ms_target() -> None:
     assert [b for b in BUCKETS if 0.005 < b < 0.025] == [0.0075, 0.01, 0.015, 0.02]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _scrape(port: int) -> str:
     url = f"http://127.0.0.1:{port}/metrics"
     with urllib.request.urlopen(url, timeout=10) as response:
@@ -225,7 +218,7 @@ def _serving(cert: tuple[Path, Path], port: int, proc: subprocess.Popen[str]) ->
 def test_console_script_serves_metrics_in_plain_http_only_when_asked(
     cert: tuple[Path, Path], metrics_on: bool
 ) -> None:
-    port, metrics_port = _free_port(), _free_port()
+    port, metrics_port = free_port(), free_port()
     argv = [
         str(Path(sys.executable).parent / "dra-webhook"),
         f"--tls-cert-file={cert[0]}",

@@ -19,7 +19,7 @@ from dra_controller.webhook.cli import main
 from dra_controller.webhook.server import WebhookServer
 from dra_controller.webhook.tls import ReloadingCertificate
 from webhook_certs import write_self_signed
-from webhook_support import SHARING_ON, review_body, serving
+from webhook_support import SHARING_ON, free_port, review_body, serving
 
 
 @pytest.fixture(scope="module")
@@ -179,14 +179,8 @@ def test_cli_refuses_bad_feature_gates_naming_the_flag_as_the_plugin_does(
     assert named in err
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_console_script_serves_until_sigterm(cert: tuple[Path, Path]) -> None:
-    port = _free_port()
+    port = free_port()
     script = Path(sys.executable).parent / "dra-webhook"
     proc = subprocess.Popen(
         [

@@ -1,11 +1,12 @@
 """What the webhook's server tests share: an AdmissionReview of a GpuConfig's sharing strategy
-as the API server sends it, and a :class:`WebhookServer` serving on its own thread for the
-length of a block (the tests' ``server`` fixtures).
+as the API server sends it, a :class:`WebhookServer` serving on its own thread for the length of
+a block (the tests' ``server`` fixtures), and a free port for a ``dra-webhook`` process.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,7 +14,7 @@ from contextlib import contextmanager
 from dra_controller.webhook.admission import DEFAULT_GATES
 from dra_controller.webhook.server import WebhookServer
 
-__all__ = ["NV", "SHARING_ON", "review_body", "serving"]
+__all__ = ["NV", "SHARING_ON", "free_port", "review_body", "serving"]
 
 NV = "resource.nvidia.com/v1beta1"
 #: NVIDIA's default gates with both sharing gates on: every strategy is admitted.
@@ -65,3 +66,10 @@ def serving(server: WebhookServer) -> Iterator[WebhookServer]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (for a ``dra-webhook`` process's flags)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
