@@ -3,11 +3,9 @@ server per review with its kind and outcome, served by ``dra-webhook --metrics-p
 
 from __future__ import annotations
 
-import http.client
 import math
 import os
 import signal
-import ssl
 import subprocess
 import sys
 import threading
@@ -31,7 +29,7 @@ from dra_controller.webhook.metrics import (
 from dra_controller.webhook.server import VALIDATE_PATH, WebhookServer
 from dra_controller.webhook.tls import ReloadingCertificate
 from webhook_certs import write_self_signed
-from webhook_support import SHARING_ON, free_port, review_body, serving
+from webhook_support import SHARING_ON, first_answer, free_port, https_request, review_body, serving
 
 
 @pytest.fixture(scope="module")
@@ -76,15 +74,8 @@ def _post(
     path: str = VALIDATE_PATH,
     content_type: str = "application/json",
 ) -> int:
-    context = ssl.create_default_context(cafile=str(cert[0]))
-    conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
-    try:
-        conn.request("POST", path, body=body, headers={"Content-Type": content_type})
-        response = conn.getresponse()
-        response.read()
-        return response.status
-    finally:
-        conn.close()
+    """The status of a POST of ``body`` (the review path unless ``path`` is named)."""
+    return https_request(cert, port, "POST", path, body, content_type)[0]
 
 
 def _metrics(server: WebhookServer, reviews: int) -> ReviewMetrics:
@@ -197,23 +188,6 @@ def _scrape(port: int) -> str:
         return str(response.read().decode())
 
 
-def _serving(cert: tuple[Path, Path], port: int, proc: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + 30
-    context = ssl.create_default_context(cafile=str(cert[0]))
-    while True:
-        conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
-        try:
-            conn.request("GET", "/readyz")
-            if conn.getresponse().status == 200:
-                return
-        except OSError:
-            assert proc.poll() is None, proc.communicate()[1]
-            assert time.monotonic() < deadline, "dra-webhook did not start serving"
-            time.sleep(0.2)
-        finally:
-            conn.close()
-
-
 @pytest.mark.parametrize("metrics_on", [True, False], ids=["metrics-port", "no-metrics-port"])
 def test_console_script_serves_metrics_in_plain_http_only_when_asked(
     cert: tuple[Path, Path], metrics_on: bool
@@ -233,7 +207,7 @@ def test_console_script_serves_metrics_in_plain_http_only_when_asked(
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "FEATURE_GATES": "MPSSupport=true"}
     proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        _serving(cert, port, proc)
+        assert first_answer(proc, lambda: https_request(cert, port, "GET", "/readyz"))[0] == 200
         assert _post(cert, port, review_body("MPS")) == 200
         if metrics_on:
             # Observed just after the answer was flushed: scraped until it is there.

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import signal
 import socket
-import ssl
 import subprocess
 import sys
 import time
@@ -19,7 +17,15 @@ from dra_controller.webhook.cli import main
 from dra_controller.webhook.server import WebhookServer
 from dra_controller.webhook.tls import ReloadingCertificate
 from webhook_certs import write_self_signed
-from webhook_support import SHARING_ON, free_port, review_body, serving
+from webhook_support import (
+    SHARING_ON,
+    first_answer,
+    free_port,
+    https_client,
+    https_request,
+    review_body,
+    serving,
+)
 
 
 @pytest.fixture(scope="module")
@@ -35,39 +41,16 @@ def server(cert: tuple[Path, Path]) -> Iterator[WebhookServer]:
         yield srv
 
 
-def _client(cert: tuple[Path, Path], port: int) -> http.client.HTTPSConnection:
-    context = ssl.create_default_context(cafile=str(cert[0]))
-    return http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
-
-
-def _request(
-    cert: tuple[Path, Path],
-    port: int,
-    method: str,
-    path: str,
-    body: bytes | None = None,
-    content_type: str = "application/json",
-) -> tuple[int, bytes]:
-    conn = _client(cert, port)
-    try:
-        headers = {"Content-Type": content_type} if body is not None else {}
-        conn.request(method, path, body=body, headers=headers)
-        response = conn.getresponse()
-        return response.status, response.read()
-    finally:
-        conn.close()
-
-
 def test_readyz(server: WebhookServer, cert: tuple[Path, Path]) -> None:
-    assert _request(cert, server.port, "GET", "/readyz") == (200, b"ok\n")
+    assert https_request(cert, server.port, "GET", "/readyz") == (200, b"ok\n")
 
 
 def test_validate_admits_and_denies(server: WebhookServer, cert: tuple[Path, Path]) -> None:
     path = "/validate-resource-claim-parameters"
-    status, body = _request(cert, server.port, "POST", path, review_body("MPS"))
+    status, body = https_request(cert, server.port, "POST", path, review_body("MPS"))
     assert status == 200
     assert json.loads(body)["response"] == {"uid": "abc", "allowed": True}
-    status, body = _request(cert, server.port, "POST", path, review_body("X"))
+    status, body = https_request(cert, server.port, "POST", path, review_body("X"))
     assert status == 200
     response = json.loads(body)["response"]
     assert response["allowed"] is False
@@ -82,7 +65,7 @@ def test_kept_alive_reviews_are_not_held_for_a_delayed_ack(
 ) -> None:
     # Headers and body sent as two writes made every review on a kept-alive connection wait
     # for the client's delayed ACK (40 ms on Linux); one write answers in about a millisecond.
-    conn = _client(cert, server.port)
+    conn = https_client(cert, server.port)
     body = review_body("MPS")
     took = []
     try:
@@ -128,7 +111,7 @@ def test_bad_requests_get_http_errors(
     content_type: str,
     code: int,
 ) -> None:
-    assert _request(cert, server.port, method, path, body, content_type)[0] == code
+    assert https_request(cert, server.port, method, path, body, content_type)[0] == code
 
 
 def test_a_stalled_handshake_does_not_block_others(
@@ -136,7 +119,7 @@ def test_a_stalled_handshake_does_not_block_others(
 ) -> None:
     with socket.create_connection(("127.0.0.1", server.port)):
         # Connected, never says hello: the next client must still be served.
-        assert _request(cert, server.port, "GET", "/readyz")[0] == 200
+        assert https_request(cert, server.port, "GET", "/readyz")[0] == 200
 
 
 def test_cli_rejects_unreadable_certificates(tmp_path: Path) -> None:
@@ -197,28 +180,21 @@ def test_console_script_serves_until_sigterm(cert: tuple[Path, Path]) -> None:
         env={**os.environ, "PYTHONUNBUFFERED": "1", "FEATURE_GATES": "MPSSupport=true"},
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                assert _request(cert, port, "GET", "/readyz") == (200, b"ok\n")
-                break
-            except OSError:
-                assert proc.poll() is None, proc.communicate()[1]
-                assert time.monotonic() < deadline, "dra-webhook did not start serving"
-                time.sleep(0.2)
+        ready = first_answer(proc, lambda: https_request(cert, port, "GET", "/readyz"))
+        assert ready == (200, b"ok\n")
         path = "/validate-resource-claim-parameters"
         verdicts = {}
         for strategy in ("MPS", "TimeSlicing"):
             body = review_body(strategy)
-            verdicts[strategy] = json.loads(_request(cert, port, "POST", path, body)[1])
+            verdicts[strategy] = json.loads(https_request(cert, port, "POST", path, body)[1])
         assert verdicts["MPS"]["response"]["allowed"] is True
         denied = verdicts["TimeSlicing"]["response"]
         assert denied["allowed"] is False
         assert '"TimeSlicingSettings" feature gate is not enabled' in denied["status"]["message"]
         proc.send_signal(signal.SIGTERM)
         # Draining: still serving reviews, no longer ready.
-        assert _request(cert, port, "GET", "/readyz")[0] == 503
-        assert _request(cert, port, "POST", path, review_body("MPS"))[0] == 200
+        assert https_request(cert, port, "GET", "/readyz")[0] == 503
+        assert https_request(cert, port, "POST", path, review_body("MPS"))[0] == 200
         assert proc.wait(timeout=15) == 0
         err = proc.communicate()[1]
         assert "draining for 1.0s before shutdown" in err
@@ -233,7 +209,7 @@ def test_console_script_serves_until_sigterm(cert: tuple[Path, Path]) -> None:
 def test_one_connection_serves_several_reviews(
     server: WebhookServer, cert: tuple[Path, Path]
 ) -> None:
-    conn = _client(cert, server.port)
+    conn = https_client(cert, server.port)
     try:
         for strategy, allowed in (("MPS", True), ("X", False), ("TimeSlicing", True)):
             body = review_body(strategy)
@@ -255,7 +231,7 @@ def test_a_draining_server_serves_each_request_and_closes_the_connection_after_i
 ) -> None:
     """After SIGTERM the API server may still send reviews on kept-alive connections: each
     is answered, with ``Connection: close`` so the client does not send another on it."""
-    conn = _client(cert, server.port)
+    conn = https_client(cert, server.port)
     try:
         path = "/validate-resource-claim-parameters"
         body = review_body("MPS")
@@ -271,4 +247,4 @@ def test_a_draining_server_serves_each_request_and_closes_the_connection_after_i
         assert during.getheader("Connection") == "close"
     finally:
         conn.close()
-    assert _request(cert, server.port, "GET", "/readyz") == (503, b"draining\n")
+    assert https_request(cert, server.port, "GET", "/readyz") == (503, b"draining\n")

@@ -1,20 +1,39 @@
 """What the webhook's server tests share: an AdmissionReview of a GpuConfig's sharing strategy
 as the API server sends it, a :class:`WebhookServer` serving on its own thread for the length of
-a block (the tests' ``server`` fixtures), and a free port for a ``dra-webhook`` process.
+a block (the tests' ``server`` fixtures), an HTTPS request to a server on loopback that trusts
+its self-signed certificate, and for a ``dra-webhook`` process a free port and the wait until
+it serves.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
+import ssl
+import subprocess
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
 
 from dra_controller.webhook.admission import DEFAULT_GATES
 from dra_controller.webhook.server import WebhookServer
 
-__all__ = ["NV", "SHARING_ON", "free_port", "review_body", "serving"]
+__all__ = [
+    "NV",
+    "SHARING_ON",
+    "first_answer",
+    "free_port",
+    "https_client",
+    "https_request",
+    "review_body",
+    "serving",
+]
+
+T = TypeVar("T")
 
 NV = "resource.nvidia.com/v1beta1"
 #: NVIDIA's default gates with both sharing gates on: every strategy is admitted.
@@ -73,3 +92,44 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def https_client(cert: tuple[Path, Path], port: int) -> http.client.HTTPSConnection:
+    """A connection to ``127.0.0.1:port`` trusting the self-signed certificate ``cert``
+    (certificate and key files, as ``webhook_certs.write_self_signed`` writes them)."""
+    context = ssl.create_default_context(cafile=str(cert[0]))
+    return http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
+
+
+def https_request(
+    cert: tuple[Path, Path],
+    port: int,
+    method: str,
+    path: str,
+    body: bytes | None = None,
+    content_type: str = "application/json",
+) -> tuple[int, bytes]:
+    """One request on a new :func:`https_client` connection (``Content-Type`` sent with a
+    ``body`` only), closed after it; the response's status and body."""
+    conn = https_client(cert, port)
+    try:
+        headers = {"Content-Type": content_type} if body is not None else {}
+        conn.request(method, path, body=body, headers=headers)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def first_answer(proc: subprocess.Popen[str], probe: Callable[[], T], *, timeout: float = 30) -> T:
+    """What ``probe`` (a request to the ``dra-webhook`` process ``proc``) returns once the
+    process serves: retried every 0.2 s while it raises :class:`OSError` (not listening yet);
+    fails with the process's stderr if it exits, or after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return probe()
+        except OSError:
+            assert proc.poll() is None, proc.communicate()[1]
+            assert time.monotonic() < deadline, "dra-webhook did not start serving"
+            time.sleep(0.2)
