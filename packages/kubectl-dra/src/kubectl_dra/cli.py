@@ -13,6 +13,8 @@ import yaml
 from dra_allocator.cel_engine import CelEngine
 from dra_allocator.errors import AllocationError
 from dra_allocator.explain_report import (
+    ExplainTarget,
+    Explanation,
     explain,
     explain_pod,
     needs_pod_explain,
@@ -20,7 +22,7 @@ from dra_allocator.explain_report import (
     target_claims,
     target_pod,
 )
-from dra_allocator.features import KUBE_MINORS
+from dra_allocator.features import KUBE_MINORS, Features
 from dra_allocator.inputs import InputError, read_documents, read_sources
 from dra_allocator.pod_placement import PodPlacement
 from dra_allocator.snapshot import Snapshot, add_driver_classes, build_snapshot
@@ -192,24 +194,30 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         )
     _write_notes(snapshot)
     features = features_from_flags(args.features, args.kube_version)
-    pod = target_pod(snapshot, target)
-    if pod is not None and needs_pod_explain(snapshot, pod):
-        report = explain_pod(
-            snapshot, pod, target.namespace, engine=CelEngine(), features=features, node=args.node
-        )
-    else:
-        claims = target_claims(snapshot, target)
-        placement = PodPlacement.from_pod(pod) if pod is not None else None
-        report = explain(
-            snapshot,
-            claims,
-            engine=CelEngine(),
-            features=features,
-            node=args.node,
-            placement=placement,
-        )
+    report = explain_target(snapshot, target, features=features, node=args.node)
     sys.stdout.write(report.text)
     return EXIT_OK if report.fits else EXIT_FINDINGS
+
+
+def explain_target(
+    snapshot: Snapshot, target: ExplainTarget, *, features: Features, node: str | None
+) -> Explanation:
+    """What ``kubectl dra explain`` says of ``target`` in ``snapshot``: a pod whose claims
+    are not all made yet as a pod, anything else as its claims (with the pod's placement).
+
+    Raises:
+        AllocationError: the target is not in the snapshot, or an object cannot be read.
+    """
+    pod = target_pod(snapshot, target)
+    if pod is not None and needs_pod_explain(snapshot, pod):
+        return explain_pod(
+            snapshot, pod, target.namespace, engine=CelEngine(), features=features, node=node
+        )
+    claims = target_claims(snapshot, target)
+    placement = PodPlacement.from_pod(pod) if pod is not None else None
+    return explain(
+        snapshot, claims, engine=CelEngine(), features=features, node=node, placement=placement
+    )
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
