@@ -363,5 +363,19 @@ def without_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
+def console_main() -> int:
+    """Entry point of the ``kubectl-dra`` console script: :func:`main`, for a process that
+    ends with it.
+
+    What the command built is left to the process's end, not collected: the interpreter
+    collects once more as it exits, and at 1,000 nodes that pass over a live explain's
+    objects cost ~0.3 CPU s and freed nothing the exit would not.
+    """
+    gc.disable()
+    code = main()
+    gc.freeze()
+    return code
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console_main())
