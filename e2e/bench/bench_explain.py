@@ -291,8 +291,7 @@ def main_bench(argv: list[str]) -> None:
     for label, claim in (("pending", "explain-pending"), ("allocated", allocated)):
         seconds = median_s(args.rounds, lambda c=claim: explain_from(bodies, c))  # type: ignore[misc]
         report(f"from documents, {label} claim", seconds, decode, base)
-    server = ScriptedServer(bodies.answer)
-    with tempfile.TemporaryDirectory() as tmp:
+    with ScriptedServer(bodies.answer) as server, tempfile.TemporaryDirectory() as tmp:
         kubeconfig = write_kubeconfig(Path(tmp) / "kubeconfig", url=server.url)
         for label, claim in (("pending", "explain-pending"), ("allocated", allocated)):
             seconds = median_s(args.rounds, lambda c=claim: cli_once(kubeconfig, c))  # type: ignore[misc]
@@ -302,7 +301,6 @@ def main_bench(argv: list[str]) -> None:
             args.rounds, lambda: process_once([*argv_pending, "--kubeconfig", str(kubeconfig)])
         )
         report("process, through HTTP, pending claim", seconds, decode, base)
-    server.close()
     seconds = median_s(args.rounds, lambda: process_once(["--version"]))
     report("process start: kubectl-dra --version", seconds, decode, base)
 
