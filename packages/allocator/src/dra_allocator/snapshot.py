@@ -22,6 +22,7 @@ from .errors import AllocationError
 from .inputs import Document
 from .model import ClaimInfo, ClassInfo, SliceInfo, parse_claim, parse_model, read_model
 from .nodes import NodeInfo
+from .plain_slices import read_plain_slice
 from .pods import read_pod
 from .priorities import PriorityClasses, is_priority_class, resolve_priorities
 from .taint_rules import apply_taint_rules
@@ -94,8 +95,13 @@ def read_object(
     if kind == "Pod":
         return read_pod(data, where=f"{where} Pod")
     if api == RESOURCE_API and kind in ("DeviceClass", "ResourceSlice", "ResourceClaim"):
-        if kind == "ResourceSlice" and taint_rules:
-            data = apply_taint_rules(data, taint_rules)
+        if kind == "ResourceSlice":
+            if taint_rules:
+                data = apply_taint_rules(data, taint_rules)
+            # Most slices are plain (names, attributes, capacities): read without models.
+            plain = read_plain_slice(data)
+            if plain is not None:
+                return plain
         return parse_model(read_model(data, where=f"{where} {kind}"))
     return None
 
