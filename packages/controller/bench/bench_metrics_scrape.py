@@ -17,19 +17,21 @@ with no cluster:
   publish; and ``publish()`` itself.
 * **http**: wall time of one ``GET /metrics`` over localhost, both ways.
 * **reconcile**: one claim change at 5,000 claims and 1,000 nodes of 8 GPUs (informers over
-  a fake API server, as ``bench_allocation_controller.py``), the reconcile's steps apart,
-  then its wall time while another thread scrapes back to back (the GIL shared with the
-  scrapes, the worst case of a saturated CPU), before and after.
+  a fake API server, as ``bench_allocation_controller.py``): the whole reconcile, the first
+  scrape after it, and the reconcile's steps apart.
+* **lag**: claim allocated -> the first scrape showing it, as the scale benchmark measures
+  it less the API server and the watch (:func:`lag_part`), before and after.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 # The fixtures of the change-to-metrics benchmark (same directory: on sys.path when run).
 from bench_allocation_controller import FakeApi, _claim, _objects
@@ -43,7 +45,7 @@ from dra_controller.allocation_controller import (
 from dra_controller.allocation_controller.availability import free_devices
 from dra_controller.allocation_controller.claim_series import claim_series
 from dra_controller.allocation_controller.diagnosis import make_cluster
-from dra_controller.allocation_controller.metrics import ClusterSeries
+from dra_controller.allocation_controller.metrics import PREFIX, ClusterSeries
 from dra_controller.metrics_http import serve
 from dra_kube_client.informers import Informer
 from dra_kube_client.informers.resources import ALL_RESOURCES
@@ -161,6 +163,33 @@ def render_part(claims: int, nodes: int, reps: int) -> None:
     )
 
 
+class World:
+    """Informers over a fake API server, and a controller reading them (reconciled once)."""
+
+    def __init__(self, claims: int, nodes: int) -> None:
+        """``claims`` claims (even ones allocated), ``nodes`` nodes of ``GPUS`` GPUs."""
+        self.claims, self.nodes = claims, nodes
+        objects = _objects(nodes, GPUS, claims)
+        self.claim_list = list(objects["ResourceClaim"])
+        self.api = FakeApi(objects)
+        self.informers = {r.kind: Informer(self.api, r) for r in ALL_RESOURCES}
+        for informer in self.informers.values():
+            informer.list_once()
+        self.metrics = ControllerMetrics()
+        stores = {k: i.store for k, i in self.informers.items()}
+        self.ctl = AllocationController(stores, metrics=self.metrics)
+        self.ctl.reconcile()
+        self.metrics.exposition()
+        self.lock = threading.Lock()
+
+    def change(self, i: int, *, allocated: bool, rv: int) -> None:
+        """Claim ``i`` allocated or released, through a watch event (marks the controller dirty)."""
+        obj = _claim(i, self.nodes, GPUS, allocated=allocated, rv=rv)
+        with self.lock:
+            self.api.change(self.claim_list, obj)
+            self.informers["ResourceClaim"].watch_once("1")
+
+
 def _steps(ctl: AllocationController) -> dict[str, float]:
     """Wall seconds of the reconcile's steps, one after another, on the controller's caches."""
     out = {}
@@ -180,24 +209,15 @@ def _steps(ctl: AllocationController) -> dict[str, float]:
 
 def reconcile_part(claims: int, nodes: int, changes: int) -> None:
     """One claim change at this size: the reconcile's steps, and its time beside scrapes."""
-    objects = _objects(nodes, GPUS, claims)
-    claim_list = list(objects["ResourceClaim"])
-    api = FakeApi(objects)
-    informers = {r.kind: Informer(api, r) for r in ALL_RESOURCES}
-    for informer in informers.values():
-        informer.list_once()
-    metrics = ControllerMetrics()
-    ctl = AllocationController({k: i.store for k, i in informers.items()}, metrics=metrics)
-    ctl.reconcile()
-    metrics.exposition()
+    world = World(claims, nodes)
+    ctl, metrics = world.ctl, world.metrics
     step = 0
 
     def change() -> None:
         nonlocal step
         step += 1
         i = (step * 7919) % claims
-        api.change(claim_list, _claim(i, nodes, GPUS, allocated=step % 2 == 1, rv=10 + step))
-        informers["ResourceClaim"].watch_once("1")
+        world.change(i, allocated=step % 2 == 1, rv=10 + step)
 
     steps: dict[str, list[float]] = {}
     for _ in range(changes):
@@ -216,34 +236,150 @@ def reconcile_part(claims: int, nodes: int, changes: int) -> None:
     for label, values in steps.items():
         print(f"  {label:28s} p50 {statistics.median(values) * 1000:8.1f} ms")
 
-    def beside_scrapes(render: Callable[[], bytes]) -> float:
-        stop = threading.Event()
 
-        def scrape() -> None:
-            while not stop.is_set():
-                render()
+class GcPauses:
+    """Wall time of the collector's full (generation 2) collections, while installed."""
 
-        thread = threading.Thread(target=scrape, daemon=True)
-        thread.start()
-        times = []
-        try:
-            for _ in range(changes):
-                change()
-                t0 = time.perf_counter()
-                ctl.reconcile()
-                times.append(time.perf_counter() - t0)
-        finally:
-            stop.set()
-            thread.join()
-        return statistics.median(times)
+    def __init__(self) -> None:
+        """Not yet installed."""
+        self.pauses: list[float] = []
+        self._started = 0.0
 
-    alone = statistics.median(steps["whole reconcile"])
-    before = beside_scrapes(lambda: generate_latest(metrics.registry))
-    after = beside_scrapes(metrics.exposition)
-    print(
-        f"  reconcile beside back-to-back scrapes: before {before * 1000:.1f} ms "
-        f"({before / alone:.1f}x alone), after {after * 1000:.1f} ms ({after / alone:.1f}x alone)"
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.pauses.append(time.perf_counter() - self._started)
+
+    def __enter__(self) -> GcPauses:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+    def summary(self) -> str:
+        """Count, median and longest pause."""
+        if not self.pauses:
+            return "no full collection"
+        return (
+            f"{len(self.pauses)} full collections, p50 {statistics.median(self.pauses) * 1000:.0f} "
+            f"ms, max {max(self.pauses) * 1000:.0f} ms"
+        )
+
+
+def reconciles(metrics: ControllerMetrics) -> tuple[float, float]:
+    """(count, total seconds) of the reconciles so far, from the controller's histogram."""
+    values = {
+        s.name: s.value
+        for family in metrics.reconcile_seconds.collect()
+        for s in family.samples
+        if s.name.endswith(("_count", "_sum"))
+    }
+    return (
+        values[f"{PREFIX}_reconcile_duration_seconds_count"],
+        values[f"{PREFIX}_reconcile_duration_seconds_sum"],
     )
+
+
+class Scraper:
+    """GETs ``/metrics`` every 0.5 s and notes when each awaited series first shows."""
+
+    def __init__(self, url: str) -> None:
+        """Start scraping ``url``."""
+        self.url = url
+        self.waiting: dict[bytes, float] = {}
+        self.lags: list[float] = []
+        self.scrapes = 0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.done.is_set():
+            started = time.perf_counter()
+            with urllib.request.urlopen(self.url) as resp:
+                body = resp.read()
+            seen = time.perf_counter()
+            self.scrapes += 1
+            for needle, at in list(self.waiting.items()):
+                if needle in body:
+                    self.lags.append(seen - at)
+                    del self.waiting[needle]
+            self.done.wait(max(0.0, 0.5 - (time.perf_counter() - started)))
+
+    def stop(self) -> None:
+        """Once nothing is awaited: stop (``lags`` sorted)."""
+        while self.waiting:
+            time.sleep(0.1)
+        self.done.set()
+        self.thread.join()
+        self.lags.sort()
+
+
+def lag_part(claims: int, nodes: int, changes: int, rate: float) -> None:
+    """Claim allocated -> first scrape (every 0.5 s) showing it, with the reconcile loop running.
+
+    As the scale benchmark measures it, less the API server and the watch: ``rate`` pending
+    claims a second are allocated through the informer while the controller's own loop
+    (``run``: debounce, reconcile, publish) runs and a client scrapes ``/metrics`` every
+    0.5 s; before (``generate_latest`` per scrape) and after (``exposition``), one phase each.
+    """
+    world = World(claims, nodes)
+    metrics = world.metrics
+    stop = threading.Event()
+    loop = threading.Thread(target=world.ctl.run, args=(stop,), daemon=True)
+    loop.start()
+    pending = iter(range(1, claims, 2))
+    print(
+        f"metrics lag, claim allocated -> first scrape showing it: {claims:,} claims, "
+        f"{nodes:,} nodes, {rate:g} allocations/s, scrapes every 0.5 s, {changes} claims per phase"
+    )
+    phases: list[tuple[str, CollectorRegistry | Callable[[], bytes]]] = [
+        ("before: generate_latest per scrape", metrics.registry),
+        ("after: exposition()", metrics.exposition),
+    ]
+    try:
+        for label, registry in phases:
+            server = serve(("127.0.0.1", 0), registry=registry, ready=lambda: True)
+            scraper = Scraper(f"http://127.0.0.1:{server.server_address[1]}/metrics")
+            count0, sum0 = reconciles(metrics)
+            with GcPauses() as gc_pauses:
+                scrapes = lag_phase(world, scraper, pending, changes, rate)
+            count, total = reconciles(metrics)
+            server.shutdown()
+            server.server_close()
+            lags = scraper.lags
+            p99 = lags[round(0.99 * (len(lags) - 1))]
+            print(
+                f"  {label:36s} p50 {statistics.median(lags):5.2f} s   p99 {p99:5.2f} s   "
+                f"max {lags[-1]:5.2f} s"
+            )
+            mean_ms = (total - sum0) / (count - count0) * 1000
+            print(
+                f"    {count - count0:.0f} reconciles, mean {mean_ms:.0f} ms; {scrapes} scrapes; "
+                f"{gc_pauses.summary()}"
+            )
+    finally:
+        stop.set()
+        world.ctl.dirty.set()
+        loop.join()
+
+
+def lag_phase(
+    world: World, scraper: Scraper, pending: Iterator[int], changes: int, rate: float
+) -> int:
+    """Allocate ``changes`` pending claims at ``rate`` a second; the scrapes it took."""
+    for _ in range(changes):
+        i = next(pending)
+        world.change(i, allocated=True, rv=100 + i)
+        needle = f'kube_resourceclaim_allocated{{name="claim-{i}",'.encode()
+        scraper.waiting[needle] = time.perf_counter()
+        time.sleep(1 / rate)
+    scraper.stop()
+    return scraper.scrapes
 
 
 def main() -> int:
@@ -254,11 +390,15 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--reconcile-claims", type=int, default=5000)
     parser.add_argument("--reps", type=int, default=15)
+    parser.add_argument("--lag-changes", type=int, default=80)
+    parser.add_argument("--rate", type=float, default=8.0, help="claims allocated per second")
     args = parser.parse_args()
     if args.quick:
         args.claims, args.nodes, args.reconcile_claims, args.reps = 620, 100, 500, 5
+        args.lag_changes = 16
     render_part(args.claims, args.nodes, args.reps)
     reconcile_part(args.reconcile_claims, args.nodes, args.reps)
+    lag_part(args.reconcile_claims, args.nodes, args.lag_changes, args.rate)
     return 0
 
 
