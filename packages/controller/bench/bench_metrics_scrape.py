@@ -20,7 +20,8 @@ with no cluster:
   a fake API server, as ``bench_allocation_controller.py``): the whole reconcile, the first
   scrape after it, and the reconcile's steps apart.
 * **lag**: claim allocated -> the first scrape showing it, as the scale benchmark measures
-  it less the API server and the watch (:func:`lag_part`), before and after.
+  it less the API server and the watch (:func:`lag_part`), before and after, with the
+  reconciles' mean time and the garbage collector's full collections.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from dra_controller.allocation_controller import (
     AvailableSeries,
     ClaimSeries,
     ControllerMetrics,
+    Settings,
 )
 from dra_controller.allocation_controller.availability import free_devices
 from dra_controller.allocation_controller.claim_series import claim_series
@@ -166,7 +168,7 @@ def render_part(claims: int, nodes: int, reps: int) -> None:
 class World:
     """Informers over a fake API server, and a controller reading them (reconciled once)."""
 
-    def __init__(self, claims: int, nodes: int) -> None:
+    def __init__(self, claims: int, nodes: int, settings: Settings | None = None) -> None:
         """``claims`` claims (even ones allocated), ``nodes`` nodes of ``GPUS`` GPUs."""
         self.claims, self.nodes = claims, nodes
         objects = _objects(nodes, GPUS, claims)
@@ -177,7 +179,7 @@ class World:
             informer.list_once()
         self.metrics = ControllerMetrics()
         stores = {k: i.store for k, i in self.informers.items()}
-        self.ctl = AllocationController(stores, metrics=self.metrics)
+        self.ctl = AllocationController(stores, metrics=self.metrics, settings=settings)
         self.ctl.reconcile()
         self.metrics.exposition()
         self.lock = threading.Lock()
@@ -324,48 +326,51 @@ def lag_part(claims: int, nodes: int, changes: int, rate: float) -> None:
 
     As the scale benchmark measures it, less the API server and the watch: ``rate`` pending
     claims a second are allocated through the informer while the controller's own loop
-    (``run``: debounce, reconcile, publish) runs and a client scrapes ``/metrics`` every
-    0.5 s; before (``generate_latest`` per scrape) and after (``exposition``), one phase each.
+    (``run``: debounce, reconcile, publish, heap policy) runs and a client scrapes
+    ``/metrics`` every 0.5 s. Three phases, each on a fresh controller: before
+    (``generate_latest`` per scrape, the collector as Python has it), the scrape change alone
+    (``exposition``), and both changes (``exposition`` and ``heap.HeapPolicy``).
     """
-    world = World(claims, nodes)
-    metrics = world.metrics
-    stop = threading.Event()
-    loop = threading.Thread(target=world.ctl.run, args=(stop,), daemon=True)
-    loop.start()
-    pending = iter(range(1, claims, 2))
     print(
         f"metrics lag, claim allocated -> first scrape showing it: {claims:,} claims, "
         f"{nodes:,} nodes, {rate:g} allocations/s, scrapes every 0.5 s, {changes} claims per phase"
     )
-    phases: list[tuple[str, CollectorRegistry | Callable[[], bytes]]] = [
-        ("before: generate_latest per scrape", metrics.registry),
-        ("after: exposition()", metrics.exposition),
-    ]
-    try:
-        for label, registry in phases:
-            server = serve(("127.0.0.1", 0), registry=registry, ready=lambda: True)
-            scraper = Scraper(f"http://127.0.0.1:{server.server_address[1]}/metrics")
-            count0, sum0 = reconciles(metrics)
+    for label, cached, full_gc_every_s in (
+        ("before: generate_latest, gc as is", False, None),
+        ("after: exposition(), gc as is", True, None),
+        ("after: exposition(), heap frozen", True, 600.0),
+    ):
+        world = World(claims, nodes, Settings(full_gc_every_s=full_gc_every_s))
+        metrics = world.metrics
+        stop = threading.Event()
+        loop = threading.Thread(target=world.ctl.run, args=(stop,), daemon=True)
+        loop.start()
+        assert world.ctl.reconciled.wait(60)
+        registry = metrics.exposition if cached else metrics.registry
+        server = serve(("127.0.0.1", 0), registry=registry, ready=lambda: True)
+        scraper = Scraper(f"http://127.0.0.1:{server.server_address[1]}/metrics")
+        count0, sum0 = reconciles(metrics)
+        try:
             with GcPauses() as gc_pauses:
-                scrapes = lag_phase(world, scraper, pending, changes, rate)
-            count, total = reconciles(metrics)
+                scrapes = lag_phase(world, scraper, iter(range(1, claims, 2)), changes, rate)
+        finally:
+            stop.set()
+            world.ctl.dirty.set()
+            loop.join()
             server.shutdown()
             server.server_close()
-            lags = scraper.lags
-            p99 = lags[round(0.99 * (len(lags) - 1))]
-            print(
-                f"  {label:36s} p50 {statistics.median(lags):5.2f} s   p99 {p99:5.2f} s   "
-                f"max {lags[-1]:5.2f} s"
-            )
-            mean_ms = (total - sum0) / (count - count0) * 1000
-            print(
-                f"    {count - count0:.0f} reconciles, mean {mean_ms:.0f} ms; {scrapes} scrapes; "
-                f"{gc_pauses.summary()}"
-            )
-    finally:
-        stop.set()
-        world.ctl.dirty.set()
-        loop.join()
+        count, total = reconciles(metrics)
+        lags = scraper.lags
+        p99 = lags[round(0.99 * (len(lags) - 1))]
+        print(
+            f"  {label:34s} p50 {statistics.median(lags):5.2f} s   p99 {p99:5.2f} s   "
+            f"max {lags[-1]:5.2f} s"
+        )
+        mean_ms = (total - sum0) / (count - count0) * 1000
+        print(
+            f"    {count - count0:.0f} reconciles, mean {mean_ms:.0f} ms; {scrapes} scrapes; "
+            f"{gc_pauses.summary()}"
+        )
 
 
 def lag_phase(
