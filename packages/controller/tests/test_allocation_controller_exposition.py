@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import urllib.request
+from collections.abc import Iterable
 from typing import Any
 
 from controller_objects import GPU_CLASS, MIG_CLASS, claim, gpu, mig, node, pod, slice_, stores
@@ -16,8 +17,10 @@ from dra_controller.allocation_controller import (
 )
 from dra_controller.allocation_controller.metrics import ClusterSeries
 from dra_controller.metrics_http import serve
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector
 
 MEM_40 = "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0"
 SEED = (
@@ -44,6 +47,61 @@ def parse(text: bytes) -> Parsed:
 def seed_only(parsed: Parsed) -> Parsed:
     """The seed's four families."""
     return {name: parsed[name] for name in SEED}
+
+
+class _Today(Collector):
+    """The seed's families as the controller rendered them before seed_text (its old code)."""
+
+    def __init__(self, series: ClusterSeries) -> None:
+        self.series = series
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        series = self.series
+        families = []
+        for name, help_text, claims in (
+            (
+                "kube_resourceclaim_allocated",
+                "1 for each allocated ResourceClaim, by the DeviceClass of its requests",
+                series.allocated,
+            ),
+            (
+                "kube_resourceclaim_pending",
+                "1 for each ResourceClaim waiting for allocation, by the DeviceClass of its "
+                "requests",
+                series.pending,
+            ),
+            (
+                "kube_resourceclaim_unsatisfiable",
+                "1 for each pending ResourceClaim that an unschedulable pod waits for and that "
+                "no node can satisfy, by the DeviceClass of its requests",
+                series.unsatisfiable,
+            ),
+        ):
+            family = GaugeMetricFamily(
+                name, help_text, labels=["namespace", "name", "resource_class"]
+            )
+            for s in claims:
+                family.add_metric([s.namespace, s.name, s.resource_class], 1)
+            families.append(family)
+        available = GaugeMetricFamily(
+            "node_dra_resource_available",
+            "Free devices per node matching each DeviceClass, by product name or MIG profile",
+            labels=["node", "resource_class", "attribute"],
+        )
+        for key, count in sorted(
+            series.available.items(),
+            key=lambda kv: (kv[0].node, kv[0].resource_class, kv[0].attribute),
+        ):
+            available.add_metric([key.node, key.resource_class, key.attribute], count)
+        families.append(available)
+        return families
+
+
+def today(series: ClusterSeries) -> bytes:
+    """The seed's families of ``series`` as the old code rendered them."""
+    registry = CollectorRegistry()
+    registry.register(_Today(series))
+    return generate_latest(registry)
 
 
 def _objects() -> list[dict[str, Any]]:
@@ -88,6 +146,7 @@ def test_exposition_is_what_prometheus_client_renders_for_a_reconciled_state() -
     served = metrics.exposition()
     assert parse(served) == parse(generate_latest(metrics.registry))
     assert served == generate_latest(metrics.registry)
+    assert served.startswith(today(series))
     # The seed article's names and HELP texts, as the dashboards and alert rules know them.
     assert {n: f[:2] for n, f in seed_only(parse(served)).items()} == {
         "kube_resourceclaim_allocated": (
@@ -113,9 +172,11 @@ def test_exposition_is_what_prometheus_client_renders_for_a_reconciled_state() -
 def test_exposition_escapes_label_values_and_formats_values_as_prometheus_client() -> None:
     metrics = ControllerMetrics()
     for tag in ("a", "b", "a"):
-        metrics.publish(_state(tag))
+        state = _state(tag)
+        metrics.publish(state)
         served = metrics.exposition()
         assert served == generate_latest(metrics.registry)
+        assert served.startswith(today(state))
         pending = seed_only(parse(served))["kube_resourceclaim_pending"][2]
         labels = {dict(s[1])["resource_class"] for s in pending}
         assert labels == {'odd"class\\\nname'}
