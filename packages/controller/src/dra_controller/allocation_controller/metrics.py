@@ -177,6 +177,7 @@ class ControllerMetrics:
         """What ``/metrics`` serves: the text ``generate_latest(self.registry)`` writes.
 
         The seed's families are rendered once per publish and the same bytes served until
-        the next; the rest is rendered now.
+        the next; the rest is rendered now. Only this class's metrics: collectors others
+        register on a ``registry`` they passed in are not in it.
         """
         return self._seed.text() + generate_latest(self._live)
