@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .errors import AllocationError
 
@@ -134,12 +135,7 @@ class Features:
         every order and pools in Go map order; ``incubating`` is the default;
         ``experimental`` is picked by alpha gates (DRAListTypeAttributes).
         """
-        on = self.allocator_features()
-        variants = VARIANTS_1_35 if self.kube_minor <= SHIFTED_VARIANTS_UNTIL else VARIANTS
-        for name, supported in variants:
-            if on <= supported:
-                return name
-        return EXPERIMENTAL
+        return _variant(self)
 
     @property
     def variant_knows_capacity(self) -> bool:
@@ -200,3 +196,15 @@ class Features:
     def enabled_gates(self) -> list[str]:
         """The Kubernetes gate names that are on, sorted."""
         return sorted(gate for gate, attr in GATE_NAMES.items() if getattr(self, attr))
+
+
+# Features are frozen values; the allocator asks for the variant of the same few for every
+# node it gathers pools for (the allocation controller: every node, every reconcile).
+@lru_cache(maxsize=64)
+def _variant(features: Features) -> str:
+    on = features.allocator_features()
+    variants = VARIANTS_1_35 if features.kube_minor <= SHIFTED_VARIANTS_UNTIL else VARIANTS
+    for name, supported in variants:
+        if on <= supported:
+            return name
+    return EXPERIMENTAL

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Callable
+from functools import partial
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -24,7 +25,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 def serve(
     address: tuple[str, int],
     *,
-    registry: CollectorRegistry,
+    registry: CollectorRegistry | Callable[[], bytes],
     ready: Callable[[], bool],
     tls: ssl.SSLContext | None = None,
     auth: DelegatedAuth | None = None,
@@ -32,9 +33,15 @@ def serve(
 ) -> ThreadingHTTPServer:
     """Start serving on a daemon thread; return the server (``server_address`` has the port).
 
-    HTTPS with ``tls``; with ``auth``, ``/metrics`` needs an allowed bearer token.
+    ``/metrics`` serves ``registry`` rendered on each scrape, or, given a function, the text
+    it returns (the allocation controller's, which renders its per-claim families once per
+    reconcile). HTTPS with ``tls``; with ``auth``, ``/metrics`` needs an allowed bearer token.
     ``/readyz`` answers 503 with ``not_ready`` while ``ready()`` is false.
     """
+
+    render: Callable[[], bytes] = (
+        partial(generate_latest, registry) if isinstance(registry, CollectorRegistry) else registry
+    )
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -42,7 +49,7 @@ def serve(
             if path == "/metrics":
                 if not admit(self, auth):
                     return
-                self._reply(HTTPStatus.OK, generate_latest(registry), CONTENT_TYPE_LATEST)
+                self._reply(HTTPStatus.OK, render(), CONTENT_TYPE_LATEST)
             elif path == "/healthz":
                 self._reply(HTTPStatus.OK, b"ok\n", "text/plain")
             elif path == "/readyz":

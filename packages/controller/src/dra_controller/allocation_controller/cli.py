@@ -190,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     server = serve(
         address,
-        registry=metrics.registry,
+        registry=metrics.exposition,
         ready=lambda: informers.synced() and controller.reconciled.is_set(),
         tls=tls,
         auth=None if insecure else DelegatedAuth(transport),

@@ -8,7 +8,9 @@ each claim once).
 Every change to a cache marks the controller dirty; changes arriving together (a burst of
 watch events) are folded into one reconcile after ``debounce_s``. A resync every
 ``resync_s`` re-diagnoses pods still pending. Only the leader posts Events; every replica
-serves metrics, so a scrape of any replica answers.
+serves metrics, so a scrape of any replica answers. After each reconcile the loop freezes
+the heap, so that the garbage collector's full collections do not walk the caches
+(:mod:`.heap`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from .availability import AvailabilityCache, free_devices
 from .claim_series import ClaimSeries, SeriesCache, claim_series
 from .diagnosis import Finding, diagnose_pod, is_unschedulable, make_cluster, pod_uid
 from .events import REASON, EventPublisher, InvolvedObject
+from .heap import HeapPolicy
 from .metrics import ClusterSeries, ControllerMetrics
 from .view import ClusterView
 
@@ -47,6 +50,9 @@ class Settings:
     diagnose_every_s: float = 30.0
     # At most this many pods are diagnosed per reconcile; the rest wait for the next.
     max_pods_per_reconcile: int = 50
+    # The loop freezes the heap after each reconcile and collects all of it this often
+    # (heap.HeapPolicy); None leaves the garbage collector as Python has it.
+    full_gc_every_s: float | None = 600.0
 
 
 class AllocationController:
@@ -167,20 +173,31 @@ class AllocationController:
 
     def run(self, stop: threading.Event, *, ready: Callable[[], bool] = lambda: True) -> None:
         """Reconcile on changes (debounced) and every ``resync_s`` until ``stop``."""
+        every = self.settings.full_gc_every_s
+        heap = HeapPolicy(every, clock=self.clock) if every is not None else None
         while not stop.is_set() and not ready():
             stop.wait(0.1)
         self.dirty.set()
-        while not stop.is_set():
-            self.dirty.wait(self.settings.resync_s)
-            if stop.is_set():
-                return
-            stop.wait(self.settings.debounce_s)
-            self.dirty.clear()
-            try:
-                self.reconcile()
-            except Exception as exc:  # keep serving; the next change or resync retries
-                self.metrics.reconciles.labels(result="error").inc()
-                log.exception(
-                    f"reconcile failed: {exc}",
-                    extra={"event": "reconcile_failed", "error": str(exc)},
-                )
+        try:
+            while not stop.is_set():
+                self.dirty.wait(self.settings.resync_s)
+                if stop.is_set():
+                    return
+                stop.wait(self.settings.debounce_s)
+                self.dirty.clear()
+                self._reconcile_logged()
+                if heap is not None:
+                    heap.after_reconcile()
+        finally:
+            if heap is not None:
+                heap.release()
+
+    def _reconcile_logged(self) -> None:
+        try:
+            self.reconcile()
+        except Exception as exc:  # keep serving; the next change or resync retries
+            self.metrics.reconciles.labels(result="error").inc()
+            log.exception(
+                f"reconcile failed: {exc}",
+                extra={"event": "reconcile_failed", "error": str(exc)},
+            )

@@ -11,6 +11,13 @@
 
 The seed's series are computed by each reconcile and swapped in whole, so a scrape never
 sees half of one reconcile and half of the next.
+
+``/metrics`` serves :meth:`ControllerMetrics.exposition`: the seed's families as text
+rendered once per published state (:mod:`.seed_text`; they are one series per claim, and
+prometheus_client's rendering of them on every scrape was most of a scrape's cost), then
+the controller's own metrics rendered live, so a counter incremented between reconciles
+shows on the next scrape. The text is what ``generate_latest(registry)`` writes, which
+still renders everything through prometheus_client.
 """
 
 from __future__ import annotations
@@ -20,12 +27,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from dra_kube_client.informers.informer import InformerStats
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from .availability import AvailableSeries
 from .claim_series import ClaimSeries
+from .seed_text import SeedText, seed_families, sorted_available
 
 PREFIX = "dra_allocation_controller"
 
@@ -41,46 +49,47 @@ class ClusterSeries:
 
 
 class _SeedCollector(Collector):
+    """The seed's families: through prometheus_client (``collect``) or as cached text."""
+
     def __init__(self) -> None:
         self.series = ClusterSeries()
+        self.generation = 0
         self.lock = threading.Lock()
+        # One render at a time; the text is kept until the next publish.
+        self.render_lock = threading.Lock()
+        self.seed_text = SeedText()
+        self.rendered: tuple[int, bytes] = (-1, b"")
+
+    def publish(self, series: ClusterSeries) -> None:
+        with self.lock:
+            self.series = series
+            self.generation += 1
 
     def collect(self) -> Iterable[GaugeMetricFamily]:
         with self.lock:
             series = self.series
-        allocated = GaugeMetricFamily(
-            "kube_resourceclaim_allocated",
-            "1 for each allocated ResourceClaim, by the DeviceClass of its requests",
-            labels=["namespace", "name", "resource_class"],
-        )
+        allocated, pending, unsatisfiable, available = seed_families()
         for s in series.allocated:
             allocated.add_metric([s.namespace, s.name, s.resource_class], 1)
-        pending = GaugeMetricFamily(
-            "kube_resourceclaim_pending",
-            "1 for each ResourceClaim waiting for allocation, by the DeviceClass of its requests",
-            labels=["namespace", "name", "resource_class"],
-        )
         for s in series.pending:
             pending.add_metric([s.namespace, s.name, s.resource_class], 1)
-        unsatisfiable = GaugeMetricFamily(
-            "kube_resourceclaim_unsatisfiable",
-            "1 for each pending ResourceClaim that an unschedulable pod waits for and that no "
-            "node can satisfy, by the DeviceClass of its requests",
-            labels=["namespace", "name", "resource_class"],
-        )
         for s in series.unsatisfiable:
             unsatisfiable.add_metric([s.namespace, s.name, s.resource_class], 1)
-        available = GaugeMetricFamily(
-            "node_dra_resource_available",
-            "Free devices per node matching each DeviceClass, by product name or MIG profile",
-            labels=["node", "resource_class", "attribute"],
-        )
-        for key, count in sorted(
-            series.available.items(),
-            key=lambda kv: (kv[0].node, kv[0].resource_class, kv[0].attribute),
-        ):
+        for key, count in sorted_available(series.available):
             available.add_metric([key.node, key.resource_class, key.attribute], count)
         return [allocated, pending, unsatisfiable, available]
+
+    def text(self) -> bytes:
+        """The exposition text of the published series, rendered once per publish."""
+        with self.render_lock:
+            with self.lock:
+                series, generation = self.series, self.generation
+            if self.rendered[0] != generation:
+                body = self.seed_text.render(
+                    series.allocated, series.pending, series.unsatisfiable, series.available
+                )
+                self.rendered = (generation, body)
+            return self.rendered[1]
 
 
 class _InformerCollector(Collector):
@@ -126,7 +135,8 @@ class ControllerMetrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         self._seed = _SeedCollector()
         self.registry.register(self._seed)
-        self.registry.register(_InformerCollector(informer_stats))
+        informers = _InformerCollector(informer_stats)
+        self.registry.register(informers)
         self.reconcile_seconds = Histogram(
             f"{PREFIX}_reconcile_duration_seconds",
             "Time from a cache change to updated metrics and diagnoses",
@@ -148,7 +158,26 @@ class ControllerMetrics:
             registry=self.registry,
         )
 
+        # Everything but the seed's families, in the registry's order: rendered per scrape.
+        self._live = CollectorRegistry(auto_describe=False)
+        for collector in (
+            informers,
+            self.reconcile_seconds,
+            self.reconciles,
+            self.events,
+            self.leader,
+        ):
+            self._live.register(collector)
+
     def publish(self, series: ClusterSeries) -> None:
-        """Swap in one reconcile's seed series."""
-        with self._seed.lock:
-            self._seed.series = series
+        """Swap in one reconcile's seed series (rendered at the next scrape)."""
+        self._seed.publish(series)
+
+    def exposition(self) -> bytes:
+        """What ``/metrics`` serves: the text ``generate_latest(self.registry)`` writes.
+
+        The seed's families are rendered once per publish and the same bytes served until
+        the next; the rest is rendered now. Only this class's metrics: collectors others
+        register on a ``registry`` they passed in are not in it.
+        """
+        return self._seed.text() + generate_latest(self._live)
