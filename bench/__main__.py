@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# Run only when named (``make bench BENCH=scale``, ``BENCH=chaos``): they start a cluster.
-ON_DEMAND = ("bench_scale.py", "bench_chaos.py")
+# Run only when named (``make bench BENCH=scale``, ``BENCH=chaos``): they start a cluster;
+# ``BENCH=controller_memory`` takes minutes (a heap census of a 1,000-node cache).
+ON_DEMAND = ("bench_scale.py", "bench_chaos.py", "bench_controller_memory.py")
 
 
 def discover() -> list[Path]:
