@@ -66,7 +66,7 @@ def share_subtrees(obj: RawObject) -> RawObject:
             return key, table[key]
         if isinstance(value, str):
             return value, table.setdefault(value, value)
-        # bool before int: True == 1 must not share a key with 1.
+        # Keyed with the type: True, 1 and 1.0 are equal in Python but not in JSON.
         return (type(value).__name__, value), value
 
     shared: RawObject = walk(obj)[1]
