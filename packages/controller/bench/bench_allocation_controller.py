@@ -37,6 +37,7 @@ from dra_allocator.inputs import Document
 from dra_allocator.snapshot import Snapshot, build_snapshot
 from dra_controller.allocation_controller import AllocationController, ControllerMetrics
 from dra_controller.allocation_controller.availability import free_devices
+from dra_controller.allocation_controller.caches import CONTROLLER_RESOURCES
 from dra_controller.allocation_controller.claim_series import claim_series
 from dra_controller.allocation_controller.diagnosis import make_cluster
 from dra_kube_client.informers import Informer
@@ -182,7 +183,7 @@ def run_side(side: str, nodes: int, gpus: int, claims: int, changes: int) -> dic
     engine = CelEngine()
     started = time.perf_counter()
     if side == "informers":
-        informers = {r.kind: Informer(api, r) for r in ALL_RESOURCES}
+        informers = {r.kind: Informer(api, r) for r in CONTROLLER_RESOURCES}
         for informer in informers.values():
             informer.list_once()
         controller = AllocationController(

@@ -25,6 +25,7 @@ from dra_kube_client.informers.shared import SharedInformers
 
 from ..metrics_http import serve
 from . import logs
+from .caches import CONTROLLER_RESOURCES
 from .controller import AllocationController, Settings
 from .events import EventPublisher, TokenBucket
 from .metrics import ControllerMetrics
@@ -140,8 +141,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    # Objects are read (and unreadable ones skipped, logged) once, by the controller's view.
-    informers = SharedInformers(transport)
+    # Objects are read (and unreadable ones skipped, logged) once, by the controller's view;
+    # the caches keep only what it reads (caches.py: most of the controller's memory).
+    informers = SharedInformers(transport, resources=CONTROLLER_RESOURCES)
     metrics = ControllerMetrics(
         lambda: {k: (len(i.store), i.stats) for k, i in informers.informers.items()}
     )

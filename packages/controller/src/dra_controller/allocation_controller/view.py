@@ -3,6 +3,9 @@
 Each object is read once per resourceVersion (slices also once per set of
 DeviceTaintRules), so a change to one claim costs one parse, not ten thousand. Parsed
 slices keep their devices, and with them the devices' cached selector results.
+
+Pods bound to a node are not parsed: the controller reads pods only to diagnose
+unschedulable ones, and a bound pod never is again. Snapshots hold the pods not bound.
 """
 
 from __future__ import annotations
@@ -20,6 +23,12 @@ def resource_version(obj: Mapping[str, object]) -> str:
     """``metadata.resourceVersion`` ('' when missing)."""
     meta = obj.get("metadata")
     return str(meta.get("resourceVersion") or "") if isinstance(meta, Mapping) else ""
+
+
+def is_bound(pod: Mapping[str, object]) -> bool:
+    """Whether a raw pod has ``spec.nodeName`` (a binding is never undone)."""
+    spec = pod.get("spec")
+    return isinstance(spec, Mapping) and bool(spec.get("nodeName"))
 
 
 @dataclass(slots=True)
@@ -56,6 +65,10 @@ class ClusterView:
             fresh: dict[str, tuple[str, object]] = {}
             for key, obj in store.items().items():
                 version = resource_version(obj)
+                if kind == "Pod" and is_bound(obj):
+                    # Never unschedulable again: nothing reads it, so it is not parsed.
+                    fresh[key] = (version, None)
+                    continue
                 cached = old.get(key)
                 if cached is not None and cached[0] == version and version:
                     item = cached[1]
