@@ -45,12 +45,12 @@ from dra_controller.allocation_controller import (
     Settings,
 )
 from dra_controller.allocation_controller.availability import free_devices
+from dra_controller.allocation_controller.caches import CONTROLLER_RESOURCES
 from dra_controller.allocation_controller.claim_series import claim_series
 from dra_controller.allocation_controller.diagnosis import make_cluster
 from dra_controller.allocation_controller.metrics import PREFIX, ClusterSeries
 from dra_controller.metrics_http import serve
 from dra_kube_client.informers import Informer
-from dra_kube_client.informers.resources import ALL_RESOURCES
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
 GPUS = 8
@@ -174,7 +174,7 @@ class World:
         objects = _objects(nodes, GPUS, claims)
         self.claim_list = list(objects["ResourceClaim"])
         self.api = FakeApi(objects)
-        self.informers = {r.kind: Informer(self.api, r) for r in ALL_RESOURCES}
+        self.informers = {r.kind: Informer(self.api, r) for r in CONTROLLER_RESOURCES}
         for informer in self.informers.values():
             informer.list_once()
         self.metrics = ControllerMetrics()
