@@ -188,8 +188,17 @@ def _webhook_rows(
     ]
 
 
-def rows(without: Phase, with_: Phase) -> list[tuple[str, str, str, str]]:
-    """``(figure, without, with, target and verdict)`` rows of the report."""
+def rows(without: Phase | None, with_: Phase) -> list[tuple[str, str, str, str]]:
+    """``(figure, without, with, target and verdict)`` rows of the report.
+
+    ``without`` is None when only the phase with our components ran (``SCALE_PHASES=with``):
+    its column is empty and every target that compares the two phases is ``n/a``.
+    """
+    if without is None:
+        return [
+            (figure, "-", value, _uncompared(target))
+            for figure, _, value, target in rows(with_, with_)
+        ]
     wo, wi = without.creation, with_.creation
     out = [
         ("pods scheduled", str(wo.scheduled), str(wi.scheduled), "all"),
@@ -254,6 +263,13 @@ def rows(without: Phase, with_: Phase) -> list[tuple[str, str, str, str]]:
     return out
 
 
+def _uncompared(target: str) -> str:
+    """A target judged against the phase without our components, when there is none."""
+    if "of without:" not in target:
+        return target
+    return target.rsplit(": ", 1)[0] + ": n/a (no without phase)"
+
+
 def _usage_rows(phase: Phase) -> list[tuple[str, str, str, str]]:
     usage = phase.usage
     if usage is None:
@@ -313,7 +329,7 @@ def _lag_rows(phase: Phase) -> list[tuple[str, str, str, str]]:
 
 
 def render(
-    without: Phase, with_: Phase, *, nodes: int, gpus: int, pods: int, rate: float, cpus: int
+    without: Phase | None, with_: Phase, *, nodes: int, gpus: int, pods: int, rate: float, cpus: int
 ) -> str:
     """The whole report: the table, then the API requests per FlowSchema of each phase."""
     table = rows(without, with_)
@@ -328,6 +344,8 @@ def render(
         "\nAPI requests dispatched by FlowSchema (the API server has no user-agent label):"
     )
     for phase in (without, with_):
+        if phase is None:
+            continue
         counts = ", ".join(f"{k}={v:.0f}" for k, v in top(phase.requests))
         lines.append(f"  {phase.name} ({phase.seconds:.0f} s): {counts}")
     ours = with_.requests.get(COMPONENTS_FLOW_SCHEMA, 0.0)

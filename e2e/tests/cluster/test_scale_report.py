@@ -157,3 +157,34 @@ def test_allocation_controller_cpu_is_judged_without_the_benchmarks_scrapes() ->
         "<= 0.5 core: ok",
     )
     assert "allocation-controller CPU" not in table
+
+
+def test_only_the_phase_with_our_components_leaves_the_comparisons_open() -> None:
+    usage = Usage(
+        start={"allocation-controller": _pod(10, 90)},
+        end={"allocation-controller": _pod(40, 320)},
+        seconds=120,
+    )
+    with_ = _phase("with", pods_per_s=4.0, p99=1.2, usage=usage, lag=[0.3] * 100, explain=4.0)
+    table = {r[0]: r[1:] for r in rows(None, with_)}
+    assert table["pods/s scheduled"] == (
+        "-",
+        "4.0",
+        "with >= 95% of without: n/a (no without phase)",
+    )
+    assert table["claim-to-bound p99"] == (
+        "-",
+        "1200.0 ms",
+        "with <= 110% of without: n/a (no without phase)",
+    )
+    assert table["churn: claim-to-bound p99"][2] == (
+        "with <= 110% of without: n/a (no without phase)"
+    )
+    # Targets of the phase's own figures are still judged.
+    assert table["allocation-controller peak RSS"] == ("-", "320.0 MB", "<= 300 MB: MISSED")
+    assert table["kubectl dra explain, pending claim"] == ("-", "4.00 s", "<= 3 s: MISSED")
+    assert table["kubectl dra explain, allocated claim"] == ("-", "2.00 s", "<= 3 s: ok")
+    assert all(without == "-" for without, _, _ in table.values())
+    text = render(None, with_, nodes=50, gpus=8, pods=200, rate=5, cpus=2)
+    assert "  with (120 s):" in text
+    assert "  without (" not in text
