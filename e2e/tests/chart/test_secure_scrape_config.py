@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import subprocess
 import time
 import urllib.error
@@ -26,6 +25,7 @@ from dra_e2e.prometheus import (
     pod_target,
     secure_scrape_config,
 )
+from dra_e2e.readiness import free_port
 from dra_kube_client import DelegatedAuth, ServingSecurity, admit, start_http_server
 from dra_kube_client.testing import Reviews
 
@@ -81,12 +81,6 @@ def secure_endpoint() -> Iterator[str]:
     server.server_close()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _query(url: str, expr: str) -> list[dict[str, Any]]:
     query = urllib.parse.urlencode({"query": expr})
     with urllib.request.urlopen(f"{url}/api/v1/query?{query}", timeout=5) as resp:
@@ -117,7 +111,7 @@ def test_prometheus_scrapes_a_secure_endpoint_with_the_rendered_job(
     path = tmp_path / "prometheus.yml"
     path.write_text(yaml.safe_dump(config))
     subprocess.run([str(binaries / "promtool"), "check", "config", str(path)], check=True)
-    port = _free_port()
+    port = free_port()
     log = (tmp_path / "prometheus.log").open("w")
     proc = subprocess.Popen(
         [

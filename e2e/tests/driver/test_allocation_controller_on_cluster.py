@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
 import urllib.parse
 import urllib.request
@@ -29,6 +28,7 @@ from dra_e2e.prometheus import (
     scraper_token,
     secure_scrape_config,
 )
+from dra_e2e.readiness import free_port
 from driver_support import Driver, applied, events_for, pod
 from upgrade_support import upgrade_reusing_values
 
@@ -86,12 +86,6 @@ def _manifest() -> str:
     objects += [_pod(f"trainer-{i}", f"big-{i}") for i in range(1, UNSATISFIABLE)]
     objects += [_claim("small", None), _pod("fits", "small")]
     return yaml.safe_dump_all(objects)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Prometheus:
@@ -158,7 +152,7 @@ def prometheus(driver: Driver, tmp_path_factory: pytest.TempPathFactory) -> Iter
         ],
     }
     (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
-    port = _free_port()
+    port = free_port()
     log = (workdir / "prometheus.log").open("w")
     proc = subprocess.Popen(
         [

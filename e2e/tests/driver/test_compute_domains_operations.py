@@ -42,7 +42,7 @@ from driver_support import (
     wait_gone,
     wait_running,
 )
-from upgrade_support import helm_upgrade, retag_driver_image
+from upgrade_support import retag_driver_image, upgrade_reusing_values
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.e2e_nodes(2)]
 
@@ -309,7 +309,7 @@ def test_helm_upgrade_and_rollback_leave_a_running_domain_and_its_workload_alone
         (
             "upgrade",
             NEW_TAG,
-            lambda: helm_upgrade(driver, CHART, "--reuse-values", "--set", f"image.tag={NEW_TAG}"),
+            lambda: upgrade_reusing_values(driver, {"image.tag": NEW_TAG}),
         ),
         ("rollback", app_version, lambda: _helm_rollback(driver)),
     ]
@@ -344,7 +344,7 @@ def test_helm_upgrade_and_rollback_leave_a_running_domain_and_its_workload_alone
 
 
 def _set_verbosity(driver: Driver, level: int) -> None:
-    helm_upgrade(driver, CHART, "--reuse-values", "--set", f"logVerbosity={level}")
+    upgrade_reusing_values(driver, {"logVerbosity": str(level)})
 
 
 def _controller_lines(driver: Driver, verbosity: int) -> list[dict[str, Any]]:

@@ -29,8 +29,9 @@ from dra_e2e.prometheus import (
     scraper_token,
     secure_scrape_config,
 )
+from dra_e2e.readiness import free_port
 from driver_support import Driver, applied, pod, wait_running
-from test_allocation_controller_on_cluster import Prometheus, _free_port
+from test_allocation_controller_on_cluster import Prometheus
 
 # driver and driver_diagnostics: conftest.py.
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("driver_diagnostics")]
@@ -167,7 +168,7 @@ def test_a_dcgm_series_gets_the_namespace_and_pod_of_the_gpus_workload(
         (plugin,) = [p for p in driver.plugin_pods() if p["spec"]["nodeName"] == node]
         config = _prometheus_config(driver, tmp_path, plugin, fake_dcgm)
         (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
-        port = _free_port()
+        port = free_port()
         log = (tmp_path / "prometheus.log").open("w")
         proc = subprocess.Popen(
             [

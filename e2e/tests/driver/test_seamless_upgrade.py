@@ -27,8 +27,8 @@ import pytest
 from dra_e2e.chaos_results import ChaosRecord
 from dra_e2e.errors import KubectlError
 from dra_e2e.handle import ClusterHandle
-from driver_support import CHART, Driver, dump_diagnostics, json_log_lines
-from upgrade_support import helm_upgrade, plugin_pods_on, retag_driver_image
+from driver_support import Driver, dump_diagnostics, json_log_lines
+from upgrade_support import plugin_pods_on, retag_driver_image, upgrade_reusing_values
 
 pytestmark = pytest.mark.e2e
 
@@ -163,7 +163,7 @@ def test_helm_upgrade_to_a_new_image_while_gpu_pods_come_and_go(
     loop.start()
     started = time.monotonic()
     try:
-        helm_upgrade(driver, CHART, "--reuse-values", "--set", f"image.tag={tag}")
+        upgrade_reusing_values(driver, {"image.tag": tag})
     finally:
         upgrade_s = time.monotonic() - started
         upgraded.set()

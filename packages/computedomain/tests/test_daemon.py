@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -19,15 +18,9 @@ from dra_computedomain.errors import DaemonEnvironmentError
 from dra_computedomain.fake_imex import query
 from dra_computedomain.hosts import parse_managed
 from dra_computedomain.names import CLIQUE_ID_POD_LABEL
-from dra_kube_client.testing import MemoryApi
+from dra_kube_client.testing import MemoryApi, free_port
 
 CLIQUE = "11111111-2222-3333-4444-555555555555.1"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _env(tmp: Path, node: str, ip: str) -> dict[str, str]:
@@ -47,7 +40,7 @@ def _env(tmp: Path, node: str, ip: str) -> dict[str, str]:
         "IMEX_BACKEND": "fake",
         "IMEX_CONFIG_DIR": str(tmp / node / "imexd"),
         "HOSTS_FILE": str(hosts),
-        "IMEX_CMD_PORT": str(_free_port()),
+        "IMEX_CMD_PORT": str(free_port()),
     }
 
 

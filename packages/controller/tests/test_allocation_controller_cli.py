@@ -7,7 +7,6 @@ Lease, serves /readyz and /metrics, and posts the DRAUnsatisfiable Events.
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -20,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 from controller_objects import GPU_CLASS, claim, gpu, node, pod, slice_
-from dra_kube_client.testing import Reply, Request, ScriptedServer
+from dra_kube_client.testing import Reply, Request, ScriptedServer, free_port
 
 SCRIPT = Path(sys.executable).with_name("dra-allocation-controller")
 MEM_40 = "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0"
@@ -64,12 +63,6 @@ def api() -> Iterator[tuple[str, dict[str, Any]]]:
         yield server.url, state
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _get(url: str) -> tuple[int, str]:
     try:
         with urllib.request.urlopen(url, timeout=5) as resp:
@@ -108,7 +101,7 @@ def test_the_console_script_serves_metrics_takes_the_lease_and_posts_events(
             }
         )
     )
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [str(SCRIPT), f"--kubeconfig={kubeconfig}", f"--http-address=127.0.0.1:{port}",
          "--lease-namespace=ns", "--identity=ctl-0", "--metrics-insecure=true"],

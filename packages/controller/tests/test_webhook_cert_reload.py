@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 from dra_controller.webhook.server import WebhookServer
 from dra_controller.webhook.tls import CertificateLoadError, ReloadingCertificate
+from dra_kube_client.testing import free_port
 from webhook_certs import CertificateAuthority, SecretVolume, ServingPair
-from webhook_support import first_answer, free_port, serving
+from webhook_support import first_answer, serving
 
 TLS_LOGGER = "dra_controller.webhook.tls"
 

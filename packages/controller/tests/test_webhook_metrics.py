@@ -28,8 +28,9 @@ from dra_controller.webhook.metrics import (
 )
 from dra_controller.webhook.server import VALIDATE_PATH, WebhookServer
 from dra_controller.webhook.tls import ReloadingCertificate
+from dra_kube_client.testing import free_port
 from webhook_certs import write_self_signed
-from webhook_support import SHARING_ON, first_answer, free_port, https_request, review_body, serving
+from webhook_support import SHARING_ON, first_answer, https_request, review_body, serving
 
 
 @pytest.fixture(scope="module")

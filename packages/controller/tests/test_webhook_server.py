@@ -16,11 +16,11 @@ import pytest
 from dra_controller.webhook.cli import main
 from dra_controller.webhook.server import WebhookServer
 from dra_controller.webhook.tls import ReloadingCertificate
+from dra_kube_client.testing import free_port
 from webhook_certs import write_self_signed
 from webhook_support import (
     SHARING_ON,
     first_answer,
-    free_port,
     https_client,
     https_request,
     review_body,

@@ -1,15 +1,14 @@
 """What the webhook's server tests share: an AdmissionReview of a GpuConfig's sharing strategy
 as the API server sends it, a :class:`WebhookServer` serving on its own thread for the length of
 a block (the tests' ``server`` fixtures), an HTTPS request to a server on loopback that trusts
-its self-signed certificate, and for a ``dra-webhook`` process a free port and the wait until
-it serves.
+its self-signed certificate, and for a ``dra-webhook`` process the wait until it serves (its
+port: ``dra_kube_client.testing.free_port``).
 """
 
 from __future__ import annotations
 
 import http.client
 import json
-import socket
 import ssl
 import subprocess
 import threading
@@ -26,7 +25,6 @@ __all__ = [
     "NV",
     "SHARING_ON",
     "first_answer",
-    "free_port",
     "https_client",
     "https_request",
     "review_body",
@@ -85,13 +83,6 @@ def serving(server: WebhookServer) -> Iterator[WebhookServer]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (for a ``dra-webhook`` process's flags)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def https_client(cert: tuple[Path, Path], port: int) -> http.client.HTTPSConnection:

@@ -5,14 +5,13 @@ cluster cannot be reached (issue #24, item 4)."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dra_kube_client.testing import Reply, Request, ScriptedServer, write_kubeconfig
+from dra_kube_client.testing import Reply, Request, ScriptedServer, free_port, write_kubeconfig
 
 FIXTURES = Path(__file__).parent / "fixtures" / "cli"
 SCRIPT = Path(sys.executable).with_name("kubectl-dra")
@@ -119,15 +118,8 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def _closed_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port  # closed when the socket is: nothing listens there
-
-
 def test_unreachable_server_is_one_line(tmp_path: Path) -> None:
-    port = _closed_port()
+    port = free_port()  # closed once picked: nothing listens there
     config = write_kubeconfig(tmp_path / "config", url=f"http://127.0.0.1:{port}")
     proc = run("explain", "pod/trainer", "--kubeconfig", str(config), env=_env(HOME=str(tmp_path)))
     assert (proc.returncode, proc.stdout) == (2, "")

@@ -4,9 +4,9 @@ instance that dcgm-exporter reports for them."""
 
 from __future__ import annotations
 
-import socket
 import urllib.request
 
+from dra_kube_client.testing import free_port
 from dra_nvlib import DeviceLibConfig, FakeDeviceLib, GpuInfo, open_device_lib
 from kubelet_plugin_support import (
     PluginDirs,
@@ -18,12 +18,6 @@ from kubelet_plugin_support import (
 from prometheus_client.parser import text_string_to_metric_families
 
 DRIVER = "gpu.nvidia.com"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _info_series(port: int) -> list[dict[str, str]]:
@@ -45,7 +39,7 @@ def test_gpu_and_mig_devices_of_a_pod_carry_dcgm_join_labels(
     config = DeviceLibConfig(
         backend="fake", node_name="n1", fake_state_path=plugin_dirs.plugin_dir / "fake-gpus.json"
     )
-    port = _free_port()
+    port = free_port()
     proc = PluginProcess(
         plugin_dirs,
         fake_gpus="1xA100-40GB:mig,1xA100-40GB",
@@ -108,7 +102,7 @@ def test_dynamic_mig_device_carries_the_gpu_instance_created_for_it(
     one does: its parent's UUID and the GPU instance NVML gave it, also after a restart
     (the instance id comes from the checkpoint, not from the GPU)."""
     state = plugin_dirs.root / "gpus.json"
-    port = _free_port()
+    port = free_port()
     proc = PluginProcess(
         plugin_dirs,
         fake_gpus="1xH100-80GB",

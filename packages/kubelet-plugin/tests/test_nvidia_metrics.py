@@ -4,13 +4,13 @@ real plugin process, so dashboards and alerts built for NVIDIA's driver keep wor
 from __future__ import annotations
 
 import asyncio
-import socket
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from dra_kube_client.testing import free_port
 from dra_kubelet_core import dra_service
 from dra_kubelet_core._proto import dra_v1_pb2
 from dra_kubelet_core.checkpoint import Checkpoint, ClaimState, PreparedClaim, PreparedDevice
@@ -240,12 +240,6 @@ def test_grpc_handlers_count_each_claim_like_nvidia() -> None:
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_metrics_are_served_on_the_configured_path_only() -> None:
     metrics = PluginMetrics()
     metrics.init_driver(DRIVER)
@@ -272,7 +266,7 @@ def _scrape(port: int) -> list[str]:
 def test_plugin_process_exports_nvidias_series(
     plugin_dirs: PluginDirs, reference: ReferenceProtos
 ) -> None:
-    port = _free_port()
+    port = free_port()
     proc = PluginProcess(
         plugin_dirs,
         extra=[

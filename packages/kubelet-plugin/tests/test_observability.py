@@ -4,9 +4,9 @@ what the plugin did. Drives the real plugin process."""
 from __future__ import annotations
 
 import json
-import socket
 import urllib.request
 
+from dra_kube_client.testing import free_port
 from dra_nvlib import DeviceLibConfig, FakeDeviceLib, open_device_lib
 from kubelet_plugin_support import (
     PluginDirs,
@@ -15,13 +15,6 @@ from kubelet_plugin_support import (
     make_claim,
     write_claim,
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def test_xid_event_turns_the_device_unhealthy_on_the_health_stream(

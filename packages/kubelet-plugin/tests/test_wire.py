@@ -8,6 +8,7 @@ import time
 
 import grpc
 import pytest
+from dra_kube_client.testing import free_port
 from kubelet_plugin_support import (
     PluginDirs,
     PluginProcess,
@@ -199,11 +200,7 @@ def test_sigterm_stops_cleanly_and_removes_the_registration_socket(plugin: Plugi
 def test_healthcheck_port_reports_serving_when_the_sockets_answer(
     plugin_dirs: PluginDirs, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = PluginProcess(plugin_dirs, extra=["--healthcheck-port", str(port)])
     proc.start()
     try:

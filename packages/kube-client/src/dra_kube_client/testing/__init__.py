@@ -5,11 +5,12 @@ of objects; :func:`serve_http` puts it behind a real HTTP server for a process t
 a kubeconfig. :class:`ScriptedServer` answers each HTTP request with a test's own function;
 :class:`MockTransport` does so one level up, for each ``request``/``watch_lines`` call;
 :class:`Reviews` answers the token and access reviews of secure serving; :class:`TestCa`
-issues certificates for HTTPS tests.
+issues certificates for HTTPS tests; :func:`free_port` picks a loopback port for a server
+process a test starts.
 """
 
 from dra_kube_client.testing.http_front import HttpFront, serve_http, status_body
-from dra_kube_client.testing.local_server import write_kubeconfig
+from dra_kube_client.testing.local_server import free_port, write_kubeconfig
 from dra_kube_client.testing.memory import Hold, MemoryApi
 from dra_kube_client.testing.mock_transport import Answer, Call, MockTransport
 from dra_kube_client.testing.pki import Issued, TestCa
@@ -31,6 +32,7 @@ __all__ = [
     "ScriptedServer",
     "SelectorError",
     "TestCa",
+    "free_port",
     "matches",
     "parse_selector",
     "serve_http",

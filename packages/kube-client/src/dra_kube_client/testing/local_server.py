@@ -1,9 +1,11 @@
 """A local HTTP server for tests: an ephemeral port on 127.0.0.1, served in a daemon thread,
-with a kubeconfig pointing at it. Subclasses say how each request is answered."""
+with a kubeconfig pointing at it. Subclasses say how each request is answered. For a server
+in another process (a console script under test), :func:`free_port` picks its port."""
 
 from __future__ import annotations
 
 import http.server
+import socket
 import ssl
 import threading
 from abc import ABC, abstractmethod
@@ -13,7 +15,7 @@ from typing import Any, Self
 
 import yaml
 
-__all__ = ["LocalHttpServer", "write_kubeconfig"]
+__all__ = ["LocalHttpServer", "free_port", "write_kubeconfig"]
 
 
 def write_kubeconfig(path: Path | str, *, url: str, token: str = "test-token") -> Path:
@@ -29,6 +31,14 @@ def write_kubeconfig(path: Path | str, *, url: str, token: str = "test-token") -
     out = Path(path)
     out.write_text(yaml.safe_dump(config))
     return out
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now, for a server process a test starts with the
+    port in its flags (the OS may hand it out again before the process binds it)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 class _Server(http.server.ThreadingHTTPServer):
