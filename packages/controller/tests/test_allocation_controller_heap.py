@@ -6,9 +6,10 @@ import gc
 import threading
 import weakref
 
-from controller_objects import GPU_CLASS, claim, stores
+from controller_objects import GPU_CLASS, claim, gpu, slice_, stores
 from dra_controller.allocation_controller import AllocationController, ControllerMetrics, Settings
 from dra_controller.allocation_controller.heap import HeapPolicy
+from dra_controller.allocation_controller.view import ClusterView
 
 
 class _Cycle:
@@ -87,3 +88,57 @@ def test_no_freezing_without_a_period() -> None:
         ctl.dirty.set()
         loop.join(30)
     assert frozen == 0
+
+
+def test_dropped_slices_bring_the_full_collection_forward() -> None:
+    now = [0.0]
+    policy = HeapPolicy(full_every_s=600, clock=lambda: now[0], dropped_share=0.1)
+    cycle = _Cycle()
+    alive = weakref.ref(cycle)
+    try:
+        policy.after_reconcile(slices_dropped=0, slices_cached=100)
+        del cycle
+        gc.collect()
+        assert alive() is not None
+        policy.after_reconcile(slices_dropped=9, slices_cached=100)
+        assert alive() is not None  # 9 % of the cached slices dropped: not yet
+        policy.after_reconcile(slices_dropped=10, slices_cached=100)
+        assert alive() is None  # a tenth: everything collected, long before 600 s
+        again = _Cycle()
+        alive = weakref.ref(again)
+        policy.after_reconcile(slices_dropped=10, slices_cached=100)
+        del again
+        policy.after_reconcile(slices_dropped=19, slices_cached=100)
+        assert alive() is not None  # counted from the last full collection: 9 since
+        policy.after_reconcile(slices_dropped=20, slices_cached=100)
+        assert alive() is None
+    finally:
+        policy.release()
+
+
+def test_the_view_counts_parsed_slices_replaced_deleted_or_reread_for_new_rules() -> None:
+    st = stores([GPU_CLASS, slice_("n1", [gpu("g0", "40Gi")]), slice_("n2", [gpu("g0", "40Gi")])])
+    view = ClusterView(stores=st)
+    view.snapshot()
+    view.snapshot()  # unchanged: the same parses are kept
+    assert (view.slices_dropped, view.slices_parsed) == (0, 2)
+    st["ResourceSlice"].upsert(slice_("n1", [gpu("g0", "40Gi")], rv="2"))
+    view.snapshot()
+    assert (view.slices_dropped, view.slices_parsed) == (1, 2)
+    st["ResourceSlice"].delete("n2-slice")
+    view.snapshot()
+    assert (view.slices_dropped, view.slices_parsed) == (2, 1)
+    # A new DeviceTaintRule: every slice is read again.
+    st["DeviceTaintRule"].upsert(
+        {
+            "apiVersion": "resource.k8s.io/v1beta2",
+            "kind": "DeviceTaintRule",
+            "metadata": {"name": "drain", "resourceVersion": "1"},
+            "spec": {
+                "deviceSelector": {"driver": "gpu.nvidia.com"},
+                "taint": {"key": "maintenance", "effect": "NoSchedule"},
+            },
+        }
+    )
+    view.snapshot()
+    assert (view.slices_dropped, view.slices_parsed) == (3, 1)

@@ -187,7 +187,10 @@ class AllocationController:
                 self.dirty.clear()
                 self._reconcile_logged()
                 if heap is not None:
-                    heap.after_reconcile()
+                    heap.after_reconcile(
+                        slices_dropped=self.view.slices_dropped,
+                        slices_cached=self.view.slices_parsed,
+                    )
         finally:
             if heap is not None:
                 heap.release()

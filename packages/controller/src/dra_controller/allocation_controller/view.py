@@ -4,6 +4,10 @@ Each object is read once per resourceVersion (slices also once per set of
 DeviceTaintRules), so a change to one claim costs one parse, not ten thousand. Parsed
 slices keep their devices, and with them the devices' cached selector results.
 
+A parsed slice holds reference cycles (each device refers to its slice), so one that is
+replaced or deleted is freed only by the cyclic collector; ``slices_dropped`` counts them
+for the loop's heap policy.
+
 Pods bound to a node are not parsed: the controller reads pods only to diagnose
 unschedulable ones, and a bound pod never is again. Snapshots hold the pods not bound.
 """
@@ -43,6 +47,13 @@ class ClusterView:
     on_error: Callable[[str, str, Exception], None] = lambda *_: None
     _parsed: dict[str, dict[str, tuple[str, object]]] = field(default_factory=dict)
     _rules_version: int = -1
+    #: Parsed slices replaced or deleted since the view was made (a running count).
+    slices_dropped: int = 0
+
+    @property
+    def slices_parsed(self) -> int:
+        """Parsed slices held now."""
+        return sum(item is not None for _, item in self._parsed.get("ResourceSlice", {}).values())
 
     def snapshot(self) -> Snapshot:
         """Classes, slices, claims, nodes and pods as they are cached now.
@@ -54,7 +65,8 @@ class ClusterView:
         rules = list(rules_store.items().values()) if rules_store is not None else []
         rules_version = rules_store.version if rules_store is not None else 0
         if rules_version != self._rules_version:
-            self._parsed.pop("ResourceSlice", None)
+            dropped = self._parsed.pop("ResourceSlice", {})
+            self.slices_dropped += sum(item is not None for _, item in dropped.values())
             self._rules_version = rules_version
         snap = Snapshot()
         for kind in KINDS:
@@ -82,5 +94,16 @@ class ClusterView:
                 if item is None:
                     continue
                 add_to_snapshot(snap, item)
+            if kind == "ResourceSlice":
+                self.slices_dropped += _dropped(old, fresh)
             self._parsed[kind] = fresh
         return snap
+
+
+def _dropped(old: Mapping[str, tuple[str, object]], fresh: Mapping[str, tuple[str, object]]) -> int:
+    """Parsed objects of ``old`` that ``fresh`` no longer holds (replaced or deleted)."""
+    return sum(
+        1
+        for key, (_, item) in old.items()
+        if item is not None and (key not in fresh or fresh[key][1] is not item)
+    )
