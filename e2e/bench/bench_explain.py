@@ -55,7 +55,7 @@ from dra_e2e.kwok_slices import (
     publish_channel_slices,
     publish_node_slices,
 )
-from dra_e2e.scale_workload import TEMPLATES, ClaimKind, claim_template, replicas
+from dra_e2e.scale_workload import TEMPLATES, ClaimKind, claim_template, pending_claim, replicas
 from dra_kube_client.testing import MemoryApi, Reply, Request, ScriptedServer, write_kubeconfig
 from kubectl_dra.cli import explain_target, main, without_cycle_collection
 from kubectl_dra.live import fetch_with
@@ -167,21 +167,7 @@ def add_claims(api: MemoryApi, claims: int) -> str:
             path = f"{RESOURCE}/namespaces/{NS}/resourceclaims/{claim['metadata']['name']}"
             api.put_object(path, claim)
             index += 1
-    pending = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": "explain-pending", "namespace": NS},
-        "spec": {
-            "devices": {
-                "requests": [
-                    {
-                        "name": "gpu",
-                        "exactly": {"deviceClassName": "gpu.nvidia.com", "count": GPUS + 1},
-                    }
-                ]
-            }
-        },
-    }
+    pending = pending_claim(NS, GPUS)
     api.put_object(f"{RESOURCE}/namespaces/{NS}/resourceclaims/explain-pending", pending)
     return first
 

@@ -89,6 +89,7 @@ from dra_e2e.scale_workload import (
     claim_template,
     deployment,
     device_classes,
+    pending_claim,
     replicas,
 )
 from dra_kube_client import KubeApiError, KubeTransport
@@ -386,25 +387,6 @@ def _explain(cluster: Cluster, ns: str, claim: str) -> float:
     return took
 
 
-def _pending_claim(ns: str) -> dict[str, Any]:
-    """A claim no node can satisfy (more GPUs than any node has): it stays pending."""
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": "explain-pending", "namespace": ns},
-        "spec": {
-            "devices": {
-                "requests": [
-                    {
-                        "name": "gpu",
-                        "exactly": {"deviceClassName": "gpu.nvidia.com", "count": GPUS + 1},
-                    }
-                ]
-            }
-        },
-    }
-
-
 def _churn(
     cluster: Cluster, transport: KubeTransport, work: Workload, rng: random.Random
 ) -> tuple[int, int]:
@@ -496,7 +478,7 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
         own_steady=_own_webhook(own_mid, own_after_creation),
     )
     # explain: one allocated claim of the workload, one that stays pending.
-    _apply(cluster, [_pending_claim(ns)], ns)
+    _apply(cluster, [pending_claim(ns, GPUS)], ns)
     allocated = next(iter(watch.claim_bound))
     explain = (_explain(cluster, ns, "explain-pending"), _explain(cluster, ns, allocated))
     cluster.kubectl("delete", "resourceclaim", "-n", ns, "explain-pending")

@@ -96,6 +96,29 @@ def claim_template(kind: ClaimKind, namespace: str) -> dict[str, Any]:
     }
 
 
+def pending_claim(namespace: str, gpus_per_node: int) -> dict[str, Any]:
+    """``explain-pending``: a claim no node can satisfy (one GPU more than a node has), so it
+    stays pending (what the benchmarks ask ``kubectl dra explain`` about)."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "explain-pending", "namespace": namespace},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "gpu",
+                        "exactly": {
+                            "deviceClassName": "gpu.nvidia.com",
+                            "count": gpus_per_node + 1,
+                        },
+                    }
+                ]
+            }
+        },
+    }
+
+
 def replicas(total: int, kinds: Sequence[ClaimKind] = TEMPLATES) -> dict[str, int]:
     """``total`` pods split by the kinds' shares; the remainder goes to the first kinds."""
     weight = sum(k.share for k in kinds)

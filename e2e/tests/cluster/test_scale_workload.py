@@ -11,6 +11,7 @@ from dra_e2e.scale_workload import (
     claim_template,
     device_classes,
     double_allocations,
+    pending_claim,
     replicas,
     running_on_nodes,
     unallocated,
@@ -80,3 +81,10 @@ def test_running_pods_count_only_live_ones_on_the_given_nodes() -> None:
         {"metadata": {}, "spec": {"nodeName": "n1"}, "status": {"phase": "Pending"}},
     ]
     assert running_on_nodes(pods, {"n1"}) == 1
+
+
+def test_the_pending_claim_asks_one_gpu_more_than_a_node_has() -> None:
+    claim = pending_claim("bench", 8)
+    assert claim["metadata"] == {"name": "explain-pending", "namespace": "bench"}
+    (request,) = claim["spec"]["devices"]["requests"]
+    assert request["exactly"] == {"deviceClassName": "gpu.nvidia.com", "count": 9}
