@@ -21,6 +21,7 @@ from dra_kube_client.informers import (
     Resource,
     SharedInformers,
     metadata_only,
+    object_head,
     trim_pod,
 )
 from dra_kube_client.testing import Answer, Call, MockTransport
@@ -372,6 +373,19 @@ def test_metadata_only_keeps_what_names_the_object_and_its_version() -> None:
         "kind": "Node",
         "metadata": {"name": "n1", "uid": "uid-n1", "resourceVersion": "7"},
     }
+
+
+def test_object_head_is_a_new_object_with_the_named_metadata_only() -> None:
+    full = obj("Node", "n1", "7", apiVersion="v1", spec={"x": 1})
+    full["metadata"]["labels"] = {"a": "b"}
+    head = object_head(full, ("name", "labels", "absent"))
+    assert head == {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "n1", "labels": {"a": "b"}},
+    }
+    head["metadata"]["name"] = "changed"
+    assert full["metadata"]["name"] == "n1", "the head is a new metadata dict"
 
 
 class _RecordingStop(threading.Event):

@@ -26,7 +26,7 @@ from typing import Any
 
 from dra_api_types import ComputeDomain, ComputeDomainClique
 from dra_kube_client import Backoff, JsonTransport
-from dra_kube_client.informers import Informer, Resource
+from dra_kube_client.informers import Informer, Resource, object_head
 
 from .api_paths import collection_resource
 from .errors import SpecError
@@ -55,19 +55,10 @@ def _label(obj: RawObject | None) -> str:
     return str((_meta(obj).get("labels") or {}).get(COMPUTE_DOMAIN_LABEL) or "")
 
 
-def _head(obj: RawObject, keys: Iterable[str]) -> RawObject:
-    meta = _meta(obj)
-    return {
-        "apiVersion": obj.get("apiVersion"),
-        "kind": obj.get("kind"),
-        "metadata": {k: meta[k] for k in keys if k in meta},
-    }
-
-
 def node_fields(obj: RawObject) -> RawObject:
     """A Node as the plan needs it: its name and domain label (2,000 nodes stay small, and a
     status heartbeat changes nothing kept)."""
-    kept = _head(obj, ("name", "uid", "resourceVersion"))
+    kept = object_head(obj, ("name", "uid", "resourceVersion"))
     label = _label(obj)
     if label:
         kept["metadata"]["labels"] = {COMPUTE_DOMAIN_LABEL: label}
@@ -77,7 +68,7 @@ def node_fields(obj: RawObject) -> RawObject:
 def owner_fields(obj: RawObject) -> RawObject:
     """A DaemonSet or template reduced to what :func:`~.reconcile.owned_object_from_api`
     reads (their specs and statuses are not the plan's)."""
-    return _head(
+    return object_head(
         obj,
         (
             "name",
@@ -93,7 +84,7 @@ def owner_fields(obj: RawObject) -> RawObject:
 
 def daemon_pod_fields(obj: RawObject) -> RawObject:
     """A daemon pod reduced to what :func:`~.status.daemon_pod_from_api` reads."""
-    kept = _head(obj, ("name", "namespace", "uid", "resourceVersion", "labels"))
+    kept = object_head(obj, ("name", "namespace", "uid", "resourceVersion", "labels"))
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     kept["spec"] = {"nodeName": spec.get("nodeName")}
     kept["status"] = {"podIP": status.get("podIP"), "conditions": status.get("conditions")}

@@ -29,6 +29,7 @@ from dra_kube_client.informers.resources import (
     RESOURCE_SLICES,
     RawObject,
     Resource,
+    object_head,
     strip_managed_fields,
     trim_pod,
 )
@@ -75,16 +76,11 @@ def share_subtrees(obj: RawObject) -> RawObject:
 
 def trim_node(obj: RawObject) -> RawObject:
     """A Node reduced to what the allocator's ``NodeInfo`` reads."""
-    meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
-    out: RawObject = {
-        "apiVersion": obj.get("apiVersion"),
-        "kind": obj.get("kind"),
-        "metadata": {k: meta[k] for k in _NODE_METADATA if k in meta},
-        "spec": {"taints": spec["taints"]} if "taints" in spec else {},
-        "status": {"allocatable": status["allocatable"]} if "allocatable" in status else {},
-    }
+    out = object_head(obj, _NODE_METADATA)
+    out["spec"] = {"taints": spec["taints"]} if "taints" in spec else {}
+    out["status"] = {"allocatable": status["allocatable"]} if "allocatable" in status else {}
     return share_subtrees(out)
 
 
@@ -95,15 +91,10 @@ def trim_controller_pod(obj: RawObject) -> RawObject:
     node_name = spec.get("nodeName") if isinstance(spec, dict) else None
     if not node_name:
         return share_subtrees(trim_pod(obj))
-    meta = obj.get("metadata") or {}
     status = obj.get("status") or {}
-    out: RawObject = {
-        "apiVersion": obj.get("apiVersion"),
-        "kind": obj.get("kind"),
-        "metadata": {k: meta[k] for k in _BOUND_POD_METADATA if k in meta},
-        "spec": {"nodeName": node_name},
-        "status": {"phase": status["phase"]} if "phase" in status else {},
-    }
+    out = object_head(obj, _BOUND_POD_METADATA)
+    out["spec"] = {"nodeName": node_name}
+    out["status"] = {"phase": status["phase"]} if "phase" in status else {}
     return out
 
 

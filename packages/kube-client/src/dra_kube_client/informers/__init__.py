@@ -13,7 +13,7 @@ claims = informers.store("ResourceClaim").items()   # {"ns/name": raw v1 JSON}
 
 from ..backoff import Backoff
 from .informer import Informer, InformerStats, WatchExpiredError
-from .resources import ALL_RESOURCES, Resource, metadata_only, trim_pod
+from .resources import ALL_RESOURCES, Resource, metadata_only, object_head, trim_pod
 from .shared import SharedInformers
 from .store import Listener, Store, object_key
 
@@ -28,6 +28,7 @@ __all__ = [
     "Store",
     "WatchExpiredError",
     "metadata_only",
+    "object_head",
     "object_key",
     "trim_pod",
 ]

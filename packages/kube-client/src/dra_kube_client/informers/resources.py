@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,12 +20,21 @@ def strip_managed_fields(obj: RawObject) -> RawObject:
     return obj
 
 
+def object_head(obj: RawObject, metadata_keys: Iterable[str]) -> RawObject:
+    """A new object of ``obj``'s apiVersion and kind with only ``metadata_keys`` of its
+    metadata: the start of every trimmed cache entry (the caller adds what else it reads)."""
+    meta = obj.get("metadata") or {}
+    return {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "metadata": {k: meta[k] for k in metadata_keys if k in meta},
+    }
+
+
 def metadata_only(obj: RawObject) -> RawObject:
     """Only what identifies the object and its version: for informers that only wake
     someone on a change (client-go's metadata informers), so their cache stays small."""
-    meta = obj.get("metadata") or {}
-    kept = {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in meta}
-    return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept}
+    return object_head(obj, ("name", "namespace", "uid", "resourceVersion"))
 
 
 _POD_SPEC_KEEP = (
