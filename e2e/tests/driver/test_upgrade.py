@@ -110,6 +110,9 @@ def _diagnostics_on_failure(request: pytest.FixtureRequest, releases: Releases) 
     yield
     if request.session.testsfailed > failed_before:
         print(dump_diagnostics(releases.driver))
+        # A failed test leaves its release behind; the next test starts without one.
+        if _helm_status(releases.driver) is not None:
+            _helm(releases.driver, "uninstall", releases.driver.release, "--wait")
 
 
 def _env(cluster: ClusterHandle) -> dict[str, str]:
@@ -172,15 +175,16 @@ def _tag_previous_image(releases: Releases) -> str:
     return tag
 
 
-def _plugin_pod(driver: Driver, node: str) -> dict[str, Any]:
-    pods = [p for p in plugin_pods_on(driver, node) if not p["metadata"].get("deletionTimestamp")]
-    assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
-    return pods[0]
-
-
-def _wait_new_plugin(driver: Driver, node: str, old_uid: str, image_tag: str) -> dict[str, Any]:
+def _wait_new_plugin(
+    driver: Driver, node: str, old_uid: str | None, image_tag: str
+) -> dict[str, Any]:
     """Until the one plugin pod of ``node``, other than ``old_uid``, runs the image
-    ``image_tag`` and is ready."""
+    ``image_tag``, is ready and registered with the kubelet.
+
+    The pod of an earlier release or revision may still be terminating, and registered, when
+    the new one starts: until it is gone and the new one registered, the kubelet may send a
+    claim's prepare to the old one.
+    """
 
     def replaced() -> dict[str, Any] | None:
         pods = plugin_pods_on(driver, node)
@@ -192,9 +196,12 @@ def _wait_new_plugin(driver: Driver, node: str, old_uid: str, image_tag: str) ->
             for c in plugin["status"].get("conditions", [])
         )
         image = plugin["spec"]["containers"][0]["image"]
-        if plugin["metadata"]["uid"] != old_uid and ready and image.endswith(f":{image_tag}"):
-            return plugin
-        return None
+        if plugin["metadata"]["uid"] == old_uid or not ready or not image.endswith(f":{image_tag}"):
+            return None
+        events = _plugin_events(driver, plugin)
+        if not any(e.get("event") == "registration_succeeded" for e in events):
+            return None
+        return plugin
 
     found = driver.cluster.wait_until(
         f"a new plugin pod on {image_tag}", replaced, timeout=180, interval=2
@@ -362,8 +369,7 @@ def test_upgrade_from_the_previous_chart_keeps_prepared_claims_and_rollback_too(
     cluster = driver.cluster
     previous_tag = _tag_previous_image(releases)
     _install_or_upgrade(releases, PREVIOUS_CHART, "--set", f"image.tag={previous_tag}")
-    driver.wait_for_slices()
-    old_plugin = _plugin_pod(driver, node)
+    old_plugin = _wait_new_plugin(driver, node, None, previous_tag)
     manifests = {
         name: _looping_claim_pod(name, e2e_namespace, node) for name in ("holder", "after-upgrade")
     }
@@ -490,8 +496,7 @@ def test_rollback_keeps_running_pods_of_mps_and_time_sliced_claims(releases: Rel
         *("--set", "featureGates.TimeSlicingSettings=true"),
     )
     _install_or_upgrade(releases, PREVIOUS_CHART, "--set", f"image.tag={previous_tag}", *gates)
-    driver.wait_for_slices()
-    old_plugin = _plugin_pod(driver, node)
+    old_plugin = _wait_new_plugin(driver, node, None, previous_tag)
     _install_or_upgrade(releases, CHART, *gates)
     app_version = str(yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"])
     new_plugin = _wait_new_plugin(driver, node, old_plugin["metadata"]["uid"], app_version)
