@@ -18,6 +18,7 @@ from dra_api_types.beta_to_v1 import convert_to_v1, is_convertible_beta
 from dra_api_types.driver_classes import driver_device_class
 from dra_api_types.errors import ValidationError
 
+from .claim_interning import ClaimInterner
 from .errors import AllocationError
 from .inputs import Document
 from .model import ClaimInfo, ClassInfo, SliceInfo, parse_claim, parse_model, read_model
@@ -80,10 +81,16 @@ def _as_v1(data: Mapping[str, Any], *, where: str) -> Mapping[str, Any]:
 
 
 def read_object(
-    data: Mapping[str, Any], *, where: str, taint_rules: Sequence[Mapping[str, Any]] = ()
+    data: Mapping[str, Any],
+    *,
+    where: str,
+    taint_rules: Sequence[Mapping[str, Any]] = (),
+    interner: ClaimInterner | None = None,
 ) -> ClassInfo | SliceInfo | ClaimInfo | NodeInfo | Pod | None:
     """One object as the allocator reads it: a ClassInfo, SliceInfo (with the DeviceTaintRules'
     taints), ClaimInfo or NodeInfo; a Pod's typed model; None for kinds nothing here reads.
+
+    A claim shares the parts it has in common with claims read before through ``interner``.
 
     Raises:
         AllocationError: the object cannot be read (naming ``where`` and the field).
@@ -102,7 +109,10 @@ def read_object(
             plain = read_plain_slice(data)
             if plain is not None:
                 return plain
-        return parse_model(read_model(data, where=f"{where} {kind}"))
+        item = parse_model(read_model(data, where=f"{where} {kind}"))
+        if interner is not None and isinstance(item, ClaimInfo):
+            return interner.share(item, data)
+        return item
     return None
 
 
@@ -147,6 +157,7 @@ def build_snapshot(docs: Sequence[Document]) -> Snapshot:
         [doc.data for doc in docs if is_priority_class(doc.data)]
     )
     templates: dict[str, ResourceClaimTemplate] = {}
+    interner = ClaimInterner()
     for doc in docs:
         if not isinstance(doc.data, Mapping):
             raise AllocationError("document is not an object", object_ref=doc.where)
@@ -165,7 +176,8 @@ def build_snapshot(docs: Sequence[Document]) -> Snapshot:
         if is_workload(doc.data):
             snap.pods.extend(workload_pods(doc.data))
             continue
-        add_to_snapshot(snap, read_object(doc.data, where=doc.where, taint_rules=rules))
+        item = read_object(doc.data, where=doc.where, taint_rules=rules, interner=interner)
+        add_to_snapshot(snap, item)
     add_template_claims(snap, templates)
     priorities = resolve_priorities(snap.pods, priority_classes)
     snap.pods = priorities.pods

@@ -8,6 +8,9 @@ A parsed slice holds reference cycles (each device refers to its slice), so one 
 replaced or deleted is freed only by the cyclic collector; ``slices_dropped`` counts them
 for the loop's heap policy.
 
+Parsed claims share the parts they have in common (equal specs, allocation configs and node
+selectors: :mod:`dra_allocator.claim_interning`).
+
 Pods bound to a node are not parsed: the controller reads pods only to diagnose
 unschedulable ones, and a bound pod never is again. Snapshots hold the pods not bound.
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from dra_allocator.claim_interning import ClaimInterner
 from dra_allocator.snapshot import Snapshot, add_to_snapshot, read_object
 from dra_kube_client.informers.store import Store
 
@@ -47,6 +51,8 @@ class ClusterView:
     on_error: Callable[[str, str, Exception], None] = lambda *_: None
     _parsed: dict[str, dict[str, tuple[str, object]]] = field(default_factory=dict)
     _rules_version: int = -1
+    #: Claims made from one template share their spec's parsed objects (and more).
+    _interner: ClaimInterner = field(default_factory=ClaimInterner)
     #: Parsed slices replaced or deleted since the view was made (a running count).
     slices_dropped: int = 0
 
@@ -86,7 +92,9 @@ class ClusterView:
                     item = cached[1]
                 else:
                     try:
-                        item = read_object(obj, where=f"{kind} {key}", taint_rules=rules)
+                        item = read_object(
+                            obj, where=f"{kind} {key}", taint_rules=rules, interner=self._interner
+                        )
                     except Exception as exc:  # skipped, reported once per resourceVersion
                         self.on_error(kind, key, exc)
                         item = None
