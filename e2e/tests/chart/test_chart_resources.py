@@ -27,8 +27,9 @@ def test_both_plugin_containers_request_memory_above_their_measured_peak(helm: P
     objects = render_objects(helm, SETS)
     for name in ("gpus", "compute-domains"):
         resources = _container(objects, name)["resources"]
-        # Measured: ~73 MB (GPU) and ~72 MB (CD) peak RSS on the fake backend, ~6 MB more with
-        # NVML loaded; the request must cover the NVML case, the limit must exceed the request.
+        # Measured: ~69 MB (GPU, 100 prepares) and ~62 MB (CD, idle) peak RSS on the fake
+        # backend, ~6 MB more with NVML loaded, and up to ~78 MB before the import cuts: the
+        # request must cover the NVML case with room, the limit must exceed the request.
         request = _mib(resources["requests"]["memory"])
         assert request >= 110
         assert _mib(resources["limits"]["memory"]) > request
