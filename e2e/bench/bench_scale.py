@@ -8,7 +8,8 @@ per second, 5), ``SCALE_CHURN`` (percent of pods deleted and of nodes replaced i
 10), ``SCALE_TIMEOUT_S`` (per step, 1800). One run does both phases on one cluster, without
 the chart first, then with it; ``SCALE_PHASES=with`` runs only the second (half the time, for
 our components' own figures: their CPU, memory, metrics lag and explain; the comparisons
-with the first phase are then ``n/a``). Each phase:
+with the first phase are then ``n/a``), ``SCALE_PHASES=without`` only the first (its
+scheduler figures alone, to compare by hand with a ``with`` run). Each phase:
 
 1. creates the workload's Deployments at zero replicas (whole GPUs, MIG devices, time-sliced
    GPUs, and 4-node ComputeDomains whose pods take a channel and a GPU) and raises them at
@@ -81,6 +82,7 @@ from dra_e2e.scale_report import (
     Usage,
     WebhookFigures,
     render,
+    scheduler_rows,
 )
 from dra_e2e.scale_schedule import due, interleave, replicas_after
 from dra_e2e.scale_workload import (
@@ -525,9 +527,19 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
     )
 
 
+def _print_without(without: Phase) -> None:
+    rows = scheduler_rows(without)
+    width = max(len(figure) for figure, _ in rows)
+    print(
+        f"scale, phase without our components only: {NODES} kwok nodes x {GPUS} GPUs, "
+        f"{PODS} pods asked for at {RATE:g}/s, 1 real node, {os.cpu_count() or 0} CPUs"
+    )
+    print("\n".join(f"{figure:{width}} {value:>14}" for figure, value in rows))
+
+
 def main() -> int:
-    if PHASES not in ("both", "with"):
-        say(f"[bench] SCALE_PHASES={PHASES!r}: expected 'both' or 'with'")
+    if PHASES not in ("both", "with", "without"):
+        say(f"[bench] SCALE_PHASES={PHASES!r}: expected 'both', 'with' or 'without'")
         return 2
     state_dir = Path(tempfile.mkdtemp(prefix="dra-e2e-scale-"))
     cluster = Cluster(state_dir)
@@ -537,13 +549,16 @@ def main() -> int:
     try:
         add_kwok_nodes(cluster, NODES, gpus=GPUS, progress=say, timeout=max(300, NODES))
         without = None
-        if PHASES == "both":
+        if PHASES in ("both", "without"):
             # The chart's DeviceClasses the workload uses, for the phase without the chart.
             classes = [*device_classes(), channel_device_class()]
             _apply(cluster, classes)
             without = run_phase(cluster, "without", with_components=False, rng=rng)
             # Kept in the log should the second phase fail: a phase at 1,000 nodes takes 20 min.
             say(f"[bench] without: {without!r}")
+            if PHASES == "without":
+                _print_without(without)
+                return 0
             for device_class in classes:
                 cluster.kubectl("delete", "deviceclass", device_class["metadata"]["name"])
         _apply(cluster, [components_flow_schema(chart.NAMESPACE)])

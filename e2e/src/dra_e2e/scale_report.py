@@ -328,6 +328,24 @@ def _lag_rows(phase: Phase) -> list[tuple[str, str, str, str]]:
     ]
 
 
+def scheduler_rows(without: Phase) -> list[tuple[str, str]]:
+    """``(figure, value)`` of the phase without our components alone (``SCALE_PHASES=without``):
+    the figures the full report compares the other phase's with."""
+    creation, churn = without.creation, without.churn
+    return [
+        ("pods scheduled, claims bound", f"{creation.scheduled}, {creation.claims}"),
+        ("pods/s scheduled", format_figure(creation.pods_per_s, "")),
+        ("claim-to-bound p50", _ms(creation.bound_p50)),
+        ("claim-to-bound p99", _ms(creation.bound_p99)),
+        ("churn: pods deleted, nodes replaced", f"{churn.deleted_pods}, {churn.replaced_nodes}"),
+        ("churn: whole again after", f"{churn.seconds:.0f} s"),
+        ("churn: claim-to-bound p50", _ms(churn.bound_p50)),
+        ("churn: claim-to-bound p99", _ms(churn.bound_p99)),
+        ("kubectl dra explain, pending claim", f"{without.explain[0]:.2f} s"),
+        ("kubectl dra explain, allocated claim", f"{without.explain[1]:.2f} s"),
+    ]
+
+
 def render(
     without: Phase | None, with_: Phase, *, nodes: int, gpus: int, pods: int, rate: float, cpus: int
 ) -> str:

@@ -12,6 +12,7 @@ from dra_e2e.scale_report import (
     Usage,
     render,
     rows,
+    scheduler_rows,
 )
 
 
@@ -188,3 +189,16 @@ def test_only_the_phase_with_our_components_leaves_the_comparisons_open() -> Non
     text = render(None, with_, nodes=50, gpus=8, pods=200, rate=5, cpus=2)
     assert "  with (120 s):" in text
     assert "  without (" not in text
+
+
+def test_the_phase_without_our_components_alone_gives_its_scheduler_figures() -> None:
+    without = _phase("without", pods_per_s=7.6, p99=1.5, explain=2.0)
+    table = dict(scheduler_rows(without))
+    assert table["pods scheduled, claims bound"] == "200, 208"
+    assert table["pods/s scheduled"] == "7.6"
+    assert table["claim-to-bound p50"] == "200.0 ms"
+    assert table["claim-to-bound p99"] == "1500.0 ms"
+    assert table["churn: pods deleted, nodes replaced"] == "20, 5"
+    assert table["churn: claim-to-bound p99"] == "1500.0 ms"
+    assert table["kubectl dra explain, pending claim"] == "2.00 s"
+    assert table["kubectl dra explain, allocated claim"] == "1.00 s"
