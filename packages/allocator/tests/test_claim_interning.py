@@ -13,66 +13,37 @@ from dra_allocator.claim_interning import ClaimInterner
 from dra_allocator.inputs import Document
 from dra_allocator.model import ClaimInfo
 from dra_allocator.snapshot import build_snapshot, read_object
+from dra_api_types import testing as builders
+from dra_api_types.nvidia_v1beta1 import GPU_DRIVER
 
 CASES: list[dict[str, Any]] = yaml.safe_load(
     (Path(__file__).parent / "conformance" / "cases.yaml").read_text(encoding="utf-8")
 )
-_CONFIG = {
-    "source": "FromClaim",
-    "requests": ["gpu"],
-    "opaque": {
-        "driver": "gpu.nvidia.com",
-        "parameters": {
-            "apiVersion": "resource.nvidia.com/v1beta1",
-            "kind": "GpuConfig",
-            "sharing": {"strategy": "TimeSlicing"},
-        },
-    },
+_TIME_SLICING = {
+    "apiVersion": "resource.nvidia.com/v1beta1",
+    "kind": "GpuConfig",
+    "sharing": {"strategy": "TimeSlicing"},
 }
 
 
 def _allocated(name: str, node: str, device: str, *, count: int = 1) -> dict[str, Any]:
     """A claim as the resourceclaim controller makes it from one template, allocated."""
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}"},
-        "spec": {
-            "devices": {
-                "requests": [
-                    {
-                        "name": "gpu",
-                        "exactly": {"deviceClassName": "gpu.nvidia.com", "count": count},
-                    }
-                ],
-                "config": [{k: v for k, v in _CONFIG.items() if k != "source"}],
-            }
-        },
-        "status": {
-            "allocation": {
-                "devices": {
-                    "results": [
-                        {
-                            "request": "gpu",
-                            "driver": "gpu.nvidia.com",
-                            "pool": node,
-                            "device": device,
-                        }
-                    ],
-                    "config": [copy.deepcopy(_CONFIG)],
-                },
-                "nodeSelector": {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchFields": [
-                                {"key": "metadata.name", "operator": "In", "values": [node]}
-                            ]
-                        }
-                    ]
-                },
-            }
-        },
-    }
+    return builders.resource_claim(
+        name,
+        namespace="ns",
+        uid=f"uid-{name}",
+        requests=[builders.exactly("gpu", device_class="gpu.nvidia.com", count=count)],
+        config=[builders.opaque_config(GPU_DRIVER, _TIME_SLICING, requests=["gpu"])],
+        allocation=builders.allocation(
+            [builders.device_result(device, pool=node)],
+            config=[
+                builders.opaque_config(
+                    GPU_DRIVER, _TIME_SLICING, requests=["gpu"], source="FromClaim"
+                )
+            ],
+            node=node,
+        ),
+    )
 
 
 def _read(data: dict[str, Any], interner: ClaimInterner | None) -> ClaimInfo:
