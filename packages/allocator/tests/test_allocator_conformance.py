@@ -3,6 +3,10 @@
 Cases live in ``conformance/cases.yaml`` (compact notation, see ``allocation_builders``).
 A case has either one ``expect`` or a list of ``steps``; a successful step is committed, so
 later steps see its devices as allocated.
+
+Each case also runs on pools carried over from an earlier cluster of the same slices and
+nodes (a :class:`~dra_allocator.pool_cache.PoolCache`, as the allocation controller keeps
+them between snapshots): the outcome must be the same.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from dra_allocator import errors
 from dra_allocator.cel_engine import CelEngine
 from dra_allocator.cluster import Cluster
 from dra_allocator.features import Features, parse_kube_version
-from dra_allocator.model import parse_objects
+from dra_allocator.model import ClaimInfo, parse_objects
 from dra_allocator.nodes import NodeInfo
+from dra_allocator.pool_cache import PoolCache
 
 CASES: list[dict[str, Any]] = yaml.safe_load(
     (Path(__file__).parent / "conformance" / "cases.yaml").read_text(encoding="utf-8")
@@ -65,20 +70,33 @@ def _run_step(cluster: Cluster, claims: dict[str, Any], step: dict[str, Any]) ->
     cluster.commit(pending, outcome.allocated)
 
 
+@pytest.mark.parametrize("pools", ["gathered", "carried-over"])
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
-def test_conformance(case: dict[str, Any]) -> None:
+def test_conformance(case: dict[str, Any], pools: str) -> None:
     classes, slices, claims, nodes = parse_objects(case_objects(case))
     features = Features.parse(case["features"]) if "features" in case else Features()
     if "kube_version" in case:
         features = replace(features, kube_minor=parse_kube_version(case["kube_version"]))
-    cluster = Cluster(
-        classes=classes,
-        slices=slices,
-        claims=claims,
-        nodes=[NodeInfo.from_dict(n) for n in nodes],
-        engine=CelEngine(),
-        features=features,
-    )
+    pool_cache = PoolCache() if pools == "carried-over" else None
+
+    def make(claims: list[ClaimInfo]) -> Cluster:
+        return Cluster(
+            classes=classes,
+            slices=slices,
+            claims=claims,
+            nodes=[NodeInfo.from_dict(n) for n in nodes],
+            engine=CelEngine(),
+            features=features,
+            pool_cache=pool_cache,
+        )
+
+    if pool_cache is not None:
+        # An earlier cluster of the same slices and nodes (nothing allocated) gathers every
+        # node's pools; the case's cluster then takes them from the cache.
+        earlier = make([])
+        for name in earlier.node_names():
+            earlier.pools_for(earlier.node(name))
+    cluster = make(claims)
     by_key = {c.key: c for c in claims}
     steps = case.get("steps") or [
         {k: v for k, v in case.items() if k in ("allocate", "node", "expect")}

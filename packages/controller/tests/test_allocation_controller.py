@@ -32,6 +32,8 @@ from dra_controller.allocation_controller import (
     claim_series,
     free_devices,
 )
+from dra_controller.allocation_controller import view as view_module
+from dra_controller.allocation_controller.controller import pause_after
 from dra_controller.allocation_controller.diagnosis import make_cluster
 from dra_controller.allocation_controller.events import EventPublisher, TokenBucket
 from dra_controller.allocation_controller.view import ClusterView
@@ -327,6 +329,30 @@ def test_view_rereads_only_changed_objects_and_skips_unreadable(
     assert errors == ["team/b"]  # once per resourceVersion, not per reconcile
 
 
+def test_view_looks_only_into_objects_the_caches_replaced(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    st = stores([*_fleet(), claim("a"), claim("b")])
+    view = ClusterView(stores=st)
+    first = view.snapshot()
+    looked: list[object] = []
+    real = view_module.resource_version
+
+    def counting(obj: Any) -> str:
+        looked.append(obj)
+        return real(obj)
+
+    monkeypatch.setattr(view_module, "resource_version", counting)
+    view.snapshot()
+    assert looked == []  # every cached object is still the one read last time
+    # A relist hands over new objects at the same resourceVersion: looked at, not re-read.
+    relisted = claim("a")
+    st["ResourceClaim"].upsert(relisted)
+    again = view.snapshot()
+    assert looked == [relisted]
+    assert again.claims[0] is first.claims[0]
+
+
 def _sample(text: str, metric: str, /, **labels: str) -> float | None:
     """The value of one sample of an exposition text."""
     for family in text_string_to_metric_families(text):
@@ -402,6 +428,32 @@ def test_metrics_over_https_need_an_allowed_token_and_probes_stay_open() -> None
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_reconciles_keep_node_pools_until_a_slice_changes() -> None:
+    ctl, _ = _controller([*_fleet(), pod("p", "a")], MemoryApi())
+    key = AvailableSeries("n1", "gpu.nvidia.com", "NVIDIA A100")
+    series, _ = ctl.reconcile()
+    pools = ctl._availability_cache._nodes["n1"].pools
+    assert series.available[key] == 2
+    store = ctl.view.stores
+    store["ResourceClaim"].upsert(claim("a", allocated_on=("n1", "gpu-0")))
+    series, _ = ctl.reconcile()
+    # A claim changed, no slice did: the same pools, the counts of the new allocations.
+    assert ctl._availability_cache._nodes["n1"].pools is pools
+    assert series.available[key] == 1
+    store["ResourceSlice"].upsert(slice_("n1", [gpu("gpu-0", "8Gi")], rv="2"))
+    series, _ = ctl.reconcile()
+    assert ctl._availability_cache._nodes["n1"].pools is not pools
+    assert series.available[key] == 0
+
+
+def test_pause_bounds_the_share_of_a_core_reconciles_take() -> None:
+    settings = Settings(debounce_s=0.2, max_busy=0.1, max_pause_s=1.0)
+    assert pause_after(0.001, settings) == 0.2  # fast reconciles: the debounce
+    assert pause_after(0.05, settings) == pytest.approx(0.45)  # 0.05 s of every 0.5 s
+    assert pause_after(5.0, settings) == 1.0  # slow ones: the metrics lag stays bounded
+    assert pause_after(5.0, Settings(debounce_s=0.2, max_busy=1.0)) == 0.2
 
 
 def test_availability_cache_recomputes_only_changed_nodes() -> None:

@@ -16,6 +16,7 @@ from .allocator import Allocated, Allocator, Unsatisfiable
 from .features import Features
 from .model import MODE_EXACT, ClaimInfo, ClassInfo, DeviceID, SliceInfo
 from .nodes import NodeInfo
+from .pool_cache import PoolCache
 from .pools import Pool, PoolID, SliceIndex
 from .selectors import SelectorEngine
 from .snapshot import Snapshot
@@ -46,6 +47,7 @@ class Cluster:
         features: Features | None = None,
         timeout_s: float = 10.0,
         pool_order: Sequence[PoolID] | None = None,
+        pool_cache: PoolCache | None = None,
     ) -> None:
         self.features = features or Features()
         # The stable variant's pool order (upstream: Go map order); see SliceIndex.
@@ -62,11 +64,14 @@ class Cluster:
             classes=self.classes, engine=engine, features=self.features, timeout_s=timeout_s
         )
         self._node_pools: dict[str, list[Pool]] = {}
-        # Per node: candidate devices nobody holds (a shareable one counts as unbounded),
-        # and per device the nodes that can use it, to keep the counts current on commit.
+        # Per node whose count was needed: candidate devices nobody holds (_free_count), and
+        # per device the nodes counted that can use it, to keep the counts current on commit.
         self._free: dict[str, int] = {}
         self._device_nodes: dict[DeviceID, list[str]] = {}
         self._sorted_nodes = sorted(self.nodes)
+        self._pool_cache = pool_cache
+        if pool_cache is not None:
+            pool_cache.use(self.index.slices, self.features, pool_order, self.nodes)
 
     @classmethod
     def from_snapshot(
@@ -77,9 +82,11 @@ class Cluster:
         features: Features | None = None,
         timeout_s: float = 10.0,
         pool_order: Sequence[PoolID] | None = None,
+        pool_cache: PoolCache | None = None,
     ) -> Cluster:
         """The cluster of a snapshot: its classes, slices and nodes, and every claim of it
-        that is allocated holding its devices (pending ones hold nothing)."""
+        that is allocated holding its devices (pending ones hold nothing). ``pool_cache``
+        keeps per-node pools across snapshots of the same slices."""
         return cls(
             classes=snapshot.classes,
             slices=snapshot.slices,
@@ -89,6 +96,7 @@ class Cluster:
             features=features,
             timeout_s=timeout_s,
             pool_order=pool_order,
+            pool_cache=pool_cache,
         )
 
     def node(self, name: str) -> NodeInfo:
@@ -103,10 +111,23 @@ class Cluster:
         """The node's pools (cached)."""
         pools = self._node_pools.get(node.name)
         if pools is None:
-            pools = self.index.gather_pools(node, self.features, self.pool_order)
+            if self._pool_cache is not None:
+                pools = self._pool_cache.pools(node, self._gather)
+            else:
+                pools = self._gather(node)
             self._node_pools[node.name] = pools
+        return pools
+
+    def _gather(self, node: NodeInfo) -> list[Pool]:
+        return self.index.gather_pools(node, self.features, self.pool_order)
+
+    def _free_count(self, node: NodeInfo) -> int:
+        """The node's candidate devices nobody holds (a shareable one counts as unbounded),
+        counted on first need and kept current by :meth:`commit` after that."""
+        free = self._free.get(node.name)
+        if free is None:
             free = 0
-            for pool in pools:
+            for pool in self.pools_for(node):
                 for dev in pool.candidates:
                     self._device_nodes.setdefault(dev.id, []).append(node.name)
                     if dev.allow_multiple and self.features.consumable_capacity:
@@ -114,7 +135,7 @@ class Cluster:
                     elif dev.id not in self.state.devices:
                         free += 1
             self._free[node.name] = free
-        return pools
+        return free
 
     def _hopeless(self, node: NodeInfo, claims: Sequence[ClaimInfo]) -> bool:
         """Whether searching the node can only end unsatisfiable, with no error either.
@@ -124,8 +145,7 @@ class Cluster:
         evaluating any selector, so it can neither succeed nor hit a CEL runtime error.
         ("All" and admin-access requests look at held devices too, so they are searched.)
         """
-        self.pools_for(node)
-        return self._free[node.name] == 0 and all(
+        return self._free_count(node) == 0 and all(
             spec.mode == MODE_EXACT and not spec.admin_access
             for claim in claims
             for req in claim.requests

@@ -16,7 +16,7 @@ from typing import NamedTuple
 from dra_allocator import capacity as cap
 from dra_allocator.cluster import Cluster
 from dra_allocator.counters import CounterTracker
-from dra_allocator.model import DeviceInfo
+from dra_allocator.model import DeviceID, DeviceInfo
 from dra_allocator.pools import Pool
 from dra_allocator.selectors import SelectorCompileFailure, evaluate
 from dra_allocator.taints import untolerated_taint
@@ -87,6 +87,11 @@ class _NodeEntry:
     # Kept so that the ids in ``key`` cannot be reused by other objects while cached.
     refs: tuple[object, ...]
     counts: Counter[AvailableSeries]
+    # The pools the counts are of, and their candidates' ids (the same while the pools
+    # are): all of them, and those of shareable devices.
+    pools: list[Pool]
+    ids: tuple[DeviceID, ...]
+    shareable: tuple[DeviceID, ...]
 
 
 class AvailabilityCache:
@@ -95,42 +100,66 @@ class AvailabilityCache:
     A node's free devices depend on its pools' slices, the DeviceClasses, which of its
     devices are allocated (exclusively or shared, with their consumed capacity) and the
     feature gates. Parsed slices and classes are the same objects until they change (the
-    controller's view), so their identities stand for their content.
+    controller's view), so their identities stand for their content; so do the pools of a
+    cluster given a :class:`~dra_allocator.pool_cache.PoolCache`.
     """
 
     def __init__(self) -> None:
         """An empty cache."""
         self._nodes: dict[str, _NodeEntry] = {}
 
-    def node_counts(self, cluster: Cluster, node_name: str) -> Counter[AvailableSeries]:
-        """The node's counts, recomputed only when their inputs changed."""
+    def node_counts(
+        self, cluster: Cluster, node_name: str, inputs: _Inputs | None = None
+    ) -> Counter[AvailableSeries]:
+        """The node's counts, recomputed only when their inputs changed (``inputs``: the
+        cluster-wide ones, which :func:`free_devices` makes once for every node)."""
         pools = cluster.pools_for(cluster.node(node_name))
         state = cluster.state
-        slices = tuple(s for p in pools for s in p.slices)
-        devices = [d for p in pools for d in p.candidates]
-        classes = tuple(cluster.classes[n] for n in sorted(cluster.classes))
+        if inputs is None:
+            inputs = _Inputs.of(cluster)
+        entry = self._nodes.get(node_name)
+        if entry is not None and entry.pools is pools:
+            ids, shareable = entry.ids, entry.shareable
+        else:
+            devices = [d for p in pools for d in p.candidates]
+            ids = tuple(d.id for d in devices)
+            shareable = tuple(d.id for d in devices if d.allow_multiple)
+        held = inputs.held
         key = (
-            tuple(id(s) for s in slices),
-            tuple(id(c) for c in classes),
-            tuple(state.is_allocated(d.id) for d in devices),
-            tuple(
-                tuple(sorted((state.capacity.get(d.id) or {}).items()))
-                for d in devices
-                if d.allow_multiple
-            ),
+            tuple(id(s) for p in pools for s in p.slices),
+            inputs.class_ids,
+            tuple(i in held for i in ids),
+            tuple(tuple(sorted((state.capacity.get(i) or {}).items())) for i in shareable),
             cluster.features,
         )
-        entry = self._nodes.get(node_name)
         if entry is not None and entry.key == key:
             return entry.counts
         counts = _count_node(cluster, node_name, pools)
-        self._nodes[node_name] = _NodeEntry(key=key, refs=(slices, classes), counts=counts)
+        refs = (tuple(s for p in pools for s in p.slices), inputs.classes)
+        self._nodes[node_name] = _NodeEntry(key, refs, counts, pools, ids, shareable)
         return counts
 
     def retain(self, nodes: set[str]) -> None:
         """Forget nodes that are gone."""
         if len(self._nodes) > len(nodes):
             self._nodes = {k: v for k, v in self._nodes.items() if k in nodes}
+
+
+@dataclass(frozen=True, slots=True)
+class _Inputs:
+    """What every node's key reads from the cluster as a whole."""
+
+    classes: tuple[object, ...]
+    class_ids: tuple[int, ...]
+    # Devices allocated exclusively or shared (AllocatedState.is_allocated).
+    held: frozenset[DeviceID]
+
+    @classmethod
+    def of(cls, cluster: Cluster) -> _Inputs:
+        classes = tuple(cluster.classes[n] for n in sorted(cluster.classes))
+        state = cluster.state
+        held = frozenset(state.devices | state.shared_devices)
+        return cls(classes, tuple(id(c) for c in classes), held)
 
 
 def _count_node(cluster: Cluster, node_name: str, pools: list[Pool]) -> Counter[AvailableSeries]:
@@ -156,7 +185,8 @@ def free_devices(
     cache = cache if cache is not None else AvailabilityCache()
     counts: Counter[AvailableSeries] = Counter()
     names = cluster.node_names()
+    inputs = _Inputs.of(cluster)
     for node_name in names:
-        counts.update(cache.node_counts(cluster, node_name))
+        counts.update(cache.node_counts(cluster, node_name, inputs))
     cache.retain(set(names))
     return counts

@@ -14,6 +14,7 @@ from dra_allocator.explain import diagnose
 from dra_allocator.explain_report import own_claims
 from dra_allocator.features import Features
 from dra_allocator.model import ClaimInfo
+from dra_allocator.pool_cache import PoolCache
 from dra_allocator.selectors import SelectorEngine
 from dra_allocator.snapshot import Snapshot
 from dra_api_types import Pod
@@ -71,6 +72,13 @@ def diagnose_pod(cluster: Cluster, snapshot: Snapshot, pod: Pod) -> list[Finding
     return findings
 
 
-def make_cluster(snapshot: Snapshot, *, engine: SelectorEngine, features: Features) -> Cluster:
-    """The allocator's cluster for one snapshot (every allocated claim holds its devices)."""
-    return Cluster.from_snapshot(snapshot, engine=engine, features=features)
+def make_cluster(
+    snapshot: Snapshot,
+    *,
+    engine: SelectorEngine,
+    features: Features,
+    pool_cache: PoolCache | None = None,
+) -> Cluster:
+    """The allocator's cluster for one snapshot (every allocated claim holds its devices);
+    ``pool_cache`` keeps the nodes' pools from the last snapshot while no slice changed."""
+    return Cluster.from_snapshot(snapshot, engine=engine, features=features, pool_cache=pool_cache)

@@ -1,8 +1,10 @@
 """The informer caches as the allocator's input, re-reading only objects that changed.
 
 Each object is read once per resourceVersion (slices also once per set of
-DeviceTaintRules), so a change to one claim costs one parse, not ten thousand. Parsed
-slices keep their devices, and with them the devices' cached selector results.
+DeviceTaintRules), so a change to one claim costs one parse, not ten thousand. The caches
+replace objects rather than change them, so an object that is still the one read last time
+is known unchanged without looking into it. Parsed slices keep their devices, and with them
+the devices' cached selector results.
 
 A parsed slice holds reference cycles (each device refers to its slice), so one that is
 replaced or deleted is freed only by the cyclic collector; ``slices_dropped`` counts them
@@ -49,7 +51,8 @@ class ClusterView:
 
     stores: Mapping[str, Store]
     on_error: Callable[[str, str, Exception], None] = lambda *_: None
-    _parsed: dict[str, dict[str, tuple[str, object]]] = field(default_factory=dict)
+    # kind -> key -> (the raw object read, its resourceVersion, what it was read as)
+    _parsed: dict[str, dict[str, tuple[object, str, object]]] = field(default_factory=dict)
     _rules_version: int = -1
     #: Claims made from one template share their spec's parsed objects (and more).
     _interner: ClaimInterner = field(default_factory=ClaimInterner)
@@ -59,7 +62,7 @@ class ClusterView:
     @property
     def slices_parsed(self) -> int:
         """Parsed slices held now."""
-        return sum(item is not None for _, item in self._parsed.get("ResourceSlice", {}).values())
+        return sum(item is not None for *_, item in self._parsed.get("ResourceSlice", {}).values())
 
     def snapshot(self) -> Snapshot:
         """Classes, slices, claims, nodes and pods as they are cached now.
@@ -72,7 +75,7 @@ class ClusterView:
         rules_version = rules_store.version if rules_store is not None else 0
         if rules_version != self._rules_version:
             dropped = self._parsed.pop("ResourceSlice", {})
-            self.slices_dropped += sum(item is not None for _, item in dropped.values())
+            self.slices_dropped += sum(item is not None for *_, item in dropped.values())
             self._rules_version = rules_version
         snap = Snapshot()
         for kind in KINDS:
@@ -80,16 +83,22 @@ class ClusterView:
             if store is None:
                 continue
             old = self._parsed.get(kind, {})
-            fresh: dict[str, tuple[str, object]] = {}
+            fresh: dict[str, tuple[object, str, object]] = {}
             for key, obj in store.items().items():
+                cached = old.get(key)
+                if cached is not None and cached[0] is obj:
+                    fresh[key] = cached
+                    item = cached[2]
+                    if item is not None:
+                        add_to_snapshot(snap, item)
+                    continue
                 version = resource_version(obj)
                 if kind == "Pod" and is_bound(obj):
                     # Never unschedulable again: nothing reads it, so it is not parsed.
-                    fresh[key] = (version, None)
+                    fresh[key] = (obj, version, None)
                     continue
-                cached = old.get(key)
-                if cached is not None and cached[0] == version and version:
-                    item = cached[1]
+                if cached is not None and cached[1] == version and version:
+                    item = cached[2]
                 else:
                     try:
                         item = read_object(
@@ -98,7 +107,7 @@ class ClusterView:
                     except Exception as exc:  # skipped, reported once per resourceVersion
                         self.on_error(kind, key, exc)
                         item = None
-                fresh[key] = (version, item)
+                fresh[key] = (obj, version, item)
                 if item is None:
                     continue
                 add_to_snapshot(snap, item)
@@ -108,10 +117,12 @@ class ClusterView:
         return snap
 
 
-def _dropped(old: Mapping[str, tuple[str, object]], fresh: Mapping[str, tuple[str, object]]) -> int:
+def _dropped(
+    old: Mapping[str, tuple[object, str, object]], fresh: Mapping[str, tuple[object, str, object]]
+) -> int:
     """Parsed objects of ``old`` that ``fresh`` no longer holds (replaced or deleted)."""
     return sum(
         1
-        for key, (_, item) in old.items()
-        if item is not None and (key not in fresh or fresh[key][1] is not item)
+        for key, (*_, item) in old.items()
+        if item is not None and (key not in fresh or fresh[key][2] is not item)
     )
