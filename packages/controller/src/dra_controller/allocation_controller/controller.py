@@ -49,8 +49,9 @@ class Settings:
     # Under a steady stream of changes reconciles take at most this share of a core: after
     # a reconcile of t seconds the next waits t * (1 / max_busy - 1), at most max_pause_s
     # (the metrics' lag stays bounded on a cluster big enough to make reconciles slow).
-    max_busy: float = 0.1
-    max_pause_s: float = 1.0
+    # 0.1 and 1 s put the 1,000-node run's metrics lag p99 at 1.8 s (target 2 s).
+    max_busy: float = 0.2
+    max_pause_s: float = 0.5
     resync_s: float = 30.0
     # A pod is diagnosed again at most this often (diagnosis looks at every node).
     diagnose_every_s: float = 30.0
