@@ -84,8 +84,9 @@ def _matches(cluster: Cluster, class_name: str, dev: DeviceInfo) -> bool:
 @dataclass(slots=True)
 class _NodeEntry:
     key: tuple[object, ...]
-    # Kept so that the ids in ``key`` cannot be reused by other objects while cached.
-    refs: tuple[object, ...]
+    # Kept so that the ids in ``key`` cannot be reused by other objects while cached: the
+    # classes here, the slices through ``pools``.
+    classes: object
     counts: Counter[AvailableSeries]
     # The pools the counts are of, and their candidates' ids (the same while the pools
     # are): all of them, and those of shareable devices.
@@ -135,8 +136,7 @@ class AvailabilityCache:
         if entry is not None and entry.key == key:
             return entry.counts
         counts = _count_node(cluster, node_name, pools)
-        refs = (tuple(s for p in pools for s in p.slices), inputs.classes)
-        self._nodes[node_name] = _NodeEntry(key, refs, counts, pools, ids, shareable)
+        self._nodes[node_name] = _NodeEntry(key, inputs.classes, counts, pools, ids, shareable)
         return counts
 
     def retain(self, nodes: set[str]) -> None:

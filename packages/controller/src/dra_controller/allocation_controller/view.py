@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from dra_allocator.claim_interning import ClaimInterner
 from dra_allocator.snapshot import Snapshot, add_to_snapshot, read_object
@@ -41,6 +42,16 @@ def is_bound(pod: Mapping[str, object]) -> bool:
     return isinstance(spec, Mapping) and bool(spec.get("nodeName"))
 
 
+class Read(NamedTuple):
+    """One cached object as the view last read it."""
+
+    #: The cache's object itself (caches replace objects, so identity means unchanged).
+    raw: object
+    resource_version: str
+    #: What it was read as; None when left out (unreadable, or a bound pod).
+    item: object
+
+
 @dataclass(slots=True)
 class ClusterView:
     """Parsed objects of the caches, kept between snapshots.
@@ -51,8 +62,8 @@ class ClusterView:
 
     stores: Mapping[str, Store]
     on_error: Callable[[str, str, Exception], None] = lambda *_: None
-    # kind -> key -> (the raw object read, its resourceVersion, what it was read as)
-    _parsed: dict[str, dict[str, tuple[object, str, object]]] = field(default_factory=dict)
+    # kind -> key -> how it was read
+    _parsed: dict[str, dict[str, Read]] = field(default_factory=dict)
     _rules_version: int = -1
     #: Claims made from one template share their spec's parsed objects (and more).
     _interner: ClaimInterner = field(default_factory=ClaimInterner)
@@ -62,7 +73,7 @@ class ClusterView:
     @property
     def slices_parsed(self) -> int:
         """Parsed slices held now."""
-        return sum(item is not None for *_, item in self._parsed.get("ResourceSlice", {}).values())
+        return sum(r.item is not None for r in self._parsed.get("ResourceSlice", {}).values())
 
     def snapshot(self) -> Snapshot:
         """Classes, slices, claims, nodes and pods as they are cached now.
@@ -75,7 +86,7 @@ class ClusterView:
         rules_version = rules_store.version if rules_store is not None else 0
         if rules_version != self._rules_version:
             dropped = self._parsed.pop("ResourceSlice", {})
-            self.slices_dropped += sum(item is not None for *_, item in dropped.values())
+            self.slices_dropped += sum(r.item is not None for r in dropped.values())
             self._rules_version = rules_version
         snap = Snapshot()
         for kind in KINDS:
@@ -83,22 +94,22 @@ class ClusterView:
             if store is None:
                 continue
             old = self._parsed.get(kind, {})
-            fresh: dict[str, tuple[object, str, object]] = {}
+            fresh: dict[str, Read] = {}
             for key, obj in store.items().items():
                 cached = old.get(key)
-                if cached is not None and cached[0] is obj:
+                if cached is not None and cached.raw is obj:
                     fresh[key] = cached
-                    item = cached[2]
+                    item = cached.item
                     if item is not None:
                         add_to_snapshot(snap, item)
                     continue
                 version = resource_version(obj)
                 if kind == "Pod" and is_bound(obj):
                     # Never unschedulable again: nothing reads it, so it is not parsed.
-                    fresh[key] = (obj, version, None)
+                    fresh[key] = Read(obj, version, None)
                     continue
-                if cached is not None and cached[1] == version and version:
-                    item = cached[2]
+                if cached is not None and cached.resource_version == version and version:
+                    item = cached.item
                 else:
                     try:
                         item = read_object(
@@ -107,7 +118,7 @@ class ClusterView:
                     except Exception as exc:  # skipped, reported once per resourceVersion
                         self.on_error(kind, key, exc)
                         item = None
-                fresh[key] = (obj, version, item)
+                fresh[key] = Read(obj, version, item)
                 if item is None:
                     continue
                 add_to_snapshot(snap, item)
@@ -117,12 +128,10 @@ class ClusterView:
         return snap
 
 
-def _dropped(
-    old: Mapping[str, tuple[object, str, object]], fresh: Mapping[str, tuple[object, str, object]]
-) -> int:
+def _dropped(old: Mapping[str, Read], fresh: Mapping[str, Read]) -> int:
     """Parsed objects of ``old`` that ``fresh`` no longer holds (replaced or deleted)."""
     return sum(
         1
-        for key, (*_, item) in old.items()
-        if item is not None and (key not in fresh or fresh[key][2] is not item)
+        for key, read in old.items()
+        if read.item is not None and (key not in fresh or fresh[key].item is not read.item)
     )
