@@ -48,9 +48,11 @@ from typing import Any
 
 from dra_e2e import chart, driver_install
 from dra_e2e.cluster import Cluster
+from dra_e2e.host_cpu import CpuReading, parse_host_totals, split
 from dra_e2e.kwok_cluster import add_kwok_nodes, delete_kwok_nodes, list_kwok_nodes, transport_of
 from dra_e2e.kwok_slices import FLEET_LABEL, GB200
-from dra_e2e.pod_usage import PodUsage, pod_usage
+from dra_e2e.pod_usage import PodUsage, parse_stat, pod_usage
+from dra_e2e.process import is_running
 from dra_e2e.scale_domains import (
     DOMAIN_NODES,
     channel_device_class,
@@ -81,6 +83,7 @@ from dra_e2e.scale_report import (
     Phase,
     Usage,
     WebhookFigures,
+    creation_cpu_lines,
     render,
     scheduler_rows,
 )
@@ -326,6 +329,26 @@ def _usage(transport: KubeTransport) -> dict[str, PodUsage]:
     return out
 
 
+def _process_cpu_s(pid: int | str) -> float | None:
+    try:
+        return parse_stat(Path(f"/proc/{pid}/stat").read_text())[1]
+    except OSError:  # ended since it was listed
+        return None
+
+
+def _cpu_reading(cluster: Cluster, ours: dict[str, PodUsage]) -> CpuReading:
+    """The cluster's processes', our pods' and this benchmark's CPU seconds, and the host's."""
+    processes: dict[str, float] = {}
+    for record in cluster.processes():
+        cpu = _process_cpu_s(record.pid) if is_running(record) else None
+        if cpu is not None:
+            processes[record.name] = cpu
+    for component, usage in ours.items():
+        processes[f"ours: {component}"] = usage.cpu_s
+    processes["the benchmark"] = _process_cpu_s("self") or 0.0
+    return CpuReading(processes, parse_host_totals(Path("/proc/stat").read_text()))
+
+
 def _scrape_cpu_s(transport: KubeTransport, url: str) -> float:
     """CPU seconds the allocation controller spends answering one scrape of ``url`` now
     (``SCRAPES_PRICED`` scrapes back to back, its pod's CPU before and after)."""
@@ -439,6 +462,7 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
 
     # The webhook pods are read right after the API server, at each window's boundary.
     before, own_before = _metrics(cluster), webhook_texts()
+    cpu_start = _cpu_reading(cluster, _usage(transport) if with_components else {})
     started = time.monotonic()
     templates_s = _setup(cluster, transport, work, with_components)
     first_calls: dict[str, str] = {}
@@ -455,6 +479,7 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
         f"{name}: {PODS} pods scheduled, claims bound",
         lambda: _watched_whole(watch, work) and _whole(transport, work),
     )
+    cpu_end = _cpu_reading(cluster, _usage(transport) if with_components else {})
     after_creation, own_after_creation = _metrics(cluster), webhook_texts()
     last = max(watch.scheduled.values(), default=started)
     bound = [watch.claim_bound[c] - watch.claim_created[c] for c in watch.claim_bound]
@@ -478,6 +503,7 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
         templates_s=templates_s,
         own_first=_own_webhook(own_before, own_mid),
         own_steady=_own_webhook(own_mid, own_after_creation),
+        cpu=split(cpu_start, cpu_end, created - started),
     )
     # explain: one allocated claim of the workload, one that stays pending.
     _apply(cluster, [pending_claim(ns, GPUS)], ns)
@@ -535,6 +561,7 @@ def _print_without(without: Phase) -> None:
         f"{PODS} pods asked for at {RATE:g}/s, 1 real node, {os.cpu_count() or 0} CPUs"
     )
     print("\n".join(f"{figure:{width}} {value:>14}" for figure, value in rows))
+    print("\n".join(["", *creation_cpu_lines(without, None)]))
 
 
 def main() -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from dra_e2e.host_cpu import CpuSplit, cpu_lines
 from dra_e2e.pod_usage import PodUsage
 from dra_e2e.scale_metrics import (
     COMPONENTS_FLOW_SCHEMA,
@@ -57,6 +58,8 @@ class Creation:
     #: (``None``: not scraped)
     own_first: WebhookFigures | None = None
     own_steady: WebhookFigures | None = None
+    #: where the host's CPU went from the first object to the last claim bound
+    cpu: CpuSplit | None = None
 
 
 @dataclass(frozen=True)
@@ -349,7 +352,8 @@ def scheduler_rows(without: Phase) -> list[tuple[str, str]]:
 def render(
     without: Phase | None, with_: Phase, *, nodes: int, gpus: int, pods: int, rate: float, cpus: int
 ) -> str:
-    """The whole report: the table, then the API requests per FlowSchema of each phase."""
+    """The whole report: the table, the API requests per FlowSchema of each phase, then where
+    the host's CPU went during each phase's creation."""
     table = rows(without, with_)
     width = max(len(row[0]) for row in table)
     lines = [
@@ -368,4 +372,14 @@ def render(
         lines.append(f"  {phase.name} ({phase.seconds:.0f} s): {counts}")
     ours = with_.requests.get(COMPONENTS_FLOW_SCHEMA, 0.0)
     lines.append(f"  our components ({COMPONENTS_FLOW_SCHEMA}): {ours:.0f} requests in the phase")
+    lines += ["", *creation_cpu_lines(without, with_)]
     return "\n".join(lines)
+
+
+def creation_cpu_lines(without: Phase | None, with_: Phase | None) -> list[str]:
+    """Where the host's CPU went during each phase's creation (nothing: not measured)."""
+    return cpu_lines(
+        "host CPU during the creation, by process",
+        None if without is None else without.creation.cpu,
+        None if with_ is None else with_.creation.cpu,
+    )

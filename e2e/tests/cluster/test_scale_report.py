@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from dra_e2e.host_cpu import CpuReading, HostTotals, split
 from dra_e2e.pod_usage import PodUsage, ProcessUsage
 from dra_e2e.scale_report import (
     API_SERVER_SPAN,
@@ -202,3 +205,31 @@ def test_the_phase_without_our_components_alone_gives_its_scheduler_figures() ->
     assert table["churn: claim-to-bound p99"] == "1500.0 ms"
     assert table["kubectl dra explain, pending claim"] == "2.00 s"
     assert table["kubectl dra explain, allocated claim"] == "1.00 s"
+
+
+def test_the_report_ends_with_where_the_host_cpu_went_during_each_creation() -> None:
+    def with_cpu(phase: Phase, scheduler_s: float, ours_s: float) -> Phase:
+        processes = {"kube-scheduler": 0.0, **({"ours: webhook": 0.0} if ours_s else {})}
+        start = CpuReading(processes, HostTotals(0.0, 0.0, 0.0))
+        end = CpuReading(
+            {"kube-scheduler": scheduler_s, **({"ours: webhook": ours_s} if ours_s else {})},
+            HostTotals(90.0, 10.0, 5.0),
+        )
+        return replace(phase, creation=replace(phase.creation, cpu=split(start, end, 50.0)))
+
+    without = with_cpu(_phase("without", pods_per_s=5.0, p99=1.0), 40.0, 0.0)
+    with_ = with_cpu(_phase("with", pods_per_s=4.0, p99=1.2), 30.0, 5.0)
+    lines = render(without, with_, nodes=50, gpus=8, pods=200, rate=5, cpus=2).splitlines()
+    at = lines.index("host CPU during the creation, by process (50 s / 50 s):")
+    assert [line.split() for line in lines[at + 2 :]] == [
+        ["kube-scheduler", "0.80", "core", "0.60", "core"],
+        ["ours:", "webhook", "n/a", "0.10", "core"],
+        ["other", "1.00", "core", "1.10", "core"],
+        ["idle", "0.20", "core", "0.20", "core"],
+        ["steal", "0.10", "core", "0.10", "core"],
+    ]
+    # A phase without the reading (an older benchmark's phase) prints no CPU table.
+    text = render(
+        None, _phase("with", pods_per_s=4.0, p99=1.2), nodes=1, gpus=1, pods=1, rate=1, cpus=2
+    )
+    assert "host CPU" not in text
