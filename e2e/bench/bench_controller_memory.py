@@ -14,7 +14,8 @@ a time and trimming each object with its resource's transform, as from the API s
   trims them (managed fields, pods' unread fields), as the controller did before it kept
   only what it reads;
 - ``stores``: every informer's cache filled as the controller's ``CONTROLLER_RESOURCES``
-  trim them (the baseline the controller is judged against: the objects alone);
+  select (pods: only those not bound) and trim them (the baseline the controller is judged
+  against: the objects alone);
 - ``controller``: the same, then ``AllocationController`` with its real ``ControllerMetrics``,
   3 reconciles and one ``/metrics`` rendering (what a scrape allocates);
 - ``trace``: the ``controller`` side under ``tracemalloc``, printing what the caches hold and
@@ -39,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from dra_controller.allocation_controller import AllocationController, ControllerMetrics
-from dra_controller.allocation_controller.caches import CONTROLLER_RESOURCES
+from dra_controller.allocation_controller.caches import CONTROLLER_RESOURCES, PENDING_PODS
 from dra_e2e.controller_fleet import build_fleet
 from dra_e2e.footprint import MemoryFigures, parse_proc_status
 from dra_kube_client.informers import Informer
@@ -65,11 +66,19 @@ class PagedFiles:
     def request(
         self, method: str, path: str, *, query: Mapping[str, str] | None = None, **_: Any
     ) -> dict[str, Any]:
-        """One page of a list (``continue`` is the page number)."""
+        """One page of a list (``continue`` is the page number), less the objects outside
+        the query's field selector (the controller lists only pods not bound)."""
         del method
         page = int((query or {}).get("continue") or 0)
         text = (self.root / f"{self.kinds[path]}-{page}.json").read_text()
         body: dict[str, Any] = json.loads(text)
+        selector = (query or {}).get("fieldSelector", "")
+        if selector:
+            # The controller's one field selector; the test double's selector code is not
+            # imported here, since it would count in every side's memory.
+            if selector != PENDING_PODS:
+                raise ValueError(f"fieldSelector {selector!r}: only {PENDING_PODS!r} is served")
+            body["items"] = [o for o in body["items"] if not (o.get("spec") or {}).get("nodeName")]
         return body
 
     def watch_lines(

@@ -217,6 +217,22 @@ def test_unsatisfiable_claims_fire_the_alert_and_explain_the_pod(
 
         cluster.wait_until("DRAResourceExhausted to fire", alert_state, timeout=180, interval=1)
         assert states == ["pending", "firing"]
+
+        # The controller watches pods with spec.nodeName= (only pods not bound): against the
+        # real API server its cache follows the pending pods, bound ones leaving it.
+        def pod_cache_is_the_pending_pods() -> bool:
+            pods = cluster.kubectl_json("get", "pods", "-A")["items"]
+            pending = sum(1 for p in pods if not p["spec"].get("nodeName"))
+            assert len(pods) > pending > 0  # bound pods exist, trainer is pending
+            cached = prometheus.value('dra_allocation_controller_cache_objects{kind="Pod"}')
+            return cached == pending
+
+        cluster.wait_until(
+            "the controller's pod cache to hold the pending pods only",
+            pod_cache_is_the_pending_pods,
+            timeout=120,
+            interval=2,
+        )
         (firing,) = [a for a in prometheus.alerts("DRAResourceExhausted") if a["state"] == "firing"]
         assert float(firing["value"]) == UNSATISFIABLE
         assert firing["annotations"]["summary"] == (

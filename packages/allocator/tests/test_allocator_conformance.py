@@ -4,9 +4,11 @@ Cases live in ``conformance/cases.yaml`` (compact notation, see ``allocation_bui
 A case has either one ``expect`` or a list of ``steps``; a successful step is committed, so
 later steps see its devices as allocated.
 
-Each case also runs on pools carried over from an earlier cluster of the same slices and
-nodes (a :class:`~dra_allocator.pool_cache.PoolCache`, as the allocation controller keeps
-them between snapshots): the outcome must be the same.
+Each case also runs on pools and an allocated state carried over from an earlier cluster of
+the same slices and nodes (a :class:`~dra_allocator.pool_cache.PoolCache` and a
+:class:`~dra_allocator.state.StateCache`, as the allocation controller keeps them between
+snapshots): the outcome must be the same, and the steps' commits must not change the
+cache's state.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dra_allocator.features import Features, parse_kube_version
 from dra_allocator.model import ClaimInfo, parse_objects
 from dra_allocator.nodes import NodeInfo
 from dra_allocator.pool_cache import PoolCache
+from dra_allocator.state import StateCache
 
 CASES: list[dict[str, Any]] = yaml.safe_load(
     (Path(__file__).parent / "conformance" / "cases.yaml").read_text(encoding="utf-8")
@@ -70,14 +73,15 @@ def _run_step(cluster: Cluster, claims: dict[str, Any], step: dict[str, Any]) ->
     cluster.commit(pending, outcome.allocated)
 
 
-@pytest.mark.parametrize("pools", ["gathered", "carried-over"])
+@pytest.mark.parametrize("caches", ["none", "carried-over"])
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
-def test_conformance(case: dict[str, Any], pools: str) -> None:
+def test_conformance(case: dict[str, Any], caches: str) -> None:
     classes, slices, claims, nodes = parse_objects(case_objects(case))
     features = Features.parse(case["features"]) if "features" in case else Features()
     if "kube_version" in case:
         features = replace(features, kube_minor=parse_kube_version(case["kube_version"]))
-    pool_cache = PoolCache() if pools == "carried-over" else None
+    pool_cache = PoolCache() if caches == "carried-over" else None
+    state_cache = StateCache() if caches == "carried-over" else None
 
     def make(claims: list[ClaimInfo]) -> Cluster:
         return Cluster(
@@ -88,6 +92,7 @@ def test_conformance(case: dict[str, Any], pools: str) -> None:
             engine=CelEngine(),
             features=features,
             pool_cache=pool_cache,
+            state_cache=state_cache,
         )
 
     if pool_cache is not None:
@@ -101,8 +106,17 @@ def test_conformance(case: dict[str, Any], pools: str) -> None:
     steps = case.get("steps") or [
         {k: v for k, v in case.items() if k in ("allocate", "node", "expect")}
     ]
+    # The cache's own state, before any step commits (a commit must copy it first).
+    cached, before = cluster.state, cluster.state.copy()
     for step in steps:
         _run_step(cluster, by_key, step)
+    if state_cache is not None:
+        assert (cached.devices, cached.shared_devices, cached.capacity, cached.owners) == (
+            before.devices,
+            before.shared_devices,
+            before.capacity,
+            before.owners,
+        )
 
 
 def test_case_names_are_unique() -> None:

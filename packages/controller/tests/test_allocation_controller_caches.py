@@ -11,6 +11,7 @@ from dra_allocator.nodes import NodeInfo
 from dra_controller.allocation_controller import AllocationController, ControllerMetrics
 from dra_controller.allocation_controller.caches import (
     CONTROLLER_RESOURCES,
+    PENDING_PODS,
     share_subtrees,
     trim_claim,
     trim_controller_pod,
@@ -18,8 +19,10 @@ from dra_controller.allocation_controller.caches import (
 )
 from dra_controller.allocation_controller.diagnosis import is_unschedulable
 from dra_controller.allocation_controller.view import ClusterView
-from dra_kube_client.informers import ALL_RESOURCES, trim_pod
+from dra_kube_client.informers import ALL_RESOURCES, Informer, trim_pod
 from dra_kube_client.informers.store import Store
+from dra_kube_client.testing import MemoryApi
+from dra_kube_client.testing.selectors import matches, parse_selector
 from prometheus_client import generate_latest
 
 MANAGED = [{"manager": "kube-scheduler", "operation": "Update", "fieldsV1": {"f:status": {}}}]
@@ -86,12 +89,14 @@ def _cluster_objects() -> list[dict[str, Any]]:
 
 
 def _fill(transforms: bool) -> dict[str, Store]:
-    """The objects as the informers would cache them, with the controller's transforms or
-    with ``ALL_RESOURCES``' (the untrimmed baseline)."""
+    """The objects as the informers would cache them, with the controller's selectors and
+    transforms or with ``ALL_RESOURCES``' (the untrimmed baseline)."""
     resources = {r.kind: r for r in (CONTROLLER_RESOURCES if transforms else ALL_RESOURCES)}
     filled = stores([])
     for obj in _cluster_objects():
-        filled[obj["kind"]].upsert(resources[obj["kind"]].transform(obj))
+        resource = resources[obj["kind"]]
+        if matches(obj, fields=parse_selector(resource.field_selector)):
+            filled[obj["kind"]].upsert(resource.transform(obj))
     return filled
 
 
@@ -120,23 +125,35 @@ def test_trimmed_caches_give_the_same_metrics_and_findings() -> None:
     assert len(series.available) > 0
 
 
-def test_bound_pods_keep_identity_and_node_only_and_are_not_parsed() -> None:
-    bound = _bound_pod("runs", "held", "n1")
-    trimmed = trim_controller_pod(copy.deepcopy(bound))
-    assert trimmed == {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": "runs",
-            "namespace": "team",
-            "uid": "uid-pod-runs",
-            "resourceVersion": "1",
-        },
-        "spec": {"nodeName": "n1"},
-        "status": {"phase": "Running"},
-    }
-    snap = ClusterView(stores=_fill(transforms=True)).snapshot()
-    assert sorted(str(p.metadata.name) for p in snap.pods) == ["queued", "stuck"]
+def test_the_controller_watches_only_pods_not_bound() -> None:
+    """Through the informer against an API that sends a pod's binding as its DELETED event
+    (as the API server's watch cache does for an object leaving a field selection): a pod is
+    cached while pending, dropped when bound, and its later status updates never arrive."""
+    (pods,) = [r for r in CONTROLLER_RESOURCES if r.kind == "Pod"]
+    assert pods.selectors == {"fieldSelector": PENDING_PODS}
+    assert _fill(transforms=True)["Pod"].items().keys() == {"team/stuck", "team/queued"}
+    api = MemoryApi()
+    path = "/api/v1/namespaces/team/pods"
+    api.request("POST", path, body=pod("runs", "held", unschedulable=False))
+    api.request("POST", path, body=pod("stuck", "too-big"))
+    informer = Informer(api, pods)
+    version = informer.list_once()
+    assert informer.store.items().keys() == {"team/runs", "team/stuck"}
+    api.request("PATCH", f"{path}/runs", body={"spec": {"nodeName": "n1"}})
+    api.request("PATCH", f"{path}/runs", body={"status": {"phase": "Running"}})
+    api.request("PATCH", f"{path}/stuck", body={"metadata": {"labels": {"retry": "1"}}})
+    sent = api.watch_lines(
+        pods.path, query={**pods.selectors, "resourceVersion": version}, timeout_s=1
+    )
+    # The binding (as DELETED) and stuck's change; not the bound pod's status update.
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in sent] == [
+        ("DELETED", "runs"),
+        ("MODIFIED", "stuck"),
+    ]
+    informer.watch_once(version)
+    assert informer.store.items().keys() == {"team/stuck"}
+    snap = ClusterView(stores={"Pod": informer.store}).snapshot()
+    assert [is_unschedulable(p) for p in snap.pods] == [True]
 
 
 def test_pending_pods_keep_what_trim_pod_keeps() -> None:

@@ -132,6 +132,29 @@ def test_watches_replay_after_a_version_or_start_from_the_current_objects() -> N
         api.watch_lines(f"{SLICES}/s2", query={}, timeout_s=1)  # not a collection
 
 
+def test_a_selected_watch_sees_objects_come_into_and_leave_its_selection() -> None:
+    """As the API server's watch cache: a change that moves an object out of a field
+    selection arrives as DELETED (the object as it was, at the change's version), one that
+    moves it in as ADDED; changes outside the selection are not sent."""
+    api = MemoryApi()
+    pending = {"fieldSelector": "spec.nodeName="}
+    api.request("POST", PODS, body=pod("p1"))
+    start = api.request("GET", PODS)["metadata"]["resourceVersion"]
+    bound = api.request("PATCH", f"{PODS}/p1", body={"spec": {"nodeName": "n1"}})
+    api.request("PATCH", f"{PODS}/p1", body={"status": {"phase": "Running"}})
+    api.request("PATCH", f"{PODS}/p1", body={"spec": {"nodeName": None}})
+    api.request("PATCH", f"{PODS}/p1", body={"metadata": {"labels": {"a": "b"}}})
+    events = list(api.watch_lines(PODS, query={**pending, "resourceVersion": start}, timeout_s=1))
+    assert [e["type"] for e in events] == ["DELETED", "ADDED", "MODIFIED"]
+    gone = events[0]["object"]
+    assert "nodeName" not in gone.get("spec", {})  # as it was in the selection
+    assert gone["metadata"]["resourceVersion"] == bound["metadata"]["resourceVersion"]
+    assert events[2]["object"]["metadata"]["labels"] == {"a": "b"}
+    # An unselected watch sees every change as it is.
+    everything = list(api.watch_lines(PODS, query={"resourceVersion": start}, timeout_s=1))
+    assert [e["type"] for e in everything] == ["MODIFIED"] * 4
+
+
 def test_a_waiting_watch_streams_events_as_they_happen() -> None:
     api = MemoryApi(watch_wait_s=10)
     stream = api.watch_lines(PODS, query={"resourceVersion": "0"}, timeout_s=10)

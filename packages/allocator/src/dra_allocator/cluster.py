@@ -20,7 +20,7 @@ from .pool_cache import PoolCache
 from .pools import Pool, PoolID, SliceIndex
 from .selectors import SelectorEngine
 from .snapshot import Snapshot
-from .state import AllocatedState
+from .state import AllocatedState, StateCache
 
 _UNBOUNDED = 1 << 30
 
@@ -48,6 +48,7 @@ class Cluster:
         timeout_s: float = 10.0,
         pool_order: Sequence[PoolID] | None = None,
         pool_cache: PoolCache | None = None,
+        state_cache: StateCache | None = None,
     ) -> None:
         self.features = features or Features()
         # The stable variant's pool order (upstream: Go map order); see SliceIndex.
@@ -57,9 +58,13 @@ class Cluster:
         self.nodes: dict[str, NodeInfo] = {n.name: n for n in nodes}
         for name in self.index.node_names():
             self.nodes.setdefault(name, NodeInfo(name=name))
-        self.state = AllocatedState.from_claims(
-            claims, consumable=self.features.consumable_capacity
-        )
+        consumable = self.features.consumable_capacity
+        if state_cache is None:
+            self.state = AllocatedState.from_claims(claims, consumable=consumable)
+        else:
+            self.state = state_cache.state_for(claims, consumable=consumable)
+        # The cache's state is shared with later clusters: copied before a commit changes it.
+        self._state_shared = state_cache is not None
         self.allocator = Allocator(
             classes=self.classes, engine=engine, features=self.features, timeout_s=timeout_s
         )
@@ -83,10 +88,12 @@ class Cluster:
         timeout_s: float = 10.0,
         pool_order: Sequence[PoolID] | None = None,
         pool_cache: PoolCache | None = None,
+        state_cache: StateCache | None = None,
     ) -> Cluster:
         """The cluster of a snapshot: its classes, slices and nodes, and every claim of it
         that is allocated holding its devices (pending ones hold nothing). ``pool_cache``
-        keeps per-node pools across snapshots of the same slices."""
+        keeps per-node pools across snapshots of the same slices, ``state_cache`` the
+        allocated state across snapshots of mostly the same claims."""
         return cls(
             classes=snapshot.classes,
             slices=snapshot.slices,
@@ -97,6 +104,7 @@ class Cluster:
             timeout_s=timeout_s,
             pool_order=pool_order,
             pool_cache=pool_cache,
+            state_cache=state_cache,
         )
 
     def node(self, name: str) -> NodeInfo:
@@ -188,6 +196,9 @@ class Cluster:
 
     def commit(self, claims: Sequence[ClaimInfo], allocated: Allocated) -> None:
         """Record the allocations as done (claims' status and the allocated state)."""
+        if self._state_shared:
+            self.state = self.state.copy()
+            self._state_shared = False
         for claim, written in zip(claims, allocated.allocations, strict=True):
             # The allocator writes results as the report's JSON; the claim keeps them typed.
             allocation = AllocationResult.from_dict(written)

@@ -4,9 +4,11 @@ At 1,000 nodes and 5,000 pods the caches are most of the controller's memory (se
 ``e2e/bench/bench_controller_memory.py``). Each collection is trimmed on arrival to what the
 controller reads, and the repeated parts of an object are stored once:
 
-- a Pod bound to a node can never be unschedulable again (a binding is never undone), so
-  only its identity and ``spec.nodeName`` are kept: nothing else of it is read (diagnosis
-  reads pending pods only). A pending pod keeps everything ``trim_pod`` keeps;
+- only pods not bound to a node are watched (``spec.nodeName=``): a bound pod can never be
+  unschedulable again (a binding is never undone) and diagnosis reads pending pods only.
+  The API server sends a pod's binding as its DELETED event, and none of the status
+  updates of running pods (on a 5,000-pod cluster, most of the pod events there are). A
+  pending pod keeps everything ``trim_pod`` keeps;
 - a ResourceClaim loses ``status.reservedFor`` and bookkeeping metadata nothing reads;
 - a Node keeps what the allocator's ``NodeInfo`` reads: name, labels, taints, allocatable;
 - in every object, equal subtrees (a slice's devices repeat the same attribute values,
@@ -34,8 +36,6 @@ from dra_kube_client.informers.resources import (
     trim_pod,
 )
 
-#: Metadata a bound pod keeps: who it is, its version, and whether it is going away.
-_BOUND_POD_METADATA = ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp")
 #: Metadata a claim drops: never read (``metadata.ownerReferences`` is read only on claims
 #: the scheduler made for extended resources, which keep it).
 _CLAIM_METADATA_DROPPED = ("generateName", "creationTimestamp", "finalizers", "generation")
@@ -85,17 +85,8 @@ def trim_node(obj: RawObject) -> RawObject:
 
 
 def trim_controller_pod(obj: RawObject) -> RawObject:
-    """A pod as diagnosis reads it: pending pods as ``trim_pod`` keeps them; bound pods
-    (``spec.nodeName`` set) only their identity and node."""
-    spec = obj.get("spec") or {}
-    node_name = spec.get("nodeName") if isinstance(spec, dict) else None
-    if not node_name:
-        return share_subtrees(trim_pod(obj))
-    status = obj.get("status") or {}
-    out = object_head(obj, _BOUND_POD_METADATA)
-    out["spec"] = {"nodeName": node_name}
-    out["status"] = {"phase": status["phase"]} if "phase" in status else {}
-    return out
+    """A pending pod as diagnosis reads it: what ``trim_pod`` keeps, equal parts shared."""
+    return share_subtrees(trim_pod(obj))
 
 
 def trim_slice(obj: RawObject) -> RawObject:
@@ -127,7 +118,16 @@ _TRANSFORMS = {
     RESOURCE_CLAIMS.kind: trim_claim,
 }
 
-#: The collections the controller watches (``ALL_RESOURCES``), trimmed as above.
+#: Pods not yet bound to a node (the field is empty until the scheduler binds the pod).
+PENDING_PODS = "spec.nodeName="
+
+#: The collections the controller watches (``ALL_RESOURCES``; pods only those not bound),
+#: trimmed as above.
 CONTROLLER_RESOURCES: tuple[Resource, ...] = tuple(
-    replace(r, transform=_TRANSFORMS[r.kind]) if r.kind in _TRANSFORMS else r for r in ALL_RESOURCES
+    replace(
+        r,
+        transform=_TRANSFORMS.get(r.kind, r.transform),
+        field_selector=PENDING_PODS if r.kind == PODS.kind else r.field_selector,
+    )
+    for r in ALL_RESOURCES
 )

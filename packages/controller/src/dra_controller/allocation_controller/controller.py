@@ -28,6 +28,7 @@ from dra_allocator.model import ClaimInfo
 from dra_allocator.pool_cache import PoolCache
 from dra_allocator.selectors import SelectorEngine
 from dra_allocator.snapshot import Snapshot
+from dra_allocator.state import StateCache
 from dra_kube_client.informers.store import Store
 
 from .availability import AvailabilityCache, free_devices
@@ -49,8 +50,11 @@ class Settings:
     # Under a steady stream of changes reconciles take at most this share of a core: after
     # a reconcile of t seconds the next waits t * (1 / max_busy - 1), at most max_pause_s
     # (the metrics' lag stays bounded on a cluster big enough to make reconciles slow).
-    # 0.1 and 1 s put the 1,000-node run's metrics lag p99 at 1.8 s (target 2 s).
-    max_busy: float = 0.2
+    # 0.1 and 1 s put the 1,000-node run's metrics lag p99 at 1.8 s (target 2 s); 0.2 and
+    # 0.5 s at 1.3-1.4 s, but there the controller took the scheduler's last idle fifth of
+    # a core on the 2-vCPU VM (docs/scale.md, run 6). With max_pause_s bounding the lag,
+    # the busy share can be small: a reconcile of 25 ms then waits the whole 0.475 s.
+    max_busy: float = 0.05
     max_pause_s: float = 0.5
     resync_s: float = 30.0
     # A pod is diagnosed again at most this often (diagnosis looks at every node).
@@ -100,8 +104,10 @@ class AllocationController:
         # pod UID -> its claims the last diagnosis found unsatisfiable
         self._unsatisfiable: dict[str, list[ClaimInfo]] = {}
         self._availability_cache = AvailabilityCache()
-        # Creating pods changes claims, not slices: the nodes' pools carry over.
+        # Creating pods changes claims, not slices: the nodes' pools carry over, and the
+        # allocated state is updated by the claims that changed.
         self._pool_cache = PoolCache()
+        self._state_cache = StateCache()
         for store in stores.values():
             store.subscribe(lambda *_: self.dirty.set())
 
@@ -116,7 +122,11 @@ class AllocationController:
         started = time.perf_counter()
         snapshot = self.view.snapshot()
         cluster = make_cluster(
-            snapshot, engine=self.engine, features=self.features, pool_cache=self._pool_cache
+            snapshot,
+            engine=self.engine,
+            features=self.features,
+            pool_cache=self._pool_cache,
+            state_cache=self._state_cache,
         )
         allocated, pending = claim_series(snapshot.claims, self._series_cache)
         available = free_devices(cluster, self._availability_cache)

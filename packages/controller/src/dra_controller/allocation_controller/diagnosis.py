@@ -17,6 +17,7 @@ from dra_allocator.model import ClaimInfo
 from dra_allocator.pool_cache import PoolCache
 from dra_allocator.selectors import SelectorEngine
 from dra_allocator.snapshot import Snapshot
+from dra_allocator.state import StateCache
 from dra_api_types import Pod
 
 from .event_text import unsatisfiable_message
@@ -78,7 +79,15 @@ def make_cluster(
     engine: SelectorEngine,
     features: Features,
     pool_cache: PoolCache | None = None,
+    state_cache: StateCache | None = None,
 ) -> Cluster:
     """The allocator's cluster for one snapshot (every allocated claim holds its devices);
-    ``pool_cache`` keeps the nodes' pools from the last snapshot while no slice changed."""
-    return Cluster.from_snapshot(snapshot, engine=engine, features=features, pool_cache=pool_cache)
+    ``pool_cache`` keeps the nodes' pools from the last snapshot while no slice changed,
+    ``state_cache`` the allocated state, updated by the claims that changed."""
+    return Cluster.from_snapshot(
+        snapshot,
+        engine=engine,
+        features=features,
+        pool_cache=pool_cache,
+        state_cache=state_cache,
+    )

@@ -13,8 +13,8 @@ for the loop's heap policy.
 Parsed claims share the parts they have in common (equal specs, allocation configs and node
 selectors: :mod:`dra_allocator.claim_interning`).
 
-Pods bound to a node are not parsed: the controller reads pods only to diagnose
-unschedulable ones, and a bound pod never is again. Snapshots hold the pods not bound.
+The controller watches only pods not bound to a node (``caches.PENDING_PODS``): it reads
+pods only to diagnose unschedulable ones, and a bound pod never is again.
 """
 
 from __future__ import annotations
@@ -36,19 +36,13 @@ def resource_version(obj: Mapping[str, object]) -> str:
     return str(meta.get("resourceVersion") or "") if isinstance(meta, Mapping) else ""
 
 
-def is_bound(pod: Mapping[str, object]) -> bool:
-    """Whether a raw pod has ``spec.nodeName`` (a binding is never undone)."""
-    spec = pod.get("spec")
-    return isinstance(spec, Mapping) and bool(spec.get("nodeName"))
-
-
 class Read(NamedTuple):
     """One cached object as the view last read it."""
 
     #: The cache's object itself (caches replace objects, so identity means unchanged).
     raw: object
     resource_version: str
-    #: What it was read as; None when left out (unreadable, or a bound pod).
+    #: What it was read as; None when left out (unreadable).
     item: object
 
 
@@ -104,10 +98,6 @@ class ClusterView:
                         add_to_snapshot(snap, item)
                     continue
                 version = resource_version(obj)
-                if kind == "Pod" and is_bound(obj):
-                    # Never unschedulable again: nothing reads it, so it is not parsed.
-                    fresh[key] = Read(obj, version, None)
-                    continue
                 if cached is not None and cached.resource_version == version and version:
                     item = cached.item
                 else:

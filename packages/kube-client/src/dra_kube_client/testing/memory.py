@@ -2,7 +2,10 @@
 
 Objects are stored by path. ``resourceVersion`` is one counter for all objects, checked on
 PUT and by JSON-patch ``test`` ops, so optimistic-concurrency paths run as against a real
-server; every write is an event that watches replay after a ``resourceVersion``.
+server; every write is an event that watches replay after a ``resourceVersion``. A watch
+with a selector sees an object that comes into its selection as ``ADDED`` and one that
+leaves it as ``DELETED`` (the object as it was, at the new ``resourceVersion``), as the API
+server's watch cache sends them.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ class _Event:
     type: str
     path: str
     obj: dict[str, Any]
+    #: A MODIFIED event's object as the previous event left it.
+    old: dict[str, Any] | None = None
 
 
 class Hold:
@@ -102,6 +107,8 @@ class MemoryApi:
         self.watch_wait_s = watch_wait_s
         self.cond = threading.Condition(threading.RLock())
         self._events: list[_Event] = []
+        # path -> the object as its last event recorded it (a MODIFIED event's ``old``)
+        self._recorded: dict[str, dict[str, Any]] = {}
         self._version = 0
         self._serial = 0
         self._closed = False
@@ -223,7 +230,13 @@ class MemoryApi:
         return obj
 
     def _record(self, kind: str, path: str, obj: dict[str, Any]) -> None:
-        self._events.append(_Event(self._version, kind, path, copy.deepcopy(obj)))
+        recorded = copy.deepcopy(obj)
+        old = self._recorded.get(path) if kind == "MODIFIED" else None
+        if kind == "DELETED":
+            self._recorded.pop(path, None)
+        else:
+            self._recorded[path] = recorded
+        self._events.append(_Event(self._version, kind, path, recorded, old))
         self.cond.notify_all()
 
     def _remove(self, path: str) -> dict[str, Any]:
@@ -329,8 +342,26 @@ class MemoryApi:
                     self.cond.wait(remaining)
                     continue
             for event in fresh:
-                if collection.holds(event.path, event.obj):
-                    yield {"type": event.type, "object": copy.deepcopy(event.obj)}
+                seen = _as_seen(collection, event)
+                if seen is not None:
+                    yield seen
+
+
+def _as_seen(collection: _Collection, event: _Event) -> dict[str, Any] | None:
+    """The event as a watch of ``collection`` gets it, if at all: a change that moves an
+    object into the selection is ``ADDED``, one that moves it out is ``DELETED`` with the
+    object as it was, at the event's ``resourceVersion``."""
+    now_in = collection.holds(event.path, event.obj)
+    if event.type != "MODIFIED" or event.old is None:
+        return {"type": event.type, "object": copy.deepcopy(event.obj)} if now_in else None
+    was_in = collection.holds(event.path, event.old)
+    if now_in:
+        return {"type": "MODIFIED" if was_in else "ADDED", "object": copy.deepcopy(event.obj)}
+    if not was_in:
+        return None
+    gone = copy.deepcopy(event.old)
+    gone["metadata"]["resourceVersion"] = str(event.version)
+    return {"type": "DELETED", "object": gone}
 
 
 def _object_body(method: str, path: str, body: object) -> dict[str, Any]:
