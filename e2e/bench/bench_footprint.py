@@ -16,15 +16,20 @@ real HTTP with a kubeconfig, as in a cluster. Figures:
 - start-to-registered: from spawn to the kubelet registration socket existing (the floor: its
   one socket existing); the kubelet dials it as soon as it appears;
 - peak RSS idle: the kernel's high-water mark (``VmHWM``) after start plus 3 s of idling;
-- peak RSS preparing 100 claims (GPU plugin): ``VmHWM`` after 100 NodePrepareResources calls
-  (one claim each, 16 in flight, as the kubelet sends one pod's claims) over the real DRA gRPC
-  socket. The claims use admin access so 100 claims fit 8 GPUs (the work is the same).
+- peak RSS preparing 100 claims: ``VmHWM`` after 100 NodePrepareResources calls (one claim
+  each, 16 in flight, as the kubelet sends one pod's claims) over the real DRA gRPC socket,
+  then their unprepare. The GPU plugin's claims each take a GPU, the compute-domain plugin's
+  the node's IMEX channel of a ComputeDomain whose daemon on the node is Ready (its clique
+  object in the API server, as the controller and the daemon write it). The claims use admin
+  access so 100 claims fit 8 GPUs and one channel (the work per claim is the same).
   The floor's figure is after 100 calls of its empty handler.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import platform
 import shutil
@@ -40,6 +45,20 @@ from typing import Any
 
 import grpc
 import grpc.aio
+from dra_api_types import COMPUTE_DOMAIN_DRIVER
+from dra_api_types.testing import (
+    allocation,
+    device_result,
+    exactly,
+    opaque_config,
+    resource_claim,
+)
+from dra_computedomain.api_paths import node_path, object_path
+from dra_computedomain.names import (
+    COMPUTE_DOMAIN_LABEL,
+    DEFAULT_CHANNEL_CLASS,
+    clique_object_name,
+)
 from dra_e2e.footprint import FootprintRow, MemoryFigures, format_row, parse_proc_status
 from dra_kube_client.testing import HttpFront
 from dra_kube_client.testing.http_front import serve_http
@@ -55,6 +74,11 @@ IDLE_S = 3.0
 MB = 1_000_000
 TARGETS = {"gpu plugin": 45 * MB, "cd plugin": 40 * MB}
 REGISTERED_TARGET_S = 1.0
+NODE = "n1"
+#: the claims' namespace, and the ComputeDomain's
+NAMESPACE = "bench"
+#: the compute-domain plugin's ``--namespace`` (where the controller writes the cliques)
+DRIVER_NAMESPACE = "dra-driver"
 
 # The floor: the least a Python gRPC server on a unix socket costs (same interpreter, grpcio).
 _FLOOR = """
@@ -113,15 +137,15 @@ def api_server() -> HttpFront:
         {"groupVersion": f"resource.k8s.io/{v}", "version": v} for v in ("v1", "v1beta2", "v1beta1")
     ]
     api.documents["/apis/resource.k8s.io"] = {"kind": "APIGroup", "versions": versions}
-    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "node-uid"}}
-    api.put_object("/api/v1/nodes/n1", node)
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE, "uid": "node-uid"}}
+    api.put_object(node_path(NODE), node)
     return serve_http(api)
 
 
 def plugin_args(root: Path, kubeconfig: Path, fleet: str) -> list[str]:
     """The flags both plugins share."""
     return [
-        "--node-name=n1",
+        f"--node-name={NODE}",
         "--device-backend=fake",
         f"--fake-gpus={fleet}",
         f"--kubeconfig={kubeconfig}",
@@ -133,22 +157,97 @@ def plugin_args(root: Path, kubeconfig: Path, fleet: str) -> list[str]:
     ]
 
 
-def claim(name: str, device: str) -> dict[str, Any]:
-    """An allocated v1 ResourceClaim (admin access: many claims may share a GPU)."""
-    result = {
-        "request": "gpu",
-        "driver": "gpu.nvidia.com",
-        "pool": "n1",
-        "device": device,
-        "adminAccess": True,
+def gpu_claim(name: str, device: str) -> dict[str, Any]:
+    """An allocated claim of one GPU (admin access: many claims may share a GPU)."""
+    return resource_claim(
+        name,
+        namespace=NAMESPACE,
+        uid=str(uuid.uuid4()),
+        requests=[exactly("gpu", admin_access=True)],
+        allocation=allocation([device_result(device, pool=NODE, admin_access=True)]),
+    )
+
+
+def channel_claim(name: str, domain_uid: str) -> dict[str, Any]:
+    """An allocated claim of the node's IMEX channel in the ComputeDomain ``domain_uid``, as
+    the domain's template asks for it (admin access: many claims may share the channel)."""
+    parameters = {
+        "apiVersion": "resource.nvidia.com/v1beta1",
+        "kind": "ComputeDomainChannelConfig",
+        "domainID": domain_uid,
     }
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name, "namespace": "bench", "uid": str(uuid.uuid4())},
-        "spec": {"devices": {"requests": []}},
-        "status": {"allocation": {"devices": {"results": [result]}}},
+    result = device_result(
+        "channel-0", pool=NODE, request="channel", driver=COMPUTE_DOMAIN_DRIVER, admin_access=True
+    )
+    config = opaque_config(
+        COMPUTE_DOMAIN_DRIVER, parameters, requests=["channel"], source="FromClaim"
+    )
+    return resource_claim(
+        name,
+        namespace=NAMESPACE,
+        uid=str(uuid.uuid4()),
+        requests=[exactly("channel", device_class=DEFAULT_CHANNEL_CLASS, admin_access=True)],
+        allocation=allocation([result], config=[config]),
+    )
+
+
+def ready_domain(api: MemoryApi, clique_id: str) -> str:
+    """A ComputeDomain in the claims' namespace whose daemon on the node is Ready (its clique
+    object, as the controller and the daemon write it); its UID."""
+    domain = api.put_object(
+        object_path("ComputeDomain", NAMESPACE, "bench"),
+        {
+            "apiVersion": "resource.nvidia.com/v1beta1",
+            "kind": "ComputeDomain",
+            "metadata": {"name": "bench", "namespace": NAMESPACE},
+            "spec": {"numNodes": 1, "channel": {"resourceClaimTemplate": {"name": "bench"}}},
+        },
+    )
+    uid = str(domain["metadata"]["uid"])
+    name = clique_object_name(uid, clique_id)
+    daemon = {
+        "nodeName": NODE,
+        "ipAddress": "10.0.0.1",
+        "cliqueID": clique_id,
+        "index": 0,
+        "status": "Ready",
     }
+    api.put_object(
+        object_path("ComputeDomainClique", DRIVER_NAMESPACE, name),
+        {
+            "apiVersion": "resource.nvidia.com/v1beta1",
+            "kind": "ComputeDomainClique",
+            "metadata": {
+                "name": name,
+                "namespace": DRIVER_NAMESPACE,
+                "labels": {COMPUTE_DOMAIN_LABEL: uid},
+            },
+            "daemons": [daemon],
+        },
+    )
+    return uid
+
+
+def logged_clique_id(log: Path) -> str:
+    """The clique ID the compute-domain plugin found for its node (its ``clique_id`` log
+    event)."""
+    for line in log.read_text().splitlines():
+        with contextlib.suppress(ValueError):
+            event = json.loads(line)
+            if isinstance(event, dict) and event.get("event") == "clique_id":
+                return str(event["clique_id"])
+    raise RuntimeError(f"no clique_id event in {log}")
+
+
+def put_claims(api: MemoryApi, bodies: list[dict[str, Any]]) -> list[pb.Claim]:
+    """Store ``bodies`` (allocated claims) in the API server; their kubelet references."""
+    claims = []
+    for body in bodies:
+        meta = body["metadata"]
+        path = f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims/{meta['name']}"
+        api.put_object(path, body)
+        claims.append(pb.Claim(namespace=NAMESPACE, name=meta["name"], uid=meta["uid"]))
+    return claims
 
 
 async def prepare_many(socket: Path, claims: list[pb.Claim], *, unprepare: bool) -> None:
@@ -213,13 +312,8 @@ def run(root: Path) -> list[FootprintRow]:
         try:
             time.sleep(IDLE_S)
             gpu_idle = memory(gpu.proc.pid).peak_rss
-            claims = []
-            for i in range(CLAIMS):
-                c = claim(f"c-{i}", f"gpu-{i % GPUS}")
-                meta = c["metadata"]
-                path = f"/apis/resource.k8s.io/v1/namespaces/bench/resourceclaims/{meta['name']}"
-                server.api.put_object(path, c)
-                claims.append(pb.Claim(namespace="bench", name=meta["name"], uid=meta["uid"]))
+            bodies = [gpu_claim(f"c-{i}", f"gpu-{i % GPUS}") for i in range(CLAIMS)]
+            claims = put_claims(server.api, bodies)
             socket = gpu_root / "plugins" / "gpu.nvidia.com" / "dra.sock"
             asyncio.run(prepare_many(socket, claims, unprepare=True))
             gpu_busy = memory(gpu.proc.pid).peak_rss
@@ -231,13 +325,25 @@ def run(root: Path) -> list[FootprintRow]:
         cd_main = "import sys; from dra_computedomain.plugin_cli import main; sys.exit(main())"
         cd = Process(
             "cd plugin",
-            [sys.executable, "-c", cd_main, *plugin_args(cd_root, kubeconfig, f"{GPUS}xGB200")],
+            [
+                sys.executable,
+                "-c",
+                cd_main,
+                *plugin_args(cd_root, kubeconfig, f"{GPUS}xGB200"),
+                f"--namespace={DRIVER_NAMESPACE}",
+            ],
             cd_root / "reg" / "compute-domain.nvidia.com-reg.sock",
             root / "cd.log",
         )
         try:
             time.sleep(IDLE_S)
             cd_idle = memory(cd.proc.pid).peak_rss
+            domain_uid = ready_domain(server.api, logged_clique_id(root / "cd.log"))
+            bodies = [channel_claim(f"ch-{i}", domain_uid) for i in range(CLAIMS)]
+            claims = put_claims(server.api, bodies)
+            socket = cd_root / "plugins" / COMPUTE_DOMAIN_DRIVER / "dra.sock"
+            asyncio.run(prepare_many(socket, claims, unprepare=True))
+            cd_busy = memory(cd.proc.pid).peak_rss
         finally:
             cd.stop()
     finally:
@@ -245,7 +351,7 @@ def run(root: Path) -> list[FootprintRow]:
 
     for name, proc, idle, busy in (
         ("gpu plugin", gpu, gpu_idle, gpu_busy),
-        ("cd plugin", cd, cd_idle, None),
+        ("cd plugin", cd, cd_idle, cd_busy),
     ):
         rows += [
             FootprintRow(

@@ -320,16 +320,6 @@ def _component_pods(transport: KubeTransport, component: str) -> list[dict[str, 
 
 
 def _usage(transport: KubeTransport) -> dict[str, PodUsage]:
-    """Each measured component's pod's processes (the first pod of each)."""
-    out = {}
-    for component in MEASURED:
-        pods = _component_pods(transport, component)
-        if pods:
-            out[component] = pod_usage(str(pods[0]["metadata"]["uid"]))
-    return out
-
-
-def _driver_usage(transport: KubeTransport) -> dict[str, PodUsage]:
     """Every pod of the driver's namespace (the kubelet plugins too), by component; the
     processes of a component's pods together."""
     pods = transport.request("GET", f"/api/v1/namespaces/{chart.NAMESPACE}/pods").get("items")
@@ -342,6 +332,11 @@ def _driver_usage(transport: KubeTransport) -> dict[str, PodUsage]:
             usage = PodUsage(out[component].processes + usage.processes)
         out[component] = usage
     return out
+
+
+def _measured(usage: dict[str, PodUsage]) -> dict[str, PodUsage]:
+    """The components whose CPU and peak RSS the figures name (one replica each)."""
+    return {component: usage[component] for component in MEASURED if component in usage}
 
 
 def _process_cpu_s(pid: int | str) -> float | None:
@@ -470,14 +465,14 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
             scraper = MetricsScraper(url, ns, SCRAPE_INTERVAL_S, say)
             scraper.start()
     time.sleep(1)  # the watches are open before the first object exists
-    usage_start = _usage(transport) if with_components else {}
 
     def webhook_texts() -> dict[str, str] | None:
         return _webhook_texts(transport) if with_components else None
 
     # The webhook pods are read right after the API server, at each window's boundary.
     before, own_before = _metrics(cluster), webhook_texts()
-    cpu_start = _cpu_reading(cluster, _driver_usage(transport) if with_components else {})
+    ours_start = _usage(transport) if with_components else {}
+    cpu_start = _cpu_reading(cluster, ours_start)
     started = time.monotonic()
     templates_s = _setup(cluster, transport, work, with_components)
     first_calls: dict[str, str] = {}
@@ -494,7 +489,7 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
         f"{name}: {PODS} pods scheduled, claims bound",
         lambda: _watched_whole(watch, work) and _whole(transport, work),
     )
-    cpu_end = _cpu_reading(cluster, _driver_usage(transport) if with_components else {})
+    cpu_end = _cpu_reading(cluster, _usage(transport) if with_components else {})
     after_creation, own_after_creation = _metrics(cluster), webhook_texts()
     last = max(watch.scheduled.values(), default=started)
     bound = [watch.claim_bound[c] - watch.claim_created[c] for c in watch.claim_bound]
@@ -544,7 +539,11 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
     )
     usage = None
     if with_components:
-        usage = Usage(start=usage_start, end=_usage(transport), seconds=settled - started)
+        usage = Usage(
+            start=_measured(ours_start),
+            end=_measured(_usage(transport)),
+            seconds=settled - started,
+        )
     watch.stop()
     lag = None
     if scraper is not None:
