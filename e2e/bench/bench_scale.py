@@ -73,6 +73,7 @@ from dra_e2e.scale_metrics import (
     lags,
     parse_samples,
     percentile,
+    reconcile_span,
     sum_by,
 )
 from dra_e2e.scale_observe import ClaimWatch, MetricsScraper
@@ -380,6 +381,18 @@ def _scrape_url(transport: KubeTransport) -> str | None:
     return None if ip is None else f"http://{ip}:{METRICS_PORT}/metrics"
 
 
+def _controller_text(scraper: MetricsScraper | None) -> str | None:
+    """The allocation controller's ``/metrics`` now (``None``: not scraped, or no answer)."""
+    if scraper is None:
+        return None
+    try:
+        with urllib.request.urlopen(scraper.url, timeout=10) as resp:
+            return str(resp.read().decode())
+    except OSError as exc:
+        say(f"[bench] allocation controller: {scraper.url}: {exc}")
+        return None
+
+
 def _webhook_texts(transport: KubeTransport) -> dict[str, str]:
     """Each webhook pod's ``/metrics`` by pod name (pod IP, plain HTTP, as the allocation
     controller's); a pod that does not answer is left out, and said."""
@@ -473,6 +486,7 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
     before, own_before = _metrics(cluster), webhook_texts()
     ours_start = _usage(transport) if with_components else {}
     cpu_start = _cpu_reading(cluster, ours_start)
+    controller_start = _controller_text(scraper)
     started = time.monotonic()
     templates_s = _setup(cluster, transport, work, with_components)
     first_calls: dict[str, str] = {}
@@ -490,6 +504,7 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
         lambda: _watched_whole(watch, work) and _whole(transport, work),
     )
     cpu_end = _cpu_reading(cluster, _usage(transport) if with_components else {})
+    controller_end = _controller_text(scraper)
     after_creation, own_after_creation = _metrics(cluster), webhook_texts()
     last = max(watch.scheduled.values(), default=started)
     bound = [watch.claim_bound[c] - watch.claim_created[c] for c in watch.claim_bound]
@@ -514,6 +529,11 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
         own_first=_own_webhook(own_before, own_mid),
         own_steady=_own_webhook(own_mid, own_after_creation),
         cpu=split(cpu_start, cpu_end, created - started),
+        reconciles=(
+            reconcile_span(controller_start, controller_end)
+            if controller_start is not None and controller_end is not None
+            else None
+        ),
     )
     # explain: one allocated claim of the workload, one that stays pending.
     _apply(cluster, [pending_claim(ns, GPUS)], ns)

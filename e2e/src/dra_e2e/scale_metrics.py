@@ -9,9 +9,11 @@ of their own (:func:`components_flow_schema`) so their requests are counted apar
 
 Our allocation controller's ``/metrics`` is scraped during a run: a claim's first sample in
 ``kube_resourceclaim_allocated`` against its allocation seen by a claim watch is the metrics
-lag (:func:`claims_in`, :func:`lags`). Our webhook's pods' ``/metrics`` are read at the same
-moments as the API server's: their own review histogram (``dra_webhook_review_duration_seconds``,
-fine buckets around the 20 ms target) summed over the pods (:func:`histogram_figures`).
+lag (:func:`claims_in`, :func:`lags`); its reconcile histogram at the creation's start and
+end gives the time it spent reconciling (:func:`reconcile_span`). Our webhook's pods'
+``/metrics`` are read at the same moments as the API server's: their own review histogram
+(``dra_webhook_review_duration_seconds``, fine buckets around the 20 ms target) summed over
+the pods (:func:`histogram_figures`).
 
 Pure: text in, numbers out.
 """
@@ -23,14 +25,18 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from dra_controller.allocation_controller.metrics import RECONCILE_SECONDS
 from dra_controller.webhook.metrics import REVIEW_SECONDS
 
 WEBHOOK_HISTOGRAM = "apiserver_admission_webhook_admission_duration_seconds"
 #: The webhook's own: a review's time inside it (see dra_controller.webhook.metrics).
 WEBHOOK_REVIEW_HISTOGRAM = REVIEW_SECONDS
 DISPATCHED = "apiserver_flowcontrol_dispatched_requests_total"
+#: Our allocation controller's: each reconcile's wall time.
+RECONCILE_HISTOGRAM = RECONCILE_SECONDS
 #: Our allocation controller's series of an allocated claim (``namespace``, ``name``).
 CLAIM_ALLOCATED = "kube_resourceclaim_allocated"
 #: The FlowSchema the benchmark puts our components' service accounts in.
@@ -149,6 +155,25 @@ def histogram_figures(
         int(count),
         histogram_bucket(0.99, buckets),
     )
+
+
+@dataclass(frozen=True)
+class ReconcileSpan:
+    """The allocation controller's reconciles over a span, from its own histogram."""
+
+    count: int
+    #: their wall time, summed
+    seconds: float
+    p50: float | None
+    p99: float | None
+
+
+def reconcile_span(before: str, after: str) -> ReconcileSpan:
+    """The reconciles between two scrapes of the allocation controller's ``/metrics``."""
+    start, end = {"controller": before}, {"controller": after}
+    p50, p99, count, _ = histogram_figures(RECONCILE_HISTOGRAM, start, end)
+    total = sum(span_samples(f"{RECONCILE_HISTOGRAM}_sum", start, end).values())
+    return ReconcileSpan(count=count, seconds=total, p50=p50, p99=p99)
 
 
 def sum_by(samples: Mapping[Labels, float], label: str) -> dict[str, float]:

@@ -15,6 +15,7 @@ from dra_e2e.pod_usage import PodUsage
 from dra_e2e.scale_metrics import (
     COMPONENTS_FLOW_SCHEMA,
     HistogramFigures,
+    ReconcileSpan,
     format_figure,
     percentile,
     ratio_ok,
@@ -60,6 +61,8 @@ class Creation:
     own_steady: WebhookFigures | None = None
     #: where the host's CPU went from the first object to the last claim bound
     cpu: CpuSplit | None = None
+    #: the allocation controller's reconciles over the same span (``None``: not scraped)
+    reconciles: ReconcileSpan | None = None
 
 
 @dataclass(frozen=True)
@@ -247,6 +250,7 @@ def rows(without: Phase | None, with_: Phase) -> list[tuple[str, str, str, str]]
         ),
     ]
     out += _usage_rows(with_)
+    out += _reconcile_rows(with_.creation)
     out += _lag_rows(with_)
     for index, which in enumerate(("pending", "allocated")):
         out.append(
@@ -308,6 +312,36 @@ def _usage_rows(phase: Phase) -> list[tuple[str, str, str, str]]:
         out.append((component_label, "-", cpu_text, cpu_target))
         out.append((f"{component} peak RSS", "-", format_figure(peak, "MB"), rss_target))
     return out
+
+
+def _reconcile_rows(creation: Creation) -> list[tuple[str, str, str, str]]:
+    """How often and how long the allocation controller reconciled during the creation: its
+    reconciles are paced to a share of the time (``Settings.max_busy``), so their summed wall
+    time against the span says whether the rest of its CPU is spent elsewhere."""
+    span = creation.reconciles
+    if span is None:
+        return []
+    share = span.seconds / creation.seconds if creation.seconds > 0 else None
+    return [
+        (
+            f"{ALLOCATION_CONTROLLER} reconciles, creation",
+            "-",
+            str(span.count),
+            "(reported)",
+        ),
+        (
+            f"{ALLOCATION_CONTROLLER} reconcile p50 / p99",
+            "-",
+            f"{_ms(span.p50)} / {_ms(span.p99)}",
+            "(reported)",
+        ),
+        (
+            f"{ALLOCATION_CONTROLLER} reconciling, creation",
+            "-",
+            f"{span.seconds:.1f} s = " + ("n/a" if share is None else f"{share:.1%}"),
+            "(reported: wall time)",
+        ),
+    ]
 
 
 def _lag_rows(phase: Phase) -> list[tuple[str, str, str, str]]:

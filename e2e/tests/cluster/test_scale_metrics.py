@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from dra_controller.allocation_controller.metrics import RECONCILE_SECONDS, ControllerMetrics
 from dra_controller.webhook.metrics import REVIEW_SECONDS, ReviewMetrics
 from dra_e2e.scale_metrics import (
     COMPONENTS_FLOW_SCHEMA,
     DISPATCHED,
+    RECONCILE_HISTOGRAM,
     WEBHOOK_HISTOGRAM,
     WEBHOOK_REVIEW_HISTOGRAM,
     Labels,
@@ -20,6 +22,7 @@ from dra_e2e.scale_metrics import (
     parse_samples,
     percentile,
     ratio_ok,
+    reconcile_span,
     span_samples,
     sum_by,
 )
@@ -188,3 +191,25 @@ def test_the_api_servers_figures_are_one_source_over_the_span() -> None:
     assert p50 == pytest.approx(0.005)
     assert p99 == pytest.approx(0.0925)
     assert (calls, bucket) == (100, (0.025, 0.1))
+
+
+def _controller_text(metrics: ControllerMetrics, durations: list[float]) -> str:
+    for took in durations:
+        metrics.reconcile_seconds.observe(took)
+    return metrics.exposition().decode()
+
+
+def test_reconciles_over_a_span_come_from_the_controllers_own_histogram() -> None:
+    assert RECONCILE_HISTOGRAM == RECONCILE_SECONDS
+    metrics = ControllerMetrics()
+    before = _controller_text(metrics, [2.0] * 3)  # before the span: left out
+    after = _controller_text(metrics, [0.02] * 98 + [0.04, 0.3])
+    span = reconcile_span(before, after)
+    assert span.count == 100
+    assert span.seconds == pytest.approx(98 * 0.02 + 0.04 + 0.3)
+    # 98 in (0.01, 0.025]: the 50th interpolated there; the 99th is the 40 ms one.
+    assert span.p50 == pytest.approx(0.01 + 0.015 * 50 / 98)
+    assert span.p99 == pytest.approx(0.025 + 0.025 * (99 - 98) / 1)
+    # No reconcile in the span: nothing to say but the count.
+    idle = reconcile_span(after, after)
+    assert (idle.count, idle.seconds, idle.p50, idle.p99) == (0, 0.0, None, None)

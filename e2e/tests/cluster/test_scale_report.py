@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from dra_e2e.host_cpu import CpuReading, HostTotals, split
 from dra_e2e.pod_usage import PodUsage, ProcessUsage
+from dra_e2e.scale_metrics import ReconcileSpan
 from dra_e2e.scale_report import (
     API_SERVER_SPAN,
     WEBHOOK_SPAN,
@@ -142,6 +143,7 @@ def test_a_phase_without_scrapes_or_usage_says_so() -> None:
         "(not scraped)",
     )
     assert not [k for k in table if k.endswith("peak RSS")]
+    assert not [k for k in table if "reconcil" in k]
 
 
 def test_allocation_controller_cpu_is_judged_without_the_benchmarks_scrapes() -> None:
@@ -233,3 +235,22 @@ def test_the_report_ends_with_where_the_host_cpu_went_during_each_creation() -> 
         None, _phase("with", pods_per_s=4.0, p99=1.2), nodes=1, gpus=1, pods=1, rate=1, cpus=2
     )
     assert "host CPU" not in text
+
+
+def test_the_controllers_reconciles_during_the_creation_are_reported() -> None:
+    with_ = _phase("with", pods_per_s=5.0, p99=1.0)
+    span = ReconcileSpan(count=80, seconds=2.5, p50=0.02, p99=0.09)
+    with_ = replace(with_, creation=replace(with_.creation, reconciles=span))
+    table = {r[0]: r[1:] for r in rows(_phase("without", pods_per_s=5.0, p99=1.0), with_)}
+    assert table["allocation-controller reconciles, creation"] == ("-", "80", "(reported)")
+    assert table["allocation-controller reconcile p50 / p99"] == (
+        "-",
+        "20.0 ms / 90.0 ms",
+        "(reported)",
+    )
+    # 2.5 s of the creation's 50 s.
+    assert table["allocation-controller reconciling, creation"] == (
+        "-",
+        "2.5 s = 5.0%",
+        "(reported: wall time)",
+    )
