@@ -120,6 +120,8 @@ class PluginProcess:
     def start(self, *, pod_uid: str = "", timeout_s: float = 30.0) -> None:
         """Start and wait until the registration socket answers."""
         env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "NODE_NAME")}
+        # On SIGABRT (see stop) Python writes every thread's stack to the log.
+        env["PYTHONFAULTHANDLER"] = "1"
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(self.args(), stdout=log, stderr=log, env=env)
         sock = self.dirs.registration_socket(pod_uid)
@@ -142,11 +144,26 @@ class PluginProcess:
         return self.log_path.read_text() if self.log_path.exists() else ""
 
     def stop(self, timeout_s: float = 15.0) -> int:
-        """SIGTERM and wait; returns the exit status."""
+        """SIGTERM and wait; returns the exit status.
+
+        Raises:
+            AssertionError: it did not exit within ``timeout_s``; then it is aborted (its
+                threads' stacks go to its log) and killed, so that it does not outlive the
+                test, and the message holds its log, to say where it hung.
+        """
         assert self.proc is not None
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=timeout_s)
+        try:
+            return self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.send_signal(signal.SIGABRT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=5)
+            self.kill()
+            raise AssertionError(
+                f"plugin did not exit within {timeout_s:g} s of SIGTERM; its log:\n{self.logs()}"
+            ) from None
 
     def kill(self) -> None:
         """SIGKILL (crash)."""
