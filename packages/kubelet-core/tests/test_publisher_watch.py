@@ -121,3 +121,33 @@ def test_the_watch_reads_the_served_version() -> None:
     assert resource.path == "/apis/resource.k8s.io/v1beta2/resourceslices"
     assert resource.api_version == "resource.k8s.io/v1beta2"
     assert resource.field_selector == "spec.nodeName=n1,spec.driver=gpu.example.com"
+
+
+def test_a_cancel_arriving_with_a_trigger_stops_the_publisher() -> None:
+    # On Python 3.11, asyncio.wait_for loses a cancel that arrives as the awaited event is
+    # set: the publisher went on reconciling after the plugin's shutdown cancelled it, and
+    # the plugin hung on SIGTERM (seen in CI).
+    api = MemoryApi(watch_wait_s=0.5)
+
+    async def go() -> None:
+        publisher = SlicePublisher(
+            transport=_through(api),
+            driver_name="gpu.example.com",
+            node_name="n1",
+            slices=_slices,
+            health=HealthHub("n1"),
+            metrics=PluginMetrics(),
+            resync_s=600,
+        )
+        task = asyncio.get_running_loop().create_task(publisher.run())
+        for _ in range(200):
+            if api.kind_items("resourceslices"):
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.2)  # the first reconcile returned: it waits for a trigger
+        publisher.trigger()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.shield(task), timeout=5)
+
+    asyncio.run(go())

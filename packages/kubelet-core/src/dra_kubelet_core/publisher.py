@@ -425,8 +425,12 @@ class SlicePublisher:
                         },
                     )
                     wait = backoff.next_delay()
+                # asyncio.timeout, not wait_for: on Python 3.11 a cancel arriving as the
+                # trigger fires is lost inside wait_for, and the loop went on publishing
+                # after the plugin's shutdown had cancelled it (a SIGTERM then hung).
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._trigger.wait(), timeout=wait)
+                    async with asyncio.timeout(wait):
+                        await self._trigger.wait()
         finally:
             self._stop.set()
             health_task.cancel()
