@@ -60,6 +60,7 @@ from dra_computedomain.names import (
     clique_object_name,
 )
 from dra_e2e.footprint import FootprintRow, MemoryFigures, format_row, parse_proc_status
+from dra_e2e.scale_domains import compute_domain
 from dra_kube_client.testing import HttpFront
 from dra_kube_client.testing.http_front import serve_http
 from dra_kube_client.testing.memory import MemoryApi
@@ -194,15 +195,10 @@ def channel_claim(name: str, domain_uid: str) -> dict[str, Any]:
 def ready_domain(api: MemoryApi, clique_id: str) -> str:
     """A ComputeDomain in the claims' namespace whose daemon on the node is Ready (its clique
     object, as the controller and the daemon write it); its UID."""
-    domain = api.put_object(
-        object_path("ComputeDomain", NAMESPACE, "bench"),
-        {
-            "apiVersion": "resource.nvidia.com/v1beta1",
-            "kind": "ComputeDomain",
-            "metadata": {"name": "bench", "namespace": NAMESPACE},
-            "spec": {"numNodes": 1, "channel": {"resourceClaimTemplate": {"name": "bench"}}},
-        },
-    )
+    # The scale benchmark's domain body; a channel prepare reads neither its size nor its
+    # template, only its UID and its clique object.
+    body = compute_domain(0, NAMESPACE)
+    domain = api.put_object(object_path("ComputeDomain", NAMESPACE, body["metadata"]["name"]), body)
     uid = str(domain["metadata"]["uid"])
     name = clique_object_name(uid, clique_id)
     daemon = {

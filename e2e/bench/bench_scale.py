@@ -41,7 +41,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -76,7 +75,7 @@ from dra_e2e.scale_metrics import (
     reconcile_span,
     sum_by,
 )
-from dra_e2e.scale_observe import ClaimWatch, MetricsScraper
+from dra_e2e.scale_observe import ClaimWatch, MetricsScraper, fetch_text
 from dra_e2e.scale_report import (
     ALLOCATION_CONTROLLER,
     Churn,
@@ -365,8 +364,7 @@ def _scrape_cpu_s(transport: KubeTransport, url: str) -> float:
     (``SCRAPES_PRICED`` scrapes back to back, its pod's CPU before and after)."""
     before = _usage(transport).get(ALLOCATION_CONTROLLER)
     for _ in range(SCRAPES_PRICED):
-        with urllib.request.urlopen(url, timeout=30) as resp:
-            resp.read()
+        fetch_text(url, timeout=30)
     after = _usage(transport).get(ALLOCATION_CONTROLLER)
     if before is None or after is None:
         return 0.0
@@ -386,8 +384,7 @@ def _controller_text(scraper: MetricsScraper | None) -> str | None:
     if scraper is None:
         return None
     try:
-        with urllib.request.urlopen(scraper.url, timeout=10) as resp:
-            return str(resp.read().decode())
+        return fetch_text(scraper.url)
     except OSError as exc:
         say(f"[bench] allocation controller: {scraper.url}: {exc}")
         return None
@@ -403,8 +400,7 @@ def _webhook_texts(transport: KubeTransport) -> dict[str, str]:
             continue
         url = f"http://{ip}:{WEBHOOK_METRICS_PORT}/metrics"
         try:
-            with urllib.request.urlopen(url, timeout=10) as resp:
-                out[name] = resp.read().decode()
+            out[name] = fetch_text(url)
         except OSError as exc:
             say(f"[bench] webhook pod {name}: {url}: {exc}")
     return out

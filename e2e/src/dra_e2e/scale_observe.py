@@ -87,6 +87,13 @@ class ClaimWatch:
         ]
 
 
+def fetch_text(url: str, timeout: float = 10.0) -> str:
+    """The body of a plain-HTTP GET of ``url`` (a component's ``/metrics``); ``OSError``
+    when it does not answer."""
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        return str(resp.read().decode())
+
+
 @dataclass
 class MetricsScraper:
     """When each claim of ``namespace`` first shows in ``kube_resourceclaim_allocated`` of
@@ -107,8 +114,7 @@ class MetricsScraper:
         while not self._stop.is_set():
             began = time.monotonic()
             try:
-                with urllib.request.urlopen(self.url, timeout=10) as resp:
-                    text = resp.read().decode()
+                text = fetch_text(self.url)
             except OSError as exc:
                 self.failures += 1
                 if self.failures <= 3:
