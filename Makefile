@@ -46,7 +46,7 @@ demo: install ## the main job: a local cluster, the chart on fake GPUs, the seed
 validate-demo: install ## offline: validate and summarise the seed and NVIDIA demo objects
 	$(UV) run --frozen python scripts/demo.py
 
-bench: install ## benchmarks (on demand; BENCH=name filters), each printing ratios against a named baseline
+bench: prepare ## benchmarks (on demand; BENCH=name filters; installs the Debian packages the cluster benchmarks need), each printing ratios against a named baseline
 	$(UV) run --frozen python -m bench $(BENCH)
 
 proto: install ## regenerate the gRPC stubs of the kubelet plugin core from its .proto files
