@@ -10,13 +10,16 @@ It counts for every DeviceClass whose selectors all match it.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from dra_allocator import capacity as cap
 from dra_allocator.cluster import Cluster
 from dra_allocator.counters import CounterTracker
-from dra_allocator.model import DeviceID, DeviceInfo
+from dra_allocator.features import Features
+from dra_allocator.model import DeviceID, DeviceInfo, SliceInfo
+from dra_allocator.nodes import NodeInfo
 from dra_allocator.pools import Pool
 from dra_allocator.selectors import SelectorCompileFailure, evaluate
 from dra_allocator.taints import untolerated_taint
@@ -96,18 +99,31 @@ class _NodeEntry:
 
 
 class AvailabilityCache:
-    """Each node's counts, kept while nothing they depend on changed.
+    """Each node's counts, kept while nothing they depend on changed, and their sum.
 
     A node's free devices depend on its pools' slices, the DeviceClasses, which of its
     devices are allocated (exclusively or shared, with their consumed capacity) and the
     feature gates. Parsed slices and classes are the same objects until they change (the
     controller's view), so their identities stand for their content; so do the pools of a
     cluster given a :class:`~dra_allocator.pool_cache.PoolCache`.
+
+    While the cluster-wide inputs (slices, classes, nodes, features) stay as they were, only
+    allocations change, and :func:`free_devices` looks at only the nodes that can reach a
+    device whose allocation changed: at 1,000 nodes, checking every node's key was the
+    largest part of a reconcile (docs/scale.md).
     """
 
     def __init__(self) -> None:
         """An empty cache."""
         self._nodes: dict[str, _NodeEntry] = {}
+        # Every node's counts together (a series names its node: the nodes' are disjoint).
+        self._total: dict[AvailableSeries, int] = {}
+        # What the last pass saw, to tell which nodes the next one must look at.
+        self._world: _World | None = None
+        self._held: frozenset[DeviceID] = frozenset()
+        self._capacity: dict[DeviceID, tuple[tuple[str, object], ...]] = {}
+        # Device -> the nodes whose pools offer it (several for network-attached devices).
+        self._device_nodes: dict[DeviceID, list[str]] = {}
 
     def node_counts(
         self, cluster: Cluster, node_name: str, inputs: _Inputs | None = None
@@ -130,7 +146,7 @@ class AvailabilityCache:
             tuple(id(s) for p in pools for s in p.slices),
             inputs.class_ids,
             tuple(i in held for i in ids),
-            tuple(tuple(sorted((state.capacity.get(i) or {}).items())) for i in shareable),
+            tuple(_capacity_key(state.capacity.get(i)) for i in shareable),
             cluster.features,
         )
         if entry is not None and entry.key == key:
@@ -139,10 +155,84 @@ class AvailabilityCache:
         self._nodes[node_name] = _NodeEntry(key, inputs.classes, counts, pools, ids, shareable)
         return counts
 
-    def retain(self, nodes: set[str]) -> None:
-        """Forget nodes that are gone."""
+    def total(self, cluster: Cluster) -> Counter[AvailableSeries]:
+        """Every node's counts, as :func:`free_devices` gives them."""
+        inputs = _Inputs.of(cluster)
+        capacity = {i: _capacity_key(c) for i, c in cluster.state.capacity.items()}
+        world = _World.of(cluster, inputs)
+        if self._world is not None and self._world.same(world):
+            changed = inputs.held ^ self._held
+            changed |= {
+                i
+                for i in capacity.keys() | self._capacity.keys()
+                if capacity.get(i) != self._capacity.get(i)
+            }
+            touched = {n for i in changed for n in self._device_nodes.get(i, ())}
+            for node_name in sorted(touched):
+                self._refresh(cluster, node_name, inputs)
+        else:
+            names = cluster.node_names()
+            for node_name in names:
+                self._refresh(cluster, node_name, inputs)
+            self._retain(set(names))
+            self._device_nodes = {}
+            for node_name, entry in self._nodes.items():
+                for i in entry.ids:
+                    self._device_nodes.setdefault(i, []).append(node_name)
+        self._world, self._held, self._capacity = world, inputs.held, capacity
+        return Counter(self._total)
+
+    def _refresh(self, cluster: Cluster, node_name: str, inputs: _Inputs) -> None:
+        old = self._nodes.get(node_name)
+        counts = self.node_counts(cluster, node_name, inputs)
+        if old is not None and old.counts is counts:
+            return
+        if old is not None:
+            for series in old.counts:
+                self._total.pop(series, None)
+        self._total.update(counts)
+
+    def _retain(self, nodes: set[str]) -> None:
+        """Forget nodes that are gone, and their series."""
         if len(self._nodes) > len(nodes):
-            self._nodes = {k: v for k, v in self._nodes.items() if k in nodes}
+            for name in [n for n in self._nodes if n not in nodes]:
+                for series in self._nodes.pop(name).counts:
+                    self._total.pop(series, None)
+
+
+def _capacity_key(consumed: Mapping[str, object] | None) -> tuple[tuple[str, object], ...]:
+    """A device's consumed capacity, comparable across reconciles."""
+    return tuple(sorted((consumed or {}).items()))
+
+
+def _same_objects(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
+@dataclass(frozen=True, slots=True)
+class _World:
+    """The cluster-wide inputs of every node's counts but the allocations."""
+
+    # The objects themselves, not their ids: held here, they cannot be freed and their ids
+    # taken by others.
+    slices: tuple[SliceInfo, ...]
+    classes: tuple[object, ...]
+    features: Features
+    nodes: dict[str, NodeInfo]
+
+    @classmethod
+    def of(cls, cluster: Cluster, inputs: _Inputs) -> _World:
+        return cls(tuple(cluster.index.slices), inputs.classes, cluster.features, cluster.nodes)
+
+    def same(self, other: _World) -> bool:
+        """Whether ``other`` has the same slices and classes (the same objects: parsed
+        once, replaced when they change), features and nodes."""
+        return (
+            _same_objects(self.slices, other.slices)
+            and _same_objects(self.classes, other.classes)
+            and self.features == other.features
+            and self.nodes == other.nodes
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,10 +273,4 @@ def free_devices(
 ) -> Counter[AvailableSeries]:
     """Free devices per (node, class, attribute); every class appears for nodes with devices."""
     cache = cache if cache is not None else AvailabilityCache()
-    counts: Counter[AvailableSeries] = Counter()
-    names = cluster.node_names()
-    inputs = _Inputs.of(cluster)
-    for node_name in names:
-        counts.update(cache.node_counts(cluster, node_name, inputs))
-    cache.retain(set(names))
-    return counts
+    return cache.total(cluster)
