@@ -374,8 +374,9 @@ def test_daemon_claim_outside_the_driver_namespace_is_refused_per_claim(
     assert not (plugin.tmp / "domains" / uid).exists()
     assert not (plugin.tmp / "cdi" / CDI_KIND.spec_file_name("d-x")).exists()
     assert plugin.run(plugin.engine.prepared_claims()) == {}
-    # Refused before the domain is looked up: the claim learns nothing of it.
-    assert not [p for _, p in api.requests if "computedomains" in p]
+    # Refused before the domain is looked up: the claim learns nothing of it. The cache's
+    # own watch reopens every second or so whatever the claim does (CI saw one land here).
+    assert not [p for m, p in api.requests if m != "WATCH" and "computedomains" in p]
     # The driver's own daemon claim of the same domain still prepares.
     own = plugin.add(_claim(uid, device="daemon-0", uid="d-1", namespace=DRIVER_NS))
     plugin.run(plugin.engine.prepare(own))
