@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from allocation_builders import DEFAULT_CLASS, DRIVER, device_class, resource_claim, resource_slice
 from dra_allocator.cel_engine import CelEngine
+from dra_allocator.claim_changes import ClaimChanges, next_serial
 from dra_allocator.cluster import Cluster
 from dra_allocator.features import Features
 from dra_allocator.model import ClaimInfo, parse_objects
@@ -75,6 +76,58 @@ def test_any_sequence_of_changes_gives_the_state_of_the_claims(seed: int, consum
         got = cache.state_for(listed, consumable=consumable)
         want = AllocatedState.from_claims(listed, consumable=consumable)
         assert _normal(got) == _normal(want)
+
+
+@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("consumable", [True, False])
+def test_any_sequence_of_claim_changes_gives_the_state_of_the_claims(
+    seed: int, consumable: bool
+) -> None:
+    """Told which claims changed (as the controller's view tells it), the cache looks at
+    those alone and still has the state of all the claims."""
+    rng = random.Random(seed)
+    cache = StateCache()
+    claims = {f"c{i}": _claim(rng, f"c{i}") for i in range(6)}
+    changes = ClaimChanges(next_serial())
+    cache.state_for(list(claims.values()), consumable=consumable, changes=changes)
+    for _ in range(30):
+        pairs: list[tuple[ClaimInfo | None, ClaimInfo | None]] = []
+        for _ in range(rng.randrange(4)):
+            name = f"c{rng.randrange(9)}"
+            before = claims.get(name)
+            if rng.random() < 0.7:
+                claims[name] = _claim(rng, name)
+            else:
+                claims.pop(name, None)
+            if before is not claims.get(name):
+                pairs.append((before, claims.get(name)))
+        changes = ClaimChanges(next_serial(), since=changes.serial, changed=pairs)
+        # Not the claims: what the cache must not read when the changes follow its last.
+        got = cache.state_for([], consumable=consumable, changes=changes)
+        want = AllocatedState.from_claims(claims.values(), consumable=consumable)
+        assert _normal(got) == _normal(want)
+
+
+def test_changes_that_do_not_follow_the_last_claims_are_not_applied() -> None:
+    """Changes against another snapshot (one skipped, another source, none before) are not
+    the cache's: it compares every claim instead."""
+    rng = random.Random(7)
+    claims = [_claim(rng, f"c{i}") for i in range(5)]
+    while claims[0].allocation is None:
+        claims[0] = _claim(rng, "c0")
+    cache = StateCache()
+    first = ClaimChanges(next_serial())
+    cache.state_for(claims, consumable=True, changes=first)
+    skipped = ClaimChanges(next_serial(), since=first.serial)
+    gone = claims.pop(0)
+    # Says nothing changed, but follows the skipped snapshot, not the cache's last.
+    stale = ClaimChanges(next_serial(), since=skipped.serial)
+    got = cache.state_for(claims, consumable=True, changes=stale)
+    assert _normal(got) == _normal(AllocatedState.from_claims(claims, consumable=True))
+    # A first call with changes that follow something: nothing before, so every claim.
+    fresh = StateCache()
+    got = fresh.state_for([gone], consumable=True, changes=ClaimChanges(next_serial(), since=1))
+    assert _normal(got) == _normal(AllocatedState.from_claims([gone], consumable=True))
 
 
 def test_a_claim_whose_allocation_changed_in_place_is_taken_out_and_added_again() -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from dra_api_types import AllocationResult
 
 from .allocator import Allocated, Allocator, Unsatisfiable
+from .claim_changes import ClaimChanges
 from .features import Features
 from .model import MODE_EXACT, ClaimInfo, ClassInfo, DeviceID, SliceInfo
 from .nodes import NodeInfo
@@ -49,12 +50,13 @@ class Cluster:
         pool_order: Sequence[PoolID] | None = None,
         pool_cache: PoolCache | None = None,
         state_cache: StateCache | None = None,
+        claim_changes: ClaimChanges | None = None,
     ) -> None:
         self.features = features or Features()
         # The stable variant's pool order (upstream: Go map order); see SliceIndex.
         self.pool_order = pool_order
         self.classes = {c.name: c for c in classes}
-        self.index = SliceIndex(slices)
+        self.index = pool_cache.index(slices) if pool_cache is not None else SliceIndex(slices)
         self.nodes: dict[str, NodeInfo] = {n.name: n for n in nodes}
         for name in self.index.node_names():
             self.nodes.setdefault(name, NodeInfo(name=name))
@@ -62,7 +64,7 @@ class Cluster:
         if state_cache is None:
             self.state = AllocatedState.from_claims(claims, consumable=consumable)
         else:
-            self.state = state_cache.state_for(claims, consumable=consumable)
+            self.state = state_cache.state_for(claims, consumable=consumable, changes=claim_changes)
         # The cache's state is shared with later clusters: copied before a commit changes it.
         self._state_shared = state_cache is not None
         self.allocator = Allocator(
@@ -76,7 +78,7 @@ class Cluster:
         self._sorted_nodes = sorted(self.nodes)
         self._pool_cache = pool_cache
         if pool_cache is not None:
-            pool_cache.use(self.index.slices, self.features, pool_order, self.nodes)
+            pool_cache.use(self.index, self.features, pool_order, self.nodes)
 
     @classmethod
     def from_snapshot(
@@ -92,8 +94,9 @@ class Cluster:
     ) -> Cluster:
         """The cluster of a snapshot: its classes, slices and nodes, and every claim of it
         that is allocated holding its devices (pending ones hold nothing). ``pool_cache``
-        keeps per-node pools across snapshots of the same slices, ``state_cache`` the
-        allocated state across snapshots of mostly the same claims."""
+        keeps the slices' index and per-node pools across snapshots of the same slices,
+        ``state_cache`` the allocated state across snapshots of mostly the same claims
+        (updated by the snapshot's ``claim_changes`` when they follow its last)."""
         return cls(
             classes=snapshot.classes,
             slices=snapshot.slices,
@@ -105,6 +108,7 @@ class Cluster:
             pool_order=pool_order,
             pool_cache=pool_cache,
             state_cache=state_cache,
+            claim_changes=snapshot.claim_changes,
         )
 
     def node(self, name: str) -> NodeInfo:

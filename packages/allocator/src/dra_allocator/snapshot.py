@@ -18,6 +18,7 @@ from dra_api_types.beta_to_v1 import convert_to_v1, is_convertible_beta
 from dra_api_types.driver_classes import driver_device_class
 from dra_api_types.errors import ValidationError
 
+from .claim_changes import ClaimChanges
 from .claim_interning import ClaimInterner
 from .errors import AllocationError
 from .inputs import Document
@@ -44,6 +45,8 @@ class Snapshot:
     pods: list[Pod] = field(default_factory=list)
     #: What the snapshot assumed that the input does not say (made-up names, chart classes).
     notes: list[str] = field(default_factory=list)
+    #: Which claims differ from the source's snapshot before (None: not known).
+    claim_changes: ClaimChanges | None = None
 
     def claim(self, key: str) -> ClaimInfo | None:
         """Look up ``namespace/name``."""

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from dra_api_types import AllocationResult, Amount
 
+from .claim_changes import ClaimChanges
 from .model import ClaimInfo, DeviceID
 
 
@@ -122,6 +123,11 @@ class StateCache:
     out and added again. The cache holds the claims and allocations it added, so their
     identities cannot be reused by other objects while it is in use.
 
+    Given the snapshot's :class:`~.claim_changes.ClaimChanges` that follow the last claims
+    asked for, only the changed claims are looked at; a claim's allocation is then taken as
+    it was when the claim was added (a caller that commits allocations to its claims passes
+    no changes, and is compared by identity as above).
+
     The state returned is the cache's own: a caller that changes it must copy it first
     (:class:`~dra_allocator.cluster.Cluster` does on commit).
     """
@@ -131,14 +137,42 @@ class StateCache:
         self._state: AllocatedState | None = None
         # id(claim) -> (the claim, the allocation added for it)
         self._held: dict[int, tuple[ClaimInfo, AllocationResult]] = {}
+        # The snapshot whose claims the state is of (ClaimChanges.serial), if known.
+        self._serial: int | None = None
 
-    def state_for(self, claims: Iterable[ClaimInfo], *, consumable: bool) -> AllocatedState:
-        """The state :meth:`AllocatedState.from_claims` gives for ``claims``."""
-        wanted = {id(c): (c, c.allocation) for c in claims if c.allocation is not None}
+    def state_for(
+        self,
+        claims: Iterable[ClaimInfo],
+        *,
+        consumable: bool,
+        changes: ClaimChanges | None = None,
+    ) -> AllocatedState:
+        """The state :meth:`AllocatedState.from_claims` gives for ``claims``, which are the
+        claims of the snapshot ``changes`` describes (when given)."""
         state = self._state
         if state is None or state.consumable != consumable:
             state = AllocatedState(consumable=consumable)
-            self._state, self._held = state, {}
+            self._state, self._held, self._serial = state, {}, None
+        if changes is not None and changes.follows(self._serial):
+            self._apply(state, changes)
+        else:
+            self._compare(state, claims)
+        self._serial = changes.serial if changes is not None else None
+        return state
+
+    def _apply(self, state: AllocatedState, changes: ClaimChanges) -> None:
+        held = self._held
+        for before, after in changes.changed:
+            if before is not None:
+                gone = held.pop(id(before), None)
+                if gone is not None:
+                    state.remove_allocation(gone[0].key, gone[1])
+            if after is not None and after.allocation is not None and id(after) not in held:
+                state.add_allocation(after.key, after.allocation)
+                held[id(after)] = (after, after.allocation)
+
+    def _compare(self, state: AllocatedState, claims: Iterable[ClaimInfo]) -> None:
+        wanted = {id(c): (c, c.allocation) for c in claims if c.allocation is not None}
         held = self._held
         for key, (claim, allocation) in list(held.items()):
             now = wanted.get(key)
@@ -149,4 +183,3 @@ class StateCache:
             if key not in held and allocation is not None:
                 state.add_allocation(claim.key, allocation)
                 held[key] = (claim, allocation)
-        return state

@@ -18,9 +18,9 @@ from dra_allocator import capacity as cap
 from dra_allocator.cluster import Cluster
 from dra_allocator.counters import CounterTracker
 from dra_allocator.features import Features
-from dra_allocator.model import DeviceID, DeviceInfo, SliceInfo
+from dra_allocator.model import DeviceID, DeviceInfo
 from dra_allocator.nodes import NodeInfo
-from dra_allocator.pools import Pool
+from dra_allocator.pools import Pool, SliceIndex
 from dra_allocator.selectors import SelectorCompileFailure, evaluate
 from dra_allocator.taints import untolerated_taint
 
@@ -110,7 +110,9 @@ class AvailabilityCache:
     While the cluster-wide inputs (slices, classes, nodes, features) stay as they were, only
     allocations change, and :func:`free_devices` looks at only the nodes that can reach a
     device whose allocation changed: at 1,000 nodes, checking every node's key was the
-    largest part of a reconcile (docs/scale.md).
+    largest part of a reconcile (docs/scale.md). The slices are the same while the cluster's
+    index is (clusters built with one pool cache share it); clusters built without one are
+    counted node by node, each node's key checked.
     """
 
     def __init__(self) -> None:
@@ -215,20 +217,21 @@ class _World:
 
     # The objects themselves, not their ids: held here, they cannot be freed and their ids
     # taken by others.
-    slices: tuple[SliceInfo, ...]
+    index: SliceIndex
     classes: tuple[object, ...]
     features: Features
     nodes: dict[str, NodeInfo]
 
     @classmethod
     def of(cls, cluster: Cluster, inputs: _Inputs) -> _World:
-        return cls(tuple(cluster.index.slices), inputs.classes, cluster.features, cluster.nodes)
+        return cls(cluster.index, inputs.classes, cluster.features, cluster.nodes)
 
     def same(self, other: _World) -> bool:
-        """Whether ``other`` has the same slices and classes (the same objects: parsed
-        once, replaced when they change), features and nodes."""
+        """Whether ``other`` has the same slices (the same index: a cluster's pool cache
+        keeps it while the slices are the same objects, parsed once and replaced when they
+        change), the same classes (objects), features and nodes."""
         return (
-            _same_objects(self.slices, other.slices)
+            self.index is other.index
             and _same_objects(self.classes, other.classes)
             and self.features == other.features
             and self.nodes == other.nodes

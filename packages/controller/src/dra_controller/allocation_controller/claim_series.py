@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
+from dra_allocator.claim_changes import ClaimChanges
 from dra_allocator.model import ClaimInfo
 
 #: Label value when a claim names no class (no requests, or a request not understood).
@@ -62,15 +63,20 @@ def _one_claim(claim: ClaimInfo) -> tuple[bool, list[ClaimSeries]]:
 
 
 class SeriesCache:
-    """Each claim's series, kept while the same parsed claim object comes back.
+    """Each claim's series, and all of them by side, kept between reconciles.
 
     The controller's view hands out the same ClaimInfo until the claim changes, so a
-    reconcile after one change recomputes one claim's series.
+    reconcile after one change recomputes one claim's series. Given the snapshot's
+    :class:`~dra_allocator.claim_changes.ClaimChanges` that follow the last claims seen,
+    only the changed claims are looked at; else every claim, compared by identity.
     """
 
     def __init__(self) -> None:
         """An empty cache."""
         self._by_key: dict[str, tuple[ClaimInfo, bool, list[ClaimSeries]]] = {}
+        # The last claims' series by side, in their claims' order, and the claims' snapshot.
+        self._sides: tuple[list[ClaimSeries], list[ClaimSeries]] | None = None
+        self._serial: int | None = None
 
     def series(self, claim: ClaimInfo) -> tuple[bool, list[ClaimSeries]]:
         """(allocated?, series) of one claim."""
@@ -86,18 +92,42 @@ class SeriesCache:
         if len(self._by_key) > len(keys):
             self._by_key = {k: v for k, v in self._by_key.items() if k in keys}
 
+    def sides(
+        self, claims: Iterable[ClaimInfo], changes: ClaimChanges | None = None
+    ) -> tuple[list[ClaimSeries], list[ClaimSeries]]:
+        """(allocated, pending) series of ``claims``, the claims of the snapshot ``changes``
+        describes (when given)."""
+        if changes is not None and self._sides is not None and changes.follows(self._serial):
+            if changes.changed:
+                for before, after in changes.changed:
+                    if after is not None:
+                        self.series(after)
+                    elif before is not None:
+                        self._by_key.pop(before.key, None)
+                self._sides = self._flatten()
+        else:
+            keys = set()
+            for claim in claims:
+                keys.add(claim.key)
+                self.series(claim)
+            self.retain(keys)
+            self._sides = self._flatten()
+        self._serial = changes.serial if changes is not None else None
+        return list(self._sides[0]), list(self._sides[1])
+
+    def _flatten(self) -> tuple[list[ClaimSeries], list[ClaimSeries]]:
+        entries = self._by_key.values()
+        allocated = [s for _, is_allocated, ss in entries if is_allocated for s in ss]
+        pending = [s for _, is_allocated, ss in entries if not is_allocated for s in ss]
+        return allocated, pending
+
 
 def claim_series(
-    claims: Iterable[ClaimInfo], cache: SeriesCache | None = None
+    claims: Iterable[ClaimInfo],
+    cache: SeriesCache | None = None,
+    changes: ClaimChanges | None = None,
 ) -> tuple[list[ClaimSeries], list[ClaimSeries]]:
-    """(allocated, pending) series: one per claim and class."""
+    """(allocated, pending) series: one per claim and class. With ``cache``, the claims'
+    series are kept for the next call, updated by ``changes`` when they follow its last."""
     cache = cache if cache is not None else SeriesCache()
-    allocated: list[ClaimSeries] = []
-    pending: list[ClaimSeries] = []
-    keys = set()
-    for claim in claims:
-        keys.add(claim.key)
-        is_allocated, series = cache.series(claim)
-        (allocated if is_allocated else pending).extend(series)
-    cache.retain(keys)
-    return allocated, pending
+    return cache.sides(claims, changes)

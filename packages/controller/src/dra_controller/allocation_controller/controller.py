@@ -108,6 +108,9 @@ class AllocationController:
         # allocated state is updated by the claims that changed.
         self._pool_cache = PoolCache()
         self._state_cache = StateCache()
+        # After the view's own listeners (it subscribed when made, above): a change is
+        # recorded in the view before the loop is woken for it, so the reconcile it wakes
+        # cannot miss it.
         for store in stores.values():
             store.subscribe(lambda *_: self.dirty.set())
 
@@ -128,7 +131,9 @@ class AllocationController:
             pool_cache=self._pool_cache,
             state_cache=self._state_cache,
         )
-        allocated, pending = claim_series(snapshot.claims, self._series_cache)
+        allocated, pending = claim_series(
+            snapshot.claims, self._series_cache, snapshot.claim_changes
+        )
         available = free_devices(cluster, self._availability_cache)
         findings: list[Finding] = []
         if self.is_leader():

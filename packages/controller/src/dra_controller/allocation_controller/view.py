@@ -2,9 +2,15 @@
 
 Each object is read once per resourceVersion (slices also once per set of
 DeviceTaintRules), so a change to one claim costs one parse, not ten thousand. The caches
+tell the view which keys changed, so a snapshot looks only at those (a relist, or new
+DeviceTaintRules for the slices, has it look at every object of the kind); and the caches
 replace objects rather than change them, so an object that is still the one read last time
 is known unchanged without looking into it. Parsed slices keep their devices, and with them
 the devices' cached selector results.
+
+Each snapshot says which claims differ from the view's snapshot before
+(:class:`~dra_allocator.claim_changes.ClaimChanges`), for what is derived from every claim
+to be updated by those alone.
 
 A parsed slice holds reference cycles (each device refers to its slice), so one that is
 replaced or deleted is freed only by the cyclic collector; ``slices_dropped`` counts them
@@ -19,15 +25,30 @@ pods only to diagnose unschedulable ones, and a bound pod never is again.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+from dra_allocator.claim_changes import ClaimChanges, next_serial
 from dra_allocator.claim_interning import ClaimInterner
-from dra_allocator.snapshot import Snapshot, add_to_snapshot, read_object
+from dra_allocator.model import ClaimInfo
+from dra_allocator.snapshot import Snapshot, read_object
 from dra_kube_client.informers.store import Store
 
 KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim", "Node", "Pod")
+#: The snapshot's list of each kind's objects.
+_FIELDS = {
+    "DeviceClass": "classes",
+    "ResourceSlice": "slices",
+    "ResourceClaim": "claims",
+    "Node": "nodes",
+    "Pod": "pods",
+}
+
+ClaimPair = tuple[ClaimInfo | None, ClaimInfo | None]
+#: The DeviceTaintRules a slice is read with.
+Rules = Sequence[Mapping[str, Any]]
 
 
 def resource_version(obj: Mapping[str, object]) -> str:
@@ -51,26 +72,50 @@ class ClusterView:
     """Parsed objects of the caches, kept between snapshots.
 
     An object the allocator cannot read is left out of every snapshot, and ``on_error`` is
-    told once per resourceVersion (not on every reconcile).
+    told once per resourceVersion (not on every reconcile). The view subscribes to the
+    stores when made; objects of a kind appear in a snapshot in the order the view first
+    read them.
     """
 
     stores: Mapping[str, Store]
     on_error: Callable[[str, str, Exception], None] = lambda *_: None
     # kind -> key -> how it was read
     _parsed: dict[str, dict[str, Read]] = field(default_factory=dict)
+    # kind -> key -> what it was read as, for the readable objects
+    _items: dict[str, dict[str, object]] = field(default_factory=dict)
+    # kind -> the keys the store changed since the last snapshot (a dict as an ordered
+    # set); absent or None: look at every object (never read yet, or relisted)
+    _dirty: dict[str, dict[str, None] | None] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
     _rules_version: int = -1
     #: Claims made from one template share their spec's parsed objects (and more).
     _interner: ClaimInterner = field(default_factory=ClaimInterner)
+    # The last snapshot's ClaimChanges.serial.
+    _serial: int | None = None
     #: Parsed slices replaced or deleted since the view was made (a running count).
     slices_dropped: int = 0
+
+    def __post_init__(self) -> None:
+        for store in self.stores.values():
+            store.subscribe(self._changed)
+
+    def _changed(self, kind: str, key: str) -> None:
+        # Called by the store after each change, from the informer's thread.
+        with self._lock:
+            keys = self._dirty.get(kind)
+            if key == "*":
+                self._dirty[kind] = None
+            elif keys is not None:
+                keys[key] = None
 
     @property
     def slices_parsed(self) -> int:
         """Parsed slices held now."""
-        return sum(r.item is not None for r in self._parsed.get("ResourceSlice", {}).values())
+        return len(self._items.get("ResourceSlice", {}))
 
     def snapshot(self) -> Snapshot:
-        """Classes, slices, claims, nodes and pods as they are cached now.
+        """Classes, slices, claims, nodes and pods as they are cached now, and which claims
+        changed since the last snapshot.
 
         The parsed objects are shared between snapshots (that is what makes them cheap): a
         caller must not commit allocations to the claims (diagnosis never does).
@@ -78,44 +123,103 @@ class ClusterView:
         rules_store = self.stores.get("DeviceTaintRule")
         rules = list(rules_store.items().values()) if rules_store is not None else []
         rules_version = rules_store.version if rules_store is not None else 0
-        if rules_version != self._rules_version:
+        reread_slices = rules_version != self._rules_version
+        if reread_slices:
             dropped = self._parsed.pop("ResourceSlice", {})
             self.slices_dropped += sum(r.item is not None for r in dropped.values())
             self._rules_version = rules_version
         snap = Snapshot()
+        claim_pairs: list[ClaimPair] | None = None
         for kind in KINDS:
             store = self.stores.get(kind)
             if store is None:
                 continue
-            old = self._parsed.get(kind, {})
-            fresh: dict[str, Read] = {}
-            for key, obj in store.items().items():
-                cached = old.get(key)
-                if cached is not None and cached.raw is obj:
-                    fresh[key] = cached
-                    item = cached.item
-                    if item is not None:
-                        add_to_snapshot(snap, item)
-                    continue
-                version = resource_version(obj)
-                if cached is not None and cached.resource_version == version and version:
-                    item = cached.item
+            with self._lock:
+                dirty = self._dirty.get(kind)
+                self._dirty[kind] = {}
+            try:
+                if dirty is None or (reread_slices and kind == "ResourceSlice"):
+                    self._read_all(kind, store, rules)
+                    pairs = None
                 else:
-                    try:
-                        item = read_object(
-                            obj, where=f"{kind} {key}", taint_rules=rules, interner=self._interner
-                        )
-                    except Exception as exc:  # skipped, reported once per resourceVersion
-                        self.on_error(kind, key, exc)
-                        item = None
-                fresh[key] = Read(obj, version, item)
-                if item is None:
-                    continue
-                add_to_snapshot(snap, item)
-            if kind == "ResourceSlice":
-                self.slices_dropped += _dropped(old, fresh)
-            self._parsed[kind] = fresh
+                    pairs = self._read_changed(kind, store, dirty, rules)
+            except BaseException:
+                with self._lock:
+                    self._dirty[kind] = None  # half read: every object again next time
+                raise
+            if kind == "ResourceClaim" and pairs is not None:
+                claim_pairs = [(_claim(a), _claim(b)) for a, b in pairs]
+            getattr(snap, _FIELDS[kind]).extend(self._items[kind].values())
+        serial = next_serial()
+        snap.claim_changes = ClaimChanges(
+            serial,
+            since=self._serial if claim_pairs is not None else None,
+            changed=tuple(claim_pairs or ()),
+        )
+        self._serial = serial
         return snap
+
+    def _read(
+        self, kind: str, key: str, obj: Mapping[str, object], cached: Read | None, rules: Rules
+    ) -> Read:
+        """``obj`` as read: ``cached`` if it is the same object, or at the same version."""
+        if cached is not None and cached.raw is obj:
+            return cached
+        version = resource_version(obj)
+        if cached is not None and cached.resource_version == version and version:
+            return Read(obj, version, cached.item)
+        try:
+            item = read_object(
+                obj, where=f"{kind} {key}", taint_rules=rules, interner=self._interner
+            )
+        except Exception as exc:  # skipped, reported once per resourceVersion
+            self.on_error(kind, key, exc)
+            item = None
+        return Read(obj, version, item)
+
+    def _read_all(self, kind: str, store: Store, rules: Rules) -> None:
+        old = self._parsed.get(kind, {})
+        fresh: dict[str, Read] = {}
+        items: dict[str, object] = {}
+        for key, obj in store.items().items():
+            read = fresh[key] = self._read(kind, key, obj, old.get(key), rules)
+            if read.item is not None:
+                items[key] = read.item
+        if kind == "ResourceSlice":
+            self.slices_dropped += _dropped(old, fresh)
+        self._parsed[kind] = fresh
+        self._items[kind] = items
+
+    def _read_changed(
+        self, kind: str, store: Store, keys: Mapping[str, None], rules: Rules
+    ) -> list[tuple[object, object]]:
+        """Read the objects of ``keys`` again; (before, after) of each item that changed."""
+        parsed, items = self._parsed[kind], self._items[kind]
+        pairs: list[tuple[object, object]] = []
+        for key in keys:
+            obj = store.get(key)
+            cached = parsed.get(key)
+            before = cached.item if cached is not None else None
+            if obj is None:
+                parsed.pop(key, None)
+                after = None
+            else:
+                read = self._read(kind, key, obj, cached, rules)
+                parsed[key] = read
+                after = read.item
+            if after is None:
+                items.pop(key, None)
+            else:
+                items[key] = after
+            if before is not after:
+                pairs.append((before, after))
+                if kind == "ResourceSlice" and before is not None:
+                    self.slices_dropped += 1
+        return pairs
+
+
+def _claim(item: object) -> ClaimInfo | None:
+    return item if isinstance(item, ClaimInfo) else None
 
 
 def _dropped(old: Mapping[str, Read], fresh: Mapping[str, Read]) -> int:
