@@ -457,6 +457,9 @@ def test_pause_bounds_the_share_of_a_core_reconciles_take() -> None:
 
 
 def test_availability_cache_recomputes_only_changed_nodes() -> None:
+    """Clusters built without a pool cache (each with its own slice index): every node's
+    key is checked, and a node nothing changed on keeps its counts (the controller's own
+    wiring, with a pool cache, is tested in test_availability_cache.py)."""
     from dra_controller.allocation_controller.availability import AvailabilityCache
 
     st = stores(_fleet())
