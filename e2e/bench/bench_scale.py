@@ -47,9 +47,11 @@ from typing import Any
 
 from dra_e2e import chart, driver_install
 from dra_e2e.cluster import Cluster
+from dra_e2e.footprint import parse_proc_status
 from dra_e2e.host_cpu import CpuReading, parse_host_totals, split
 from dra_e2e.kwok_cluster import add_kwok_nodes, delete_kwok_nodes, list_kwok_nodes, transport_of
 from dra_e2e.kwok_slices import FLEET_LABEL, GB200
+from dra_e2e.memory_timeline import by_step
 from dra_e2e.pod_usage import PodUsage, parse_stat, pod_usage
 from dra_e2e.process import is_running
 from dra_e2e.scale_domains import (
@@ -69,13 +71,14 @@ from dra_e2e.scale_metrics import (
     components_flow_schema,
     delta,
     histogram_figures,
+    informer_counts,
     lags,
     parse_samples,
     percentile,
     reconcile_span,
     sum_by,
 )
-from dra_e2e.scale_observe import ClaimWatch, MetricsScraper, fetch_text
+from dra_e2e.scale_observe import ClaimWatch, MetricsScraper, RssSampler, fetch_text
 from dra_e2e.scale_report import (
     ALLOCATION_CONTROLLER,
     Churn,
@@ -134,6 +137,8 @@ METRICS_PORT = 8080
 #: The chart's default webhook.metrics.port.
 WEBHOOK_METRICS_PORT = 8080
 SCRAPE_INTERVAL_S = 0.5
+#: How often the allocation controller's resident memory is sampled (a /proc read each).
+RSS_SAMPLE_S = 2.0
 #: Scrapes timed back to back at a phase's end to price one (see ``Usage.scrape_cpu_s``).
 SCRAPES_PRICED = 20
 #: How often the workload is listed whole to see whether it is (two lists of PODS objects
@@ -371,6 +376,26 @@ def _scrape_cpu_s(transport: KubeTransport, url: str) -> float:
     return max(0.0, after.cpu_s - before.cpu_s) / SCRAPES_PRICED
 
 
+def _rss_reader(transport: KubeTransport) -> RssSampler | None:
+    """A sampler of the allocation controller's resident memory (its processes' largest, as
+    its peak is), or ``None`` without its pod; a process gone since is not read."""
+    usage = _usage(transport).get(ALLOCATION_CONTROLLER)
+    if usage is None or not usage.processes:
+        return None
+    pids = [p.pid for p in usage.processes]
+
+    def read() -> int | None:
+        sizes = []
+        for pid in pids:
+            try:
+                sizes.append(parse_proc_status(Path(f"/proc/{pid}/status").read_text()).rss)
+            except OSError:
+                continue
+        return max(sizes, default=None)
+
+    return RssSampler(read, RSS_SAMPLE_S, step="setup")
+
+
 def _scrape_url(transport: KubeTransport) -> str | None:
     pods = _component_pods(transport, ALLOCATION_CONTROLLER)
     ip = next(
@@ -483,6 +508,9 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
     ours_start = _usage(transport) if with_components else {}
     cpu_start = _cpu_reading(cluster, ours_start)
     controller_start = _controller_text(scraper)
+    memory = _rss_reader(transport) if with_components else None
+    if memory is not None:
+        memory.start()
     started = time.monotonic()
     templates_s = _setup(cluster, transport, work, with_components)
     first_calls: dict[str, str] = {}
@@ -494,6 +522,8 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
             own_first_calls["text"] = webhook_texts()
 
     say(f"[bench] {name}: asking for {PODS} pods at {RATE:g}/s ({work.domains} ComputeDomains)")
+    if memory is not None:
+        memory.mark("creation")
     _ask_at_rate(transport, work, on_count)
     created = _wait(
         f"{name}: {PODS} pods scheduled, claims bound",
@@ -532,11 +562,15 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
         ),
     )
     # explain: one allocated claim of the workload, one that stays pending.
+    if memory is not None:
+        memory.mark("explain")
     _apply(cluster, [pending_claim(ns, GPUS)], ns)
     allocated = next(iter(watch.claim_bound))
     explain = (_explain(cluster, ns, "explain-pending"), _explain(cluster, ns, allocated))
     cluster.kubectl("delete", "resourceclaim", "-n", ns, "explain-pending")
     say(f"[bench] {name}: churn")
+    if memory is not None:
+        memory.mark("churn")
     churn_started = time.monotonic()
     deleted_pods, replaced_nodes = _churn(cluster, transport, work, rng)
     settled = _wait(f"{name}: workload whole after churn", lambda: _whole(transport, work))
@@ -555,10 +589,21 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
     )
     usage = None
     if with_components:
+        if memory is not None:
+            memory.stop()
+        controller_last = _controller_text(scraper)
+        lists, restarts = (
+            informer_counts(controller_start, controller_last)
+            if controller_start is not None and controller_last is not None
+            else ({}, {})
+        )
         usage = Usage(
             start=_measured(ours_start),
             end=_measured(_usage(transport)),
             seconds=settled - started,
+            memory=by_step(memory.samples) if memory is not None else (),
+            lists=lists,
+            watch_restarts=restarts,
         )
     watch.stop()
     lag = None

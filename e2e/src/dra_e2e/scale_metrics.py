@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dra_controller.allocation_controller.metrics import RECONCILE_SECONDS
+from dra_controller.allocation_controller.metrics import RECONCILE_SECONDS, RELISTS, WATCH_RESTARTS
 from dra_controller.webhook.metrics import REVIEW_SECONDS
 
 WEBHOOK_HISTOGRAM = "apiserver_admission_webhook_admission_duration_seconds"
@@ -174,6 +174,17 @@ def reconcile_span(before: str, after: str) -> ReconcileSpan:
     p50, p99, count, _ = histogram_figures(RECONCILE_HISTOGRAM, start, end)
     total = sum(span_samples(f"{RECONCILE_HISTOGRAM}_sum", start, end).values())
     return ReconcileSpan(count=count, seconds=total, p50=p50, p99=p99)
+
+
+def informer_counts(before: str, after: str) -> tuple[dict[str, float], dict[str, float]]:
+    """The allocation controller's full lists and reopened watches between two scrapes of its
+    ``/metrics``, by kind (counters: ``_total`` samples)."""
+
+    def by_kind(counter: str) -> dict[str, float]:
+        name = f"{counter}_total"
+        return sum_by(delta(parse_samples(before, name), parse_samples(after, name)), "kind")
+
+    return by_kind(RELISTS), by_kind(WATCH_RESTARTS)
 
 
 def sum_by(samples: Mapping[Labels, float], label: str) -> dict[str, float]:

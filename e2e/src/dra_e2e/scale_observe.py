@@ -4,7 +4,9 @@
 and each claim was first seen, first seen allocated, and first seen allocated and reserved
 for its pod. :class:`MetricsScraper` scrapes our allocation controller's ``/metrics`` every
 ``interval`` seconds and records when each claim of the namespace first shows as allocated
-there. Both run in daemon threads until :meth:`stop`; the times are ``time.monotonic()``.
+there. :class:`RssSampler` reads a process's resident memory every few seconds, each sample
+labelled with the phase's step. All run in daemon threads until :meth:`stop`; the times are
+``time.monotonic()``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from dra_kube_client import JsonTransport
 
+from dra_e2e.memory_timeline import MemorySample
 from dra_e2e.scale_metrics import claims_in
 
 Say = Callable[[str], None]
@@ -134,3 +137,49 @@ class MetricsScraper:
     def stop(self) -> None:
         """Stop scraping."""
         self._stop.set()
+
+
+@dataclass
+class RssSampler:
+    """Reads a process's resident memory every ``interval`` seconds, labelling each sample
+    with the step :meth:`mark` last named (see :mod:`dra_e2e.memory_timeline`). ``read``
+    returns the bytes now, or ``None`` when there is nothing to read (the process gone): no
+    sample then."""
+
+    read: Callable[[], int | None]
+    interval: float = 2.0
+    step: str = "start"
+    samples: list[MemorySample] = field(default_factory=list)
+    _began: float = field(default_factory=time.monotonic)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def sample(self) -> None:
+        """Take one sample now (the thread's loop; also at a step's boundary)."""
+        rss = self.read()
+        if rss is not None:
+            self.samples.append(MemorySample(time.monotonic() - self._began, self.step, rss))
+
+    def mark(self, step: str) -> None:
+        """Close the current step with a sample and label the samples from now ``step``."""
+        self.sample()
+        self.step = step
+        self.sample()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def start(self) -> None:
+        """Sample in a daemon thread until :meth:`stop`."""
+        self._began = time.monotonic()
+        self.sample()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop sampling, with a last sample."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.sample()

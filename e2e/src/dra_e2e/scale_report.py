@@ -8,9 +8,10 @@ measures them).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dra_e2e.host_cpu import CpuSplit, cpu_lines
+from dra_e2e.memory_timeline import StepMemory, describe
 from dra_e2e.pod_usage import PodUsage
 from dra_e2e.scale_metrics import (
     COMPONENTS_FLOW_SCHEMA,
@@ -92,6 +93,12 @@ class Usage:
     #: its ``/metrics`` (every 0.5 s, for the metrics lag; Prometheus scrapes every 15-60 s):
     #: the measured cost of one scrape at the phase's end times the scrapes made.
     scrape_cpu_s: float = 0.0
+    #: the allocation controller's resident memory by step, sampled (empty: not sampled)
+    memory: Sequence[StepMemory] = ()
+    #: the allocation controller's informers over the phase, by kind: full lists, and watches
+    #: reopened (empty: its metrics not read)
+    lists: Mapping[str, float] = field(default_factory=dict)
+    watch_restarts: Mapping[str, float] = field(default_factory=dict)
 
     def cpu_s(self, component: str) -> float | None:
         """CPU seconds ``component`` used over the phase (``None``: not found)."""
@@ -406,8 +413,23 @@ def render(
         lines.append(f"  {phase.name} ({phase.seconds:.0f} s): {counts}")
     ours = with_.requests.get(COMPONENTS_FLOW_SCHEMA, 0.0)
     lines.append(f"  our components ({COMPONENTS_FLOW_SCHEMA}): {ours:.0f} requests in the phase")
+    lines += _memory_lines(with_.usage)
     lines += ["", *creation_cpu_lines(without, with_)]
     return "\n".join(lines)
+
+
+def _memory_lines(usage: Usage | None) -> list[str]:
+    """When the allocation controller's memory rose (its peak RSS is a high-water mark, which
+    says how high, not when), and the full lists its informers made: a relist holds the old
+    objects and the new list at once."""
+    if usage is None or (not usage.memory and not usage.lists):
+        return []
+    lines = [f"\n{ALLOCATION_CONTROLLER} resident memory by step (sampled):"]
+    lines += [f"  {line}" for line in describe(usage.memory).splitlines()]
+    for title, counts in (("full lists", usage.lists), ("watches reopened", usage.watch_restarts)):
+        text = ", ".join(f"{k}={v:.0f}" for k, v in sorted(counts.items())) or "(not read)"
+        lines.append(f"  {title} over the phase, by kind: {text}")
+    return lines
 
 
 def creation_cpu_lines(without: Phase | None, with_: Phase | None) -> list[str]:

@@ -18,6 +18,7 @@ from dra_e2e.scale_metrics import (
     histogram_bucket,
     histogram_figures,
     histogram_quantile,
+    informer_counts,
     lags,
     parse_samples,
     percentile,
@@ -26,6 +27,7 @@ from dra_e2e.scale_metrics import (
     span_samples,
     sum_by,
 )
+from dra_kube_client.informers import InformerStats
 from prometheus_client import generate_latest
 
 BEFORE = f"""# HELP {WEBHOOK_HISTOGRAM} x
@@ -213,3 +215,19 @@ def test_reconciles_over_a_span_come_from_the_controllers_own_histogram() -> Non
     # No reconcile in the span: nothing to say but the count.
     idle = reconcile_span(after, after)
     assert (idle.count, idle.seconds, idle.p50, idle.p99) == (0, 0.0, None, None)
+
+
+def test_informer_lists_and_restarts_over_a_span_come_from_the_controllers_counters() -> None:
+    stats = {
+        "ResourceClaim": InformerStats(lists=1, watch_restarts=4),
+        "Pod": InformerStats(lists=1),
+    }
+    metrics = ControllerMetrics(lambda: {kind: (10, s) for kind, s in stats.items()})
+    before = metrics.exposition().decode()
+    stats["ResourceClaim"] = InformerStats(lists=3, watch_restarts=9)
+    stats["Node"] = InformerStats(lists=1, watch_restarts=2)  # new since: counts from zero
+    after = metrics.exposition().decode()
+    lists, restarts = informer_counts(before, after)
+    assert lists == {"ResourceClaim": 2.0, "Pod": 0.0, "Node": 1.0}
+    assert restarts == {"ResourceClaim": 5.0, "Pod": 0.0, "Node": 2.0}
+    assert informer_counts(after, after)[0] == {"ResourceClaim": 0.0, "Pod": 0.0, "Node": 0.0}

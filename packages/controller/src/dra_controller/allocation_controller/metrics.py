@@ -38,6 +38,9 @@ from .seed_text import SeedText, seed_families, sorted_available
 PREFIX = "dra_allocation_controller"
 #: The histogram of each reconcile's wall time (the scale benchmark reads it too).
 RECONCILE_SECONDS = f"{PREFIX}_reconcile_duration_seconds"
+#: The informers' counters by kind: watches reopened, full lists (the scale benchmark too).
+WATCH_RESTARTS = f"{PREFIX}_watch_restarts"
+RELISTS = f"{PREFIX}_relists"
 
 
 @dataclass(slots=True)
@@ -103,12 +106,12 @@ class _InformerCollector(Collector):
             f"{PREFIX}_cache_objects", "Objects in the informer cache, by kind", labels=["kind"]
         )
         restarts = CounterMetricFamily(
-            f"{PREFIX}_watch_restarts",
+            WATCH_RESTARTS,
             "Watches restarted (ended, broken, or expired), by kind",
             labels=["kind"],
         )
         relists = CounterMetricFamily(
-            f"{PREFIX}_relists",
+            RELISTS,
             "Full lists (the first, and after 410 Gone), by kind",
             labels=["kind"],
         )
