@@ -9,7 +9,7 @@ said in :attr:`Snapshot.notes`. Pods get the ``spec.priority`` their PriorityCla
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,16 @@ from .templates import claims_from_templates
 from .workloads import is_workload, workload_pods
 
 RESOURCE_API = "resource.k8s.io/v1"
+#: Each kind a snapshot holds: the Kubernetes kind, the snapshot's list of its objects, and
+#: the type they are read as.
+_FILING: tuple[tuple[str, str, type], ...] = (
+    ("DeviceClass", "classes", ClassInfo),
+    ("ResourceSlice", "slices", SliceInfo),
+    ("ResourceClaim", "claims", ClaimInfo),
+    ("Node", "nodes", NodeInfo),
+    ("Pod", "pods", Pod),
+)
+_FIELD_OF_KIND = {kind: name for kind, name, _ in _FILING}
 
 
 @dataclass(slots=True)
@@ -47,6 +57,11 @@ class Snapshot:
     notes: list[str] = field(default_factory=list)
     #: Which claims differ from the source's snapshot before (None: not known).
     claim_changes: ClaimChanges | None = None
+
+    def extend(self, kind: str, items: Iterable[Any]) -> None:
+        """Add objects read from ``kind`` (``DeviceClass``, ``ResourceSlice``,
+        ``ResourceClaim``, ``Node`` or ``Pod``) to their list, in order."""
+        getattr(self, _FIELD_OF_KIND[kind]).extend(items)
 
     def claim(self, key: str) -> ClaimInfo | None:
         """Look up ``namespace/name``."""
@@ -120,17 +135,10 @@ def read_object(
 
 
 def add_to_snapshot(snap: Snapshot, item: object) -> None:
-    """File one :func:`read_object` result under its kind."""
-    if isinstance(item, ClassInfo):
-        snap.classes.append(item)
-    elif isinstance(item, SliceInfo):
-        snap.slices.append(item)
-    elif isinstance(item, ClaimInfo):
-        snap.claims.append(item)
-    elif isinstance(item, NodeInfo):
-        snap.nodes.append(item)
-    elif isinstance(item, Pod):
-        snap.pods.append(item)
+    """File one :func:`read_object` result under its kind (nothing for other objects)."""
+    kind = next((kind for kind, _, read_as in _FILING if isinstance(item, read_as)), None)
+    if kind is not None:
+        snap.extend(kind, (item,))
 
 
 def is_taint_rule(data: object) -> bool:

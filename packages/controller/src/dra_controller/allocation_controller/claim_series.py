@@ -78,7 +78,7 @@ class SeriesCache:
         self._sides: tuple[list[ClaimSeries], list[ClaimSeries]] | None = None
         self._serial: int | None = None
 
-    def series(self, claim: ClaimInfo) -> tuple[bool, list[ClaimSeries]]:
+    def _series(self, claim: ClaimInfo) -> tuple[bool, list[ClaimSeries]]:
         """(allocated?, series) of one claim."""
         cached = self._by_key.get(claim.key)
         if cached is not None and cached[0] is claim:
@@ -87,7 +87,7 @@ class SeriesCache:
         self._by_key[claim.key] = (claim, allocated, series)
         return allocated, series
 
-    def retain(self, keys: set[str]) -> None:
+    def _retain(self, keys: set[str]) -> None:
         """Forget claims that are gone (memory stays bounded by the live claims)."""
         if len(self._by_key) > len(keys):
             self._by_key = {k: v for k, v in self._by_key.items() if k in keys}
@@ -101,7 +101,7 @@ class SeriesCache:
             if changes.changed:
                 for before, after in changes.changed:
                     if after is not None:
-                        self.series(after)
+                        self._series(after)
                     elif before is not None:
                         self._by_key.pop(before.key, None)
                 self._sides = self._flatten()
@@ -109,8 +109,8 @@ class SeriesCache:
             keys = set()
             for claim in claims:
                 keys.add(claim.key)
-                self.series(claim)
-            self.retain(keys)
+                self._series(claim)
+            self._retain(keys)
             self._sides = self._flatten()
         self._serial = changes.serial if changes is not None else None
         return list(self._sides[0]), list(self._sides[1])

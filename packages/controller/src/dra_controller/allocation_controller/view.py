@@ -37,14 +37,6 @@ from dra_allocator.snapshot import Snapshot, read_object
 from dra_kube_client.informers.store import Store
 
 KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim", "Node", "Pod")
-#: The snapshot's list of each kind's objects.
-_FIELDS = {
-    "DeviceClass": "classes",
-    "ResourceSlice": "slices",
-    "ResourceClaim": "claims",
-    "Node": "nodes",
-    "Pod": "pods",
-}
 
 ClaimPair = tuple[ClaimInfo | None, ClaimInfo | None]
 #: The DeviceTaintRules a slice is read with.
@@ -149,7 +141,7 @@ class ClusterView:
                 raise
             if kind == "ResourceClaim" and pairs is not None:
                 claim_pairs = [(_claim(a), _claim(b)) for a, b in pairs]
-            getattr(snap, _FIELDS[kind]).extend(self._items[kind].values())
+            snap.extend(kind, self._items[kind].values())
         serial = next_serial()
         snap.claim_changes = ClaimChanges(
             serial,
