@@ -127,5 +127,15 @@ def test_the_view_counts_parsed_slices_replaced_deleted_or_reread_for_new_rules(
             },
         }
     )
-    view.snapshot()
+    tainted = view.snapshot()
     assert (view.slices_dropped, view.slices_parsed) == (3, 1)
+    assert [t.key for d in tainted.slices[0].devices for t in d.taints] == ["maintenance"]
+    # A relist: the slice read before and unchanged is kept, a changed one dropped.
+    st["ResourceSlice"].replace(
+        [slice_("n1", [gpu("g0", "40Gi")], rv="2"), slice_("n3", [gpu("g0", "40Gi")])]
+    )
+    view.snapshot()
+    assert (view.slices_dropped, view.slices_parsed) == (3, 2)
+    st["ResourceSlice"].replace([slice_("n3", [gpu("g0", "40Gi")], rv="2")])
+    view.snapshot()  # n1 gone, n3 replaced
+    assert (view.slices_dropped, view.slices_parsed) == (5, 1)

@@ -39,6 +39,8 @@ from dra_kube_client.informers.store import Store
 KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim", "Node", "Pod")
 
 ClaimPair = tuple[ClaimInfo | None, ClaimInfo | None]
+#: An object as read before and after a change (None: absent, or unreadable).
+ItemPair = tuple[object | None, object | None]
 #: The DeviceTaintRules a slice is read with.
 Rules = Sequence[Mapping[str, Any]]
 
@@ -116,10 +118,6 @@ class ClusterView:
         rules = list(rules_store.items().values()) if rules_store is not None else []
         rules_version = rules_store.version if rules_store is not None else 0
         reread_slices = rules_version != self._rules_version
-        if reread_slices:
-            dropped = self._parsed.pop("ResourceSlice", {})
-            self.slices_dropped += sum(r.item is not None for r in dropped.values())
-            self._rules_version = rules_version
         snap = Snapshot()
         claim_pairs: list[ClaimPair] | None = None
         for kind in KINDS:
@@ -129,17 +127,24 @@ class ClusterView:
             with self._lock:
                 dirty = self._dirty.get(kind)
                 self._dirty[kind] = {}
+            # New DeviceTaintRules change what every slice reads as.
+            reread = reread_slices and kind == "ResourceSlice"
+            whole = dirty is None or reread
             try:
-                if dirty is None or (reread_slices and kind == "ResourceSlice"):
-                    self._read_all(kind, store, rules)
-                    pairs = None
-                else:
+                if dirty is not None and not reread:
                     pairs = self._read_changed(kind, store, dirty, rules)
+                else:
+                    pairs = self._read_all(kind, store, rules, keep=not reread)
             except BaseException:
                 with self._lock:
                     self._dirty[kind] = None  # half read: every object again next time
                 raise
-            if kind == "ResourceClaim" and pairs is not None:
+            if kind == "ResourceSlice":
+                # Only now: slices half read with new rules are read with them again.
+                self._rules_version = rules_version
+                self.slices_dropped += sum(before is not None for before, _ in pairs)
+            elif kind == "ResourceClaim" and not whole:
+                # After a whole read the consumers compare every claim: no pairs to follow.
                 claim_pairs = [(_claim(a), _claim(b)) for a, b in pairs]
             snap.extend(kind, self._items[kind].values())
         serial = next_serial()
@@ -169,25 +174,33 @@ class ClusterView:
             item = None
         return Read(obj, version, item)
 
-    def _read_all(self, kind: str, store: Store, rules: Rules) -> None:
+    def _read_all(self, kind: str, store: Store, rules: Rules, *, keep: bool) -> list[ItemPair]:
+        """Read every object of ``kind`` again, keeping those still cached as read (with
+        ``keep``; else each is parsed again); (before, after) of each item that changed,
+        deleted ones too."""
         old = self._parsed.get(kind, {})
         fresh: dict[str, Read] = {}
         items: dict[str, object] = {}
+        pairs: list[ItemPair] = []
         for key, obj in store.items().items():
-            read = fresh[key] = self._read(kind, key, obj, old.get(key), rules)
+            cached = old.get(key)
+            read = fresh[key] = self._read(kind, key, obj, cached if keep else None, rules)
             if read.item is not None:
                 items[key] = read.item
-        if kind == "ResourceSlice":
-            self.slices_dropped += _dropped(old, fresh)
+            before = cached.item if cached is not None else None
+            if before is not read.item:
+                pairs.append((before, read.item))
+        pairs += [(r.item, None) for k, r in old.items() if k not in fresh and r.item is not None]
         self._parsed[kind] = fresh
         self._items[kind] = items
+        return pairs
 
     def _read_changed(
         self, kind: str, store: Store, keys: Mapping[str, None], rules: Rules
-    ) -> list[tuple[object, object]]:
+    ) -> list[ItemPair]:
         """Read the objects of ``keys`` again; (before, after) of each item that changed."""
         parsed, items = self._parsed[kind], self._items[kind]
-        pairs: list[tuple[object, object]] = []
+        pairs: list[ItemPair] = []
         for key in keys:
             obj = store.get(key)
             cached = parsed.get(key)
@@ -205,19 +218,8 @@ class ClusterView:
                 items[key] = after
             if before is not after:
                 pairs.append((before, after))
-                if kind == "ResourceSlice" and before is not None:
-                    self.slices_dropped += 1
         return pairs
 
 
 def _claim(item: object) -> ClaimInfo | None:
     return item if isinstance(item, ClaimInfo) else None
-
-
-def _dropped(old: Mapping[str, Read], fresh: Mapping[str, Read]) -> int:
-    """Parsed objects of ``old`` that ``fresh`` no longer holds (replaced or deleted)."""
-    return sum(
-        1
-        for key, read in old.items()
-        if read.item is not None and (key not in fresh or fresh[key].item is not read.item)
-    )
