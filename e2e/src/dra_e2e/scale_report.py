@@ -413,12 +413,12 @@ def render(
         lines.append(f"  {phase.name} ({phase.seconds:.0f} s): {counts}")
     ours = with_.requests.get(COMPONENTS_FLOW_SCHEMA, 0.0)
     lines.append(f"  our components ({COMPONENTS_FLOW_SCHEMA}): {ours:.0f} requests in the phase")
-    lines += _memory_lines(with_.usage)
+    lines += memory_lines(with_.usage)
     lines += ["", *creation_cpu_lines(without, with_)]
     return "\n".join(lines)
 
 
-def _memory_lines(usage: Usage | None) -> list[str]:
+def memory_lines(usage: Usage | None) -> list[str]:
     """When the allocation controller's memory rose (its peak RSS is a high-water mark, which
     says how high, not when), and the full lists its informers made: a relist holds the old
     objects and the new list at once."""

@@ -7,7 +7,7 @@ import itertools
 
 from dra_e2e.memory_timeline import MemorySample, StepMemory, by_step, describe
 from dra_e2e.scale_observe import RssSampler
-from dra_e2e.scale_report import Usage, _memory_lines
+from dra_e2e.scale_report import Usage, memory_lines
 
 MB = 1_000_000
 
@@ -64,9 +64,9 @@ def test_report_places_the_peak_and_the_lists() -> None:
         memory=[StepMemory("churn", 3, 210 * MB, 220 * MB, 340 * MB, 6.0)],
         lists={"ResourceClaim": 2.0, "Pod": 1.0},
     )
-    lines = _memory_lines(usage)
+    lines = memory_lines(usage)
     assert "churn: 210.0 -> 220.0 MB, peak 340.0 MB at 6 s (3 samples)" in lines[1]
     assert lines[2].endswith("full lists over the phase, by kind: Pod=1, ResourceClaim=2")
     assert lines[3].endswith("watches reopened over the phase, by kind: (not read)")
-    assert _memory_lines(None) == []
-    assert _memory_lines(Usage(start={}, end={}, seconds=1.0)) == []
+    assert memory_lines(None) == []
+    assert memory_lines(Usage(start={}, end={}, seconds=1.0)) == []
