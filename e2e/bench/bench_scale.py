@@ -51,7 +51,7 @@ from dra_e2e.footprint import parse_proc_status
 from dra_e2e.host_cpu import CpuReading, parse_host_totals, split
 from dra_e2e.kwok_cluster import add_kwok_nodes, delete_kwok_nodes, list_kwok_nodes, transport_of
 from dra_e2e.kwok_slices import FLEET_LABEL, GB200
-from dra_e2e.memory_timeline import by_step
+from dra_e2e.memory_timeline import by_step, thinned
 from dra_e2e.pod_usage import PodUsage, parse_stat, pod_usage
 from dra_e2e.process import is_running
 from dra_e2e.scale_domains import (
@@ -81,6 +81,7 @@ from dra_e2e.scale_metrics import (
 from dra_e2e.scale_observe import ClaimWatch, MetricsScraper, RssSampler, fetch_text
 from dra_e2e.scale_report import (
     ALLOCATION_CONTROLLER,
+    TIMELINE_S,
     Churn,
     Creation,
     Phase,
@@ -602,6 +603,7 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
             end=_measured(_usage(transport)),
             seconds=settled - started,
             memory=by_step(memory.samples) if memory is not None else (),
+            timeline=thinned(memory.samples, TIMELINE_S) if memory is not None else (),
             lists=lists,
             watch_restarts=restarts,
         )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["MemorySample", "StepMemory", "by_step", "describe"]
+__all__ = ["MemorySample", "StepMemory", "by_step", "describe", "thinned"]
 
 _MB = 1_000_000
 
@@ -75,3 +75,15 @@ def describe(steps: Sequence[StepMemory]) -> str:
         f"peak {s.peak / _MB:.1f} MB at {s.peak_at_s:.0f} s ({s.samples} samples)"
         for s in steps
     )
+
+
+def thinned(samples: Iterable[MemorySample], every_s: float) -> list[MemorySample]:
+    """The first sample of each ``every_s``-long window since the phase began (the shape of
+    the curve in a line: ``describe`` keeps only each step's ends and peak)."""
+    out: list[MemorySample] = []
+    window = -1
+    for sample in samples:
+        if int(sample.at_s // every_s) > window:
+            window = int(sample.at_s // every_s)
+            out.append(sample)
+    return out

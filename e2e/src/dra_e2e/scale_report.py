@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dra_e2e.host_cpu import CpuSplit, cpu_lines
-from dra_e2e.memory_timeline import StepMemory, describe
+from dra_e2e.memory_timeline import MemorySample, StepMemory, describe
 from dra_e2e.pod_usage import PodUsage
 from dra_e2e.scale_metrics import (
     COMPONENTS_FLOW_SCHEMA,
@@ -34,6 +34,8 @@ _MB = 1_000_000
 ALLOCATION_CONTROLLER = "allocation-controller"
 #: Issue #27's targets.
 ALLOCATION_RSS_MB = 300
+#: Seconds between the samples of the allocation controller's memory the report lists.
+TIMELINE_S = 60.0
 ALLOCATION_CORES = 0.5
 WEBHOOK_P99_MS = 20
 METRICS_LAG_P99_S = 2.0
@@ -95,6 +97,8 @@ class Usage:
     scrape_cpu_s: float = 0.0
     #: the allocation controller's resident memory by step, sampled (empty: not sampled)
     memory: Sequence[StepMemory] = ()
+    #: one sample of the allocation controller's every :data:`TIMELINE_S` seconds
+    timeline: Sequence[MemorySample] = ()
     #: the allocation controller's informers over the phase, by kind: full lists, and watches
     #: reopened (empty: its metrics not read)
     lists: Mapping[str, float] = field(default_factory=dict)
@@ -426,6 +430,9 @@ def memory_lines(usage: Usage | None) -> list[str]:
         return []
     lines = [f"\n{ALLOCATION_CONTROLLER} resident memory by step (sampled):"]
     lines += [f"  {line}" for line in describe(usage.memory).splitlines()]
+    if usage.timeline:
+        shape = ", ".join(f"{s.rss / _MB:.0f}" for s in usage.timeline)
+        lines.append(f"  every {TIMELINE_S:g} s, MB: {shape}")
     for title, counts in (("full lists", usage.lists), ("watches reopened", usage.watch_restarts)):
         text = ", ".join(f"{k}={v:.0f}" for k, v in sorted(counts.items())) or "(not read)"
         lines.append(f"  {title} over the phase, by kind: {text}")

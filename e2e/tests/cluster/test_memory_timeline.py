@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 
-from dra_e2e.memory_timeline import MemorySample, StepMemory, by_step, describe
+from dra_e2e.memory_timeline import MemorySample, StepMemory, by_step, describe, thinned
 from dra_e2e.scale_observe import RssSampler
 from dra_e2e.scale_report import Usage, memory_lines
 
@@ -31,6 +31,12 @@ def test_each_step_keeps_its_first_last_and_earliest_peak() -> None:
     assert describe(by_step(samples)).splitlines()[2] == (
         "churn: 210.0 -> 220.0 MB, peak 340.0 MB at 6 s (3 samples)"
     )
+
+
+def test_thinned_keeps_the_first_sample_of_each_window() -> None:
+    samples = [MemorySample(t, "creation", int(t)) for t in (0.0, 1.5, 2.0, 2.5, 7.9, 8.0)]
+    assert [s.at_s for s in thinned(samples, 2.0)] == [0.0, 2.0, 7.9, 8.0]
+    assert thinned([], 60.0) == []
 
 
 def test_no_samples_say_so() -> None:
@@ -63,10 +69,12 @@ def test_report_places_the_peak_and_the_lists() -> None:
         seconds=10.0,
         memory=[StepMemory("churn", 3, 210 * MB, 220 * MB, 340 * MB, 6.0)],
         lists={"ResourceClaim": 2.0, "Pod": 1.0},
+        timeline=[MemorySample(0.0, "setup", 166 * MB), MemorySample(60.0, "creation", 171 * MB)],
     )
     lines = memory_lines(usage)
     assert "churn: 210.0 -> 220.0 MB, peak 340.0 MB at 6 s (3 samples)" in lines[1]
-    assert lines[2].endswith("full lists over the phase, by kind: Pod=1, ResourceClaim=2")
-    assert lines[3].endswith("watches reopened over the phase, by kind: (not read)")
+    assert lines[2].endswith("every 60 s, MB: 166, 171")
+    assert lines[3].endswith("full lists over the phase, by kind: Pod=1, ResourceClaim=2")
+    assert lines[4].endswith("watches reopened over the phase, by kind: (not read)")
     assert memory_lines(None) == []
     assert memory_lines(Usage(start={}, end={}, seconds=1.0)) == []
