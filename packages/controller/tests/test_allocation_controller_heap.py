@@ -53,6 +53,32 @@ def test_frozen_cycles_wait_for_the_periodic_full_collection() -> None:
     assert gc.get_freeze_count() == 0
 
 
+def test_garbage_made_since_the_last_freeze_is_collected_not_frozen() -> None:
+    # Another thread's cyclic garbage between two reconciles (a decoded watch event, a
+    # scrape served) that no young collection reached yet: the automatic collections are
+    # off, so only the policy's own can free it.
+    policy = HeapPolicy(full_every_s=600, clock=lambda: 0.0)
+    gc.disable()
+    try:
+        policy.after_reconcile()
+        cycle = _Cycle()
+        alive = weakref.ref(cycle)
+        del cycle
+        policy.after_reconcile()  # not time for a full collection
+        assert alive() is None
+        kept = _Cycle()  # alive at the freeze: frozen, as before
+        kept_alive = weakref.ref(kept)
+        policy.after_reconcile()
+        del kept
+        gc.collect()
+        assert kept_alive() is not None
+    finally:
+        gc.enable()
+        policy.release()
+    gc.collect()
+    assert kept_alive() is None
+
+
 @pytest.mark.parametrize("period", [600.0, None], ids=["with-a-period", "without"])
 def test_the_loop_freezes_after_reconciling_and_releases_when_it_stops(
     period: float | None,

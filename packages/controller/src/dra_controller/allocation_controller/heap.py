@@ -9,9 +9,15 @@ one every ~5 reconciles: in-process, 8 full collections of 240 ms in 40 reconcil
 
 After each reconcile, :class:`HeapPolicy` freezes what is alive (``gc.freeze``: left out of
 later collections, still freed by reference counting as soon as nothing refers to it), so a
-full collection walks only what was created since. The reconcile loop makes no cyclic
-garbage (none found over 30 reconciles in the benchmark); what other code might make among
-frozen objects is found at the next full collection of everything, every ``full_every_s``.
+full collection walks only what was created since. Just before, it collects what is not
+frozen yet, the objects made since the last freeze: the other threads (informers decoding
+watch events, the metrics server) make cyclic garbage between reconciles, and a freeze
+before the young collections reached it kept it until the next full collection. Against a
+local API server feeding the 1,000-node run's 5,164 claims at ~19 a second, the controller
+grew 108 MB freezing alone, 67.5 MB collecting first, 68.6 MB never freezing. That
+collection looks only at what is not frozen (in process, ~100 objects a reconcile, 0.13 ms
+against a 2.5 ms reconcile), not the 390,000 frozen. What becomes cyclic garbage after it
+was frozen is found at the next full collection of everything, every ``full_every_s``.
 
 One thing the loop does turn into cyclic garbage: a parsed slice, once its slice is replaced
 or deleted (its devices refer back to it). Frozen, it would stay until the periodic
@@ -29,8 +35,8 @@ from collections.abc import Callable
 
 
 class HeapPolicy:
-    """Freeze after each reconcile; unfreeze and collect everything every ``full_every_s``,
-    or sooner once enough cached slices were dropped."""
+    """Collect what is not frozen and freeze it after each reconcile; unfreeze and collect
+    everything every ``full_every_s``, or sooner once enough cached slices were dropped."""
 
     def __init__(
         self,
@@ -48,7 +54,8 @@ class HeapPolicy:
         self._dropped_at_full = 0
 
     def after_reconcile(self, *, slices_dropped: int = 0, slices_cached: int = 0) -> None:
-        """Freeze what is alive now, first collecting everything when it is time to.
+        """Collect the garbage among the objects made since the last freeze, and freeze the
+        rest; first unfreeze, to collect everything, when it is time to.
 
         ``slices_dropped`` is the view's running count of parsed slices replaced or deleted,
         ``slices_cached`` how many it holds now.
@@ -60,7 +67,9 @@ class HeapPolicy:
             self._last_full = now
             self._dropped_at_full = slices_dropped
             gc.unfreeze()
-            gc.collect()
+        # Only objects not frozen are looked at: those made since the last freeze (the full
+        # collection's: everything). What of them is cyclic garbage is freed, not frozen.
+        gc.collect()
         gc.freeze()
 
     def release(self) -> None:
