@@ -56,6 +56,7 @@ from dra_e2e.pod_usage import PodUsage, parse_stat, pod_usage
 from dra_e2e.process import is_running
 from dra_e2e.scale_domains import (
     DOMAIN_NODES,
+    DOMAIN_PREFIX,
     channel_device_class,
     channel_template_name,
     compute_domain,
@@ -76,6 +77,7 @@ from dra_e2e.scale_metrics import (
     parse_samples,
     percentile,
     reconcile_span,
+    slowest_by_workload,
     sum_by,
 )
 from dra_e2e.scale_observe import ClaimWatch, MetricsScraper, RssSampler, fetch_text
@@ -534,7 +536,16 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
     controller_end = _controller_text(scraper)
     after_creation, own_after_creation = _metrics(cluster), webhook_texts()
     last = max(watch.scheduled.values(), default=started)
-    bound = [watch.claim_bound[c] - watch.claim_created[c] for c in watch.claim_bound]
+    waits = {c: watch.claim_bound[c] - watch.claim_created[c] for c in watch.claim_bound}
+    bound = list(waits.values())
+    workloads = [*(k.name for k in TEMPLATES), DOMAIN_PREFIX.rstrip("-")]
+    for claim in sorted(waits, key=waits.__getitem__, reverse=True)[:5]:
+        allocated_at = watch.claim_allocated.get(claim, watch.claim_bound[claim])
+        say(
+            f"[bench] {name}: slow claim {claim}: allocated after "
+            f"{allocated_at - watch.claim_created[claim]:.1f} s, "
+            f"reserved after {waits[claim]:.1f} s"
+        )
     say(
         f"[bench] {name}: {len(watch.scheduled)} pods scheduled, {len(bound)} claims bound "
         f"in {created - started:.0f} s"
@@ -556,6 +567,7 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
         own_first=_own_webhook(own_before, own_mid),
         own_steady=_own_webhook(own_mid, own_after_creation),
         cpu=split(cpu_start, cpu_end, created - started),
+        slowest=slowest_by_workload(waits, 0.99, workloads),
         reconciles=(
             reconcile_span(controller_start, controller_end)
             if controller_start is not None and controller_end is not None

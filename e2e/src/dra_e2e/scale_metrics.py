@@ -219,6 +219,23 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[rank - 1]
 
 
+def slowest_by_workload(
+    waits: Mapping[str, float], q: float, workloads: Sequence[str]
+) -> dict[str, int]:
+    """How many claims waited at least the ``q``-quantile of ``waits`` (claim name ->
+    seconds), by the workload whose name begins theirs (a Deployment's pods, and the claims
+    made for them, are named ``<deployment>-...``); ``other`` for the rest."""
+    cut = percentile(list(waits.values()), q)
+    out: dict[str, int] = {}
+    if cut is None:
+        return out
+    for name, wait in waits.items():
+        if wait >= cut:
+            group = next((w for w in workloads if name.startswith(f"{w}-")), "other")
+            out[group] = out.get(group, 0) + 1
+    return out
+
+
 def components_flow_schema(namespace: str) -> dict[str, Any]:
     """A FlowSchema for every service account of ``namespace`` (our components), at the
     priority level service accounts get anyway (``workload-low``): the same treatment, but

@@ -66,6 +66,8 @@ class Creation:
     cpu: CpuSplit | None = None
     #: the allocation controller's reconciles over the same span (``None``: not scraped)
     reconciles: ReconcileSpan | None = None
+    #: how many claims waited at least the claim-to-bound p99, by workload
+    slowest: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -417,6 +419,12 @@ def render(
         lines.append(f"  {phase.name} ({phase.seconds:.0f} s): {counts}")
     ours = with_.requests.get(COMPONENTS_FLOW_SCHEMA, 0.0)
     lines.append(f"  our components ({COMPONENTS_FLOW_SCHEMA}): {ours:.0f} requests in the phase")
+    slow = [p for p in (without, with_) if p is not None and p.creation.slowest]
+    if slow:
+        lines.append("\nclaims at or over the creation's claim-to-bound p99, by workload:")
+    for phase in slow:
+        counts = ", ".join(f"{k}={v}" for k, v in sorted(phase.creation.slowest.items()))
+        lines.append(f"  {phase.name}: {counts}")
     lines += memory_lines(with_.usage)
     lines += ["", *creation_cpu_lines(without, with_)]
     return "\n".join(lines)

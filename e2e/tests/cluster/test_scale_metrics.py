@@ -24,6 +24,7 @@ from dra_e2e.scale_metrics import (
     percentile,
     ratio_ok,
     reconcile_span,
+    slowest_by_workload,
     span_samples,
     sum_by,
 )
@@ -231,3 +232,11 @@ def test_informer_lists_and_restarts_over_a_span_come_from_the_controllers_count
     assert lists == {"ResourceClaim": 2.0, "Pod": 0.0, "Node": 1.0}
     assert restarts == {"ResourceClaim": 5.0, "Pod": 0.0, "Node": 2.0}
     assert informer_counts(after, after)[0] == {"ResourceClaim": 0.0, "Pod": 0.0, "Node": 0.0}
+
+
+def test_the_slowest_claims_are_grouped_by_the_workload_that_begins_their_name() -> None:
+    waits = {f"whole-gpu-7d9f-{i}-gpu-x": 0.1 for i in range(97)}
+    waits |= {"domain-12-5c6b-a-channel-q": 14.0, "domain-3-5c6b-b-gpu-r": 15.0, "odd-1": 20.0}
+    counts = slowest_by_workload(waits, 0.98, ["whole-gpu", "mig-1g", "domain"])
+    assert counts == {"domain": 2, "other": 1}
+    assert slowest_by_workload({}, 0.99, ["whole-gpu"]) == {}

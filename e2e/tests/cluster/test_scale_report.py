@@ -33,6 +33,7 @@ def _phase(
     lag: list[float] | None = None,
     explain: float = 1.0,
     own: bool = False,
+    slowest: dict[str, int] | None = None,
 ) -> Phase:
     creation = Creation(
         pods_per_s=pods_per_s,
@@ -47,6 +48,7 @@ def _phase(
         seconds=50,
         own_first=(0.0021, 0.0182, 31, (0.015, 0.02)) if own else None,
         own_steady=(0.0012, 0.0034, 170, (0.003, 0.005)) if own else None,
+        slowest=slowest or {},
     )
     churn = Churn(
         deleted_pods=20,
@@ -254,3 +256,13 @@ def test_the_controllers_reconciles_during_the_creation_are_reported() -> None:
         "2.5 s = 5.0%",
         "(reported: wall time)",
     )
+
+
+def test_the_slowest_claims_are_counted_by_workload_under_the_table() -> None:
+    without = _phase("without", pods_per_s=5.0, p99=1.0)
+    with_ = _phase("with", pods_per_s=5.0, p99=9.0, slowest={"mig-1g": 1, "domain": 2})
+    lines = render(without, with_, nodes=50, gpus=8, pods=200, rate=5, cpus=2).splitlines()
+    at = lines.index("claims at or over the creation's claim-to-bound p99, by workload:")
+    assert lines[at + 1] == "  with: domain=2, mig-1g=1"
+    quiet = render(without, without, nodes=50, gpus=8, pods=200, rate=5, cpus=2)
+    assert "claim-to-bound p99, by workload" not in quiet
