@@ -47,12 +47,11 @@ from typing import Any
 
 from dra_e2e import chart, driver_install
 from dra_e2e.cluster import Cluster
-from dra_e2e.footprint import parse_proc_status
 from dra_e2e.host_cpu import CpuReading, parse_host_totals, split
 from dra_e2e.kwok_cluster import add_kwok_nodes, delete_kwok_nodes, list_kwok_nodes, transport_of
 from dra_e2e.kwok_slices import FLEET_LABEL, GB200
 from dra_e2e.memory_timeline import by_step, thinned
-from dra_e2e.pod_usage import PodUsage, parse_stat, pod_usage
+from dra_e2e.pod_usage import PodUsage, parse_stat, pod_usage, process_usage
 from dra_e2e.process import is_running
 from dra_e2e.scale_domains import (
     DOMAIN_NODES,
@@ -388,13 +387,8 @@ def _rss_reader(transport: KubeTransport) -> RssSampler | None:
     pids = [p.pid for p in usage.processes]
 
     def read() -> int | None:
-        sizes = []
-        for pid in pids:
-            try:
-                sizes.append(parse_proc_status(Path(f"/proc/{pid}/status").read_text()).rss)
-            except OSError:
-                continue
-        return max(sizes, default=None)
+        found = (process_usage(pid) for pid in pids)
+        return max((u.rss for u in found if u is not None), default=None)
 
     return RssSampler(read, RSS_SAMPLE_S, step="setup")
 
