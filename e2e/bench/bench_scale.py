@@ -50,7 +50,6 @@ from dra_e2e.cluster import Cluster
 from dra_e2e.host_cpu import CpuReading, parse_host_totals, split
 from dra_e2e.kwok_cluster import add_kwok_nodes, delete_kwok_nodes, list_kwok_nodes, transport_of
 from dra_e2e.kwok_slices import FLEET_LABEL, GB200
-from dra_e2e.memory_timeline import by_step, thinned
 from dra_e2e.pod_usage import PodUsage, parse_stat, pod_usage, process_usage
 from dra_e2e.process import is_running
 from dra_e2e.scale_domains import (
@@ -82,13 +81,13 @@ from dra_e2e.scale_metrics import (
 from dra_e2e.scale_observe import ClaimWatch, MetricsScraper, RssSampler, fetch_text
 from dra_e2e.scale_report import (
     ALLOCATION_CONTROLLER,
-    TIMELINE_S,
     Churn,
     Creation,
     Phase,
     Usage,
     WebhookFigures,
     creation_cpu_lines,
+    explain_split,
     render,
     scheduler_rows,
 )
@@ -441,6 +440,8 @@ def _explain(cluster: Cluster, ns: str, claim: str) -> float:
             ns,
             "--kubeconfig",
             str(cluster.kubeconfig),
+            "-v",
+            "1",
         ],
         capture_output=True,
         text=True,
@@ -450,6 +451,8 @@ def _explain(cluster: Cluster, ns: str, claim: str) -> float:
     took = time.monotonic() - started
     if proc.returncode not in (0, 1):  # 1: the claim does not fit (the pending one)
         say(f"[bench] explain {claim} exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
+    else:
+        say(f"[bench] explain {claim}: {explain_split(took, proc.stderr)}")
     return took
 
 
@@ -534,11 +537,11 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
     bound = list(waits.values())
     workloads = [*(k.name for k in TEMPLATES), DOMAIN_PREFIX.rstrip("-")]
     for claim in sorted(waits, key=waits.__getitem__, reverse=True)[:5]:
+        seen = watch.claim_created[claim]
         allocated_at = watch.claim_allocated.get(claim, watch.claim_bound[claim])
         say(
-            f"[bench] {name}: slow claim {claim}: allocated after "
-            f"{allocated_at - watch.claim_created[claim]:.1f} s, "
-            f"reserved after {waits[claim]:.1f} s"
+            f"[bench] {name}: slow claim {claim}: seen {seen - started:.0f} s into the phase, "
+            f"allocated after {allocated_at - seen:.1f} s, reserved after {waits[claim]:.1f} s"
         )
     say(
         f"[bench] {name}: {len(watch.scheduled)} pods scheduled, {len(bound)} claims bound "
@@ -608,8 +611,7 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
             start=_measured(ours_start),
             end=_measured(_usage(transport)),
             seconds=settled - started,
-            memory=by_step(memory.samples) if memory is not None else (),
-            timeline=thinned(memory.samples, TIMELINE_S) if memory is not None else (),
+            memory=memory.samples if memory is not None else (),
             lists=lists,
             watch_restarts=restarts,
         )

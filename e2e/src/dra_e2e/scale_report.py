@@ -7,11 +7,12 @@ measures them).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dra_e2e.host_cpu import CpuSplit, cpu_lines
-from dra_e2e.memory_timeline import MemorySample, StepMemory, describe
+from dra_e2e.memory_timeline import MemorySample, by_step, describe, thinned
 from dra_e2e.pod_usage import PodUsage
 from dra_e2e.scale_metrics import (
     COMPONENTS_FLOW_SCHEMA,
@@ -97,10 +98,9 @@ class Usage:
     #: its ``/metrics`` (every 0.5 s, for the metrics lag; Prometheus scrapes every 15-60 s):
     #: the measured cost of one scrape at the phase's end times the scrapes made.
     scrape_cpu_s: float = 0.0
-    #: the allocation controller's resident memory by step, sampled (empty: not sampled)
-    memory: Sequence[StepMemory] = ()
-    #: one sample of the allocation controller's every :data:`TIMELINE_S` seconds
-    timeline: Sequence[MemorySample] = ()
+    #: the allocation controller's resident memory, sampled every few seconds and labelled
+    #: with the benchmark's step (empty: not sampled)
+    memory: Sequence[MemorySample] = ()
     #: the allocation controller's informers over the phase, by kind: full lists, and watches
     #: reopened (empty: its metrics not read)
     lists: Mapping[str, float] = field(default_factory=dict)
@@ -437,9 +437,9 @@ def memory_lines(usage: Usage | None) -> list[str]:
     if usage is None or (not usage.memory and not usage.lists):
         return []
     lines = [f"\n{ALLOCATION_CONTROLLER} resident memory by step (sampled):"]
-    lines += [f"  {line}" for line in describe(usage.memory).splitlines()]
-    if usage.timeline:
-        shape = ", ".join(f"{s.rss / _MB:.0f}" for s in usage.timeline)
+    lines += [f"  {line}" for line in describe(by_step(usage.memory)).splitlines()]
+    if usage.memory:
+        shape = ", ".join(f"{s.rss / _MB:.0f}" for s in thinned(usage.memory, TIMELINE_S))
         lines.append(f"  every {TIMELINE_S:g} s, MB: {shape}")
     for title, counts in (("full lists", usage.lists), ("watches reopened", usage.watch_restarts)):
         text = ", ".join(f"{k}={v:.0f}" for k, v in sorted(counts.items())) or "(not read)"
@@ -454,3 +454,23 @@ def creation_cpu_lines(without: Phase | None, with_: Phase | None) -> list[str]:
         None if without is None else without.creation.cpu,
         None if with_ is None else with_.creation.cpu,
     )
+
+
+_EXPLAINED = re.compile(
+    r"explained target=\S+ fetch_s=(?P<fetch>[\d.]+) read_s=(?P<read>[\d.]+) "
+    r"explain_s=(?P<explain>[\d.]+)"
+)
+
+
+def explain_split(wall_s: float, log: str) -> str:
+    """``kubectl dra explain``'s wall time split as its ``-v 1`` log says: the cluster's
+    lists, reading them, the explanation, and the rest (the process's start and imports,
+    its output and exit): ``4.21 s = fetch 2.10 + read 0.61 + explain 0.40 + start/exit
+    1.10``; the wall time alone when the log has no such line."""
+    found = _EXPLAINED.search(log)
+    if found is None:
+        return f"{wall_s:.2f} s (no timings logged)"
+    parts = {k: float(v) for k, v in found.groupdict().items()}
+    rest = wall_s - sum(parts.values())
+    split = " + ".join(f"{k} {v:.2f}" for k, v in parts.items())
+    return f"{wall_s:.2f} s = {split} + start/exit {rest:.2f}"

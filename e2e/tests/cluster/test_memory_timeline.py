@@ -63,18 +63,25 @@ def test_sampler_labels_samples_with_the_step_marked_and_skips_unreadable() -> N
 
 
 def test_report_places_the_peak_and_the_lists() -> None:
+    samples = [
+        MemorySample(0.0, "setup", 166 * MB),
+        MemorySample(60.0, "creation", 171 * MB),
+        MemorySample(100.0, "churn", 210 * MB),
+        MemorySample(106.0, "churn", 340 * MB),
+        MemorySample(110.0, "churn", 220 * MB),
+    ]
     usage = Usage(
         start={},
         end={},
         seconds=10.0,
-        memory=[StepMemory("churn", 3, 210 * MB, 220 * MB, 340 * MB, 6.0)],
+        memory=samples,
         lists={"ResourceClaim": 2.0, "Pod": 1.0},
-        timeline=[MemorySample(0.0, "setup", 166 * MB), MemorySample(60.0, "creation", 171 * MB)],
     )
     lines = memory_lines(usage)
-    assert "churn: 210.0 -> 220.0 MB, peak 340.0 MB at 6 s (3 samples)" in lines[1]
-    assert lines[2].endswith("every 60 s, MB: 166, 171")
-    assert lines[3].endswith("full lists over the phase, by kind: Pod=1, ResourceClaim=2")
-    assert lines[4].endswith("watches reopened over the phase, by kind: (not read)")
+    assert lines[1].endswith("setup: 166.0 -> 166.0 MB, peak 166.0 MB at 0 s (1 samples)")
+    assert lines[3].endswith("churn: 210.0 -> 220.0 MB, peak 340.0 MB at 106 s (3 samples)")
+    assert lines[4].endswith("every 60 s, MB: 166, 171")
+    assert lines[5].endswith("full lists over the phase, by kind: Pod=1, ResourceClaim=2")
+    assert lines[6].endswith("watches reopened over the phase, by kind: (not read)")
     assert memory_lines(None) == []
     assert memory_lines(Usage(start={}, end={}, seconds=1.0)) == []

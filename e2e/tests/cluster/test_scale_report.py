@@ -14,6 +14,7 @@ from dra_e2e.scale_report import (
     Creation,
     Phase,
     Usage,
+    explain_split,
     render,
     rows,
     scheduler_rows,
@@ -266,3 +267,15 @@ def test_the_slowest_claims_are_counted_by_workload_under_the_table() -> None:
     assert lines[at + 1] == "  with: domain=2, mig-1g=1"
     quiet = render(without, without, nodes=50, gpus=8, pods=200, rate=5, cpus=2)
     assert "claim-to-bound p99, by workload" not in quiet
+
+
+def test_explain_split_names_each_part_and_the_rest() -> None:
+    log = (
+        "INFO kubectl_dra.live: fetched path=/api/v1/nodes items=1000\n"
+        "INFO kubectl_dra.cli: explained target=resourceclaim/x "
+        "fetch_s=2.100 read_s=0.610 explain_s=0.400\n"
+    )
+    assert explain_split(4.21, log) == (
+        "4.21 s = fetch 2.10 + read 0.61 + explain 0.40 + start/exit 1.10"
+    )
+    assert explain_split(3.0, "error: boom\n") == "3.00 s (no timings logged)"

@@ -6,6 +6,7 @@ client transport, raw JSON reading and lenient parsing are exercised end to end.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -159,6 +160,25 @@ def test_explain_pod_live(api_server: str, tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stderr
     assert "ResourceClaim team-a/waiting: pending" in proc.stdout
     assert "held by claim(s) team-b/holder-1 on 2 devices" in proc.stdout
+
+
+def test_explain_logs_where_its_time_went_at_v1(api_server: str, tmp_path: Path) -> None:
+    env = {"KUBECONFIG": str(_kubeconfig(tmp_path, api_server)), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run(
+        [str(SCRIPT), "explain", "pod/trainer", "-n", "team-a", "-v", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 1, proc.stderr
+    last = proc.stderr.splitlines()[-1]
+    assert re.fullmatch(
+        r"INFO kubectl_dra.cli: explained target=pod/trainer "
+        r"fetch_s=\d+\.\d{3} read_s=\d+\.\d{3} explain_s=\d+\.\d{3}",
+        last,
+    ), last
 
 
 def test_explain_live_reads_device_taint_rules(tainted_api_server: str, tmp_path: Path) -> None:

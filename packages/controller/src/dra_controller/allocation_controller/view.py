@@ -129,12 +129,13 @@ class ClusterView:
                 self._dirty[kind] = {}
             # New DeviceTaintRules change what every slice reads as.
             reread = reread_slices and kind == "ResourceSlice"
-            whole = dirty is None or reread
+            # None: read every object (never read yet, relisted, or read again with new rules)
+            changed = None if reread else dirty
             try:
-                if dirty is not None and not reread:
-                    pairs = self._read_changed(kind, store, dirty, rules)
-                else:
+                if changed is None:
                     pairs = self._read_all(kind, store, rules, keep=not reread)
+                else:
+                    pairs = self._read_changed(kind, store, changed, rules)
             except BaseException:
                 with self._lock:
                     self._dirty[kind] = None  # half read: every object again next time
@@ -143,7 +144,7 @@ class ClusterView:
                 # Only now: slices half read with new rules are read with them again.
                 self._rules_version = rules_version
                 self.slices_dropped += sum(before is not None for before, _ in pairs)
-            elif kind == "ResourceClaim" and not whole:
+            elif kind == "ResourceClaim" and changed is not None:
                 # After a whole read the consumers compare every claim: no pairs to follow.
                 claim_pairs = [(_claim(a), _claim(b)) for a, b in pairs]
             snap.extend(kind, self._items[kind].values())
