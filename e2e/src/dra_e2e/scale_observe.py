@@ -37,8 +37,9 @@ class ClaimWatch:
 
     Followed by the client's own informers, which resume each watch from the last version
     they saw: a watch reopened without one is answered with every object of the namespace
-    again (5,000 pods and as many claims at the end of a 1,000-node phase), which loads the
-    API server and holds up this process's reading of the events that are being timed.
+    again (5,000 pods and as many claims at the end of a 1,000-node phase): work for the
+    API server that the cluster under test would not do, read here ahead of the events
+    being timed (~0.2 CPU s a replay, docs/scale.md run 14).
     """
 
     transport: JsonTransport

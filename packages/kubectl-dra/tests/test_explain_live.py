@@ -147,31 +147,30 @@ def _kubeconfig(tmp_path: Path, server: str) -> Path:
     return write_kubeconfig(tmp_path / "kubeconfig", url=server, token="t")
 
 
-def test_explain_pod_live(api_server: str, tmp_path: Path) -> None:
-    env = {"KUBECONFIG": str(_kubeconfig(tmp_path, api_server)), "PATH": "/usr/bin:/bin"}
-    proc = subprocess.run(
-        [str(SCRIPT), "explain", "pod/trainer", "-n", "team-a"],
+def _explain_live(
+    server: str, tmp_path: Path, pod: str, *flags: str
+) -> subprocess.CompletedProcess[str]:
+    """``kubectl-dra explain pod/<pod> -n team-a [flags]`` against ``server``."""
+    env = {"KUBECONFIG": str(_kubeconfig(tmp_path, server)), "PATH": "/usr/bin:/bin"}
+    return subprocess.run(
+        [str(SCRIPT), "explain", f"pod/{pod}", "-n", "team-a", *flags],
         capture_output=True,
         text=True,
         env=env,
         timeout=120,
         check=False,
     )
+
+
+def test_explain_pod_live(api_server: str, tmp_path: Path) -> None:
+    proc = _explain_live(api_server, tmp_path, "trainer")
     assert proc.returncode == 1, proc.stderr
     assert "ResourceClaim team-a/waiting: pending" in proc.stdout
     assert "held by claim(s) team-b/holder-1 on 2 devices" in proc.stdout
 
 
 def test_explain_logs_where_its_time_went_at_v1(api_server: str, tmp_path: Path) -> None:
-    env = {"KUBECONFIG": str(_kubeconfig(tmp_path, api_server)), "PATH": "/usr/bin:/bin"}
-    proc = subprocess.run(
-        [str(SCRIPT), "explain", "pod/trainer", "-n", "team-a", "-v", "1"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    proc = _explain_live(api_server, tmp_path, "trainer", "-v", "1")
     assert proc.returncode == 1, proc.stderr
     last = proc.stderr.splitlines()[-1]
     assert re.fullmatch(
@@ -182,43 +181,19 @@ def test_explain_logs_where_its_time_went_at_v1(api_server: str, tmp_path: Path)
 
 
 def test_explain_live_reads_device_taint_rules(tainted_api_server: str, tmp_path: Path) -> None:
-    env = {"KUBECONFIG": str(_kubeconfig(tmp_path, tainted_api_server)), "PATH": "/usr/bin:/bin"}
-    proc = subprocess.run(
-        [str(SCRIPT), "explain", "pod/trainer", "-n", "team-a"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    proc = _explain_live(tainted_api_server, tmp_path, "trainer")
     assert proc.returncode == 1, proc.stderr
     assert "tainted maintenance=gpu:NoSchedule, not tolerated" in proc.stdout
 
 
 def test_explain_live_missing_pod_exit_2(api_server: str, tmp_path: Path) -> None:
-    env = {"KUBECONFIG": str(_kubeconfig(tmp_path, api_server)), "PATH": "/usr/bin:/bin"}
-    proc = subprocess.run(
-        [str(SCRIPT), "explain", "pod/nope", "-n", "team-a"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    proc = _explain_live(api_server, tmp_path, "nope")
     assert proc.returncode == 2
     assert proc.stderr == "error: Pod team-a/nope: not found\n"
 
 
 def test_explain_pending_extended_resource_pod_live(api_server: str, tmp_path: Path) -> None:
-    env = {"KUBECONFIG": str(_kubeconfig(tmp_path, api_server)), "PATH": "/usr/bin:/bin"}
-    proc = subprocess.run(
-        [str(SCRIPT), "explain", "pod/plugin-style", "-n", "team-a"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    proc = _explain_live(api_server, tmp_path, "plugin-style")
     assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == "Pod team-a/plugin-style: pending; extended resources:"
@@ -226,18 +201,6 @@ def test_explain_pending_extended_resource_pod_live(api_server: str, tmp_path: P
     assert "ResourceClaim team-a/plugin-style-extended-resources: pending" in lines
     assert "  fits on no node" in lines
     assert any("needs 9 device(s) of class gpu.nvidia.com" in line for line in lines)
-
-
-def _explain_live(server: str, tmp_path: Path, pod: str) -> subprocess.CompletedProcess[str]:
-    env = {"KUBECONFIG": str(_kubeconfig(tmp_path, server)), "PATH": "/usr/bin:/bin"}
-    return subprocess.run(
-        [str(SCRIPT), "explain", f"pod/{pod}", "-n", "team-a"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
 
 
 def test_explain_live_template_pod_before_its_claim_is_made(
