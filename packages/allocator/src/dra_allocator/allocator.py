@@ -22,7 +22,7 @@ from .features import Features
 from .model import ClaimInfo, ClassInfo
 from .nodes import NodeInfo
 from .pools import Pool
-from .search import ALL_COUNTERS_CRASH_UNTIL, ALL_SUBREQUEST_RESET_UNTIL, DONE, Search
+from .search import ALL_COUNTERS_CRASH_UNTIL, ALL_SUBREQUEST_RESET_UNTIL, DONE, FAIL, Search
 from .search_state import MAX_RESULTS
 from .selectors import SelectorEngine
 from .state import AllocatedState
@@ -105,14 +105,20 @@ class Allocator:
         node: NodeInfo,
         pools: Sequence[Pool],
         state: AllocatedState,
+        skip_hopeless: bool = False,
     ) -> Outcome:
         """Find devices for all claims on the node, or report that there are none.
+
+        ``skip_hopeless``: do not search when the node is provably short of devices and the
+        search could meet no error (``kubectl dra explain`` asks about every node; the same
+        outcome, except that a search that would run out of time is unsatisfiable).
 
         Raises ``AllocationError`` subclasses for input the scheduler rejects too.
         """
         search = Search(self, claims, node, pools, state)
         search.validate()
-        result = search.run()
+        hopeless = skip_hopeless and search.short_of_devices()
+        result = FAIL if hopeless else search.run()
         self.last_invocations = search.invocations
         if result != DONE:
             return Unsatisfiable(

@@ -164,10 +164,17 @@ class Cluster:
             for spec in (req.first_available or ([req.exact] if req.exact else []))
         )
 
-    def allocate_on(self, claims: Sequence[ClaimInfo], node: NodeInfo) -> Allocated | Unsatisfiable:
-        """Allocate the claims together on one node."""
+    def allocate_on(
+        self, claims: Sequence[ClaimInfo], node: NodeInfo, *, skip_hopeless: bool = False
+    ) -> Allocated | Unsatisfiable:
+        """Allocate the claims together on one node (``skip_hopeless``: see
+        :meth:`~.allocator.Allocator.allocate`)."""
         return self.allocator.allocate(
-            claims, node=node, pools=self.pools_for(node), state=self.state
+            claims,
+            node=node,
+            pools=self.pools_for(node),
+            state=self.state,
+            skip_hopeless=skip_hopeless,
         )
 
     def allocate(self, claims: Sequence[ClaimInfo], *, node: str | None = None) -> ClusterOutcome:

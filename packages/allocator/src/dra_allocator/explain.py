@@ -115,7 +115,8 @@ def diagnose(
     for name in nodes if nodes is not None else cluster.node_names():
         node = cluster.node(name)
         try:
-            outcome = cluster.allocate_on(claims, node)
+            # A node provably short of devices is not searched: its findings say why.
+            outcome = cluster.allocate_on(claims, node, skip_hopeless=True)
         except AllocationError as exc:
             for diag, claim in zip(result, claims, strict=True):
                 try:
@@ -221,9 +222,14 @@ def _request_reasons(
                 continue
             failed = _first_failing_selector(cluster, exprs, dev)
             if failed is not None:
-                tally.add(failed[0], f"{name}: {failed[1]}" if failed[1] else name)
-                if failed[2]:
-                    shortfall.false_selectors[failed[2]] += 1
+                reason, false_expr = failed
+                if reason in tally.examples:
+                    tally.add(reason)  # one example a reason: its detail is not needed
+                else:
+                    detail = _false_detail(cluster, false_expr, dev) if false_expr else ""
+                    tally.add(reason, f"{name}: {detail}" if detail else name)
+                if false_expr:
+                    shortfall.false_selectors[false_expr] += 1
                     shortfall.rejected.append(dev)
                 continue
             if not spec.admin_access and dev.id in cluster.state.devices:
@@ -281,24 +287,31 @@ def _capacity_text(miss: cap.CapacityMiss) -> tuple[str, str]:
 
 def _first_failing_selector(
     cluster: Cluster, exprs: Sequence[tuple[str | None, str]], dev: DeviceInfo
-) -> tuple[str, str, str] | None:
-    """(reason, detail, the expression when it was false) of the first selector failing."""
+) -> tuple[str, str] | None:
+    """(reason, the expression when it was false, else "") of the first selector failing."""
     for expr, label in exprs:
         if expr is None:
-            return (f"{label} is not a CEL selector", "", "")
+            return (f"{label} is not a CEL selector", "")
         try:
             value = evaluate(cluster.allocator.engine, expr, dev)
         except SelectorCompileFailure as exc:
-            return (f"{label} does not compile: {exc}", "", "")
+            return (f"{label} does not compile: {exc}", "")
         if isinstance(value, Exception):
-            return (f"{label} fails: {value}", "", "")
+            return (f"{label} fails: {value}", "")
         if not value:
-            try:
-                detail = cluster.allocator.engine.compile(expr).explain(dev.cel_device)
-            except Exception as exc:  # explanation is best effort
-                detail = f"(no explanation: {exc})"
-            return (f"{label} is false", detail, expr)
+            return (f"{label} is false", expr)
     return None
+
+
+def _false_detail(cluster: Cluster, expr: str, dev: DeviceInfo) -> str:
+    """Which part of ``expr`` is false on the device (best effort)."""
+    engine = cluster.allocator.engine
+    try:
+        if dev.cel_device is None:
+            dev.cel_device = engine.device(dev)
+        return engine.compile(expr).explain(dev.cel_device)
+    except Exception as exc:  # explanation is best effort
+        return f"(no explanation: {exc})"
 
 
 def _constraint_reasons(claim: ClaimInfo, usable: dict[str, list[DeviceInfo]]) -> list[str]:

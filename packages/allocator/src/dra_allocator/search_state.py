@@ -18,6 +18,7 @@ from . import capacity as cap
 from .constraints import Constraint, build_constraint
 from .counters import CounterSets, CounterTracker
 from .errors import (
+    AllocationError,
     FeatureDisabledError,
     InvalidPoolError,
     SelectorError,
@@ -292,6 +293,47 @@ class SearchState:
             fractional=self.features.fractional_range,
         )
         return bool(fit)
+
+    def short_of_devices(self) -> bool:
+        """Whether the search (after :meth:`validate`) can only end unsatisfiable, and
+        without an error, so that running it tells nothing more.
+
+        True when some request has, in each of its alternatives, fewer free devices that
+        pass the request's own checks (selectors, capacity) than it asks for, and none of
+        the free devices raises on any request's checks: the search looks at no other
+        devices, so it can neither find a solution nor meet an error. Counters, constraints
+        and taints only reject more, so they are not looked at. Requests for "All" devices
+        or with admin access look at more than free devices: never proven short.
+        """
+        short = False
+        for claim_requests in self.requests:
+            for entry in claim_requests:
+                if any(d.spec.mode != MODE_EXACT or d.spec.admin_access for d in entry):
+                    return False
+                try:
+                    usable = [self._free_usable(data) for data in entry]
+                except AllocationError:
+                    return False  # the search may meet this error: it must be run
+                short = short or all(n < data.num for n, data in zip(usable, entry, strict=True))
+        return short
+
+    def _free_usable(self, data: Request) -> int:
+        """How many free devices pass the request's selectors and capacity check (raises
+        what the search would raise on them)."""
+        consumable = self.features.consumable_capacity
+        held = self.state.devices
+        usable = 0
+        for dev, _ in self.candidates:
+            if dev.id in held or not self.selectable(data, dev):
+                continue
+            if (
+                consumable
+                and (dev.capacity or data.spec.capacity_requests)
+                and not self._capacity_fits(data, dev)
+            ):
+                continue
+            usable += 1
+        return usable
 
     def in_use(self, dev_id: DeviceID) -> bool:
         """Held by an allocated claim or picked for one of this pod's claims."""

@@ -34,6 +34,13 @@ class SelectorEngine(Protocol):
         """The engine's representation of the device."""
         ...
 
+    def evaluate(self, expression: str, dev: DeviceInfo) -> bool | Exception:
+        """The selector's value on the device, or the runtime error it raised.
+
+        Raises ``SelectorCompileFailure`` when the expression does not compile.
+        """
+        ...
+
 
 class SelectorCompileFailure(Exception):
     """The engine could not compile an expression."""
@@ -51,12 +58,6 @@ def evaluate(engine: SelectorEngine, expression: str, dev: DeviceInfo) -> bool |
     cache = dev.selector_cache
     cached = cache.get(expression)
     if cached is None:
-        compiled = engine.compile(expression)
-        try:
-            if dev.cel_device is None:
-                dev.cel_device = engine.device(dev)
-            cached = bool(compiled.matches(dev.cel_device))
-        except Exception as exc:  # a runtime error aborts allocation, as upstream
-            cached = exc
+        cached = engine.evaluate(expression, dev)
         cache[expression] = cached
     return cached

@@ -17,6 +17,7 @@ allocation attempt, it does not mean ``false``), and the runtime cost limit is 1
 
 from .device import AttributeValue, CelDevice, device_from_api
 from .errors import CelCompileError, CelCostLimitError, CelError, CelRuntimeError
+from .footprint import Footprint
 from .runtime import COST_LIMIT
 from .selector import MAX_EXPRESSION_LENGTH, CompiledSelector, compile_selector
 
@@ -30,6 +31,7 @@ __all__ = [
     "CelError",
     "CelRuntimeError",
     "CompiledSelector",
+    "Footprint",
     "compile_selector",
     "device_from_api",
 ]

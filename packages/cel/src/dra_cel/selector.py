@@ -11,6 +11,7 @@ from dra_api_types import Quantity, Version
 from .compiler import BOOL, Compiled, Compiler
 from .device import CelDevice
 from .errors import CelCompileError, CelCostLimitError, CelError, CelRuntimeError
+from .footprint import Footprint, footprint
 from .library import DYN
 from .runtime import Frame
 from .syntax import Call, Node, UInt, parse
@@ -28,10 +29,18 @@ class CompiledSelector:
     Thread-safe and reusable: :meth:`matches` keeps no state between calls.
     """
 
-    __slots__ = ("_compiled", "_frame_size", "_root", "expression")
+    __slots__ = ("_compiled", "_frame_size", "_root", "expression", "footprint")
 
-    def __init__(self, expression: str, compiled: Compiled, frame_size: int) -> None:
+    def __init__(
+        self,
+        expression: str,
+        compiled: Compiled,
+        frame_size: int,
+        reads: Footprint | None = None,
+    ) -> None:
         self.expression = expression
+        #: The device parts the value depends on (None: it may depend on any).
+        self.footprint = reads
         self._compiled = compiled
         self._root = compiled.fn
         self._frame_size = frame_size
@@ -214,7 +223,7 @@ def _compile(expression: str) -> CompiledSelector:
             expression=expression,
             position=0,
         )
-    return CompiledSelector(expression, compiled, compiler.slot_count)
+    return CompiledSelector(expression, compiled, compiler.slot_count, footprint(ast))
 
 
 def compile_selector(expression: str) -> CompiledSelector:

@@ -35,7 +35,8 @@ from dra_api_types.nvidia_v1beta1 import GPU_DRIVER
 from dra_api_types.spelling import closest_name
 
 from .errors import CelCompileError
-from .syntax import Call, Const, Ident, Index, ListLit, MapLit, Node, Select, parse
+from .footprint import constant_lookup
+from .syntax import Call, Ident, Index, ListLit, MapLit, Node, Select, parse
 
 __all__ = ["class_name_warning", "selector_warnings"]
 
@@ -112,26 +113,12 @@ def _gpu_lookups(node: Node, *, shadowed: bool) -> Iterator[tuple[str, str]]:
 
 
 def _lookup(node: Node) -> tuple[str, str] | None:
-    """``device.<attributes|capacity>["gpu.nvidia.com"]`` then ``.name`` or ``["name"]``."""
-    if isinstance(node, Select):
-        name, domain_node = node.field, node.operand
-    elif isinstance(node, Index) and isinstance(node.index, Const):
-        if type(node.index.value) is not str:
-            return None
-        name, domain_node = node.index.value, node.operand
-    else:
+    """``device.<attributes|capacity>["gpu.nvidia.com"]`` then ``.name`` or ``["name"]``,
+    when the driver does not publish that name."""
+    found = constant_lookup(node)
+    if found is None or found[1] != GPU_DRIVER:
         return None
-    if not (
-        isinstance(domain_node, Index)
-        and isinstance(domain_node.index, Const)
-        and domain_node.index.value == GPU_DRIVER
-        and isinstance(domain_node.operand, Select)
-        and domain_node.operand.field in _FIELDS
-        and isinstance(domain_node.operand.operand, Ident)
-        and domain_node.operand.operand.name == "device"
-    ):
-        return None
-    which = domain_node.operand.field
+    which, _, name = found
     known = is_published_attribute if which == "attributes" else is_published_capacity
     return None if known(name) else (which, name)
 

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import celpy
 import lark
 import lark.exceptions
 
 from .errors import CelCompileError
+from .grammar_cache import cache_file, grammar_text
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -464,12 +463,14 @@ def _lark() -> lark.Lark:
 
     cel-python keeps one process-wide parser whose tree class depends on which of its
     runners was created first; building a separate instance keeps the two independent.
+    The built tables are kept between processes where :func:`cache_file` names a place.
     """
     global _PARSER
     if _PARSER is None:
-        grammar = (Path(celpy.__file__).parent / "cel.lark").read_text()
+        cache = cache_file()
         _PARSER = lark.Lark(
-            grammar,
+            grammar_text(),
+            cache=cache if cache is not None else False,
             parser="lalr",
             start="expr",
             g_regex_flags=re.M,
