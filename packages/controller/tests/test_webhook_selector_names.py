@@ -103,3 +103,23 @@ def test_the_review_carries_the_warnings_and_admits() -> None:
     ]
     clean = {**body, "request": {**body["request"], "object": _claim(_request("true"))}}
     assert "warnings" not in review(clean)["response"]
+
+
+def test_a_selector_repeated_by_many_claims_is_parsed_once(monkeypatch: Any) -> None:
+    import dra_cel.selector_names as names
+
+    parsed: list[str] = []
+    real_parse = names.parse
+
+    def counting_parse(text: str) -> Any:
+        parsed.append(text)
+        return real_parse(text)
+
+    monkeypatch.setattr(names, "parse", counting_parse)
+    # An expression no other test uses, so the remembered table has not seen it.
+    expression = f"{A}.produtName == 'once' && {A}.produtName != 'twice'"
+    claims = [_claim(_request(expression)) for _ in range(3)]
+    verdicts = [judge_object(claim, "resourceclaims") for claim in claims]
+    assert parsed == [expression]
+    # Each claim still gets its warning, once per name, as before.
+    assert all(len(v.warnings) == 1 and "'produtName'" in v.warnings[0] for v in verdicts)

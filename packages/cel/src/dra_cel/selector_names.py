@@ -22,6 +22,7 @@ Pure logic over decoded JSON.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from functools import lru_cache
 from typing import Any, Final
 
 from dra_api_types.gpu_attributes import (
@@ -46,19 +47,23 @@ _FIELDS: Final = {"attributes": "attribute", "capacity": "capacity"}
 def selector_warnings(devices: Any, prefix: str) -> list[str]:
     """Warnings for the selectors of the DeviceClaim ``devices`` found at field path
     ``prefix`` (``spec.devices`` of a claim, ``spec.spec.devices`` of a template)."""
-    warnings: list[str] = []
-    for path, expression in _selectors(devices, prefix):
-        try:
-            tree = parse(expression)
-        except CelCompileError:
-            continue  # the API server refuses it before the webhook is asked
-        seen: set[tuple[str, str]] = set()
-        for which, name in _gpu_lookups(tree, shadowed=False):
-            if (which, name) in seen:
-                continue
-            seen.add((which, name))
-            warnings.append(_warning(path, which, name))
-    return warnings
+    return [
+        _warning(path, which, name)
+        for path, expression in _selectors(devices, prefix)
+        for which, name in _unpublished_lookups(expression)
+    ]
+
+
+@lru_cache(maxsize=1024)
+def _unpublished_lookups(expression: str) -> tuple[tuple[str, str], ...]:
+    """Each (``attributes``|``capacity``, name) the expression looks up in the driver's
+    domain and the driver does not publish, once, in order. Remembered: every claim made
+    from one template repeats its template's selectors, each parsed again otherwise."""
+    try:
+        tree = parse(expression)
+    except CelCompileError:
+        return ()  # the API server refuses it before the webhook is asked
+    return tuple(dict.fromkeys(_gpu_lookups(tree, shadowed=False)))
 
 
 def _selectors(devices: Any, prefix: str) -> Iterator[tuple[str, str]]:
