@@ -16,6 +16,7 @@ from typing import Any
 from allocation_builders import DRIVER, case_objects
 from dra_allocator.cel_engine import CelEngine
 from dra_allocator.cluster import Cluster
+from dra_allocator.features import Features
 from dra_allocator.model import ClaimInfo, parse_objects
 from dra_api_types import Quantity
 from hypothesis import HealthCheck, given, settings
@@ -333,3 +334,25 @@ def test_allocation_is_complete_and_first_in_order(case: dict[str, Any]) -> None
     assert allocations is not None
     # itertools.combinations yields in lexicographic device order: the first-fit order.
     assert [r["device"] for r in allocations[0]["devices"]["results"]] == solutions[0]
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenario(), st.sampled_from([34, 35, 36, 37]))
+def test_not_searching_a_node_proven_short_changes_no_outcome(
+    case: dict[str, Any], kube_minor: int
+) -> None:
+    """``kubectl dra explain`` skips the search where a request provably lacks devices
+    (``skip_hopeless``): the outcome must be the search's, in every release's allocator."""
+    outcomes = []
+    for skip in (False, True):
+        classes, slices, claims, _ = parse_objects(case_objects(case))
+        cluster = Cluster(
+            classes=classes,
+            slices=slices,
+            claims=claims,
+            engine=CelEngine(),
+            features=Features(kube_minor=kube_minor),
+        )
+        pending = [c for c in claims if c.allocation is None]
+        outcomes.append(cluster.allocate_on(pending, cluster.node("n1"), skip_hopeless=skip))
+    assert outcomes[0] == outcomes[1]

@@ -20,7 +20,8 @@ from dra_cel.device import qualify
 from .model import DeviceInfo
 from .selectors import SelectorCompileFailure
 
-#: How many shared selector values an engine keeps before it starts over.
+#: How many shared selector values (and parsed versions) an engine keeps before it starts
+#: over.
 SHARED_VALUES_MAX = 65_536
 
 
@@ -136,6 +137,9 @@ class CelEngine:
                 parsed = Version.parse(text)
             except ValueError as exc:
                 parsed = str(exc)
+            if len(self._versions) >= SHARED_VALUES_MAX:
+                self._versions.clear()
+                self._good_versions.clear()
             self._versions[text] = parsed
         if isinstance(parsed, str):
             raise ValueError(parsed)

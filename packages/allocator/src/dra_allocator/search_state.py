@@ -318,8 +318,8 @@ class SearchState:
         return short
 
     def _free_usable(self, data: Request) -> int:
-        """How many free devices pass the request's selectors and capacity check (raises
-        what the search would raise on them)."""
+        """How many picks the free devices allow the request, by its selectors and capacity
+        check (raises what the search would raise on them)."""
         consumable = self.features.consumable_capacity
         held = self.state.devices
         usable = 0
@@ -332,7 +332,10 @@ class SearchState:
                 and not self._capacity_fits(data, dev)
             ):
                 continue
-            usable += 1
+            # A shareable device may be picked again for the same request (where the search
+            # tries permutations): it alone may be enough. The other devices are still
+            # looked at, for the errors.
+            usable += data.num if consumable and dev.allow_multiple else 1
         return usable
 
     def in_use(self, dev_id: DeviceID) -> bool:
