@@ -6,6 +6,7 @@ from typing import Any
 
 from dra_api_types.testing import exactly, resource_claim
 from dra_cel.selector_names import selector_warnings
+from dra_cel.syntax import parse
 from dra_controller.webhook import judge_object, review
 
 A = 'device.attributes["gpu.nvidia.com"]'
@@ -106,16 +107,13 @@ def test_the_review_carries_the_warnings_and_admits() -> None:
 
 
 def test_a_selector_repeated_by_many_claims_is_parsed_once(monkeypatch: Any) -> None:
-    import dra_cel.selector_names as names
-
     parsed: list[str] = []
-    real_parse = names.parse
 
     def counting_parse(text: str) -> Any:
         parsed.append(text)
-        return real_parse(text)
+        return parse(text)
 
-    monkeypatch.setattr(names, "parse", counting_parse)
+    monkeypatch.setattr("dra_cel.selector_names.parse", counting_parse)
     # An expression no other test uses, so the remembered table has not seen it.
     expression = f"{A}.produtName == 'once' && {A}.produtName != 'twice'"
     claims = [_claim(_request(expression)) for _ in range(3)]

@@ -11,6 +11,17 @@ from dra_kube_client import KubeApiError
 from kubectl_dra.live import _LISTS, LiveClusterError, fetch_with
 
 
+def _listed(name: str) -> dict[str, Any]:
+    """An object as the API server lists it: with its writers' managedFields."""
+    return {
+        "metadata": {
+            "name": name,
+            "annotations": {"team": "a"},
+            "managedFields": [{"manager": "kube-scheduler", "fieldsV1": {"f:status": {}}}],
+        }
+    }
+
+
 class _Lists:
     """Answers each list once every list has been asked for: a fetch that waits for one
     reply before asking for the next never gets one (the barrier breaks)."""
@@ -29,7 +40,7 @@ class _Lists:
         if path in self.failing:
             raise KubeApiError(method, path, self.failing[path], "refused")
         name = path.rsplit("/", 1)[-1]
-        return {"items": [{"metadata": {"name": f"{name}-{i}"}} for i in range(2)]}
+        return {"items": [_listed(f"{name}-{i}") for i in range(2)]}
 
     def watch_lines(self, path: str, **_: Any) -> Iterator[dict[str, Any]]:
         raise AssertionError("explain does not watch")
@@ -52,3 +63,11 @@ def test_an_optional_list_not_served_is_skipped_and_a_refusal_names_the_first_li
     slices, claims = _LISTS[1][0], _LISTS[2][0]
     with pytest.raises(LiveClusterError, match="resourceslices"):
         fetch_with(_Lists({claims: 403, slices: 403}), namespace="team", pod=None)
+
+
+def test_managed_fields_are_dropped_as_the_objects_arrive() -> None:
+    docs = fetch_with(_Lists(), namespace="team", pod=None)
+    assert docs
+    assert all("managedFields" not in d.data["metadata"] for d in docs)
+    # The rest of the metadata is kept.
+    assert all(d.data["metadata"]["annotations"] == {"team": "a"} for d in docs)

@@ -16,6 +16,7 @@ from pathlib import Path
 from dra_allocator.explain_report import not_found
 from dra_allocator.inputs import Document
 from dra_kube_client import JsonTransport, KubeApiError, KubeConfigError, KubeTransport
+from dra_kube_client.informers.resources import strip_managed_fields
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +101,10 @@ def fetch_with(
     as the informers use it): at 1,000 nodes, fetching them one after another was most of
     explain's time, and together the server builds them side by side while this process
     reads the first. Documents, logs and the error raised are in the lists' order.
+
+    Each object's ``managedFields`` are dropped as it arrives: explain never reads them,
+    and every claim carries some (its creator's and the scheduler's), which reading the
+    claims into models would otherwise parse too.
     """
     docs: list[Document] = []
     with ThreadPoolExecutor(max_workers=len(_LISTS), thread_name_prefix="list") as pool:
@@ -115,7 +120,7 @@ def fetch_with(
             for i, item in enumerate(body.get("items") or []):
                 item.setdefault("apiVersion", api_version)
                 item.setdefault("kind", kind)
-                docs.append(Document(source=path, index=i, data=item))
+                docs.append(Document(source=path, index=i, data=strip_managed_fields(item)))
     if pod:
         try:
             body = transport.request("GET", f"/api/v1/namespaces/{namespace}/pods/{pod}")
@@ -126,7 +131,9 @@ def fetch_with(
             raise _one_line(exc, server or "(from the kubeconfig)") from exc
         body.setdefault("apiVersion", "v1")
         body.setdefault("kind", "Pod")
-        docs.append(Document(source=f"pod {namespace}/{pod}", index=0, data=body))
+        docs.append(
+            Document(source=f"pod {namespace}/{pod}", index=0, data=strip_managed_fields(body))
+        )
     return docs
 
 

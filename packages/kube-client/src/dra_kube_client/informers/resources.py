@@ -10,7 +10,8 @@ RawObject = dict[str, Any]
 
 
 def strip_managed_fields(obj: RawObject) -> RawObject:
-    """Drop ``metadata.managedFields``: large, and never read by the controller."""
+    """Drop ``metadata.managedFields`` (and kubectl's last-applied copy): large, and never
+    read by the controller or ``kubectl dra``."""
     meta = obj.get("metadata")
     if isinstance(meta, dict):
         meta.pop("managedFields", None)
