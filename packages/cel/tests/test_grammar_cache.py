@@ -9,9 +9,11 @@ from pathlib import Path
 
 from dra_cel.grammar_cache import cache_file
 
+# ``true`` is re-typed by a lexer callback, which a parser loaded from the file must keep.
 PARSE = (
-    "from dra_cel import compile_selector; "
-    "print(compile_selector(\"device.attributes['a.example.com'].n > 1\").footprint)"
+    "from dra_cel import CelDevice, compile_selector; "
+    "s = compile_selector(\"device.attributes['a.example.com'].n > 1 || true\"); "
+    "print(s.footprint, s.matches(CelDevice(driver='x')))"
 )
 
 
@@ -47,6 +49,7 @@ def test_a_second_process_parses_from_the_saved_tables(tmp_path: Path) -> None:
     assert list((tmp_path / "dra-cel").iterdir()), "the first process saved the tables"
     assert runs[0] == runs[1]
     assert "a.example.com/n" in runs[1]
+    assert runs[1].rstrip().endswith("True")
     # A damaged file is rebuilt over, not trusted.
     saved = next((tmp_path / "dra-cel").iterdir())
     saved.write_bytes(b"not the digest\n")
