@@ -55,7 +55,6 @@ class CelEngine:
         self._compiled: dict[str, _CelExpression | str] = {}
         self._shared: dict[tuple[str, Hashable], bool | Exception] = {}
         self._versions: dict[str, Version | str] = {}
-        self._good_versions: set[str] = set()
 
     def compile(self, expression: str) -> _CelExpression:
         """Compile once; a compile error is remembered and raised again on every use."""
@@ -139,7 +138,6 @@ class CelEngine:
                 parsed = str(exc)
             if len(self._versions) >= SHARED_VALUES_MAX:
                 self._versions.clear()
-                self._good_versions.clear()
             self._versions[text] = parsed
         if isinstance(parsed, str):
             raise ValueError(parsed)
@@ -148,9 +146,11 @@ class CelEngine:
     def _versions_valid(self, dev: DeviceInfo) -> bool:
         """Whether ``device`` converts the device without an error: one that fails fails
         every selector, whatever the selector reads, so it shares no value."""
-        good = self._good_versions
+        versions = self._versions
         for kind, value in dev.attributes.values():
-            if kind in _SCALAR_KINDS or (kind == "version" and value in good):
+            if kind in _SCALAR_KINDS or (
+                kind == "version" and isinstance(versions.get(str(value)), Version)
+            ):
                 continue
             texts: tuple[object, ...]
             if kind == "version":
@@ -164,8 +164,6 @@ class CelEngine:
                     self._version(str(text))
             except ValueError:
                 return False
-            if kind == "version":
-                good.add(str(value))
         return True
 
 
