@@ -7,12 +7,16 @@ import gc
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from allocation_builders import case_objects
+from dra_allocator import model
 from dra_allocator.claim_interning import ClaimInterner
+from dra_allocator.errors import AllocationError
 from dra_allocator.inputs import Document
 from dra_allocator.model import ClaimInfo
 from dra_allocator.snapshot import build_snapshot, read_object
+from dra_api_types import ResourceClaim
 from dra_api_types import testing as builders
 from dra_api_types.nvidia_v1beta1 import GPU_DRIVER
 
@@ -121,3 +125,39 @@ def test_an_offline_snapshot_shares_the_specs_of_claims_made_from_one_template()
     specs = {id(c.obj.spec) for c in snap.claims}
     assert len(snap.claims) == 3
     assert len(specs) == 1
+
+
+def test_a_spec_read_before_is_not_parsed_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    parsed: list[str] = []
+    parse_spec = model.parse_claim_spec
+
+    def counting(obj: ResourceClaim) -> model.SpecRecords:
+        parsed.append(obj.metadata.name or "")
+        return parse_spec(obj)
+
+    monkeypatch.setattr(model, "parse_claim_spec", counting)
+    interner = ClaimInterner()
+    claims = [_read(_allocated(f"c{i}", f"node-{i}", "gpu-0"), interner) for i in range(4)]
+    other = _read(_allocated("two", "node-0", "gpu-1", count=2), interner)
+    assert parsed == ["c0", "two"]
+    for i, info in enumerate(claims):
+        assert info.obj.to_dict() == _allocated(f"c{i}", f"node-{i}", "gpu-0")
+        assert info.requests is claims[0].requests
+    assert other.requests[0].exact is not None
+    assert other.requests[0].exact.count == 2
+
+
+def test_a_claim_with_a_known_spec_still_has_the_rest_checked() -> None:
+    interner = ClaimInterner()
+    _read(_allocated("good", "node-0", "gpu-0"), interner)
+    bad = _allocated("bad", "node-0", "gpu-1")
+    bad["status"]["allocation"]["devices"]["results"][0]["pool"] = 7
+    with pytest.raises(AllocationError) as err:
+        _read(bad, interner)
+    assert err.value.object_ref == "test ResourceClaim"
+    assert "status.allocation.devices.results[0].pool" in str(err.value)
+    bad_spec = _allocated("bad-spec", "node-0", "gpu-1")
+    bad_spec["spec"]["devices"]["requests"][0]["exactly"]["count"] = "two"
+    with pytest.raises(AllocationError) as err:
+        _read(bad_spec, interner)
+    assert "spec.devices.requests[0].exactly.count" in str(err.value)

@@ -4,26 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from allocation_builders import case_objects
-from dra_allocator.cel_engine import CelEngine
-from dra_allocator.cluster import Cluster
+from case_cluster import case_cluster
 from dra_allocator.explain import ClaimDiagnosis, diagnose
 from dra_allocator.gaps import request_summaries
-from dra_allocator.model import parse_objects
-from dra_allocator.nodes import NodeInfo
 
 MEM = "device.capacity['gpu.example.com'].memory.compareTo(quantity('{}')) >= 0"
 
 
 def diagnosis(case: dict[str, Any], *, claim: str = "default/c") -> ClaimDiagnosis:
-    classes, slices, claims, nodes = parse_objects(case_objects(case))
-    cluster = Cluster(
-        classes=classes,
-        slices=slices,
-        claims=claims,
-        engine=CelEngine(),
-        nodes=[NodeInfo.from_dict(n) for n in nodes],
-    )
+    cluster, claims = case_cluster(case)
     return diagnose(cluster, [c for c in claims if c.key == claim])[0]
 
 

@@ -13,11 +13,12 @@ from collections import defaultdict
 from fractions import Fraction
 from typing import Any
 
-from allocation_builders import DRIVER, case_objects
+from allocation_builders import DRIVER
+from case_cluster import case_cluster
 from dra_allocator.cel_engine import CelEngine
 from dra_allocator.cluster import Cluster
 from dra_allocator.features import Features
-from dra_allocator.model import ClaimInfo, parse_objects
+from dra_allocator.model import ClaimInfo
 from dra_api_types import Quantity
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -158,8 +159,7 @@ def scenario(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def allocate(case: dict[str, Any]) -> tuple[list[ClaimInfo], Cluster, list[Any] | None]:
-    classes, slices, claims, _ = parse_objects(case_objects(case))
-    cluster = Cluster(classes=classes, slices=slices, claims=claims, engine=ENGINE)
+    cluster, claims = case_cluster(case, engine=ENGINE)
     pending = [c for c in claims if c.allocation is None]
     outcome = cluster.allocate(pending, node="n1")
     return pending, cluster, outcome.allocated.allocations if outcome.allocated else None
@@ -345,14 +345,7 @@ def test_not_searching_a_node_proven_short_changes_no_outcome(
     (``skip_hopeless``): the outcome must be the search's, in every release's allocator."""
     outcomes = []
     for skip in (False, True):
-        classes, slices, claims, _ = parse_objects(case_objects(case))
-        cluster = Cluster(
-            classes=classes,
-            slices=slices,
-            claims=claims,
-            engine=CelEngine(),
-            features=Features(kube_minor=kube_minor),
-        )
+        cluster, claims = case_cluster(case, features=Features(kube_minor=kube_minor))
         pending = [c for c in claims if c.allocation is None]
         outcomes.append(cluster.allocate_on(pending, cluster.node("n1"), skip_hopeless=skip))
     assert outcomes[0] == outcomes[1]

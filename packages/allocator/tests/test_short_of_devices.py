@@ -4,22 +4,12 @@ and the outcome is still the search's: errors the search would meet are still me
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import pytest
-from allocation_builders import case_objects
+from case_cluster import case_cluster
 from dra_allocator.allocator import Unsatisfiable
-from dra_allocator.cel_engine import CelEngine
-from dra_allocator.cluster import Cluster
 from dra_allocator.errors import SelectorError
 from dra_allocator.features import Features
-from dra_allocator.model import parse_objects
-
-
-def _cluster(case: dict[str, Any]) -> tuple[Cluster, list[Any]]:
-    classes, slices, claims, _ = parse_objects(case_objects(case))
-    cluster = Cluster(classes=classes, slices=slices, engine=CelEngine())
-    return cluster, claims
 
 
 def test_a_node_short_of_devices_is_not_searched_when_asked() -> None:
@@ -27,7 +17,7 @@ def test_a_node_short_of_devices_is_not_searched_when_asked() -> None:
         "slices": [{"name": "s", "node": "n1", "devices": [{"name": "g0"}, {"name": "g1"}]}],
         "claims": [{"name": "c", "requests": [{"name": "gpu", "count": 3}]}],
     }
-    cluster, claims = _cluster(case)
+    cluster, claims = case_cluster(case)
     node = cluster.node("n1")
     searched = cluster.allocate_on(claims, node)
     assert isinstance(searched, Unsatisfiable)
@@ -61,7 +51,7 @@ def test_a_short_node_whose_device_fails_a_selector_is_still_searched() -> None:
             }
         ],
     }
-    cluster, claims = _cluster(case)
+    cluster, claims = case_cluster(case)
     with pytest.raises(SelectorError, match=re.escape("gpu.example.com/n1/g1")):
         cluster.allocate_on(claims, cluster.node("n1"), skip_hopeless=True)
 
@@ -87,12 +77,8 @@ def test_a_shareable_device_is_never_proven_short(kube_minor: int) -> None:
             }
         ],
     }
-    classes, slices, claims, _ = parse_objects(case_objects(case))
-    features = Features(kube_minor=kube_minor)
     outcomes = []
     for skip in (False, True):
-        cluster = Cluster(
-            classes=classes, slices=slices, claims=claims, engine=CelEngine(), features=features
-        )
+        cluster, claims = case_cluster(case, features=Features(kube_minor=kube_minor))
         outcomes.append(cluster.allocate_on(claims, cluster.node("n1"), skip_hopeless=skip))
     assert outcomes[0] == outcomes[1]

@@ -78,7 +78,7 @@ class CelEngine:
         """
         compiled = self.compile(expression)
         key: tuple[str, Hashable] | None = None
-        if compiled.footprint is not None and self._versions_valid(dev):
+        if compiled.footprint is not None and self._converts(dev):
             key = (expression, _footprint_value(compiled.footprint, dev))
             shared = self._shared.get(key)
             if shared is not None:
@@ -99,34 +99,43 @@ class CelEngine:
 
     def device(self, dev: DeviceInfo) -> object:
         """The CEL ``device`` value of a parsed device (built without a model round trip)."""
-        attributes: dict[str, AttributeValue] = {}
-        for name, (kind, value) in dev.attributes.items():
-            if kind == "version":
-                try:
-                    attributes[name] = self._version(str(value))
-                except ValueError as exc:
-                    raise CelRuntimeError(
-                        f"device attribute {name}: invalid semantic version {value!r}: {exc}"
-                    ) from exc
-            elif kind in ("int", "bool", "string"):
-                attributes[name] = value  # type: ignore[assignment]
-            elif kind == "versions" and isinstance(value, tuple):
-                try:
-                    attributes[name] = [self._version(str(v)) for v in value]
-                except ValueError as exc:
-                    raise CelRuntimeError(
-                        f"device attribute {name}: invalid semantic version in {value!r}: {exc}"
-                    ) from exc
-            elif kind in ("ints", "bools", "strings") and isinstance(value, tuple):
-                attributes[name] = list(value)
-            else:
-                raise CelRuntimeError(f"device attribute {name}: no value set")
+        attributes = {
+            name: self._attribute(name, kind, value)
+            for name, (kind, value) in dev.attributes.items()
+        }
         return CelDevice(
             driver=dev.driver,
             attributes=attributes,
             capacity=_qualified_capacity(dev),
             allow_multiple_allocations=dev.allow_multiple,
         )
+
+    def _attribute(self, name: str, kind: str, value: object) -> AttributeValue:
+        """One attribute's CEL value.
+
+        Raises:
+            CelRuntimeError: the value does not convert (an invalid semantic version, no
+                value set); every selector on the device then fails, as upstream's.
+        """
+        if kind in _SCALAR_KINDS:
+            return value  # type: ignore[return-value]
+        if kind == "version":
+            try:
+                return self._version(str(value))
+            except ValueError as exc:
+                raise CelRuntimeError(
+                    f"device attribute {name}: invalid semantic version {value!r}: {exc}"
+                ) from exc
+        if kind == "versions" and isinstance(value, tuple):
+            try:
+                return [self._version(str(v)) for v in value]
+            except ValueError as exc:
+                raise CelRuntimeError(
+                    f"device attribute {name}: invalid semantic version in {value!r}: {exc}"
+                ) from exc
+        if kind in _LIST_KINDS and isinstance(value, tuple):
+            return list(value)
+        raise CelRuntimeError(f"device attribute {name}: no value set")
 
     def _version(self, text: str) -> Version:
         """``Version.parse``, remembered (a fleet repeats a few driver versions)."""
@@ -143,27 +152,16 @@ class CelEngine:
             raise ValueError(parsed)
         return parsed
 
-    def _versions_valid(self, dev: DeviceInfo) -> bool:
+    def _converts(self, dev: DeviceInfo) -> bool:
         """Whether ``device`` converts the device without an error: one that fails fails
-        every selector, whatever the selector reads, so it shares no value."""
-        versions = self._versions
-        for kind, value in dev.attributes.values():
-            if kind in _SCALAR_KINDS or (
-                kind == "version" and isinstance(versions.get(str(value)), Version)
-            ):
-                continue
-            texts: tuple[object, ...]
-            if kind == "version":
-                texts = (value,)
-            elif kind in _LIST_KINDS and isinstance(value, tuple):
-                texts = value if kind == "versions" else ()
-            else:
-                return False
-            try:
-                for text in texts:
-                    self._version(str(text))
-            except ValueError:
-                return False
+        every selector, whatever the selector reads, so it shares no value. Scalars always
+        convert; only the rest are tried (cheaper than building the device)."""
+        try:
+            for name, (kind, value) in dev.attributes.items():
+                if kind not in _SCALAR_KINDS:
+                    self._attribute(name, kind, value)
+        except CelRuntimeError:
+            return False
         return True
 
 

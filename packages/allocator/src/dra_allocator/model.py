@@ -432,8 +432,31 @@ def _parse_request_body(
     )
 
 
-def parse_claim(obj: ResourceClaim) -> ClaimInfo:
-    """Turn a v1 ResourceClaim (spec and any existing status.allocation) into the record."""
+#: What a claim's spec parses into: its requests, constraints and configs.
+SpecRecords = tuple[list[DeviceRequestInfo], list[ConstraintSpec], list[DeviceClaimConfiguration]]
+
+
+def parse_claim(obj: ResourceClaim, *, spec_records: SpecRecords | None = None) -> ClaimInfo:
+    """Turn a v1 ResourceClaim (spec and any existing status.allocation) into the record.
+
+    ``spec_records``: what :func:`parse_claim_spec` returned for a spec equal to
+    ``obj.spec``, taken as they are (the records are shared, not copied).
+    """
+    requests, constraints, config = spec_records or parse_claim_spec(obj)
+    return ClaimInfo(
+        namespace=obj.metadata.namespace or "default",
+        name=obj.metadata.name or "",
+        uid=obj.metadata.uid or "",
+        requests=requests,
+        constraints=constraints,
+        config=config,
+        allocation=obj.status.allocation,
+        obj=obj,
+    )
+
+
+def parse_claim_spec(obj: ResourceClaim) -> SpecRecords:
+    """The requests, constraints and configs of a claim's spec, as the allocator reads them."""
     devices = obj.spec.devices
     requests: list[DeviceRequestInfo] = []
     for i, req in enumerate(devices.requests or []):
@@ -458,16 +481,7 @@ def parse_claim(obj: ResourceClaim) -> ClaimInfo:
         )
         for c in devices.constraints or []
     ]
-    return ClaimInfo(
-        namespace=obj.metadata.namespace or "default",
-        name=obj.metadata.name or "",
-        uid=obj.metadata.uid or "",
-        requests=requests,
-        constraints=constraints,
-        config=list(devices.config or []),
-        allocation=obj.status.allocation,
-        obj=obj,
-    )
+    return requests, constraints, list(devices.config or [])
 
 
 def parse_model(obj: ApiObject) -> ClassInfo | SliceInfo | ClaimInfo | None:

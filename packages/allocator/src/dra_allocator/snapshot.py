@@ -127,10 +127,9 @@ def read_object(
             plain = read_plain_slice(data)
             if plain is not None:
                 return plain
-        item = parse_model(read_model(data, where=f"{where} {kind}"))
-        if interner is not None and isinstance(item, ClaimInfo):
-            return interner.share(item, data)
-        return item
+        if interner is not None and kind == "ResourceClaim":
+            return interner.read(data, where=f"{where} {kind}")
+        return parse_model(read_model(data, where=f"{where} {kind}"))
     return None
 
 
