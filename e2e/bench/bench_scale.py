@@ -77,6 +77,7 @@ from dra_e2e.scale_metrics import (
     reconcile_span,
     slowest_by_workload,
     sum_by,
+    wait_bands,
 )
 from dra_e2e.scale_observe import ClaimWatch, MetricsScraper, RssSampler, fetch_text
 from dra_e2e.scale_report import (
@@ -565,6 +566,7 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
         own_steady=_own_webhook(own_mid, own_after_creation),
         cpu=split(cpu_start, cpu_end, created - started),
         slowest=slowest_by_workload(waits, 0.99, workloads),
+        wait_bands=wait_bands(waits, watch.claim_created, started=started),
         reconciles=(
             reconcile_span(controller_start, controller_end)
             if controller_start is not None and controller_end is not None

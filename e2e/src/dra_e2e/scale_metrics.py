@@ -21,6 +21,7 @@ Pure: text in, numbers out.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
 from collections import defaultdict
@@ -233,6 +234,39 @@ def slowest_by_workload(
         if wait >= cut:
             group = next((w for w in workloads if name.startswith(f"{w}-")), "other")
             out[group] = out.get(group, 0) + 1
+    return out
+
+
+#: Where claim-to-bound bands split (seconds): at 0.5 s a claim was allocated on its pod's
+#: first scheduling attempts; past 2 s it waited for a retry.
+WAIT_BANDS = (0.5, 2.0, 10.0)
+#: A claim waiting at least this long counts as slow in :func:`wait_bands`.
+SLOW_WAIT_S = 2.0
+
+
+def wait_bands(
+    waits: Mapping[str, float],
+    seen: Mapping[str, float],
+    *,
+    started: float,
+    early_s: float = 60.0,
+) -> dict[str, int]:
+    """How many claims waited how long (claim name -> seconds), in bands split at
+    :data:`WAIT_BANDS` (``< 0.5 s``, ``0.5-2 s``, ``2-10 s``, ``>= 10 s``), and how many of
+    the slow ones (``SLOW_WAIT_S`` or more) were seen (``seen``: claim name -> monotonic
+    time) within ``early_s`` of ``started`` (the last entry): a tail made at the phase's
+    start is a start-up transient, one spread over the phase is steady."""
+    labels = [f"< {WAIT_BANDS[0]:g} s"]
+    labels += [f"{lo:g}-{hi:g} s" for lo, hi in itertools.pairwise(WAIT_BANDS)]
+    labels.append(f">= {WAIT_BANDS[-1]:g} s")
+    out = dict.fromkeys(labels, 0)
+    early = 0
+    for claim, wait in waits.items():
+        band = sum(1 for bound in WAIT_BANDS if wait >= bound)
+        out[labels[band]] += 1
+        if wait >= SLOW_WAIT_S and seen.get(claim, started + early_s) - started < early_s:
+            early += 1
+    out[f">= {SLOW_WAIT_S:g} s and seen in the first {early_s:g} s"] = early
     return out
 
 

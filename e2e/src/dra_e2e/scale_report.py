@@ -69,6 +69,8 @@ class Creation:
     reconciles: ReconcileSpan | None = None
     #: how many claims waited at least the claim-to-bound p99, by workload
     slowest: Mapping[str, int] = field(default_factory=dict)
+    #: how many claims waited how long, by band (``scale_metrics.wait_bands``)
+    wait_bands: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -424,6 +426,12 @@ def render(
         lines.append("\nclaims at or over the creation's claim-to-bound p99, by workload:")
     for phase in slow:
         counts = ", ".join(f"{k}={v}" for k, v in sorted(phase.creation.slowest.items()))
+        lines.append(f"  {phase.name}: {counts}")
+    banded = [p for p in (without, with_) if p is not None and p.creation.wait_bands]
+    if banded:
+        lines.append("\nclaims by claim-to-bound during the creation:")
+    for phase in banded:
+        counts = ", ".join(f"{k}: {v}" for k, v in phase.creation.wait_bands.items())
         lines.append(f"  {phase.name}: {counts}")
     lines += memory_lines(with_.usage)
     lines += ["", *creation_cpu_lines(without, with_)]

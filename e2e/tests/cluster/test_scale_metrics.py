@@ -27,6 +27,7 @@ from dra_e2e.scale_metrics import (
     slowest_by_workload,
     span_samples,
     sum_by,
+    wait_bands,
 )
 from dra_kube_client.informers import InformerStats
 from prometheus_client import generate_latest
@@ -240,3 +241,19 @@ def test_the_slowest_claims_are_grouped_by_the_workload_that_begins_their_name()
     counts = slowest_by_workload(waits, 0.98, ["whole-gpu", "mig-1g", "domain"])
     assert counts == {"domain": 2, "other": 1}
     assert slowest_by_workload({}, 0.99, ["whole-gpu"]) == {}
+
+
+def test_claims_are_counted_by_how_long_they_waited_and_early_slow_ones_apart() -> None:
+    waits = {"a": 0.1, "b": 0.5, "c": 1.9, "d": 2.0, "e": 9.9, "f": 10.0, "g": 30.0}
+    seen = {"a": 100.0, "b": 100.0, "c": 100.0, "d": 110.0, "e": 200.0, "f": 159.0}
+    bands = wait_bands(waits, seen, started=100.0)
+    assert bands == {
+        "< 0.5 s": 1,
+        "0.5-2 s": 2,
+        "2-10 s": 2,
+        ">= 10 s": 2,
+        # d and f were seen within 60 s of the start; e later; g's sighting is unknown
+        ">= 2 s and seen in the first 60 s": 2,
+    }
+    assert sum(list(bands.values())[:4]) == len(waits)
+    assert wait_bands({}, {}, started=0.0)[">= 10 s"] == 0

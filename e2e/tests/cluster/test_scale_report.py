@@ -35,6 +35,7 @@ def _phase(
     explain: float = 1.0,
     own: bool = False,
     slowest: dict[str, int] | None = None,
+    bands: dict[str, int] | None = None,
 ) -> Phase:
     creation = Creation(
         pods_per_s=pods_per_s,
@@ -50,6 +51,7 @@ def _phase(
         own_first=(0.0021, 0.0182, 31, (0.015, 0.02)) if own else None,
         own_steady=(0.0012, 0.0034, 170, (0.003, 0.005)) if own else None,
         slowest=slowest or {},
+        wait_bands=bands or {},
     )
     churn = Churn(
         deleted_pods=20,
@@ -267,6 +269,20 @@ def test_the_slowest_claims_are_counted_by_workload_under_the_table() -> None:
     assert lines[at + 1] == "  with: domain=2, mig-1g=1"
     quiet = render(without, without, nodes=50, gpus=8, pods=200, rate=5, cpus=2)
     assert "claim-to-bound p99, by workload" not in quiet
+
+
+def test_claims_by_wait_band_are_printed_for_each_phase_under_the_table() -> None:
+    without = _phase("without", pods_per_s=5.0, p99=1.0, bands={"< 0.5 s": 190, "2-10 s": 18})
+    with_ = _phase("with", pods_per_s=5.0, p99=1.0, bands={"< 0.5 s": 200, "2-10 s": 8})
+    lines = render(without, with_, nodes=50, gpus=8, pods=200, rate=5, cpus=2).splitlines()
+    at = lines.index("claims by claim-to-bound during the creation:")
+    assert lines[at + 1 : at + 3] == [
+        "  without: < 0.5 s: 190, 2-10 s: 18",
+        "  with: < 0.5 s: 200, 2-10 s: 8",
+    ]
+    plain = _phase("with", pods_per_s=5.0, p99=1.0)
+    quiet = render(None, plain, nodes=50, gpus=8, pods=200, rate=5, cpus=2)
+    assert "by claim-to-bound during" not in quiet
 
 
 def test_explain_split_names_each_part_and_the_rest() -> None:

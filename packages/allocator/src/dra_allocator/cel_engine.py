@@ -7,7 +7,6 @@ from typing import cast
 
 from dra_api_types import Quantity, Version
 from dra_cel import (
-    AttributeValue,
     CelCompileError,
     CelDevice,
     CelRuntimeError,
@@ -15,7 +14,7 @@ from dra_cel import (
     Footprint,
     compile_selector,
 )
-from dra_cel.device import qualify
+from dra_cel.device import SCALAR_KINDS, attribute_value, qualify
 
 from .model import DeviceInfo
 from .selectors import SelectorCompileFailure
@@ -98,9 +97,15 @@ class CelEngine:
         return value
 
     def device(self, dev: DeviceInfo) -> object:
-        """The CEL ``device`` value of a parsed device (built without a model round trip)."""
+        """The CEL ``device`` value of a parsed device (built without a model round trip;
+        versions parsed through the engine's memo).
+
+        Raises:
+            CelRuntimeError: an attribute does not convert (an invalid semantic version, no
+                value set); every selector on the device then fails, as upstream's.
+        """
         attributes = {
-            name: self._attribute(name, kind, value)
+            name: attribute_value(name, kind, value, parse_version=self._version)
             for name, (kind, value) in dev.attributes.items()
         }
         return CelDevice(
@@ -109,33 +114,6 @@ class CelEngine:
             capacity=_qualified_capacity(dev),
             allow_multiple_allocations=dev.allow_multiple,
         )
-
-    def _attribute(self, name: str, kind: str, value: object) -> AttributeValue:
-        """One attribute's CEL value.
-
-        Raises:
-            CelRuntimeError: the value does not convert (an invalid semantic version, no
-                value set); every selector on the device then fails, as upstream's.
-        """
-        if kind in _SCALAR_KINDS:
-            return value  # type: ignore[return-value]
-        if kind == "version":
-            try:
-                return self._version(str(value))
-            except ValueError as exc:
-                raise CelRuntimeError(
-                    f"device attribute {name}: invalid semantic version {value!r}: {exc}"
-                ) from exc
-        if kind == "versions" and isinstance(value, tuple):
-            try:
-                return [self._version(str(v)) for v in value]
-            except ValueError as exc:
-                raise CelRuntimeError(
-                    f"device attribute {name}: invalid semantic version in {value!r}: {exc}"
-                ) from exc
-        if kind in _LIST_KINDS and isinstance(value, tuple):
-            return list(value)
-        raise CelRuntimeError(f"device attribute {name}: no value set")
 
     def _version(self, text: str) -> Version:
         """``Version.parse``, remembered (a fleet repeats a few driver versions)."""
@@ -158,15 +136,11 @@ class CelEngine:
         convert; only the rest are tried (cheaper than building the device)."""
         try:
             for name, (kind, value) in dev.attributes.items():
-                if kind not in _SCALAR_KINDS:
-                    self._attribute(name, kind, value)
+                if kind not in SCALAR_KINDS:
+                    attribute_value(name, kind, value, parse_version=self._version)
         except CelRuntimeError:
             return False
         return True
-
-
-_SCALAR_KINDS = frozenset(("int", "bool", "string"))
-_LIST_KINDS = frozenset(("ints", "bools", "strings", "versions"))
 
 
 def _qualified_capacity(dev: DeviceInfo) -> dict[str, Quantity]:

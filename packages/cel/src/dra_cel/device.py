@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -74,43 +74,66 @@ def qualify(driver: str, name: str) -> str:
     return name if "/" in name else f"{driver}/{name}"
 
 
-def _version(driver: str, name: str, value: object) -> Version:
-    if isinstance(value, Version):
-        return value
-    try:
-        return Version.parse(str(value))
-    except ValueError as err:
-        raise CelRuntimeError(
-            f"device attribute {qualify(driver, name)}: invalid semantic version {value!r}: {err}"
-        ) from err
+#: An attribute's members in the API's order, each as ``(kind, model field)``: exactly one
+#: is set on a valid attribute.
+_MEMBERS = (
+    ("int", "int_"),
+    ("bool", "bool_"),
+    ("string", "string"),
+    ("version", "version"),
+    ("ints", "ints"),
+    ("bools", "bools"),
+    ("strings", "strings"),
+    ("versions", "versions"),
+)
+#: The kinds whose value is the CEL value as it is (nothing to convert, nothing can fail).
+SCALAR_KINDS = frozenset(("int", "bool", "string"))
+_LIST_KINDS = frozenset(("ints", "bools", "strings"))
+
+
+def attribute_value(
+    name: str,
+    kind: str,
+    value: object,
+    *,
+    parse_version: Callable[[str], Version] = Version.parse,
+) -> AttributeValue:
+    """An attribute's CEL value from its member (``kind``: the API's field name, ``int`` ...
+    ``versions``) and that member's value; ``name`` (qualified) is for errors.
+
+    ``parse_version`` parses a version's text (a caller may remember parses); it raises
+    ``ValueError`` for an invalid one.
+
+    Raises:
+        CelRuntimeError: an invalid semantic version, or no value of a known kind: upstream
+            fails the conversion, so every selector on the device fails.
+    """
+    if kind in SCALAR_KINDS:
+        return value  # type: ignore[return-value]
+    if kind == "version":
+        try:
+            return value if isinstance(value, Version) else parse_version(str(value))
+        except ValueError as err:
+            raise CelRuntimeError(
+                f"device attribute {name}: invalid semantic version {value!r}: {err}"
+            ) from err
+    if kind == "versions" and isinstance(value, list | tuple):
+        try:
+            return [v if isinstance(v, Version) else parse_version(str(v)) for v in value]
+        except ValueError as err:
+            raise CelRuntimeError(
+                f"device attribute {name}: invalid semantic version in {value!r}: {err}"
+            ) from err
+    if kind in _LIST_KINDS and isinstance(value, list | tuple):
+        return list(value)
+    raise CelRuntimeError(f"device attribute {name}: no value set")
 
 
 def _attribute_value(driver: str, name: str, attribute: Any) -> AttributeValue:
-    # Exactly one field is set on a valid attribute; the order mirrors the API's.
-    value = getattr(attribute, "int_", None)
-    if value is not None:
-        return int(value)
-    value = getattr(attribute, "bool_", None)
-    if value is not None:
-        return bool(value)
-    value = getattr(attribute, "string", None)
-    if value is not None:
-        return str(value)
-    value = getattr(attribute, "version", None)
-    if value is not None:
-        return _version(driver, name, value)
-    value = getattr(attribute, "ints", None)
-    if value is not None:
-        return [int(x) for x in value]
-    value = getattr(attribute, "bools", None)
-    if value is not None:
-        return [bool(x) for x in value]
-    value = getattr(attribute, "strings", None)
-    if value is not None:
-        return [str(x) for x in value]
-    value = getattr(attribute, "versions", None)
-    if value is not None:
-        return [_version(driver, name, x) for x in value]
+    for kind, member in _MEMBERS:
+        value = getattr(attribute, member, None)
+        if value is not None:
+            return attribute_value(qualify(driver, name), kind, value)
     raise CelRuntimeError(f"device attribute {qualify(driver, name)}: no value set")
 
 
