@@ -75,21 +75,17 @@ class ClaimInterner:
             raise AllocationError("cannot parse: not a ResourceClaim", object_ref=where)
         if spec is not None and records is not None:
             obj.spec = spec
-        info = parse_claim(obj, spec_records=records)
-        return self._share(info, data, spec_key)
-
-    def _share(self, info: ClaimInfo, data: Mapping[str, Any], spec_key: str) -> ClaimInfo:
-        """``info`` (parsed from ``data``) with the parts an earlier claim parsed equal
-        replaced by that claim's objects; ``info`` itself is changed."""
-        claim = info.obj
-        spec = self._shared("spec", spec_key, claim.spec)
-        if spec is claim.spec:
-            if id(spec) not in self._derived:
-                self._derived[id(spec)] = (info.requests, info.constraints, info.config)
-                weakref.finalize(spec, self._derived.pop, id(spec), None)
+            info = parse_claim(obj, spec_records=records)
         else:
-            claim.spec = spec
-            info.requests, info.constraints, info.config = self._derived[id(spec)]
+            info = parse_claim(obj)
+            self._models[("spec", spec_key)] = obj.spec
+            self._derived[id(obj.spec)] = (info.requests, info.constraints, info.config)
+            weakref.finalize(obj.spec, self._derived.pop, id(obj.spec), None)
+        return self._share_allocation(info, data)
+
+    def _share_allocation(self, info: ClaimInfo, data: Mapping[str, Any]) -> ClaimInfo:
+        """``info`` (parsed from ``data``) with the allocation's parts an earlier claim
+        parsed equal replaced by that claim's objects; ``info`` itself is changed."""
         allocation = info.allocation
         raw = ((data.get("status") or {}).get("allocation")) or {}
         if allocation is None or not isinstance(raw, Mapping):
