@@ -27,12 +27,9 @@ console script never does.
    explain adds to decoding;
 2. ``through HTTP``: ``kubectl_dra.cli.main`` in this process against a local HTTP server
    that sends the lists' bytes as the in-memory API server wrote them (the client's
-   transport, the lists, the decoding; the server only sends, after ``--list-delay`` if
-   given: the API server's time to build each list);
+   transport, the lists, the decoding; the server only sends);
 3. ``process``: the ``kubectl-dra`` console script against that server, imports included,
-   and its start alone (``kubectl-dra --version``). A live explain asks for the lists
-   before it imports the allocator, so with ``--list-delay`` the process overlaps its
-   imports with the server's wait.
+   and its start alone (``kubectl-dra --version``).
 """
 
 from __future__ import annotations
@@ -66,8 +63,7 @@ from dra_e2e.kwok_slices import (
 )
 from dra_e2e.scale_workload import TEMPLATES, ClaimKind, claim_template, pending_claim, replicas
 from dra_kube_client.testing import MemoryApi, Reply, Request, ScriptedServer, write_kubeconfig
-from kubectl_dra.cli import main, without_cycle_collection
-from kubectl_dra.commands import explain_target
+from kubectl_dra.cli import explain_target, main, without_cycle_collection
 from kubectl_dra.live import fetch_with
 
 Obj = dict[str, Any]
@@ -247,10 +243,8 @@ class Bodies:
     """The list bodies as the API server sent them (bytes), decoded afresh on each request:
     a transport without the network, so only decoding and explain are timed."""
 
-    def __init__(self, api: MemoryApi, *, delay_s: float = 0.0) -> None:
-        """Serialise every list explain reads, once; the HTTP answers wait ``delay_s``
-        before they start (the time the API server takes to build a list)."""
-        self.delay_s = delay_s
+    def __init__(self, api: MemoryApi) -> None:
+        """Serialise every list explain reads, once."""
         self.raw: dict[str, bytes] = {}
         for path in (
             f"{RESOURCE}/deviceclasses",
@@ -272,7 +266,6 @@ class Bodies:
         """The HTTP answer to a GET of a list: its bytes as they are (the server's cost is
         then only the sending, not the in-memory API server's copying and encoding)."""
         raw = self.raw.get(urlsplit(request.path).path)
-        time.sleep(self.delay_s)
         if raw is None:
             return Reply.status_error(404, f"{request.path} not found", reason="NotFound")
         return Reply(200, raw)
@@ -323,21 +316,13 @@ def main_bench(argv: list[str]) -> None:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--claims", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument(
-        "--list-delay",
-        type=float,
-        default=0.0,
-        metavar="SECONDS",
-        help="the HTTP server waits this long before each list's answer, as the API server "
-        "builds a list (run 18's cluster: ~1 s for the lists; default 0: it only sends)",
-    )
     args = parser.parse_args(argv)
     gc.disable()
     start = time.perf_counter()
     api = MemoryApi()
     publish_fleet(api, args.nodes)
     allocated = add_claims(api, args.claims)
-    bodies = Bodies(api, delay_s=args.list_delay)
+    bodies = Bodies(api)
     size = sum(len(b) for b in bodies.raw.values())
     slices = len(api.kind_items("resourceslices"))
     print(

@@ -174,7 +174,7 @@ def test_explain_logs_where_its_time_went_at_v1(api_server: str, tmp_path: Path)
     assert proc.returncode == 1, proc.stderr
     last = proc.stderr.splitlines()[-1]
     assert re.fullmatch(
-        r"INFO kubectl_dra.commands: explained target=pod/trainer "
+        r"INFO kubectl_dra.cli: explained target=pod/trainer "
         r"fetch_s=\d+\.\d{3} read_s=\d+\.\d{3} explain_s=\d+\.\d{3}",
         last,
     ), last

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 from dra_kube_client import KubeApiError
-from kubectl_dra.cluster_lists import LISTS, LiveClusterError
-from kubectl_dra.live import fetch_with
+from kubectl_dra.live import _LISTS, LiveClusterError, fetch_with
 
 
 def _listed(name: str) -> dict[str, Any]:
@@ -28,7 +27,7 @@ class _Lists:
     reply before asking for the next never gets one (the barrier breaks)."""
 
     def __init__(self, failing: Mapping[str, int] | None = None) -> None:
-        self.together = threading.Barrier(len(LISTS), timeout=10)
+        self.together = threading.Barrier(len(_LISTS), timeout=10)
         self.failing = dict(failing or {})
         self.asked: list[str] = []
 
@@ -50,18 +49,18 @@ class _Lists:
 def test_the_lists_are_asked_for_together_and_read_in_order() -> None:
     api = _Lists()
     docs = fetch_with(api, namespace="team", pod=None)
-    assert sorted(api.asked) == sorted(path for path, _, _ in LISTS)
+    assert sorted(api.asked) == sorted(path for path, _, _ in _LISTS)
     assert [(d.source, d.index) for d in docs] == [
-        (path, i) for path, _, _ in LISTS for i in range(2)
+        (path, i) for path, _, _ in _LISTS for i in range(2)
     ]
-    assert [d.data["kind"] for d in docs[::2]] == [kind for _, _, kind in LISTS]
+    assert [d.data["kind"] for d in docs[::2]] == [kind for _, _, kind in _LISTS]
 
 
 def test_an_optional_list_not_served_is_skipped_and_a_refusal_names_the_first_list() -> None:
-    rules = next(path for path, _, kind in LISTS if kind == "DeviceTaintRule")
+    rules = next(path for path, _, kind in _LISTS if kind == "DeviceTaintRule")
     docs = fetch_with(_Lists({rules: 404}), namespace="team", pod=None)
     assert rules not in {d.source for d in docs}
-    slices, claims = LISTS[1][0], LISTS[2][0]
+    slices, claims = _LISTS[1][0], _LISTS[2][0]
     with pytest.raises(LiveClusterError, match="resourceslices"):
         fetch_with(_Lists({claims: 403, slices: 403}), namespace="team", pod=None)
 

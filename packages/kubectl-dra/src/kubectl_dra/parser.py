@@ -31,13 +31,13 @@ _GLOBAL_DEFAULTS: dict[str, object] = {
 
 @dataclass(frozen=True, slots=True)
 class Command:
-    """One subcommand: ``add_arguments`` adds its own flags (:mod:`kubectl_dra.commands`
-    runs it)."""
+    """One subcommand: ``add_arguments`` adds its own flags, ``run`` handles it (exit code)."""
 
     name: str
     help: str
     examples: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
     # Whether ``-f`` is required (explain reads the live cluster without it).
     files_required: bool = True
 
