@@ -28,8 +28,9 @@ console script never does.
 2. ``through HTTP``: ``kubectl_dra.cli.main`` in this process against a local HTTP server
    that sends the lists' bytes as the in-memory API server wrote them (the client's
    transport, the lists, the decoding; the server only sends);
-3. ``process``: the ``kubectl-dra`` console script against that server, imports included,
-   and its start alone (``kubectl-dra --version``).
+3. ``process``: the ``kubectl-dra`` console script against that server, imports included
+   (from bytecode written first, as an installed package has it), and its start alone
+   (``kubectl-dra --version``).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ from dra_e2e.kwok_slices import (
     publish_channel_slices,
     publish_node_slices,
 )
+from dra_e2e.process import write_bytecode
 from dra_e2e.scale_workload import TEMPLATES, ClaimKind, claim_template, pending_claim, replicas
 from dra_kube_client.testing import MemoryApi, Reply, Request, ScriptedServer, write_kubeconfig
 from kubectl_dra.cli import explain_target, main, without_cycle_collection
@@ -335,6 +337,7 @@ def main_bench(argv: list[str]) -> None:
     for label, claim in (("pending", "explain-pending"), ("allocated", allocated)):
         seconds = median_s(args.rounds, lambda c=claim: explain_from(bodies, c))  # type: ignore[misc]
         report(f"from documents, {label} claim", seconds, decode, base)
+    write_bytecode("kubectl_dra.cli")  # the console script runs as installed
     with ScriptedServer(bodies.answer) as server, tempfile.TemporaryDirectory() as tmp:
         kubeconfig = write_kubeconfig(Path(tmp) / "kubeconfig", url=server.url)
         for label, claim in (("pending", "explain-pending"), ("allocated", allocated)):

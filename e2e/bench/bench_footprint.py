@@ -60,6 +60,7 @@ from dra_computedomain.names import (
     clique_object_name,
 )
 from dra_e2e.footprint import FootprintRow, MemoryFigures, format_row, parse_proc_status
+from dra_e2e.process import write_bytecode
 from dra_e2e.scale_domains import compute_domain
 from dra_kube_client.testing import HttpFront
 from dra_kube_client.testing.http_front import serve_http
@@ -377,11 +378,7 @@ def main() -> None:
     )
     # Bytecode first, as the image ships it: a process compiling its modules at start would
     # be measured with the compiler's memory and time (pynvml alone: +12 MB).
-    # PYTHONDONTWRITEBYTECODE (set in many development shells) would make this write nothing,
-    # and every measured process compile its modules again: the warm-up writes regardless.
-    warm = "import dra_kubelet_plugin.cli, dra_computedomain.plugin_cli, pynvml"
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    subprocess.run([sys.executable, "-c", warm], check=True, env=env)
+    write_bytecode("dra_kubelet_plugin.cli", "dra_computedomain.plugin_cli", "pynvml")
     root = Path(tempfile.mkdtemp(prefix="footprint-", dir="/tmp"))
     try:
         for row in run(root):

@@ -51,7 +51,7 @@ from dra_e2e.host_cpu import CpuReading, parse_host_totals, split
 from dra_e2e.kwok_cluster import add_kwok_nodes, delete_kwok_nodes, list_kwok_nodes, transport_of
 from dra_e2e.kwok_slices import FLEET_LABEL, GB200
 from dra_e2e.pod_usage import PodUsage, parse_stat, pod_usage, process_usage
-from dra_e2e.process import is_running
+from dra_e2e.process import is_running, write_bytecode
 from dra_e2e.scale_domains import (
     DOMAIN_NODES,
     DOMAIN_PREFIX,
@@ -658,6 +658,8 @@ def main() -> int:
     state_dir = Path(tempfile.mkdtemp(prefix="dra-e2e-scale-"))
     cluster = Cluster(state_dir)
     rng = random.Random(27)
+    # explain is timed as installed, with its bytecode (not compiling the workspace each run).
+    write_bytecode("kubectl_dra.cli")
     say(f"[bench] cluster in {state_dir}: 1 real node, {NODES} kwok nodes")
     cluster.up(progress=say, nodes=1)
     try:

@@ -12,6 +12,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -204,3 +205,17 @@ def tail(path: Path | str, *, lines: int = 40) -> str:
     except FileNotFoundError:
         return ""
     return "".join(data.splitlines(keepends=True)[-lines:])
+
+
+def write_bytecode(*modules: str) -> None:
+    """Import ``modules`` (and all they import) in a fresh interpreter that writes their
+    bytecode, as an installed package or the image has it.
+
+    A benchmark times our processes as users run them: without this, each timed process
+    would compile every module of the workspace at start (a fresh checkout has no
+    bytecode, and ``PYTHONDONTWRITEBYTECODE``, set in many development shells, keeps it so),
+    and be measured with the compiler's time and memory.
+    """
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    code = "import " + ", ".join(modules)
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)

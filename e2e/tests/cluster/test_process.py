@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import subprocess
 from pathlib import Path
 
+import pytest
 from dra_e2e.process import (
     ProcessRecord,
     is_running,
@@ -14,6 +16,7 @@ from dra_e2e.process import (
     spawn,
     stop,
     tail,
+    write_bytecode,
 )
 
 
@@ -69,3 +72,19 @@ def test_sweep_matches_only_our_executables_naming_the_state_dir(tmp_path: Path)
     finally:
         for record in (mine, foreign, sibling):
             stop(record, timeout=5)
+
+
+def test_write_bytecode_writes_it_even_where_the_shell_says_not_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "benchpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("from . import part\n")
+    (package / "part.py").write_text("VALUE = 1\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    write_bytecode("benchpkg")
+    written = sorted(p.name.split(".")[0] for p in (package / "__pycache__").iterdir())
+    assert written == ["__init__", "part"]  # what the module imports, too
+    with pytest.raises(subprocess.CalledProcessError):
+        write_bytecode("benchpkg.missing")
