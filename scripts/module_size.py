@@ -1,10 +1,11 @@
-"""Report the source modules of the workspace that are longer than 600 lines.
+"""Report the Python modules of the workspace that are longer than 600 lines: sources, tests,
+benchmarks and tools alike.
 
 A module past the limit holds more than one concept: split it by concept (as ``dra_cel``'s
 compiler is split by expression form) instead of raising the limit. Generated code
 (``_proto/``) is not counted. Exits 1 when any module is over the limit::
 
-    python scripts/module_size.py                      # the default source roots
+    python scripts/module_size.py                      # the whole workspace
     python scripts/module_size.py packages/nvlib/src   # chosen roots
 """
 
@@ -15,9 +16,21 @@ from collections.abc import Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+#: Every folder of the repository that holds Python: each package's sources, tests and
+#: benchmarks, the end-to-end harness with its tests and benchmarks, and the tools.
 DEFAULT_ROOTS = (
-    *sorted(str(p.relative_to(REPO)) for p in (REPO / "packages").glob("*/src")),
+    *sorted(
+        str(p.relative_to(REPO))
+        for pattern in ("*/src", "*/tests", "*/bench")
+        for p in (REPO / "packages").glob(pattern)
+    ),
     "e2e/src",
+    "e2e/tests",
+    "e2e/bench",
+    "bench",
+    "deployments",
+    "images",
+    "scripts",
 )
 MAX_LINES = 600
 #: Directories of generated code (the gRPC stubs), which nobody edits by hand.

@@ -47,11 +47,20 @@ from typing import Any
 
 from dra_e2e import chart, driver_install
 from dra_e2e.cluster import Cluster
-from dra_e2e.host_cpu import CpuReading, parse_host_totals, split
+from dra_e2e.host_cpu import split
 from dra_e2e.kwok_cluster import add_kwok_nodes, delete_kwok_nodes, list_kwok_nodes, transport_of
 from dra_e2e.kwok_slices import FLEET_LABEL, GB200
-from dra_e2e.pod_usage import PodUsage, parse_stat, pod_usage, process_usage
-from dra_e2e.process import is_running, write_bytecode
+from dra_e2e.process import write_bytecode
+from dra_e2e.scale_components import (
+    component_usage,
+    controller_text,
+    cpu_reading,
+    measured,
+    rss_reader,
+    scrape_cpu_s,
+    scrape_url,
+    webhook_texts,
+)
 from dra_e2e.scale_domains import (
     DOMAIN_NODES,
     DOMAIN_PREFIX,
@@ -79,9 +88,8 @@ from dra_e2e.scale_metrics import (
     sum_by,
     wait_bands,
 )
-from dra_e2e.scale_observe import ClaimWatch, MetricsScraper, RssSampler, fetch_text
+from dra_e2e.scale_observe import ClaimWatch, MetricsScraper
 from dra_e2e.scale_report import (
-    ALLOCATION_CONTROLLER,
     Churn,
     Creation,
     Phase,
@@ -133,16 +141,7 @@ COMPONENTS = {
     "resources.computeDomains.enabled": "true",
     "allocationController.metrics.insecure": "true",
 }
-#: Our control-plane components, by the chart's component label.
-MEASURED = ("allocation-controller", "compute-domain-controller", "webhook")
-METRICS_PORT = 8080
-#: The chart's default webhook.metrics.port.
-WEBHOOK_METRICS_PORT = 8080
 SCRAPE_INTERVAL_S = 0.5
-#: How often the allocation controller's resident memory is sampled (a /proc read each).
-RSS_SAMPLE_S = 2.0
-#: Scrapes timed back to back at a phase's end to price one (see ``Usage.scrape_cpu_s``).
-SCRAPES_PRICED = 20
 #: How often the workload is listed whole to see whether it is (two lists of PODS objects
 #: and the nodes: at 5,000 pods, tens of MB of JSON a time on the same CPUs as the cluster).
 WHOLE_CHECK_S = max(2.0, PODS / 500)
@@ -315,119 +314,6 @@ def _wait(
     return time.monotonic()
 
 
-def _component_pods(transport: KubeTransport, component: str) -> list[dict[str, Any]]:
-    """The pods of one of the chart's components (its ``app.kubernetes.io/component`` label)
-    in the driver's namespace."""
-    pods = transport.request(
-        "GET",
-        f"/api/v1/namespaces/{chart.NAMESPACE}/pods",
-        query={"labelSelector": f"app.kubernetes.io/component={component}"},
-    ).get("items")
-    return list(pods or [])
-
-
-def _usage(transport: KubeTransport) -> dict[str, PodUsage]:
-    """Every pod of the driver's namespace (the kubelet plugins too), by component; the
-    processes of a component's pods together."""
-    pods = transport.request("GET", f"/api/v1/namespaces/{chart.NAMESPACE}/pods").get("items")
-    out: dict[str, PodUsage] = {}
-    for pod in pods or []:
-        meta = pod["metadata"]
-        component = (meta.get("labels") or {}).get("app.kubernetes.io/component", meta["name"])
-        usage = pod_usage(str(meta["uid"]))
-        if component in out:
-            usage = PodUsage(out[component].processes + usage.processes)
-        out[component] = usage
-    return out
-
-
-def _measured(usage: dict[str, PodUsage]) -> dict[str, PodUsage]:
-    """The components whose CPU and peak RSS the figures name (one replica each)."""
-    return {component: usage[component] for component in MEASURED if component in usage}
-
-
-def _process_cpu_s(pid: int | str) -> float | None:
-    try:
-        return parse_stat(Path(f"/proc/{pid}/stat").read_text())[1]
-    except OSError:  # ended since it was listed
-        return None
-
-
-def _cpu_reading(cluster: Cluster, ours: dict[str, PodUsage]) -> CpuReading:
-    """The cluster's processes', our pods' and this benchmark's CPU seconds, and the host's."""
-    processes: dict[str, float] = {}
-    for record in cluster.processes():
-        cpu = _process_cpu_s(record.pid) if is_running(record) else None
-        if cpu is not None:
-            processes[record.name] = cpu
-    for component, usage in ours.items():
-        processes[f"ours: {component}"] = usage.cpu_s
-    processes["the benchmark"] = _process_cpu_s("self") or 0.0
-    return CpuReading(processes, parse_host_totals(Path("/proc/stat").read_text()))
-
-
-def _scrape_cpu_s(transport: KubeTransport, url: str) -> float:
-    """CPU seconds the allocation controller spends answering one scrape of ``url`` now
-    (``SCRAPES_PRICED`` scrapes back to back, its pod's CPU before and after)."""
-    before = _usage(transport).get(ALLOCATION_CONTROLLER)
-    for _ in range(SCRAPES_PRICED):
-        fetch_text(url, timeout=30)
-    after = _usage(transport).get(ALLOCATION_CONTROLLER)
-    if before is None or after is None:
-        return 0.0
-    return max(0.0, after.cpu_s - before.cpu_s) / SCRAPES_PRICED
-
-
-def _rss_reader(transport: KubeTransport) -> RssSampler | None:
-    """A sampler of the allocation controller's resident memory (its processes' largest, as
-    its peak is), or ``None`` without its pod; a process gone since is not read."""
-    usage = _usage(transport).get(ALLOCATION_CONTROLLER)
-    if usage is None or not usage.processes:
-        return None
-    pids = [p.pid for p in usage.processes]
-
-    def read() -> int | None:
-        found = (process_usage(pid) for pid in pids)
-        return max((u.rss for u in found if u is not None), default=None)
-
-    return RssSampler(read, RSS_SAMPLE_S, step="setup")
-
-
-def _scrape_url(transport: KubeTransport) -> str | None:
-    pods = _component_pods(transport, ALLOCATION_CONTROLLER)
-    ip = next(
-        (p["status"].get("podIP") for p in pods if (p.get("status") or {}).get("podIP")), None
-    )
-    return None if ip is None else f"http://{ip}:{METRICS_PORT}/metrics"
-
-
-def _controller_text(scraper: MetricsScraper | None) -> str | None:
-    """The allocation controller's ``/metrics`` now (``None``: not scraped, or no answer)."""
-    if scraper is None:
-        return None
-    try:
-        return fetch_text(scraper.url)
-    except OSError as exc:
-        say(f"[bench] allocation controller: {scraper.url}: {exc}")
-        return None
-
-
-def _webhook_texts(transport: KubeTransport) -> dict[str, str]:
-    """Each webhook pod's ``/metrics`` by pod name (pod IP, plain HTTP, as the allocation
-    controller's); a pod that does not answer is left out, and said."""
-    out = {}
-    for pod in _component_pods(transport, "webhook"):
-        name, ip = pod["metadata"]["name"], (pod.get("status") or {}).get("podIP")
-        if not ip:
-            continue
-        url = f"http://{ip}:{WEBHOOK_METRICS_PORT}/metrics"
-        try:
-            out[name] = fetch_text(url)
-        except OSError as exc:
-            say(f"[bench] webhook pod {name}: {url}: {exc}")
-    return out
-
-
 def _explain(cluster: Cluster, ns: str, claim: str) -> float:
     """Wall seconds of ``kubectl dra explain resourceclaim/<claim>`` against the cluster."""
     binary = Path(sys.executable).parent / "kubectl-dra"
@@ -495,21 +381,21 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
     watch.start()
     scraper = None
     if with_components:
-        url = _scrape_url(transport)
+        url = scrape_url(transport)
         if url is not None:
             scraper = MetricsScraper(url, ns, SCRAPE_INTERVAL_S, say)
             scraper.start()
     time.sleep(1)  # the watches are open before the first object exists
 
-    def webhook_texts() -> dict[str, str] | None:
-        return _webhook_texts(transport) if with_components else None
+    def own_texts() -> dict[str, str] | None:
+        return webhook_texts(transport, say) if with_components else None
 
     # The webhook pods are read right after the API server, at each window's boundary.
-    before, own_before = _metrics(cluster), webhook_texts()
-    ours_start = _usage(transport) if with_components else {}
-    cpu_start = _cpu_reading(cluster, ours_start)
-    controller_start = _controller_text(scraper)
-    memory = _rss_reader(transport) if with_components else None
+    before, own_before = _metrics(cluster), own_texts()
+    ours_start = component_usage(transport) if with_components else {}
+    cpu_start = cpu_reading(cluster, ours_start)
+    controller_start = controller_text(scraper, say)
+    memory = rss_reader(transport) if with_components else None
     if memory is not None:
         memory.start()
     started = time.monotonic()
@@ -520,7 +406,7 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
     def on_count(n: int) -> None:
         if n >= FIRST_CALL_PODS and "text" not in first_calls:
             first_calls["text"] = _metrics(cluster)
-            own_first_calls["text"] = webhook_texts()
+            own_first_calls["text"] = own_texts()
 
     say(f"[bench] {name}: asking for {PODS} pods at {RATE:g}/s ({work.domains} ComputeDomains)")
     if memory is not None:
@@ -530,9 +416,9 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
         f"{name}: {PODS} pods scheduled, claims bound",
         lambda: _watched_whole(watch, work) and _whole(transport, work),
     )
-    cpu_end = _cpu_reading(cluster, _usage(transport) if with_components else {})
-    controller_end = _controller_text(scraper)
-    after_creation, own_after_creation = _metrics(cluster), webhook_texts()
+    cpu_end = cpu_reading(cluster, component_usage(transport) if with_components else {})
+    controller_end = controller_text(scraper, say)
+    after_creation, own_after_creation = _metrics(cluster), own_texts()
     last = max(watch.scheduled.values(), default=started)
     waits = {c: watch.claim_bound[c] - watch.claim_created[c] for c in watch.claim_bound}
     bound = list(waits.values())
@@ -586,7 +472,7 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
     churn_started = time.monotonic()
     deleted_pods, replaced_nodes = _churn(cluster, transport, work, rng)
     settled = _wait(f"{name}: workload whole after churn", lambda: _whole(transport, work))
-    after, own_after = _metrics(cluster), webhook_texts()
+    after, own_after = _metrics(cluster), own_texts()
     churn_bound = watch.bound_since(churn_started)
     churn = Churn(
         deleted_pods=deleted_pods,
@@ -603,15 +489,15 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
     if with_components:
         if memory is not None:
             memory.stop()
-        controller_last = _controller_text(scraper)
+        controller_last = controller_text(scraper, say)
         lists, restarts = (
             informer_counts(controller_start, controller_last)
             if controller_start is not None and controller_last is not None
             else ({}, {})
         )
         usage = Usage(
-            start=_measured(ours_start),
-            end=_measured(_usage(transport)),
+            start=measured(ours_start),
+            end=measured(component_usage(transport)),
             seconds=settled - started,
             memory=memory.samples if memory is not None else (),
             lists=lists,
@@ -622,7 +508,7 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
     if scraper is not None:
         scraper.stop()
         if usage is not None:
-            per_scrape = _scrape_cpu_s(transport, scraper.url)
+            per_scrape = scrape_cpu_s(transport, scraper.url)
             usage = replace(usage, scrape_cpu_s=per_scrape * scraper.scrapes)
             say(f"[bench] {name}: one scrape costs the allocation controller {per_scrape:.3f} s")
         lag = (lags(watch.claim_allocated, scraper.seen), scraper.scrapes, scraper.failures)

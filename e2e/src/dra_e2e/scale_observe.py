@@ -27,8 +27,9 @@ from dra_e2e.scale_metrics import claims_in
 Say = Callable[[str], None]
 
 
-def _quiet(_: str) -> None:
-    return None
+def quiet(_: str) -> None:
+    """A :data:`Say` that says nothing."""
+    return
 
 
 @dataclass
@@ -44,7 +45,7 @@ class ClaimWatch:
 
     transport: JsonTransport
     namespace: str
-    say: Say = _quiet
+    say: Say = quiet
     scheduled: dict[str, float] = field(default_factory=dict)
     claim_created: dict[str, float] = field(default_factory=dict)
     claim_allocated: dict[str, float] = field(default_factory=dict)
@@ -135,7 +136,7 @@ class MetricsScraper:
     url: str
     namespace: str
     interval: float = 0.5
-    say: Say = _quiet
+    say: Say = quiet
     seen: dict[str, float] = field(default_factory=dict)
     scrapes: int = 0
     failures: int = 0

@@ -8,7 +8,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from differential_support import Names, Obj, Scenario, claim, device_class, exactly, resource_slice
+from differential_objects import Names, Obj, claim, device_class, exactly, resource_slice
+from differential_support import Scenario
 from dra_kubelet_plugin.inventory import build_inventory
 from dra_kubelet_plugin.slices import SlicePublication, SliceSpec, build_resource_slices
 from dra_nvlib import DeviceLibConfig, open_device_lib

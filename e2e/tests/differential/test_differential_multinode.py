@@ -21,19 +21,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from differential_objects import Names, Obj, attr, claim, dev, device_class, exactly, resource_slice
 from differential_support import (
-    Names,
-    Obj,
     PodOutcome,
     Scenario,
     ScenarioSkipped,
     assert_agrees,
-    attr,
-    claim,
-    dev,
-    device_class,
-    exactly,
-    resource_slice,
     run_kubectl_dra_explain,
     run_scenario,
 )

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
+from demo_specs import demo
 from dra_e2e.handle import ClusterHandle
 
 
@@ -62,22 +62,13 @@ def as_list(*objects: dict[str, Any]) -> str:
     return json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)})
 
 
-#: NVIDIA's demo specs (demo/specs), copied verbatim.
-SPECS = (
-    Path(__file__).resolve().parents[3]
-    / "packages"
-    / "api-types"
-    / "tests"
-    / "fixtures"
-    / "nvidia-demo-specs"
-)
 #: The label the controller puts on every object of a domain (value: the domain's UID).
 DOMAIN_LABEL = "resource.nvidia.com/computeDomain"
 
 
 def nvidia_spec(name: str, namespace: str) -> str:
     """NVIDIA's demo spec ``name``, unchanged but for the namespace the test runs in."""
-    return spec_in_namespace((SPECS / name).read_text(), namespace)
+    return spec_in_namespace(demo(name), namespace)
 
 
 def spec_in_namespace(text: str, namespace: str) -> str:

@@ -36,9 +36,14 @@ __all__ = [
     "Driver",
     "allocated_devices",
     "applied",
+    "assert_unprepared",
+    "cdi_specs_of",
+    "checkpoint_claims",
+    "container_state",
     "dump_diagnostics",
     "events_for",
     "exists",
+    "gpus_in_log",
     "helm_path",
     "install",
     "json_log_lines",
@@ -50,6 +55,7 @@ __all__ = [
     "run_helm",
     "smi_lines",
     "uninstall",
+    "wait_for_event",
     "wait_gone",
     "wait_running",
     "wait_webhook_serving",
@@ -293,6 +299,22 @@ def events_for(cluster: ClusterHandle, kind: str, name: str, namespace: str) -> 
     return [f"{e.get('reason')}: {e.get('message')}" for e in data["items"]]
 
 
+def wait_for_event(
+    cluster: ClusterHandle, pod_name: str, namespace: str, needle: str, *, timeout: float = 180
+) -> str:
+    """The first event of the pod whose ``reason: message`` contains ``needle`` (waits)."""
+
+    def found() -> str:
+        for event in events_for(cluster, "Pod", pod_name, namespace):
+            if needle in event:
+                return event
+        return ""
+
+    return str(
+        cluster.wait_until(f"event {needle!r} on {namespace}/{pod_name}", found, timeout=timeout)
+    )
+
+
 def wait_gone(
     cluster: ClusterHandle, what: str, check: Callable[[], bool], timeout: float = 120
 ) -> None:
@@ -413,3 +435,48 @@ def kill_through_containerd(cluster: ClusterHandle, node: str, container_id: str
          "--namespace", "k8s.io", "tasks", "kill", "--signal", "SIGKILL", container_id],
         check=True, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
+
+
+def assert_unprepared(driver: Driver, node: str, claim_uid: str) -> None:
+    """Until the claim's CDI spec is gone; then its checkpoint entry and claim directory
+    must be gone too (the plugin unprepared it)."""
+    cdi = driver.cdi_dir(node)
+    wait_gone(
+        driver.cluster,
+        f"CDI spec of claim {claim_uid} removed",
+        lambda: not any(claim_uid in p.name for p in cdi.iterdir()),
+    )
+    checkpoint = driver.plugin_dir(node) / "checkpoint.json"
+    assert claim_uid not in checkpoint.read_text(), "checkpoint entry removed"
+    assert not (driver.plugin_dir(node) / "claims" / claim_uid).exists()
+
+
+def gpus_in_log(cluster: ClusterHandle, name: str, namespace: str, container: str) -> list[str]:
+    """The GPU UUIDs ``nvidia-smi -L`` printed in a container's log (waits for the log)."""
+    logs = cluster.wait_until(
+        f"nvidia-smi -L in {namespace}/{name}/{container}",
+        lambda: cluster.kubectl("logs", name, "-n", namespace, "-c", container),
+        timeout=60,
+    )
+    return [uuid_ for _, _, uuid_ in smi_lines(logs)]
+
+
+def checkpoint_claims(driver: Driver, node: str) -> dict[str, Any]:
+    """The plugin checkpoint's claims (uid -> entry) of a local node."""
+    doc = json.loads((driver.plugin_dir(node) / "checkpoint.json").read_text())
+    return dict(doc.get("claims", {}))
+
+
+def cdi_specs_of(driver: Driver, node: str, claim_uid: str) -> dict[str, str]:
+    """File name -> content of the CDI specs that mention a claim."""
+    return {
+        p.name: p.read_text()
+        for p in sorted(driver.cdi_dir(node).iterdir())
+        if p.is_file() and claim_uid in p.read_text()
+    }
+
+
+def container_state(cluster: ClusterHandle, name: str, namespace: str) -> tuple[str, int]:
+    """The pod's one container: its ID and restart count (a new ID: it was started again)."""
+    (status,) = pod(cluster, name, namespace)["status"]["containerStatuses"]
+    return str(status["containerID"]), int(status["restartCount"])

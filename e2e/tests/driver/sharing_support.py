@@ -1,5 +1,5 @@
-"""What the sharing scenarios share: NVIDIA's demo manifests with the stand-in image, the
-pods of a namespace with their logs, and the fake node's GPU state on the host."""
+"""What the sharing scenarios share: the pods of a namespace with their logs, and the fake
+node's GPU state on the host."""
 
 from __future__ import annotations
 
@@ -7,27 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-from dra_e2e.checkout import REPO
 from dra_e2e.handle import ClusterHandle
 from driver_support import Driver, wait_running
 
-__all__ = ["SPECS", "demo", "fake_gpu_state", "logs_of", "namespaces_of", "running_pods"]
-
-# NVIDIA's demo specs, verbatim, as the API types' fixtures keep them. Their workload images
-# (ubuntu:22.04, the CUDA nbody sample) are the harness's stand-in under the real names.
-SPECS = REPO / "packages" / "api-types" / "tests" / "fixtures" / "nvidia-demo-specs"
-
-
-def demo(name: str) -> str:
-    """A demo manifest, unchanged."""
-    return (SPECS / name).read_text()
-
-
-def namespaces_of(manifest: str) -> tuple[str, ...]:
-    """The namespaces a manifest creates (deleted with it)."""
-    docs = [d for d in yaml.safe_load_all(manifest) if d]
-    return tuple(d["metadata"]["name"] for d in docs if d["kind"] == "Namespace")
+__all__ = ["fake_gpu_state", "logs_of", "running_pods"]
 
 
 def running_pods(cluster: ClusterHandle, namespace: str, count: int) -> list[str]:

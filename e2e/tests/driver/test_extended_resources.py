@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
+from demo_specs import demo
 from dra_e2e.handle import ClusterHandle
 from driver_support import (
     FAKE_GPUS,
@@ -41,8 +42,6 @@ from driver_support import (
 # driver_diagnostics: conftest.py; driver: below (this module's own fleet).
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("driver_diagnostics")]
 
-REPO = Path(__file__).resolve().parents[3]
-SPECS = REPO / "packages" / "api-types" / "tests" / "fixtures" / "nvidia-demo-specs"
 KUBECTL_DRA = Path(sys.executable).with_name("kubectl-dra")
 #: The harness's stand-in for NVIDIA's CUDA images (images/build_image.py "workload").
 STAND_IN_IMAGE = "ubuntu:22.04"
@@ -116,7 +115,7 @@ def _device_plugin_pod(name: str, namespace: str, gpus: int) -> dict[str, Any]:
 
 def _with_stand_in_image(spec: str) -> tuple[str, list[dict[str, Any]]]:
     """NVIDIA's demo spec with only the workload image (and its command) replaced."""
-    docs = [d for d in yaml.safe_load_all((SPECS / spec).read_text()) if d]
+    docs = [d for d in yaml.safe_load_all(demo(spec)) if d]
     for doc in docs:
         if doc["kind"] == "Pod":
             for ctr in doc["spec"]["containers"]:
@@ -237,7 +236,7 @@ def test_more_gpus_than_the_node_has_stays_pending_and_explain_says_why(
 def test_nvidia_mig_1g_12gb_spec_runs_on_one_mig_device(driver: Driver) -> None:
     cluster = driver.cluster
     assert len(_mig_1g_12gb(driver)) == 14
-    docs = [d for d in yaml.safe_load_all((SPECS / MIG_SPEC).read_text()) if d]
+    docs = [d for d in yaml.safe_load_all(demo(MIG_SPEC)) if d]
     for doc in docs:
         if doc["kind"] == "Pod":
             for ctr in doc["spec"]["containers"]:
@@ -272,7 +271,7 @@ def test_more_mig_1g_12gb_than_exist_stays_pending_and_explain_says_why(
     cluster = driver.cluster
     have = len(_mig_1g_12gb(driver))
     want = have + 1
-    docs = [d for d in yaml.safe_load_all((SPECS / MIG_SPEC).read_text()) if d]
+    docs = [d for d in yaml.safe_load_all(demo(MIG_SPEC)) if d]
     (device_class,) = [d for d in docs if d["kind"] == "DeviceClass"]
     name = "too-many-mig"
     too_many = _device_plugin_pod(name, e2e_namespace, want)

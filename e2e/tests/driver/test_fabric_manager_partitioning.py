@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+from demo_specs import demo
 from dra_e2e.handle import ClusterHandle
 from driver_support import (
     Driver,
@@ -30,8 +30,6 @@ from driver_support import (
 # driver_diagnostics: conftest.py.
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("driver_diagnostics")]
 
-REPO = Path(__file__).resolve().parents[3]
-SPECS = REPO / "packages" / "api-types" / "tests" / "fixtures" / "nvidia-demo-specs"
 GATES = {
     "featureGates.PassthroughSupport": "true",
     "featureGates.FabricManagerPartitioning": "true",
@@ -71,7 +69,7 @@ def test_the_demo_pod_gets_two_gpus_of_one_partition_activated_while_it_runs(
         assert all("partition2" in a and "gpuModuleID" in a for a in vfio.values()), vfio
         assert _active(driver, node) == set()
     manifest = "---\n".join(
-        (SPECS / f"fabric-manager-partitioning_{name}.yaml").read_text()
+        demo(f"fabric-manager-partitioning_{name}.yaml")
         for name in ("resourceClaimTemplates", "pod")
     )
     with applied(cluster, manifest):

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from demo_specs import demo, namespaces_of
 from dra_e2e.handle import ClusterHandle
 from driver_support import (
     Driver,
@@ -27,7 +28,7 @@ from driver_support import (
     uninstall,
     wait_running,
 )
-from sharing_support import demo, fake_gpu_state, namespaces_of, running_pods
+from sharing_support import fake_gpu_state, running_pods
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("driver_diagnostics")]
 

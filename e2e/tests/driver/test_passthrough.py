@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from demo_specs import demo
 from dra_e2e.handle import ClusterHandle
 from driver_support import (
     Driver,
@@ -31,8 +31,6 @@ from driver_support import (
 # driver_diagnostics: conftest.py.
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("driver_diagnostics")]
 
-REPO = Path(__file__).resolve().parents[3]
-SPECS = REPO / "packages" / "api-types" / "tests" / "fixtures" / "nvidia-demo-specs"
 NAMESPACE = "gpu-test-vfio"
 GATES = {"featureGates.PassthroughSupport": "true", "featureGates.DeviceMetadata": "true"}
 
@@ -122,12 +120,12 @@ def _run_spec(
 
 
 def test_vfiopci_spec_passes_a_gpu_through(driver: Driver) -> None:
-    manifest = (SPECS / "quickstart_v1_gpu-test-vfiopci.yaml").read_text()
+    manifest = demo("quickstart_v1_gpu-test-vfiopci.yaml")
     _run_spec(driver, manifest, "pod1", NAMESPACE, api_device=False)
 
 
 def test_vfio_config_spec_with_legacy_backend_and_api_device(driver: Driver) -> None:
-    manifest = (SPECS / "quickstart_v1_gpu-test-vfio-config.yaml").read_text()
+    manifest = demo("quickstart_v1_gpu-test-vfio-config.yaml")
     docs = [d for d in yaml.safe_load_all(manifest) if d]
     (pod,) = [d for d in docs if d["kind"] == "Pod"]
     (template,) = [d for d in docs if d["kind"] == "ResourceClaimTemplate"]

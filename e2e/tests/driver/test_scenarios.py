@@ -14,12 +14,10 @@ import uuid
 from typing import Any
 
 import pytest
-import yaml
+from demo_specs import demo, namespaces_of
 from dra_api_types import Quantity
 from dra_e2e import seed
-from dra_e2e.checkout import REPO
 from dra_e2e.errors import KubectlError
-from dra_e2e.handle import ClusterHandle
 from dra_e2e.versions import resolve_kube_version
 from dra_nvlib.fleet import load_fleet_spec
 from driver_support import (
@@ -29,13 +27,19 @@ from driver_support import (
     Driver,
     allocated_devices,
     applied,
+    assert_unprepared,
+    cdi_specs_of,
+    checkpoint_claims,
+    container_state,
     events_for,
     exists,
+    gpus_in_log,
     helm_path,
     pod,
     pod_claims,
     run_helm,
     smi_lines,
+    wait_for_event,
     wait_gone,
     wait_running,
 )
@@ -43,8 +47,6 @@ from driver_support import (
 # driver and driver_diagnostics: conftest.py.
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("driver_diagnostics")]
 
-# NVIDIA's demo specs, verbatim, as the API types' fixtures keep them.
-SPECS = REPO / "packages" / "api-types" / "tests" / "fixtures" / "nvidia-demo-specs"
 GPU_CLASSES = {"gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com"}
 
 
@@ -169,64 +171,34 @@ def test_seed_walkthrough(driver: Driver) -> None:
         lambda: not exists(cluster, "resourceclaim", claim_name, "-n", "default"),
     )
     if driver.local:
-        _assert_unprepared(driver, node, claim_uid)
-
-
-def _assert_unprepared(driver: Driver, node: str, claim_uid: str) -> None:
-    cdi = driver.cdi_dir(node)
-    wait_gone(
-        driver.cluster,
-        f"CDI spec of claim {claim_uid} removed",
-        lambda: not any(claim_uid in p.name for p in cdi.iterdir()),
-    )
-    checkpoint = driver.plugin_dir(node) / "checkpoint.json"
-    assert claim_uid not in checkpoint.read_text(), "checkpoint entry removed"
-    assert not (driver.plugin_dir(node) / "claims" / claim_uid).exists()
-
-
-def _demo(name: str) -> str:
-    return (SPECS / name).read_text()
-
-
-def _namespaces(manifest: str) -> tuple[str, ...]:
-    docs = [d for d in yaml.safe_load_all(manifest) if d]
-    return tuple(d["metadata"]["name"] for d in docs if d["kind"] == "Namespace")
-
-
-def _gpus_in_log(cluster: ClusterHandle, name: str, namespace: str, container: str) -> list[str]:
-    logs = cluster.wait_until(
-        f"nvidia-smi -L in {namespace}/{name}/{container}",
-        lambda: cluster.kubectl("logs", name, "-n", namespace, "-c", container),
-        timeout=60,
-    )
-    return [uuid_ for _, _, uuid_ in smi_lines(logs)]
+        assert_unprepared(driver, node, claim_uid)
 
 
 def test_demo_gpu_test1_two_pods_get_separate_gpus(driver: Driver) -> None:
-    cluster, manifest = driver.cluster, _demo("quickstart_v1_gpu-test1.yaml")
-    with applied(cluster, manifest, namespaces=_namespaces(manifest)):
+    cluster, manifest = driver.cluster, demo("quickstart_v1_gpu-test1.yaml")
+    with applied(cluster, manifest, namespaces=namespaces_of(manifest)):
         for name in ("pod1", "pod2"):
             wait_running(cluster, name, "gpu-test1")
-        seen = [_gpus_in_log(cluster, n, "gpu-test1", "ctr") for n in ("pod1", "pod2")]
+        seen = [gpus_in_log(cluster, n, "gpu-test1", "ctr") for n in ("pod1", "pod2")]
         assert all(len(g) == 1 for g in seen), seen
         assert seen[0] != seen[1]
 
 
 def test_demo_gpu_test2_containers_of_a_pod_share_one_gpu(driver: Driver) -> None:
-    cluster, manifest = driver.cluster, _demo("quickstart_v1_gpu-test2.yaml")
-    with applied(cluster, manifest, namespaces=_namespaces(manifest)):
+    cluster, manifest = driver.cluster, demo("quickstart_v1_gpu-test2.yaml")
+    with applied(cluster, manifest, namespaces=namespaces_of(manifest)):
         wait_running(cluster, "pod", "gpu-test2")
-        seen = [_gpus_in_log(cluster, "pod", "gpu-test2", c) for c in ("ctr0", "ctr1")]
+        seen = [gpus_in_log(cluster, "pod", "gpu-test2", c) for c in ("ctr0", "ctr1")]
         assert len(seen[0]) == 1
         assert seen[0] == seen[1]
 
 
 def test_demo_gpu_test3_pods_share_one_claim(driver: Driver) -> None:
-    cluster, manifest = driver.cluster, _demo("quickstart_v1_gpu-test3.yaml")
-    with applied(cluster, manifest, namespaces=_namespaces(manifest)):
+    cluster, manifest = driver.cluster, demo("quickstart_v1_gpu-test3.yaml")
+    with applied(cluster, manifest, namespaces=namespaces_of(manifest)):
         for name in ("pod1", "pod2"):
             wait_running(cluster, name, "gpu-test3")
-        seen = [_gpus_in_log(cluster, n, "gpu-test3", "ctr") for n in ("pod1", "pod2")]
+        seen = [gpus_in_log(cluster, n, "gpu-test3", "ctr") for n in ("pod1", "pod2")]
         assert len(seen[0]) == 1
         assert seen[0] == seen[1]
         claim = cluster.kubectl_json("get", "resourceclaim", "single-gpu", "-n", "gpu-test3")
@@ -245,7 +217,7 @@ def test_demo_gpu_test6_time_slicing_is_refused_per_claim(driver: Driver) -> Non
         if "A100" in d["attributes"]["productName"]["string"]
     )
     assert len(a100s) == 4
-    manifest = _demo("quickstart_v1_gpu-test6.yaml")
+    manifest = demo("quickstart_v1_gpu-test6.yaml")
     stale = re.search(
         r"\(device\.attributes\['gpu\.nvidia\.com'\]\.index == 0 \|\|.*?== 6\)", manifest, re.DOTALL
     )
@@ -254,7 +226,7 @@ def test_demo_gpu_test6_time_slicing_is_refused_per_claim(driver: Driver) -> Non
     manifest = manifest.replace(
         stale.group(0), f"device.attributes['gpu.nvidia.com'].uuid in [{uuids}]"
     )
-    with applied(cluster, manifest, namespaces=_namespaces(manifest)):
+    with applied(cluster, manifest, namespaces=namespaces_of(manifest)):
 
         def refused() -> list[str]:
             pods = cluster.kubectl_json("get", "pods", "-n", "gpu-test6")["items"]
@@ -278,20 +250,6 @@ def test_demo_gpu_test6_time_slicing_is_refused_per_claim(driver: Driver) -> Non
                 assert _uuid_of(driver, node, device) in a100s
 
 
-def _wait_for_event(
-    cluster: ClusterHandle, pod_name: str, namespace: str, needle: str, *, timeout: float = 180
-) -> str:
-    def found() -> str:
-        for event in events_for(cluster, "Pod", pod_name, namespace):
-            if needle in event:
-                return event
-        return ""
-
-    return str(
-        cluster.wait_until(f"event {needle!r} on {namespace}/{pod_name}", found, timeout=timeout)
-    )
-
-
 @pytest.mark.parametrize(
     ("spec", "namespace", "pod_name", "strategy"),
     [
@@ -305,9 +263,9 @@ def test_demo_sharing_configs_are_refused_per_claim(
     """With the sharing gates off (the default install), a claim asking for sharing is
     allocated but its prepare fails with an error naming the strategy and its gate, and the
     pod waits instead of running unshared (test_sharing_* runs them with the gates on)."""
-    cluster, manifest = driver.cluster, _demo(spec)
-    with applied(cluster, manifest, namespaces=_namespaces(manifest)):
-        event = _wait_for_event(cluster, pod_name, namespace, f"{strategy} is selected")
+    cluster, manifest = driver.cluster, demo(spec)
+    with applied(cluster, manifest, namespaces=namespaces_of(manifest)):
+        event = wait_for_event(cluster, pod_name, namespace, f"{strategy} is selected")
         assert "feature gate is not enabled" in event
         assert pod(cluster, pod_name, namespace)["status"]["phase"] == "Pending"
 
@@ -315,28 +273,28 @@ def test_demo_sharing_configs_are_refused_per_claim(
 def test_demo_gpu_test4_mig_devices_are_not_offered_on_full_gpu_nodes(driver: Driver) -> None:
     """gpu-test4 asks for MIG devices; a node whose fake GPUs have MIG disabled publishes none,
     so the scheduler keeps its pods Pending and says why."""
-    cluster, manifest = driver.cluster, _demo("quickstart_v1_gpu-test4.yaml")
+    cluster, manifest = driver.cluster, demo("quickstart_v1_gpu-test4.yaml")
     assert not any(
         d["attributes"]["type"]["string"] == "mig"
         for d in driver.devices(_node_of(driver)).values()
     )
-    with applied(cluster, manifest, namespaces=_namespaces(manifest)):
+    with applied(cluster, manifest, namespaces=namespaces_of(manifest)):
         pods = cluster.wait_until(
             "gpu-test4's pods",
             lambda: cluster.kubectl_json("get", "pods", "-n", "gpu-test4")["items"],
             timeout=60,
         )
         first = pods[0]["metadata"]["name"]
-        event = _wait_for_event(cluster, first, "gpu-test4", "FailedScheduling")
+        event = wait_for_event(cluster, first, "gpu-test4", "FailedScheduling")
         assert "cannot allocate all claims" in event
         assert pod(cluster, first, "gpu-test4")["status"]["phase"] == "Pending"
 
 
 def test_demo_gpu_test7_two_claims_give_two_gpus(driver: Driver) -> None:
-    cluster, manifest = driver.cluster, _demo("quickstart_gpu-test7.yaml")
-    with applied(cluster, manifest, namespaces=_namespaces(manifest)):
+    cluster, manifest = driver.cluster, demo("quickstart_gpu-test7.yaml")
+    with applied(cluster, manifest, namespaces=namespaces_of(manifest)):
         wait_running(cluster, "gpu-pod", "gpu-test7")
-        seen = [_gpus_in_log(cluster, "gpu-pod", "gpu-test7", c) for c in ("ctr0", "ctr1")]
+        seen = [gpus_in_log(cluster, "gpu-pod", "gpu-test7", c) for c in ("ctr0", "ctr1")]
         assert all(len(g) == 1 for g in seen), seen
         assert seen[0] != seen[1]
 
@@ -382,13 +340,13 @@ def test_one_container_with_two_claims_lists_both_gpus(driver: Driver, e2e_names
         node = _node_of(driver)
         allocated = sorted(_uuid_of(driver, node, d) for c in claims for d in allocated_devices(c))
         assert len(set(allocated)) == 2
-        seen = _gpus_in_log(cluster, name, e2e_namespace, "ctr")
+        seen = gpus_in_log(cluster, name, e2e_namespace, "ctr")
         assert sorted(seen) == allocated
 
 
 def test_demo_gpu_test8_one_request_for_two_gpus(driver: Driver) -> None:
-    cluster, manifest = driver.cluster, _demo("quickstart_gpu-test8.yaml")
-    with applied(cluster, manifest, namespaces=_namespaces(manifest)):
+    cluster, manifest = driver.cluster, demo("quickstart_gpu-test8.yaml")
+    with applied(cluster, manifest, namespaces=namespaces_of(manifest)):
         wait_running(cluster, "gpu-pod", "gpu-test8")
         (claim,) = pod_claims(cluster, "gpu-pod", "gpu-test8").values()
         devices = allocated_devices(claim)
@@ -442,7 +400,7 @@ def test_memory_selector_lands_only_on_matching_gpus(driver: Driver, e2e_namespa
         for name in big:
             memory = driver.devices(node)[name]["capacity"]["memory"]["value"]
             assert Quantity.parse(memory) >= Quantity.parse("40Gi")
-        seen = _gpus_in_log(cluster, "big-gpus", e2e_namespace, "ctr")
+        seen = gpus_in_log(cluster, "big-gpus", e2e_namespace, "ctr")
         assert sorted(seen) == sorted(_uuid_of(driver, node, n) for n in big)
 
 
@@ -497,27 +455,7 @@ def test_plugin_restart_republishes_slices_and_keeps_prepared_claims(
             assert checkpoint.count(claim["metadata"]["uid"]) >= 1
         claim_uid = claim["metadata"]["uid"]
     if driver.local:
-        _assert_unprepared(driver, node, claim_uid)
-
-
-def _checkpoint_claims(driver: Driver, node: str) -> dict[str, Any]:
-    """The plugin checkpoint's claims (uid -> entry) of a local node."""
-    doc = json.loads((driver.plugin_dir(node) / "checkpoint.json").read_text())
-    return dict(doc.get("claims", {}))
-
-
-def _cdi_specs_of(driver: Driver, node: str, claim_uid: str) -> dict[str, str]:
-    """File name -> content of the CDI specs that mention a claim."""
-    return {
-        p.name: p.read_text()
-        for p in sorted(driver.cdi_dir(node).iterdir())
-        if p.is_file() and claim_uid in p.read_text()
-    }
-
-
-def _container_state(cluster: ClusterHandle, name: str, namespace: str) -> tuple[str, int]:
-    (status,) = pod(cluster, name, namespace)["status"]["containerStatuses"]
-    return str(status["containerID"]), int(status["restartCount"])
+        assert_unprepared(driver, node, claim_uid)
 
 
 def test_kubelet_crash_and_restart_republishes_slices_without_losing_or_doubling_preparation(
@@ -537,11 +475,11 @@ def test_kubelet_crash_and_restart_republishes_slices_without_losing_or_doubling
         held_uuid = _uuid_of(driver, node, held)
         before = {d: _uuid_of(driver, node, d) for d in driver.devices(node)}
         old_slices = {s["metadata"]["name"] for s in driver.slices(node)}
-        entry = _checkpoint_claims(driver, node)[claim_uid]
-        specs = _cdi_specs_of(driver, node, claim_uid)
+        entry = checkpoint_claims(driver, node)[claim_uid]
+        specs = cdi_specs_of(driver, node, claim_uid)
         assert entry["state"] == "PrepareCompleted"
         assert len(specs) == 1, specs
-        container = _container_state(cluster, "holder", e2e_namespace)
+        container = container_state(cluster, "holder", e2e_namespace)
 
         # A crash: SIGKILL, no cleanup. Returns once the new kubelet reported the node Ready.
         cluster.restart_kubelet(node)
@@ -561,9 +499,9 @@ def test_kubelet_crash_and_restart_republishes_slices_without_losing_or_doubling
         cluster.wait_until("slices wiped and republished", republished, timeout=180, interval=2)
 
         # The running pod was neither restarted nor re-prepared into a second state.
-        assert _container_state(cluster, "holder", e2e_namespace) == container
+        assert container_state(cluster, "holder", e2e_namespace) == container
         assert pod(cluster, "holder", e2e_namespace)["status"]["phase"] == "Running"
-        claims_after = _checkpoint_claims(driver, node)
+        claims_after = checkpoint_claims(driver, node)
         assert claims_after[claim_uid] == entry, "checkpoint entry unchanged"
         holders = [
             uid
@@ -571,7 +509,7 @@ def test_kubelet_crash_and_restart_republishes_slices_without_losing_or_doubling
             if any(d["deviceName"] == held for d in c["devices"])
         ]
         assert holders == [claim_uid], f"{held} prepared for {holders}"
-        assert _cdi_specs_of(driver, node, claim_uid) == specs, "CDI spec unchanged, no duplicate"
+        assert cdi_specs_of(driver, node, claim_uid) == specs, "CDI spec unchanged, no duplicate"
 
         # The restarted kubelet still prepares new claims, on a different GPU.
         with applied(cluster, second):
@@ -580,12 +518,12 @@ def test_kubelet_crash_and_restart_republishes_slices_without_losing_or_doubling
             claim2_uid = claim2["metadata"]["uid"]
             (other,) = allocated_devices(claim2)
             assert other != held
-            assert _gpus_in_log(cluster, "second", e2e_namespace, "ctr") == [before[other]]
-            assert _gpus_in_log(cluster, "holder", e2e_namespace, "ctr") == [held_uuid]
-            assert set(_checkpoint_claims(driver, node)) >= {claim_uid, claim2_uid}
-        _assert_unprepared(driver, node, claim2_uid)
-        assert claim_uid in _checkpoint_claims(driver, node), "the first claim stays prepared"
-    _assert_unprepared(driver, node, claim_uid)
+            assert gpus_in_log(cluster, "second", e2e_namespace, "ctr") == [before[other]]
+            assert gpus_in_log(cluster, "holder", e2e_namespace, "ctr") == [held_uuid]
+            assert set(checkpoint_claims(driver, node)) >= {claim_uid, claim2_uid}
+        assert_unprepared(driver, node, claim2_uid)
+        assert claim_uid in checkpoint_claims(driver, node), "the first claim stays prepared"
+    assert_unprepared(driver, node, claim_uid)
 
 
 def test_rendered_manifests_pass_server_side_validation(driver: Driver) -> None:

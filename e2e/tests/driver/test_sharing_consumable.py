@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from demo_specs import demo, namespaces_of
 from dra_e2e.handle import ClusterHandle
 from driver_support import (
     Driver,
@@ -26,7 +27,7 @@ from driver_support import (
     pod_claims,
     uninstall,
 )
-from sharing_support import demo, fake_gpu_state, logs_of, namespaces_of, running_pods
+from sharing_support import fake_gpu_state, logs_of, running_pods
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("driver_diagnostics")]
 

@@ -29,12 +29,14 @@ from typing import Any
 import pytest
 import yaml
 from chart_helpers import HelmFailed
+from demo_specs import demo, namespaces_of
 from dra_e2e.handle import ClusterHandle
 from driver_support import (
     CHART,
     Driver,
     allocated_devices,
     applied,
+    checkpoint_claims,
     dump_diagnostics,
     exists,
     helm_path,
@@ -48,7 +50,7 @@ from driver_support import (
     wait_gone,
     wait_running,
 )
-from sharing_support import demo, namespaces_of, running_pods
+from sharing_support import running_pods
 from upgrade_support import helm_upgrade, plugin_pods_on, retag_driver_image
 
 pytestmark = pytest.mark.e2e
@@ -220,11 +222,6 @@ def _prepared_uids(events: list[dict[str, Any]]) -> list[str]:
     return [str(e.get("claim_uid")) for e in events if e.get("event") == "prepared"]
 
 
-def _checkpoint_claims(driver: Driver, node: str) -> dict[str, Any]:
-    doc = json.loads((driver.plugin_dir(node) / "checkpoint.json").read_text())
-    return dict(doc.get("claims", {}))
-
-
 def _cdi_spec(driver: Driver, node: str, claim_uid: str) -> str:
     (spec,) = [p for p in driver.cdi_dir(node).iterdir() if claim_uid in p.name]
     return spec.read_text()
@@ -303,7 +300,7 @@ def _holder(driver: Driver, node: str, name: str, namespace: str) -> Holder:
     )
     assert set(_smi_uuids(cluster, name, namespace)) == {uuid}
     (status,) = pod(cluster, name, namespace)["status"]["containerStatuses"]
-    entry = _checkpoint_claims(driver, node)[uid]
+    entry = checkpoint_claims(driver, node)[uid]
     assert entry["state"] == "PrepareCompleted"
     return Holder(
         name=name,
@@ -339,7 +336,7 @@ def _assert_kept(driver: Driver, node: str, holder: Holder, new_plugin: dict[str
         timeout=30,
     )
     assert set(_smi_uuids(cluster, holder.name, holder.namespace)) == {holder.uuid}
-    claims = _checkpoint_claims(driver, node)
+    claims = checkpoint_claims(driver, node)
     assert claims[holder.claim_uid] == holder.checkpoint_entry, "checkpoint entry unchanged"
     others = [
         uid
@@ -359,7 +356,7 @@ def _assert_unprepared(driver: Driver, node: str, claim_uid: str) -> None:
         f"CDI spec of claim {claim_uid} removed",
         lambda: not any(claim_uid in p.name for p in driver.cdi_dir(node).iterdir()),
     )
-    assert claim_uid not in _checkpoint_claims(driver, node), "checkpoint entry removed"
+    assert claim_uid not in checkpoint_claims(driver, node), "checkpoint entry removed"
 
 
 def test_upgrade_from_the_previous_chart_keeps_prepared_claims_and_rollback_too(
@@ -506,7 +503,7 @@ def test_rollback_keeps_running_pods_of_mps_and_time_sliced_claims(releases: Rel
         containers = pod(cluster, name, "gpu-test5")["status"]["containerStatuses"]
         (claim,) = pod_claims(cluster, name, "gpu-test5").values()
         uid = str(claim["metadata"]["uid"])
-        entry, spec = _checkpoint_claims(driver, node)[uid], _cdi_spec(driver, node, uid)
+        entry, spec = checkpoint_claims(driver, node)[uid], _cdi_spec(driver, node, uid)
 
         _helm(driver, "rollback", driver.release, "1", "--wait", "--timeout", "5m")
         rolled_back = _wait_new_plugin(driver, node, new_plugin["metadata"]["uid"], previous_tag)
@@ -515,7 +512,7 @@ def test_rollback_keeps_running_pods_of_mps_and_time_sliced_claims(releases: Rel
             (c["containerID"], c["restartCount"]) for c in containers
         ], "no container restarted or recreated"
         assert all("running" in c["state"] for c in after), after
-        assert _checkpoint_claims(driver, node)[uid] == entry, "checkpoint entry unchanged"
+        assert checkpoint_claims(driver, node)[uid] == entry, "checkpoint entry unchanged"
         assert _cdi_spec(driver, node, uid) == spec, "CDI spec unchanged"
         assert uid not in _prepared_uids(_plugin_events(driver, rolled_back)), (
             "the rolled-back plugin prepared the claim again"
