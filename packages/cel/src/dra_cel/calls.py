@@ -159,6 +159,8 @@ def direct_call(
 
 
 def invoke(name: str, impl: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """Call a function's implementation; the Python errors a bad argument raises come back as
+    the CEL runtime error naming the function."""
     try:
         return impl(*args)
     except CelRuntimeError:

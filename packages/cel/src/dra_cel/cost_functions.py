@@ -89,6 +89,7 @@ class FunctionCosts:
         return None
 
     def size_or_unknown(self, info: Info) -> Range:
+        """The node's size range, or the unknown range where none is known."""
         found = self.size(info)
         return UNKNOWN if found is None else found
 

@@ -62,10 +62,13 @@ def map_of(key: Ty, value: Ty) -> Ty:
 
 
 def is_dyn(t: Ty) -> bool:
+    """Whether the type is unknown until run time (``dyn``, or the checker's ``any``)."""
     return t.kind in ("dyn", "any")
 
 
 def is_scalar(t: Ty) -> bool:
+    """Whether a value of the type has size one in the cost model (a scalar, or an optional
+    of one)."""
     if t.kind in _SCALARS_ALL:
         return True
     return t.kind == "optional_type" and bool(t.params) and is_scalar(t.params[0])
@@ -135,6 +138,7 @@ class Entry:
     value: Range
 
     def union(self, other: Entry | None) -> Entry | None:
+        """What is known of the entries of either container (``None``: nothing)."""
         if other is None:
             return None
         return Entry(self.kind, self.key.union(other.key), self.value.union(other.value))
@@ -142,6 +146,8 @@ class Entry:
 
 @dataclass(slots=True)
 class Var:
+    """What is known of a variable a macro binds: its path, size, entries and type."""
+
     path: tuple[str, ...] | None
     size: Range | None
     entry: Entry | None
@@ -171,6 +177,7 @@ def listish(t: Ty) -> bool:
 
 
 def const_type(value: object) -> Ty:
+    """The CEL type of a literal's value."""
     if isinstance(value, bool):
         return BOOL
     if isinstance(value, UInt):
@@ -197,6 +204,8 @@ def common_type(types: Sequence[Ty]) -> Ty:
 
 
 def join_types(a: Ty, b: Ty) -> Ty:
+    """The type of a conditional whose branches have these types: their own when the same, a list
+    of the joined element types, the other one where one is null, else dyn."""
     if a == b:
         return a
     if a.kind == b.kind == "list" and a.params and b.params:
