@@ -148,6 +148,7 @@ WHOLE_CHECK_S = max(2.0, PODS / 500)
 
 
 def say(message: str) -> None:
+    """Print a progress line to stderr at once."""
     print(message, file=sys.stderr, flush=True)
 
 
@@ -368,6 +369,8 @@ def _churn(
 
 
 def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random.Random) -> Phase:
+    """One phase in its own namespace: create the workload, time explain, churn; return its
+    figures (our components' usage and the metrics lag only ``with_components``)."""
     ns = f"scale-{name}"
     cluster.kubectl("create", "namespace", ns)
     transport = transport_of(cluster)
@@ -538,6 +541,8 @@ def _print_without(without: Phase) -> None:
 
 
 def main() -> int:
+    """Start the cluster with its kwok nodes, run the phases ``SCALE_PHASES`` names and
+    print the report; tear the cluster down in every case."""
     if PHASES not in ("both", "with", "without"):
         say(f"[bench] SCALE_PHASES={PHASES!r}: expected 'both', 'with' or 'without'")
         return 2

@@ -42,6 +42,7 @@ SCHEDULER_REFERENCE_PODS_PER_S = 70.0
 
 
 def gpu_class() -> dict[str, Any]:
+    """The gpu.nvidia.com DeviceClass: whole GPUs of that driver."""
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "DeviceClass",
@@ -51,6 +52,7 @@ def gpu_class() -> dict[str, Any]:
 
 
 def node_slice(node: str, gpus: int) -> dict[str, Any]:
+    """The one ResourceSlice of ``node``'s own pool: ``gpus`` H100s named ``gpu-N``."""
     devices = []
     for i in range(gpus):
         devices.append(
@@ -80,6 +82,7 @@ def node_slice(node: str, gpus: int) -> dict[str, Any]:
 
 
 def claim(name: str, *, count: int = 1, constraints: list[Any] | None = None) -> dict[str, Any]:
+    """A ResourceClaim in ``bench`` for ``count`` GPUs of the class, under ``constraints``."""
     devices: dict[str, Any] = {
         "requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER, "count": count}}]
     }
@@ -94,6 +97,7 @@ def claim(name: str, *, count: int = 1, constraints: list[Any] | None = None) ->
 
 
 def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
@@ -114,6 +118,8 @@ def naive_first_fit(
 
 
 def bench_fill(n_nodes: int, gpus: int, n_claims: int) -> None:
+    """Fill ``n_nodes`` x ``gpus`` GPUs with ``n_claims`` single-GPU claims, first fit; print
+    claims/s and latency against the naive re-filter and the scheduler's reference."""
     objects: list[dict[str, Any]] = [gpu_class()]
     objects += [node_slice(f"node-{i:04d}", gpus) for i in range(n_nodes)]
     objects += [claim(f"pod-{i:05d}") for i in range(n_claims)]
@@ -165,6 +171,8 @@ def bench_fill(n_nodes: int, gpus: int, n_claims: int) -> None:
 
 
 def partition_objects(parents: int, parts: int) -> list[dict[str, Any]]:
+    """The class, ``parents`` GPUs of ``parts`` partitions each behind shared counters (room
+    for 3 per GPU, 4 on the last) and the claim for 4 partitions on one parent."""
     counters = []
     devices = []
     for p in range(parents):
@@ -209,6 +217,8 @@ def partition_objects(parents: int, parts: int) -> list[dict[str, Any]]:
 
 
 def bench_backtracking(parents: int, parts: int, repeat: int) -> None:
+    """Time the 4-partition claim's search by combinations against permutations (median of
+    ``repeat``) and print both with their search steps."""
     times: dict[bool, list[float]] = {True: [], False: []}
     invocations: dict[bool, int] = {}
     picked = ""
@@ -237,6 +247,7 @@ def bench_backtracking(parents: int, parts: int, repeat: int) -> None:
 
 
 def main() -> None:
+    """Parse arguments and run both benchmarks (smaller with ``--quick``)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller workload (smoke run)")
     args = parser.parse_args()

@@ -233,6 +233,8 @@ def _vm(field: str) -> float:
 
 
 def main() -> int:
+    """Parse arguments; run each side in a fresh process and print both with their ratios
+    (with ``--side``, run that one side here and print its figures as JSON)."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="50 nodes, 500 claims, 5 changes")
     parser.add_argument("--nodes", type=int, default=500)

@@ -48,11 +48,14 @@ class ToyDriver:
 
     @property
     def identity(self) -> DriverIdentity:
+        """:data:`IDENTITY`: ``test.example.com`` with its test CDI kind."""
         return IDENTITY
 
     def plan(
         self, ref: ClaimRef, claim: ResourceClaim, allocated: Sequence[AllocatedDevice]
     ) -> ClaimPlan[None]:
+        """One device per allocated result, its slot in ``driver_state``; a claim named in
+        ``not_ready`` raises :class:`ClaimNotReadyError`."""
         if claim.metadata.name in self.not_ready:
             raise ClaimNotReadyError(ref, "daemon not ready yet")
         devices = tuple(
@@ -70,6 +73,8 @@ class ToyDriver:
     async def prepare(
         self, ref: ClaimRef, plan: ClaimPlan[None], ctx: PrepareContext
     ) -> ClaimEdits:
+        """Record the marker, then write it; a claim named in ``crash_claims`` dies there
+        (:class:`_Crash`). Edits: one ``TOY_<DEVICE>=1`` variable per device."""
         assert ctx.entry.driver_state == {"step": "planned"}
         marker = self.state_dir / ref.uid
         await ctx.record(
@@ -86,20 +91,24 @@ class ToyDriver:
         )
 
     async def unprepare(self, entry: PreparedClaim, *, claims: Mapping[str, PreparedClaim]) -> None:
+        """Note the entry in ``unprepared`` and remove its marker file, if it recorded one."""
         self.unprepared.append(entry)
         marker = entry.driver_state.get("marker")
         if isinstance(marker, str):
             Path(marker).unlink(missing_ok=True)
 
     async def recover(self, entries: Mapping[str, PreparedClaim]) -> None:
+        """Keep ``entries`` in ``recovered`` for the tests to read; nothing to repair."""
         self.recovered = dict(entries)
 
     def device_type(self, device: PreparedDevice) -> str:
+        """``toy`` for every device."""
         return "toy"
 
     def device_identity(
         self, claim: PreparedClaim, device: PreparedDevice
     ) -> DeviceIdentity | None:
+        """A made-up GPU ``GPU-<device>`` whose index is the device name's last character."""
         return DeviceIdentity(uuid=f"GPU-{device.device_name}", index=device.device_name[-1])
 
 

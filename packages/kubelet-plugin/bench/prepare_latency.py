@@ -97,10 +97,12 @@ class Plugin:
             time.sleep(0.05)
 
     def stop(self) -> None:
+        """Stop the plugin with SIGTERM and wait until it exited."""
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(timeout=30)
 
     def add(self, claim: dict[str, Any]) -> pb.Claim:
+        """Write ``claim`` into the claims directory; its reference for a request."""
         meta = claim["metadata"]
         path = self.claims / meta["namespace"] / f"{meta['name']}.json"
         path.parent.mkdir(exist_ok=True)
@@ -109,6 +111,7 @@ class Plugin:
 
 
 async def timed(call: Any, request: Any) -> float:
+    """Seconds one call of ``request`` took; raises if a claim in the response failed."""
     start = time.perf_counter()
     response = await call(request, timeout=60)
     elapsed = time.perf_counter() - start
@@ -121,6 +124,8 @@ async def timed(call: Any, request: Any) -> float:
 async def run_case(
     plugin: Plugin, channel: grpc.aio.Channel, *, gpus: int, concurrent: int, rounds: int
 ) -> list[float]:
+    """Prepare latencies of ``rounds`` rounds of ``concurrent`` claims of ``gpus`` GPUs each,
+    unpreparing them after each round."""
     prepare = channel.unary_unary(
         _PREPARE,
         request_serializer=pb.NodePrepareResourcesRequest.SerializeToString,
@@ -152,6 +157,7 @@ async def run_case(
 
 
 async def bench(rounds: int) -> None:
+    """Start a plugin, measure the grpc-empty baseline, then print every case's row."""
     root = Path(tempfile.mkdtemp(prefix="kp-bench-", dir="/tmp"))
     (root / "boot_id").write_text("bench\n")
     plugin = Plugin(root)
