@@ -11,7 +11,8 @@ image), the way the DaemonSet starts it:
 - the floor: ``grpc.aio`` server on a unix socket with one empty handler, nothing else.
 
 Both plugins talk to the in-memory API server of the tests (``dra_kube_client.testing``) over
-real HTTP with a kubeconfig, as in a cluster. Figures:
+real HTTP with a JSON kubeconfig (read without YAML, as a pod reads its in-cluster
+configuration), as in a cluster. Figures:
 
 - start-to-registered: from spawn to the kubelet registration socket existing (the floor: its
   one socket existing); the kubelet dials it as soon as it appears;

@@ -1,6 +1,10 @@
-"""The footprint benchmark's arithmetic: /proc status parsing and the report rows."""
+"""The footprint benchmark's arithmetic (/proc status parsing, the report rows), and what the
+two plugins load at start."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import pytest
 from dra_e2e.footprint import (
@@ -80,3 +84,22 @@ def test_row_without_target_or_value() -> None:
     assert "n/a" in missing
     assert "ok" not in missing
     assert "MISSED" not in missing
+
+
+#: Libraries the plugins must not load at start, each paid on every node (docs/scale.md,
+#: "Per-node footprint"): PyYAML (the plugin in its pod reads in-cluster configuration and
+#: JSON), difflib (spelling hints on bad input only), NVML's bindings (first NVML use), the
+#: ``kubernetes`` client (exotic kubeconfigs only).
+NOT_AT_START = ("yaml", "difflib", "pynvml", "kubernetes")
+
+
+@pytest.mark.parametrize("entry", ["dra_kubelet_plugin.cli", "dra_computedomain.plugin_cli"])
+def test_a_plugin_starts_without_the_libraries_only_other_commands_need(entry: str) -> None:
+    script = (
+        f"import sys, {entry}\nprint(sorted(m for m in {NOT_AT_START!r} if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

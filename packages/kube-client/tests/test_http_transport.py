@@ -5,6 +5,7 @@ and the one-time choice of the kubernetes client for what only it does."""
 from __future__ import annotations
 
 import base64
+import json
 import os
 import subprocess
 import sys
@@ -367,3 +368,44 @@ def test_the_common_case_never_imports_the_kubernetes_client(tmp_path: Path) -> 
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
     assert f"{NODES}/n1" in api.objects
+
+
+def test_a_json_kubeconfig_is_read_without_the_yaml_parser(tmp_path: Path) -> None:
+    # A pod reads no YAML (in-cluster configuration); a JSON kubeconfig should not make a
+    # process pay for PyYAML either (docs/scale.md, "Per-node footprint").
+    config = tmp_path / "kc.json"
+    config.write_text(
+        json.dumps(
+            {
+                "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "main", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "main",
+            }
+        )
+    )
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from dra_kube_client import KubeTransport
+        print(KubeTransport.from_kubeconfig({str(config)!r}).server)
+        print("yaml" in sys.modules)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["http://127.0.0.1:9", "False"]
+
+
+def test_a_kubeconfig_in_yaml_flow_style_is_still_yaml(tmp_path: Path) -> None:
+    # "{" starts YAML's flow style too: text that is not JSON goes to the YAML parser.
+    config = tmp_path / "kc"
+    config.write_text(
+        "{clusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}],"
+        " users: [{name: u, user: {token: t}}],"
+        " contexts: [{name: main, context: {cluster: c, user: u}}],"
+        " current-context: main}\n"
+    )
+    assert KubeTransport.from_kubeconfig(str(config)).server == "http://127.0.0.1:9"

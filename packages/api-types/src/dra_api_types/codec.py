@@ -12,14 +12,15 @@ import json
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from . import nvidia_v1beta1, resource_v1
 from ._model import ApiModel, ApiObject, dump_value
 from .errors import ObjectRef, UnknownKindError, ValidationError
 from .spelling import did_you_mean
+
+if TYPE_CHECKING:
+    import yaml
 
 __all__ = [
     "KubeObject",
@@ -93,14 +94,20 @@ def _read_text(text_or_path: str | os.PathLike[str]) -> str:
     return text_or_path
 
 
-class _Loader(yaml.SafeLoader):
-    """YAML loader that keeps timestamps as strings (the API's JSON has no date type)."""
+@functools.cache
+def _yaml_loader() -> type[yaml.SafeLoader]:
+    """The YAML loader, built on first use: a process that reads only JSON (a kubelet plugin
+    or controller in its pod) does not load PyYAML (0.9 MB, docs/scale.md)."""
+    import yaml  # deferred import: JSON-only processes do not pay for PyYAML
 
+    class Loader(yaml.SafeLoader):
+        """Keeps timestamps as strings (the API's JSON has no date type)."""
 
-_Loader.yaml_implicit_resolvers = {
-    key: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
+    Loader.yaml_implicit_resolvers = {
+        key: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+        for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    return Loader
 
 
 def load_documents(text_or_path: str | os.PathLike[str]) -> list[Any]:
@@ -114,8 +121,10 @@ def load_documents(text_or_path: str | os.PathLike[str]) -> list[Any]:
             pass
         else:
             return loaded if isinstance(loaded, list) else [loaded]
+    import yaml  # deferred import: see _yaml_loader
+
     try:
-        return [doc for doc in yaml.load_all(text, Loader=_Loader) if doc is not None]
+        return [doc for doc in yaml.load_all(text, Loader=_yaml_loader()) if doc is not None]
     except yaml.YAMLError as exc:
         raise ValidationError("", f"not valid YAML or JSON: {exc}") from None
 
@@ -154,24 +163,31 @@ def to_plain(obj: ApiModel | Mapping[str, Any]) -> dict[str, Any]:
     return plain
 
 
-class _Dumper(yaml.SafeDumper):
-    """Block-style YAML, multi-line strings (CEL expressions) as literal blocks."""
+@functools.cache
+def _yaml_dumper() -> type[yaml.SafeDumper]:
+    """Block-style YAML, multi-line strings (CEL expressions) as literal blocks; built on first
+    use, as :func:`_yaml_loader` is."""
+    import yaml  # deferred import: see _yaml_loader
 
+    class Dumper(yaml.SafeDumper):
+        """The project's YAML style."""
 
-def _str_representer(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
-    if "\n" in value:
-        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value)
+    def str_representer(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+        if "\n" in value:
+            return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value)
 
-
-_Dumper.add_representer(str, _str_representer)
+    Dumper.add_representer(str, str_representer)
+    return Dumper
 
 
 def dump_all(objects: Iterable[ApiModel | Mapping[str, Any]]) -> str:
     """Write objects as multi-document YAML (``---`` separated), API field names."""
+    import yaml  # deferred import: see _yaml_loader
+
     return yaml.dump_all(
         [to_plain(o) for o in objects],
-        Dumper=_Dumper,
+        Dumper=_yaml_dumper(),
         sort_keys=False,
         default_flow_style=False,
         allow_unicode=True,

@@ -10,7 +10,6 @@ that a typo gets the same suggestion wherever it is found::
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 __all__ = ["closest_name", "did_you_mean"]
@@ -25,6 +24,8 @@ def closest_name(name: str, known: Iterable[str]) -> str | None:
     lowered = {n.lower(): n for n in names}
     if name.lower() in lowered:
         return lowered[name.lower()]
+    import difflib  # deferred import: only a misspelt name needs it, and most runs have none
+
     close = difflib.get_close_matches(name, names, n=1, cutoff=CUTOFF)
     return close[0] if close else None
 

@@ -21,7 +21,7 @@ from typing import Any, Final
 
 import yaml
 
-from .codec import _Loader
+from .codec import _yaml_loader
 
 __all__ = ["Positioned", "Positions", "SyntaxProblem", "load_positioned"]
 
@@ -104,7 +104,7 @@ def load_positioned(text: str) -> tuple[list[Positioned], SyntaxProblem | None]:
         if as_json is not None:
             return as_json, None
     docs: list[Positioned] = []
-    loader = _Loader(text)
+    loader = _yaml_loader()(text)
     try:
         while loader.check_node():
             node = loader.get_node()
@@ -127,7 +127,7 @@ def _load_json(text: str) -> list[Positioned] | None:
     except json.JSONDecodeError:
         return None
     try:
-        node: yaml.Node | None = yaml.compose(text, Loader=_Loader)
+        node: yaml.Node | None = yaml.compose(text, Loader=_yaml_loader())
     except yaml.YAMLError:
         node = None
     if not isinstance(loaded, list):

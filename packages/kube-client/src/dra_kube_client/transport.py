@@ -11,6 +11,7 @@ plain JSON, read leniently by :mod:`dra_api_types`.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -169,12 +170,18 @@ class KubeTransport:
 
 
 def _read_yaml(path: Path, source: str) -> object:
-    import yaml  # deferred import: a pod's in-cluster configuration reads no YAML
-
     try:
         text = path.read_text()
     except OSError as exc:
         raise KubeConfigError(source, f"cannot read {path}: {exc.strerror or exc}") from exc
+    if text.lstrip().startswith("{"):
+        # A JSON kubeconfig (kubectl reads those too) needs no YAML parser.
+        try:
+            return json.loads(text)
+        except ValueError:
+            pass  # YAML's flow style also starts with "{": let the YAML parser judge it
+    import yaml  # deferred import: a pod's in-cluster configuration reads no YAML
+
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:

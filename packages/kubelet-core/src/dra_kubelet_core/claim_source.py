@@ -14,7 +14,6 @@ import json
 from pathlib import Path
 from typing import Any, Protocol
 
-import yaml
 from dra_api_types import ResourceClaim, ValidationError
 from dra_kube_client import JsonTransport, KubeApiError, path_segment
 
@@ -116,6 +115,8 @@ class DirectoryClaimSource:
             text = path.read_text()
             data: Any = json.loads(text)
         except FileNotFoundError:
+            import yaml  # deferred import: the plugin in its pod reads no YAML (docs/scale.md)
+
             try:
                 data = yaml.safe_load(path.with_suffix(".yaml").read_text())
             except FileNotFoundError:

@@ -8,7 +8,6 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-import yaml
 from dra_api_types import ResourceSlice
 from dra_kube_client import JsonTransport, KubeApiError
 from dra_kubelet_core.errors import ConfigurationError, PluginError
@@ -77,6 +76,8 @@ def render_resource_slices(
         publication=publication_of(settings, partitions=partitions),
     )
     docs = [ResourceSlice.from_dict(s, validate=True).to_dict() for s in slices]
+    import yaml  # deferred import: only this one-shot command writes YAML (docs/scale.md)
+
     return yaml.safe_dump_all(docs, sort_keys=False)
 
 

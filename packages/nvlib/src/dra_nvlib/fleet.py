@@ -27,8 +27,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from dra_nvlib.errors import FleetSpecError
 from dra_nvlib.mig_layout import (
     MigLayoutError,
@@ -180,6 +178,8 @@ def canonical_spec(entries: list[FleetEntry]) -> str:
 
 def parse_fleet_yaml(text: str, *, source: str) -> FleetSpec:
     """Parse the YAML profile form (already read from ``source``)."""
+    import yaml  # deferred import: the short fleet form and a real node read no YAML
+
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:

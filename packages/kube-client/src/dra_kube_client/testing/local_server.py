@@ -5,6 +5,7 @@ in another process (a console script under test), :func:`free_port` picks its po
 from __future__ import annotations
 
 import http.server
+import json
 import socket
 import ssl
 import threading
@@ -13,13 +14,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-import yaml
-
 __all__ = ["LocalHttpServer", "free_port", "write_kubeconfig"]
 
 
 def write_kubeconfig(path: Path | str, *, url: str, token: str = "test-token") -> Path:
-    """A kubeconfig at ``path`` for the server at ``url`` with a bearer ``token``."""
+    """A kubeconfig at ``path`` for the server at ``url`` with a bearer ``token``, written as
+    JSON (a kubeconfig may be either): a process reading it loads no YAML parser, as a
+    plugin reading its pod's in-cluster configuration does not."""
     config = {
         "apiVersion": "v1",
         "kind": "Config",
@@ -29,7 +30,7 @@ def write_kubeconfig(path: Path | str, *, url: str, token: str = "test-token") -
         "current-context": "test",
     }
     out = Path(path)
-    out.write_text(yaml.safe_dump(config))
+    out.write_text(json.dumps(config, indent=2))
     return out
 
 
