@@ -29,7 +29,9 @@ inside the webhook: body read, parse, validate, response written; fine buckets),
 each webhook pod at the moments the API server's is read, API requests per FlowSchema (our
 components' service accounts get one of their own), our controllers' CPU seconds and peak
 RSS (from /proc: their pods run on this host), the metrics lag (a claim's allocation, seen by
-a watch, to its first scrape in our allocation controller's metrics) and explain's wall time.
+a watch, to its first scrape in our allocation controller's metrics; the scrapes run in a
+child process at nice 19, :mod:`dra_e2e.scale_scrape`, so they yield to the cluster on a
+saturated host) and explain's wall time.
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ from dra_e2e.scale_metrics import (
     sum_by,
     wait_bands,
 )
-from dra_e2e.scale_observe import ClaimWatch, MetricsScraper
+from dra_e2e.scale_observe import ClaimWatch
 from dra_e2e.scale_report import (
     Churn,
     Creation,
@@ -101,6 +103,7 @@ from dra_e2e.scale_report import (
     scheduler_rows,
 )
 from dra_e2e.scale_schedule import due, interleave, replicas_after
+from dra_e2e.scale_scrape import MetricsScraper
 from dra_e2e.scale_workload import (
     APP_LABEL,
     TEMPLATES,
@@ -396,7 +399,8 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
     # The webhook pods are read right after the API server, at each window's boundary.
     before, own_before = _metrics(cluster), own_texts()
     ours_start = component_usage(transport) if with_components else {}
-    cpu_start = cpu_reading(cluster, ours_start)
+    helpers = [scraper.pid] if scraper is not None else []
+    cpu_start = cpu_reading(cluster, ours_start, helpers)
     controller_start = controller_text(scraper, say)
     memory = rss_reader(transport) if with_components else None
     if memory is not None:
@@ -419,7 +423,7 @@ def run_phase(cluster: Cluster, name: str, *, with_components: bool, rng: random
         f"{name}: {PODS} pods scheduled, claims bound",
         lambda: _watched_whole(watch, work) and _whole(transport, work),
     )
-    cpu_end = cpu_reading(cluster, component_usage(transport) if with_components else {})
+    cpu_end = cpu_reading(cluster, component_usage(transport) if with_components else {}, helpers)
     controller_end = controller_text(scraper, say)
     after_creation, own_after_creation = _metrics(cluster), own_texts()
     last = max(watch.scheduled.values(), default=started)

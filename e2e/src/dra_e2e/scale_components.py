@@ -5,6 +5,7 @@ on this host), and their ``/metrics`` at their pod IPs.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,9 @@ from dra_e2e.cluster import Cluster
 from dra_e2e.host_cpu import CpuReading, parse_host_totals
 from dra_e2e.pod_usage import PodUsage, parse_stat, pod_usage, process_usage
 from dra_e2e.process import is_running
-from dra_e2e.scale_observe import MetricsScraper, RssSampler, Say, fetch_text, quiet
+from dra_e2e.scale_observe import RssSampler, Say, quiet
 from dra_e2e.scale_report import ALLOCATION_CONTROLLER
+from dra_e2e.scale_scrape import MetricsScraper, fetch_text
 
 #: Our control-plane components, by the chart's component label.
 MEASURED = ("allocation-controller", "compute-domain-controller", "webhook")
@@ -68,8 +70,11 @@ def process_cpu_s(pid: int | str) -> float | None:
         return None
 
 
-def cpu_reading(cluster: Cluster, ours: dict[str, PodUsage]) -> CpuReading:
-    """The cluster's processes', our pods' and this benchmark's CPU seconds, and the host's."""
+def cpu_reading(
+    cluster: Cluster, ours: dict[str, PodUsage], helpers: Iterable[int | None] = ()
+) -> CpuReading:
+    """The cluster's processes', our pods' and this benchmark's CPU seconds (its process and
+    its ``helpers``' processes, such as the metrics scraper's child), and the host's."""
     processes: dict[str, float] = {}
     for record in cluster.processes():
         cpu = process_cpu_s(record.pid) if is_running(record) else None
@@ -77,7 +82,10 @@ def cpu_reading(cluster: Cluster, ours: dict[str, PodUsage]) -> CpuReading:
             processes[record.name] = cpu
     for component, usage in ours.items():
         processes[f"ours: {component}"] = usage.cpu_s
-    processes["the benchmark"] = process_cpu_s("self") or 0.0
+    helper_cpu = (process_cpu_s(pid) for pid in helpers if pid is not None)
+    processes["the benchmark"] = (process_cpu_s("self") or 0.0) + sum(
+        cpu for cpu in helper_cpu if cpu is not None
+    )
     return CpuReading(processes, parse_host_totals(Path("/proc/stat").read_text()))
 
 

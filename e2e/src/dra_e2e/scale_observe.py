@@ -2,18 +2,16 @@
 
 :class:`ClaimWatch` follows a namespace's Pods and ResourceClaims: when each pod got a node,
 and each claim was first seen, first seen allocated, and first seen allocated and reserved
-for its pod. :class:`MetricsScraper` scrapes our allocation controller's ``/metrics`` every
-``interval`` seconds and records when each claim of the namespace first shows as allocated
-there. :class:`RssSampler` reads a process's resident memory every few seconds, each sample
-labelled with the phase's step. All run in daemon threads until :meth:`stop`; the times are
-``time.monotonic()``.
+for its pod (:mod:`dra_e2e.scale_scrape` records when each shows allocated in our allocation
+controller's ``/metrics``). :class:`RssSampler` reads a process's resident memory every few
+seconds, each sample labelled with the phase's step. Both run in daemon threads until
+:meth:`stop`; the times are ``time.monotonic()``.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +20,6 @@ from dra_kube_client import JsonTransport
 from dra_kube_client.informers import Informer, Listener, Resource, Store
 
 from dra_e2e.memory_timeline import MemorySample
-from dra_e2e.scale_metrics import claims_in
 
 Say = Callable[[str], None]
 
@@ -117,55 +114,6 @@ class ClaimWatch:
             for c, created in list(self.claim_created.items())
             if created >= since and c in self.claim_bound
         ]
-
-
-def fetch_text(url: str, timeout: float = 10.0) -> str:
-    """The body of a plain-HTTP GET of ``url`` (a component's ``/metrics``); ``OSError``
-    when it does not answer."""
-    with urllib.request.urlopen(url, timeout=timeout) as resp:
-        return str(resp.read().decode())
-
-
-@dataclass
-class MetricsScraper:
-    """When each claim of ``namespace`` first shows in ``kube_resourceclaim_allocated`` of
-    the allocation controller at ``url`` (plain HTTP: the benchmark installs its metrics
-    with ``metrics.insecure``, so the scrapes make no TokenReview that would count as our
-    components' API requests)."""
-
-    url: str
-    namespace: str
-    interval: float = 0.5
-    say: Say = quiet
-    seen: dict[str, float] = field(default_factory=dict)
-    scrapes: int = 0
-    failures: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            began = time.monotonic()
-            try:
-                text = fetch_text(self.url)
-            except OSError as exc:
-                self.failures += 1
-                if self.failures <= 3:
-                    self.say(f"[bench] scrape of {self.url} failed: {exc}")
-            else:
-                # The claim appeared after the previous scrape and before this one's collect
-                # (right after its start): the lag is over-stated by at most one interval.
-                for name in claims_in(text, self.namespace) - self.seen.keys():
-                    self.seen[name] = began
-                self.scrapes += 1
-            self._stop.wait(max(0.0, self.interval - (time.monotonic() - began)))
-
-    def start(self) -> None:
-        """Scrape in a daemon thread until :meth:`stop`."""
-        threading.Thread(target=self._run, daemon=True).start()
-
-    def stop(self) -> None:
-        """Stop scraping."""
-        self._stop.set()
 
 
 @dataclass
