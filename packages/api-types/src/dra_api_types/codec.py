@@ -97,7 +97,7 @@ def _read_text(text_or_path: str | os.PathLike[str]) -> str:
 @functools.cache
 def _yaml_loader() -> type[yaml.SafeLoader]:
     """The YAML loader, built on first use: a process that reads only JSON (a kubelet plugin
-    or controller in its pod) does not load PyYAML (0.9 MB, docs/scale.md)."""
+    in its pod, the compute-domain controller) does not load PyYAML (0.9 MB, docs/scale.md)."""
     import yaml  # deferred import: JSON-only processes do not pay for PyYAML
 
     class Loader(yaml.SafeLoader):
