@@ -87,7 +87,10 @@ class MetricsScraper:
                 self.scrapes += 1
             elif kind == "seen":
                 at, _, name = rest.partition(" ")
-                self.seen.setdefault(name, float(at))
+                # The child is killed by stop(): its last line may be cut short.
+                with contextlib.suppress(ValueError):
+                    if name:
+                        self.seen.setdefault(name, float(at))
             elif kind == "fail":
                 self.failures += 1
                 if self.failures <= 3:
