@@ -123,7 +123,10 @@ class KubeTransport:
             return cls(ClientLibraryTransport.from_kubeconfig(paths, context=context))
         path = Path(paths.strip(os.pathsep)).expanduser()
         found = connection_from_kubeconfig(
-            _read_yaml(path, source), source=source, base_dir=str(path.parent), context=context
+            _read_config_file(path, source),
+            source=source,
+            base_dir=str(path.parent),
+            context=context,
         )
         if isinstance(found, NeedsClientLibrary):
             return cls(ClientLibraryTransport.from_kubeconfig(str(path), context=context))
@@ -169,7 +172,7 @@ class KubeTransport:
         return self.backend.watch_lines(path, query=query, timeout_s=timeout_s)
 
 
-def _read_yaml(path: Path, source: str) -> object:
+def _read_config_file(path: Path, source: str) -> object:
     try:
         text = path.read_text()
     except OSError as exc:
