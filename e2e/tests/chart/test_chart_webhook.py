@@ -268,10 +268,18 @@ def _template(claim: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _sent(hook: dict[str, Any], obj: dict[str, Any], *, old: dict[str, Any] | None = None) -> bool:
-    """Whether the API server calls ``hook`` for a CREATE of ``obj`` (UPDATE with ``old``)."""
+def _sent(
+    hook: dict[str, Any],
+    obj: dict[str, Any],
+    *,
+    old: dict[str, Any] | None = None,
+    user: str = "alice@example.com",
+) -> bool:
+    """Whether the API server calls ``hook`` for a CREATE of ``obj`` (UPDATE with ``old``)
+    written by ``user``."""
     operation = "CREATE" if old is None else "UPDATE"
-    variables = {"object": obj, "oldObject": old, "request": {"operation": operation}}
+    request = {"operation": operation, "userInfo": {"username": user}}
+    variables = {"object": obj, "oldObject": old, "request": request}
     return all(bool(evaluate(c["expression"], variables)) for c in hook["matchConditions"])
 
 
@@ -322,6 +330,50 @@ def test_an_update_that_keeps_spec_is_never_sent(helm: Path) -> None:
         assert not any(_sent(hook, obj, old=finalized) for hook in hooks.values())
         changed = _claim(configs=[_config("gpu.nvidia.com")], selector="true")
         assert any(_sent(hook, changed, old=finalized) for hook in hooks.values())
+
+
+CLAIM_CONTROLLER = "system:serviceaccount:kube-system:resource-claim-controller"
+OURS = _claim(configs=[_config("gpu.nvidia.com")])
+
+
+def _copied(claim: dict[str, Any]) -> dict[str, Any]:
+    """``claim`` as the resourceclaim controller makes it for a pod from a template."""
+    annotations = {"resource.kubernetes.io/pod-claim-name": "gpu"}
+    return {**claim, "metadata": {**claim["metadata"], "annotations": annotations}}
+
+
+@pytest.mark.parametrize(
+    ("claim", "copied", "user", "sent"),
+    [
+        (OURS, True, CLAIM_CONTROLLER, False),
+        (_claim(selector=GPU_SELECTOR), True, CLAIM_CONTROLLER, False),
+        # The controller manager without --use-service-account-credentials.
+        (OURS, True, "system:kube-controller-manager", False),
+        # Anyone else writing the annotation is judged as usual.
+        (OURS, True, "alice@example.com", True),
+        (_claim(selector=GPU_SELECTOR), True, "alice@example.com", True),
+        # The controller's identity without the annotation it always sets: judged.
+        (OURS, False, CLAIM_CONTROLLER, True),
+    ],
+    ids=[
+        "copied-config",
+        "copied-selector",
+        "copied-shared-identity",
+        "user-with-annotation",
+        "user-with-annotation-selector",
+        "controller-without-annotation",
+    ],
+)
+def test_a_claim_copied_from_a_judged_template_for_a_pod_is_not_sent_again(
+    helm: Path, claim: dict[str, Any], copied: bool, user: str, sent: bool
+) -> None:
+    """The template was judged when it was written; its copies for pods (the resourceclaim
+    controller's creates) do not wait on the webhook, nor fail while it is down."""
+    hooks = _hooks(_render(helm, ENABLED)).values()
+    obj = _copied(claim) if copied else claim
+    assert any(_sent(hook, obj, user=user) for hook in hooks) is sent
+    # The template it is copied from, written by a user, goes to the hook its contents pick.
+    assert any(_sent(hook, _template(claim)) for hook in hooks)
 
 
 @pytest.mark.parametrize(

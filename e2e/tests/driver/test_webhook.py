@@ -2,7 +2,8 @@
 ``webhook.enabled=true`` (TLS from the chart-made secret) and ``TimeSlicingSettings`` on,
 bad opaque configs (and sharing configs whose gate is off) refused at
 ``kubectl apply`` with the field path, good ones admitted, for ResourceClaims and
-ResourceClaimTemplates in every ``resource.k8s.io`` version the cluster serves.
+ResourceClaimTemplates in every ``resource.k8s.io`` version the cluster serves. A pod's claim
+copied from a judged template is made with no webhook pod running.
 
 Last, the webhook rolled with its own metrics port on (``webhook.metrics.enabled``) starts,
 serves, and counts its reviews by kind and outcome; then rolled back to off.
@@ -230,6 +231,75 @@ def test_a_selector_naming_an_unpublished_attribute_is_admitted_with_a_warning(
         "Warning: spec.devices.requests[0].exactly.selectors[0].cel.expression: gpu.nvidia.com "
         "publishes no attribute 'productname' (did you mean 'productName'?)"
     ) in proc.stderr
+
+
+def _scale_webhook(driver: Driver, replicas: int) -> None:
+    driver.cluster.kubectl(
+        "scale",
+        "deployment",
+        "-n",
+        driver.namespace,
+        "-l",
+        "app.kubernetes.io/component=webhook",
+        f"--replicas={replicas}",
+    )
+
+
+def test_a_pods_claim_copied_from_a_judged_template_is_made_while_no_webhook_answers(
+    driver: Driver, e2e_namespace: str
+) -> None:
+    """The template is judged when it is written; the claim the resourceclaim controller copies
+    from it for a pod is not sent again (matchConditions), so with every webhook pod gone
+    (failurePolicy Fail) the pod still gets its claim, while a user's claim with the same
+    config is refused for want of an answer."""
+    cluster = driver.cluster
+    cluster.apply(_template("checked", e2e_namespace, "v1", GOOD_CONFIG))
+    deployment = cluster.kubectl_json(
+        "get", "deployment", "-n", driver.namespace, "-l", "app.kubernetes.io/component=webhook"
+    )["items"][0]
+    direct = _claim("direct", e2e_namespace, "v1", GOOD_CONFIG)
+    _scale_webhook(driver, 0)
+    try:
+
+        def unanswered() -> bool:
+            try:
+                cluster.kubectl("apply", "--dry-run=server", "-f", "-", input_text=direct)
+            except KubectlError as exc:
+                return "failed calling webhook" in exc.stderr
+            return False
+
+        cluster.wait_until("the API server to find no webhook to call", unanswered, timeout=120)
+        stderr = _refused(cluster, direct)
+        assert "failed calling webhook" in stderr
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "copied", "namespace": e2e_namespace},
+            "spec": {
+                # Never scheduled: only the claim's creation is under test.
+                "nodeSelector": {"example.com/no-such-node": "true"},
+                "containers": [{"name": "c", "image": "ubuntu:22.04"}],
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "checked"}],
+            },
+        }
+        cluster.apply(json.dumps(pod))
+
+        def copied() -> dict[str, Any] | None:
+            claims = cluster.kubectl_json("get", "resourceclaims", "-n", e2e_namespace)["items"]
+            for claim in claims:
+                owners = claim["metadata"].get("ownerReferences", [])
+                if any(o["kind"] == "Pod" and o["name"] == "copied" for o in owners):
+                    return dict(claim)
+            return None
+
+        claim = cluster.wait_until("the pod's claim to be made", copied, timeout=120)
+        assert claim["metadata"]["annotations"]["resource.kubernetes.io/pod-claim-name"] == "gpu"
+        config = claim["spec"]["devices"]["config"][0]["opaque"]["parameters"]
+        assert config["sharing"]["strategy"] == "TimeSlicing"
+    finally:
+        _scale_webhook(driver, deployment["spec"]["replicas"])
+        cluster.kubectl("delete", "pod", "copied", "-n", e2e_namespace, "--ignore-not-found")
+    wait_webhook_serving(cluster)
 
 
 def _review_counts(driver: Driver) -> dict[tuple[str, str], float]:

@@ -58,3 +58,14 @@ request-level `selectors`) mentions gpu.nvidia.com (the webhook may warn about i
 {{- $mentions := "s.exists(x, has(x.cel) && has(x.cel.expression) && x.cel.expression.contains('gpu.nvidia.com'))" }}
 {{- printf "(%s && has(%s.requests) && %s.requests.exists(r, (has(r.exactly) && has(r.exactly.selectors) && %s) || (has(r.selectors) && %s) || (has(r.firstAvailable) && r.firstAvailable.exists(f, has(f.selectors) && %s))))" (join " && " $guards) . . ($mentions | replace "s.exists" "r.exactly.selectors.exists") ($mentions | replace "s.exists" "r.selectors.exists") ($mentions | replace "s.exists" "f.selectors.exists") }}
 {{- end }}
+
+{{- /*
+CEL: the request creates a ResourceClaim that Kubernetes' resourceclaim controller makes for a
+pod (or pod group) from a ResourceClaimTemplate: the controller's identity (its own service
+account under --use-service-account-credentials, kubeadm's default, or the controller
+manager's shared one) and the pod-claim-name annotation it always sets. Such a claim's spec is
+the template's, which the webhook judged when the template was written.
+*/}}
+{{- define "dra-driver-nvidia-gpu.webhookClaimFromTemplateCel" -}}
+request.operation == 'CREATE' && request.userInfo.username in ['system:serviceaccount:kube-system:resource-claim-controller', 'system:kube-controller-manager'] && has(object.metadata.annotations) && 'resource.kubernetes.io/pod-claim-name' in object.metadata.annotations
+{{- end }}
