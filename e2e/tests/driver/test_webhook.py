@@ -29,6 +29,7 @@ from driver_support import (
     dump_diagnostics,
     exists,
     install,
+    pod_claims,
     uninstall,
     wait_webhook_serving,
 )
@@ -284,15 +285,11 @@ def test_a_pods_claim_copied_from_a_judged_template_is_made_while_no_webhook_ans
         }
         cluster.apply(json.dumps(pod))
 
-        def copied() -> dict[str, Any] | None:
-            claims = cluster.kubectl_json("get", "resourceclaims", "-n", e2e_namespace)["items"]
-            for claim in claims:
-                owners = claim["metadata"].get("ownerReferences", [])
-                if any(o["kind"] == "Pod" and o["name"] == "copied" for o in owners):
-                    return dict(claim)
-            return None
-
-        claim = cluster.wait_until("the pod's claim to be made", copied, timeout=120)
+        claim = cluster.wait_until(
+            "the pod's claim to be made",
+            lambda: pod_claims(cluster, "copied", e2e_namespace).get("gpu"),
+            timeout=120,
+        )
         assert claim["metadata"]["annotations"]["resource.kubernetes.io/pod-claim-name"] == "gpu"
         config = claim["spec"]["devices"]["config"][0]["opaque"]["parameters"]
         assert config["sharing"]["strategy"] == "TimeSlicing"
