@@ -40,6 +40,8 @@ pytestmark = pytest.mark.e2e
 NV = "resource.nvidia.com/v1beta1"
 BAD_STRATEGY = {"apiVersion": NV, "kind": "GpuConfig", "sharing": {"strategy": "Bogus"}}
 GOOD_CONFIG = {"apiVersion": NV, "kind": "GpuConfig", "sharing": {"strategy": "TimeSlicing"}}
+# The chart's label on the webhook's Deployment and pods.
+WEBHOOK = "app.kubernetes.io/component=webhook"
 
 
 def _set_webhook(driver: Driver, enabled: bool) -> str:
@@ -241,7 +243,7 @@ def _scale_webhook(driver: Driver, replicas: int) -> None:
         "-n",
         driver.namespace,
         "-l",
-        "app.kubernetes.io/component=webhook",
+        WEBHOOK,
         f"--replicas={replicas}",
     )
 
@@ -255,9 +257,9 @@ def test_a_pods_claim_copied_from_a_judged_template_is_made_while_no_webhook_ans
     config is refused for want of an answer."""
     cluster = driver.cluster
     cluster.apply(_template("checked", e2e_namespace, "v1", GOOD_CONFIG))
-    deployment = cluster.kubectl_json(
-        "get", "deployment", "-n", driver.namespace, "-l", "app.kubernetes.io/component=webhook"
-    )["items"][0]
+    deployment = cluster.kubectl_json("get", "deployment", "-n", driver.namespace, "-l", WEBHOOK)[
+        "items"
+    ][0]
     direct = _claim("direct", e2e_namespace, "v1", GOOD_CONFIG)
     _scale_webhook(driver, 0)
     try:
@@ -302,9 +304,7 @@ def test_a_pods_claim_copied_from_a_judged_template_is_made_while_no_webhook_ans
 def _review_counts(driver: Driver) -> dict[tuple[str, str], float]:
     """``dra_webhook_review_duration_seconds_count`` by (kind, outcome), summed over the
     webhook pods, read through the API server's pod proxy (plain HTTP, no token)."""
-    pods = driver.cluster.kubectl_json(
-        "get", "pods", "-n", driver.namespace, "-l", "app.kubernetes.io/component=webhook"
-    )
+    pods = driver.cluster.kubectl_json("get", "pods", "-n", driver.namespace, "-l", WEBHOOK)
     counts: dict[tuple[str, str], float] = {}
     for pod in pods["items"]:
         ports = [
@@ -361,9 +361,7 @@ def test_the_webhooks_own_metrics_count_its_reviews_when_turned_on(
     finally:
         _set_metrics(driver, False)
     wait_webhook_serving(driver.cluster)
-    pods = driver.cluster.kubectl_json(
-        "get", "pods", "-n", driver.namespace, "-l", "app.kubernetes.io/component=webhook"
-    )
+    pods = driver.cluster.kubectl_json("get", "pods", "-n", driver.namespace, "-l", WEBHOOK)
     ports = [
         port["name"]
         for pod in pods["items"]
